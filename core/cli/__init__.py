@@ -1,0 +1,67 @@
+"""The ``tprimat`` command line.
+
+Each command lives in its own module and is imported only when it is run (or
+when help lists it), so ``tprimat backends`` never pays for the imports of
+``tprimat run``.  To add a command, add one line to :data:`COMMANDS`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import click
+
+from tprimat import __version__
+
+#: command name -> "module:attribute" of its click command, in help order.
+COMMANDS: dict[str, str] = {
+    "backends": "tprimat.cli.backends:backends",
+    "plugins": "tprimat.cli.plugins:plugins",
+    "models": "tprimat.cli.models:models",
+    "detect": "tprimat.cli.detect:detect",
+    "config": "tprimat.cli.config:config",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a command's module only when the command is needed."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attribute = target.split(":")
+        return getattr(importlib.import_module(module_name), attribute)
+
+    def invoke(self, ctx: click.Context):
+        """Turn expected errors into one line and exit code 2 (``--debug`` shows the traceback)."""
+        from tprimat.errors import TprimatError
+
+        try:
+            return super().invoke(ctx)
+        except TprimatError as exc:
+            if (ctx.obj or {}).get("debug"):
+                raise
+            error = click.ClickException(str(exc))
+            error.exit_code = exc.exit_code
+            raise error from None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tprimat")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Benchmark LLM pretraining on AMD and NVIDIA GPUs, fairly and auditably."""
+    from tprimat.registry import Registry
+
+    ctx.ensure_object(dict)
+    ctx.obj.setdefault("registry_factory", Registry.from_environment)
+    ctx.obj["debug"] = debug
+
+
+def main() -> None:
+    """Console entry point."""
+    cli(prog_name="tprimat")

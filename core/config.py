@@ -1,0 +1,324 @@
+"""The benchmark config: one TOML format holding every setting that must match across platforms.
+
+The shipped defaults (``defaults.toml``) are layered under the user's file and
+``--set section.key=value`` overrides.  Unknown sections or keys are errors
+that name the key, because a silently ignored typo is an unfair comparison.
+The config fingerprint hashes the fields that must be equal for two runs to
+be compared side by side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn
+
+from tprimat.errors import TprimatError
+
+
+class ConfigError(TprimatError, ValueError):
+    """A config file or override that cannot be used; the message names the key."""
+
+
+@attrs.frozen(kw_only=True)
+class BenchmarkSection:
+    model: str
+    methodology: Literal["iso", "tuned"]
+    seed: int
+    iterations: int = attrs.field(validator=attrs.validators.gt(0))
+    warmup_iterations: int = attrs.field(validator=attrs.validators.ge(0))
+    exclude_profiled: bool
+
+
+@attrs.frozen(kw_only=True)
+class DataSection:
+    dataset: str
+    tokenizer: str
+
+
+@attrs.frozen(kw_only=True)
+class TrainingSection:
+    micro_batch_size: int = attrs.field(validator=attrs.validators.gt(0))
+    global_batch_size: int = attrs.field(validator=attrs.validators.gt(0))
+    seq_length: int = attrs.field(validator=attrs.validators.gt(0))
+    lr: float
+    min_lr: float
+    lr_warmup_iterations: int
+    lr_decay_style: Literal["cosine", "linear", "constant"]
+    lr_decay_iterations: int
+    weight_decay: float
+    adam_beta1: float
+    adam_beta2: float
+    adam_eps: float
+    init_method_std: float
+    clip_grad: float
+    recompute: Literal["none", "selective", "full"]
+
+
+@attrs.frozen(kw_only=True)
+class ParallelSection:
+    tensor: int = attrs.field(validator=attrs.validators.gt(0))
+    pipeline: int = attrs.field(validator=attrs.validators.gt(0))
+    context: int = attrs.field(validator=attrs.validators.gt(0))
+    sequence_parallel: bool
+    distributed_optimizer: bool
+    overlap_grad_reduce: bool
+    overlap_param_gather: bool
+    strategy: Literal["ddp", "fsdp2"]
+
+
+@attrs.frozen(kw_only=True)
+class LaunchSection:
+    nnodes: int = attrs.field(validator=attrs.validators.gt(0))
+    nproc_per_node: int = attrs.field(validator=attrs.validators.gt(0))
+    master_addr: str
+    master_port: int
+    timeout_s: float = attrs.field(validator=attrs.validators.ge(0))
+
+
+@attrs.frozen(kw_only=True)
+class PrecisionSection:
+    dtype: Literal["bf16", "fp8", "fp32"]
+    fp8_recipe: Literal["hybrid", "e4m3"]
+
+
+@attrs.frozen(kw_only=True)
+class KernelsSection:
+    attention_backend: Literal["flash", "fused", "unfused", "auto"]
+    fused_rope: bool
+    fused_swiglu: bool
+    fused_cross_entropy: bool
+    compile: bool
+
+
+@attrs.frozen(kw_only=True)
+class ProfileSection:
+    enabled: bool
+    wait: int
+    warmup: int
+    active: int
+    repeat: int
+    ranks: list[int]
+
+
+@attrs.frozen(kw_only=True)
+class MonitorSection:
+    enabled: bool
+    interval_s: float = attrs.field(validator=attrs.validators.gt(0))
+
+
+@attrs.frozen(kw_only=True)
+class BenchmarkConfig:
+    """The effective benchmark config of one run."""
+
+    benchmark: BenchmarkSection
+    data: DataSection
+    training: TrainingSection
+    parallel: ParallelSection
+    launch: LaunchSection
+    precision: PrecisionSection
+    kernels: KernelsSection
+    profile: ProfileSection
+    monitor: MonitorSection
+
+    @property
+    def world_size(self) -> int:
+        return self.launch.nnodes * self.launch.nproc_per_node
+
+    @property
+    def data_parallel(self) -> int:
+        p = self.parallel
+        return self.world_size // (p.tensor * p.pipeline * p.context)
+
+    def check_consistency(self) -> None:
+        """Raise :class:`ConfigError` if parallelism and batch sizes do not fit together."""
+        p, t = self.parallel, self.training
+        model_parallel = p.tensor * p.pipeline * p.context
+        if self.world_size % model_parallel:
+            raise ConfigError(
+                f"world size {self.world_size} (launch.nnodes × launch.nproc_per_node) is not "
+                f"divisible by tensor × pipeline × context = {model_parallel}"
+            )
+        per_step = t.micro_batch_size * self.data_parallel
+        if t.global_batch_size % per_step:
+            raise ConfigError(
+                f"training.global_batch_size {t.global_batch_size} is not divisible by "
+                f"micro_batch_size × data-parallel size = {per_step}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return _converter.unstructure(self)
+
+    def fingerprint(self, dataset_fingerprint: str | None = None) -> str:
+        """Stable hash of the fields that must match for a fair comparison."""
+        return config_fingerprint(fair_fields(self, dataset_fingerprint))
+
+
+def fair_fields(config: BenchmarkConfig, dataset_fingerprint: str | None = None) -> dict[str, Any]:
+    """The fields two runs must share to be compared side by side.
+
+    Parallel layout, kernels and launch shape are deliberately absent: they
+    are what a platform may tune.  The dataset is identified by content
+    (its fingerprint), not by path, so the same tokens on two clusters match.
+    """
+    dataset = "mock" if config.data.dataset == "mock" else (dataset_fingerprint or config.data.dataset)
+    return {
+        "model": config.benchmark.model,
+        "methodology": config.benchmark.methodology,
+        "dataset": dataset,
+        "seq_length": config.training.seq_length,
+        "global_batch_size": config.training.global_batch_size,
+        "precision": config.precision.dtype,
+    }
+
+
+def config_fingerprint(fields: dict[str, Any]) -> str:
+    """sha256 over the canonical JSON of ``fields`` (sorted keys), first 16 hex digits."""
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def _make_converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    for cls in (
+        BenchmarkConfig,
+        BenchmarkSection,
+        DataSection,
+        TrainingSection,
+        ParallelSection,
+        LaunchSection,
+        PrecisionSection,
+        KernelsSection,
+        ProfileSection,
+        MonitorSection,
+    ):
+        converter.register_structure_hook(
+            cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
+        )
+    # TOML has no int/float distinction for values like `lr = 1`: accept ints as floats.
+    converter.register_structure_hook(float, lambda v, _: _strict_float(v))
+    converter.register_structure_hook(int, lambda v, _: _strict_int(v))
+    converter.register_structure_hook(bool, lambda v, _: _strict_bool(v))
+    return converter
+
+
+def _strict_float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def _strict_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _strict_bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+_converter = _make_converter()
+
+
+def default_config_dict() -> dict[str, Any]:
+    """The shipped defaults as a plain dict."""
+    text = resources.files("tprimat").joinpath("defaults.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """Split ``section.key=value``; the value is read as a TOML literal, else as a string."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} is not of the form section.key=value")
+    dotted, raw = item.split("=", 1)
+    path = [part.strip() for part in dotted.strip().split(".")]
+    if len(path) != 2 or not all(path):
+        raise ConfigError(f"override {item!r}: the key must be section.key, e.g. training.seq_length")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return path, value
+
+
+def _merge(base: dict[str, Any], update: dict[str, Any], origin: str) -> None:
+    for section, values in update.items():
+        if section not in base:
+            raise ConfigError(f"{origin}: unknown section [{section}]; known: {', '.join(base)}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{origin}: [{section}] must be a table")
+        for key, value in values.items():
+            if key not in base[section]:
+                raise ConfigError(
+                    f"{origin}: unknown key {section}.{key}; "
+                    f"known in [{section}]: {', '.join(base[section])}"
+                )
+            base[section][key] = value
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    *,
+    base: dict[str, Any] | None = None,
+) -> BenchmarkConfig:
+    """Defaults (or ``base``), then the TOML file at ``path``, then ``section.key=value`` overrides."""
+    merged = base if base is not None else default_config_dict()
+    merged = json.loads(json.dumps(merged))  # deep copy of plain data
+    if path is not None:
+        try:
+            user = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+        _merge(merged, user, str(path))
+    for item in overrides:
+        (section, key), value = parse_override(item)
+        _merge(merged, {section: {key: value}}, f"--set {item}")
+    return config_from_dict(merged)
+
+
+def config_from_dict(data: dict[str, Any]) -> BenchmarkConfig:
+    """Structure and validate a config dict; errors name the offending key."""
+    try:
+        config = _converter.structure(data, BenchmarkConfig)
+    except cattrs.BaseValidationError as exc:
+        raise ConfigError("invalid config: " + "; ".join(cattrs.transform_error(exc))) from None
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"invalid config: {exc}") from None
+    config.check_consistency()
+    return config
+
+
+def dump_toml(config: BenchmarkConfig) -> str:
+    """The config as TOML text (what ``tprimat config show`` prints and runs store)."""
+    lines: list[str] = []
+    for section, values in config.to_dict().items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            lines.append(f"{key} = {_toml_value(value)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")

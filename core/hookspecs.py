@@ -1,0 +1,117 @@
+"""The hooks a tprimat plugin can implement, in the order a run calls them.
+
+A plugin is a module (or object) with functions marked ``@tprimat.hookimpl``,
+exposed through an entry point in the ``tprimat`` group.  It declares its
+backends in :func:`register_backends`; the per-backend hooks
+(:func:`prepare_data`, :func:`profile`, :func:`launch`,
+:func:`parse_metrics`) are then called on the plugin that owns the selected
+backend only, with the backend name as first argument (one plugin may serve
+several backends).  Heavy imports (torch, frameworks) belong inside hook
+bodies.  The reference with examples is ``docs/plugins.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from tprimat.backend import BackendSpec
+    from tprimat.config import BenchmarkConfig
+    from tprimat.plans import (
+        DataArguments,
+        LaunchContext,
+        LaunchPlan,
+        PreparedDataset,
+        ProfilePlan,
+    )
+    from tprimat.platform import PlatformInfo
+    from tprimat.records import ParseEvent
+
+hookspec = pluggy.HookspecMarker("tprimat")
+
+
+# -- discovery ---------------------------------------------------------------------------
+
+
+@hookspec
+def register_backends() -> list[BackendSpec]:
+    """Declare the backends this plugin provides.
+
+    Called once per plugin when the registry is built.  Return a list of
+    :class:`tprimat.backend.BackendSpec` (name, platform, framework,
+    requirements, description).  A backend name may be claimed by one
+    installed plugin only; a second claim is reported as an error naming both
+    distributions and the name becomes unusable until one is removed.
+    """
+
+
+# -- platform ----------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def detect_platform() -> PlatformInfo | None:
+    """Describe the machine this process runs on: AMD/ROCm, NVIDIA/CUDA or CPU.
+
+    Called by ``tprimat detect`` and by the runner before a launch, on the
+    machine that runs the job (never when a log is parsed elsewhere).  Return
+    a :class:`tprimat.platform.PlatformInfo`, or None to let the next
+    implementation answer.  tprimat's built-in fallback (run last) uses
+    ``nvidia-smi``, ``amd-smi``/``rocm-smi`` and ``/dev/kfd`` and never imports torch.
+    """
+
+
+# -- per backend: data, profiling, launch, metrics ---------------------------------------
+
+
+@hookspec(firstresult=True)
+def prepare_data(
+    backend: str, dataset: PreparedDataset, config: BenchmarkConfig
+) -> DataArguments | None:
+    """Map a dataset made by ``tprimat prepare-data`` to this backend's data arguments.
+
+    Called before :func:`launch` when the config names a prepared dataset
+    (not ``mock``).  Return :class:`tprimat.plans.DataArguments`: command-line
+    arguments, config overrides and environment that make the framework read
+    ``dataset.path_prefix`` with the tokenizer it was made with.
+    """
+
+
+@hookspec(firstresult=True)
+def profile(backend: str, context: LaunchContext) -> ProfilePlan | None:
+    """Say how this backend collects a torch-profiler trace for ``context.config.profile``.
+
+    Called before :func:`launch` when profiling is enabled.  Return a
+    :class:`tprimat.plans.ProfilePlan`: the extra arguments/overrides/env the
+    launch must carry, the globs (relative to the run directory) where traces
+    appear, and the iterations that will be profiled (left out of statistics).
+    """
+
+
+@hookspec(firstresult=True)
+def launch(backend: str, context: LaunchContext) -> LaunchPlan | None:
+    """Plan the training process for one run; the core runner executes the plan.
+
+    Return a :class:`tprimat.plans.LaunchPlan`: the exact argv, added
+    environment, working directory and files to write into the run directory.
+    The runner starts it in its own process group, tees every rank's output
+    into the run directory, feeds lines to :func:`parse_metrics` as they
+    arrive and handles interruption, timeouts and failure.  ``--dry-run``
+    prints this plan and starts nothing.
+    """
+
+
+@hookspec(firstresult=True)
+def parse_metrics(backend: str, lines: Iterable[str], source: str) -> Iterator[ParseEvent] | None:
+    """Turn a framework's log lines into per-iteration records, lazily.
+
+    ``lines`` may be a file being read or a live process's output; ``source``
+    names it (for ``file:line`` references).  Yield
+    :class:`tprimat.schema.IterationRecord` (measured values only: the core
+    computes tokens, throughput and everything derived),
+    :class:`tprimat.records.LogFact` (batch size, sequence length, versions
+    read from the log) and :class:`tprimat.records.ParseIssue` (lines skipped
+    and why).  Must be a pure function of the lines: no torch, no hardware.
+    """

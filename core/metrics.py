@@ -1,0 +1,221 @@
+"""Every derived number, computed once, the same way for every backend.
+
+Parsers and trainers deliver per-iteration measurements; this module turns
+them into tokens, tokens/s/GPU, step-time statistics, TFLOP/s, MFU, memory
+peaks and energy per token.  Headline throughput is
+
+    tokens/s/GPU = global batch × sequence length / step time / world size
+
+per iteration, summarised over the measured iterations (after warm-up and
+profiled iterations are left out).  Percentiles use linear interpolation
+between closest ranks (NumPy's default); CV is the sample standard deviation
+(n − 1) over the mean.  See ``docs/metrics.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+from tprimat.flops import flops_per_token, formula_name
+from tprimat.models import ModelSpec
+from tprimat.peaks import lookup_peak
+from tprimat.schema import IterationRecord, Stats, Summary
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0–100) of already sorted values, linearly interpolated."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    position = (len(sorted_values) - 1) * q / 100.0
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    fraction = position - low
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
+
+
+def describe(values: Iterable[float]) -> Stats | None:
+    """Mean, median, p5, p95, min, max and CV of the finite ``values`` (None if there are none)."""
+    finite = sorted(v for v in values if v is not None and math.isfinite(v))
+    if not finite:
+        return None
+    mean = statistics.fmean(finite)
+    cv = statistics.stdev(finite) / mean if len(finite) > 1 and mean != 0 else None
+    return Stats(
+        count=len(finite),
+        mean=mean,
+        median=statistics.median(finite),
+        p5=percentile(finite, 5),
+        p95=percentile(finite, 95),
+        min=finite[0],
+        max=finite[-1],
+        cv=cv,
+    )
+
+
+def with_throughput(
+    records: Iterable[IterationRecord],
+    *,
+    global_batch_size: int | None,
+    seq_length: int | None,
+    world_size: int | None,
+) -> list[IterationRecord]:
+    """Records sorted by iteration, with ``tokens`` and ``tokens_per_s_per_gpu`` filled in.
+
+    Tokens per iteration are global batch × sequence length from the config,
+    never a batch size a framework printed.  A record without a step time
+    keeps a null throughput.
+    """
+    tokens = global_batch_size * seq_length if global_batch_size and seq_length else None
+    finished: list[IterationRecord] = []
+    for record in sorted(records, key=lambda r: r.iteration):
+        per_gpu = None
+        if tokens is not None and world_size and record.step_time_s:
+            per_gpu = tokens / record.step_time_s / world_size
+        finished.append(attrs.evolve(record, tokens=tokens, tokens_per_s_per_gpu=per_gpu))
+    return finished
+
+
+def select_measured(
+    records: Sequence[IterationRecord], *, warmup_iterations: int, exclude_profiled: bool = True
+) -> tuple[list[IterationRecord], list[str]]:
+    """The records that count for statistics, and notes saying what was left out and why.
+
+    Warm-up is counted in iterations from the first one recorded: a record is
+    warm-up if any iteration it covers lies within the first
+    ``warmup_iterations`` (so a log line covering iterations 1–10 is warm-up
+    when warm-up is 2).
+    """
+    if not records:
+        return [], []
+    first = min(r.iteration - r.covers_iterations + 1 for r in records)
+    warmup, profiled, untimed, measured = [], [], [], []
+    for record in records:
+        start = record.iteration - record.covers_iterations + 1
+        if start < first + warmup_iterations:
+            warmup.append(record.iteration)
+        elif exclude_profiled and record.profiled:
+            profiled.append(record.iteration)
+        elif record.step_time_s is None:
+            untimed.append(record.iteration)
+        else:
+            measured.append(record)
+    notes = []
+    if warmup:
+        notes.append(f"warm-up: left out iterations {_ranges(warmup)}")
+    if profiled:
+        notes.append(f"profiled: left out iterations {_ranges(profiled)}")
+    if untimed:
+        notes.append(f"no step time: left out iterations {_ranges(untimed)}")
+    skipped = [r.iteration for r in measured if r.skipped]
+    if skipped:
+        notes.append(
+            f"optimizer skipped steps in measured iterations {_ranges(skipped)} (timed, kept)"
+        )
+    return measured, notes
+
+
+def _ranges(numbers: Iterable[int]) -> str:
+    ordered = sorted(set(numbers))
+    spans: list[str] = []
+    start = previous = ordered[0]
+    for n in ordered[1:] + [None]:  # type: ignore[list-item]
+        if n is not None and n == previous + 1:
+            previous = n
+            continue
+        spans.append(str(start) if start == previous else f"{start}-{previous}")
+        if n is not None:
+            start = previous = n
+    return ", ".join(spans)
+
+
+def _peak(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None and math.isfinite(v)]
+    return max(present) if present else None
+
+
+def summarize(
+    records: Sequence[IterationRecord],
+    *,
+    model: ModelSpec | None,
+    seq_length: int | None,
+    world_size: int | None,
+    precision: str | None,
+    device_name: str | None,
+    warmup_iterations: int,
+    exclude_profiled: bool = True,
+    tensor_parallel: int = 1,
+) -> tuple[Summary, list[str]]:
+    """The run's summary from its (throughput-filled) records, plus notes for provenance."""
+    measured, notes = select_measured(
+        records, warmup_iterations=warmup_iterations, exclude_profiled=exclude_profiled
+    )
+    step = describe(r.step_time_s for r in measured)
+    per_gpu = describe(r.tokens_per_s_per_gpu for r in measured)
+    job = describe(r.tokens / r.step_time_s for r in measured if r.tokens and r.step_time_s)
+    if measured and per_gpu is None:
+        notes.append("no tokens/s: global batch, sequence length or world size unknown")
+
+    per_token = tflops = peak = mfu = None
+    formula = peak_source = None
+    if model is not None and seq_length:
+        per_token = flops_per_token(model, seq_length, tensor_parallel=tensor_parallel)
+        formula = formula_name(causal=True)
+        if per_gpu is not None:
+            tflops = per_token * per_gpu.median / 1e12
+            lookup = lookup_peak(device_name, precision or "bf16")
+            if lookup.tflops is not None:
+                peak = lookup.tflops
+                peak_source = f"{lookup.device_key} {lookup.dtype} (peaks table {lookup.table_version})"
+                mfu = tflops / peak
+            else:
+                notes.append(lookup.note or "no peak: no MFU")
+    elif model is None:
+        notes.append("model architecture unknown: no FLOPs, TFLOP/s or MFU")
+
+    energy = None
+    if measured and all(r.energy_j is not None for r in measured):
+        total_tokens = sum(r.tokens or 0 for r in measured)
+        if total_tokens:
+            energy = sum(r.energy_j for r in measured) / total_tokens  # type: ignore[misc]
+
+    reported_keys = sorted({k for r in measured for k, v in r.reported.items()
+                            if isinstance(v, int | float)})
+    reported = {}
+    for key in reported_keys:
+        stats = describe(v for r in measured if isinstance(v := r.reported.get(key), int | float))
+        if stats is not None:
+            reported[key] = stats
+
+    ordered = sorted(records, key=lambda r: r.iteration)
+    losses = [r for r in ordered if r.loss is not None]
+    summary = Summary(
+        warmup_iterations=warmup_iterations,
+        measured_iterations=len(measured),
+        step_time_s=step,
+        tokens_per_s=job,
+        tokens_per_s_per_gpu=per_gpu,
+        flops_per_token=per_token,
+        flops_formula=formula,
+        tflops_per_gpu=tflops,
+        peak_tflops=peak,
+        peak_source=peak_source,
+        mfu=mfu,
+        mem_max_allocated_gib=_peak(
+            r.mem_max_allocated_gib if r.mem_max_allocated_gib is not None else r.mem_allocated_gib
+            for r in records
+        ),
+        mem_max_reserved_gib=_peak(
+            r.mem_max_reserved_gib if r.mem_max_reserved_gib is not None else r.mem_reserved_gib
+            for r in records
+        ),
+        mem_device_used_gib=_peak(r.mem_device_used_gib for r in records),
+        mem_rss_gib=_peak(r.mem_rss_gib for r in records),
+        energy_per_token_j=energy,
+        final_loss=losses[-1].loss if losses else None,
+        reported=reported,
+    )
+    return summary, notes

@@ -1,0 +1,175 @@
+"""Versioned table of dense peak TFLOP/s per device and dtype, the MFU denominator.
+
+All figures are *dense* (no 2:4 structured sparsity) tensor-core peaks at the
+boost clock, per GPU, as the vendors' datasheets state them.  Datasheets that
+quote sparse figures are halved here and say so.  A device or dtype not in
+the table has no peak: MFU is then reported as null with a note, never
+guessed.  Bump :data:`PEAKS_VERSION` whenever a figure changes, because it is
+recorded in every result that used it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+PEAKS_VERSION = "2026.11"
+
+
+@attrs.frozen(kw_only=True)
+class DevicePeak:
+    """Datasheet dense peaks of one device model."""
+
+    key: str  # stable short name, e.g. "H100-SXM"
+    pattern: str  # regex matched (case-insensitively) against the device name
+    tflops: dict[str, float]  # dtype -> dense peak TFLOP/s
+    source: str
+
+
+# Order matters: the first matching pattern wins, so specific names come first.
+DEVICE_PEAKS: tuple[DevicePeak, ...] = (
+    # NVIDIA H100 datasheet (2023): PCIe BF16 1,513 / FP8 3,026 TFLOPS with sparsity.
+    DevicePeak(
+        key="H100-PCIe",
+        pattern=r"H100[ -]PCIe",
+        tflops={"bf16": 756.5, "fp16": 756.5, "fp8": 1513.0, "tf32": 378.0},
+        source="NVIDIA H100 datasheet, PCIe column, sparse figures halved",
+    ),
+    # NVIDIA H100 datasheet: NVL BF16 1,671 / FP8 3,341 TFLOPS with sparsity.
+    DevicePeak(
+        key="H100-NVL",
+        pattern=r"H100 NVL",
+        tflops={"bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "tf32": 417.5},
+        source="NVIDIA H100 datasheet, NVL column, sparse figures halved",
+    ),
+    # NVIDIA H100 datasheet: SXM BF16 1,979 / FP8 3,958 TFLOPS with sparsity.
+    # nvidia-smi names the SXM part "NVIDIA H100 80GB HBM3"; GH200 has the same tensor peak.
+    DevicePeak(
+        key="H100-SXM",
+        pattern=r"H100|GH200",
+        tflops={"bf16": 989.4, "fp16": 989.4, "fp8": 1978.9, "tf32": 494.7},
+        source="NVIDIA H100 datasheet, SXM column, sparse figures halved",
+    ),
+    # NVIDIA H200 datasheet: NVL BF16 1,671 / FP8 3,341 TFLOPS with sparsity.
+    DevicePeak(
+        key="H200-NVL",
+        pattern=r"H200 NVL",
+        tflops={"bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "tf32": 417.5},
+        source="NVIDIA H200 datasheet, NVL column, sparse figures halved",
+    ),
+    # NVIDIA H200 datasheet: SXM BF16 1,979 / FP8 3,958 TFLOPS with sparsity (same chip as H100 SXM).
+    DevicePeak(
+        key="H200-SXM",
+        pattern=r"H200",
+        tflops={"bf16": 989.4, "fp16": 989.4, "fp8": 1978.9, "tf32": 494.7},
+        source="NVIDIA H200 datasheet, SXM column, sparse figures halved",
+    ),
+    # NVIDIA HGX B200 datasheet: BF16 4.5 PFLOPS / FP8 9 PFLOPS per GPU with sparsity.
+    DevicePeak(
+        key="B200",
+        pattern=r"B200",
+        tflops={"bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0, "tf32": 1100.0},
+        source="NVIDIA HGX B200 datasheet, per-GPU sparse figures halved",
+    ),
+    # NVIDIA A100 datasheet: BF16 312 TFLOPS dense (624 sparse); no FP8 tensor cores.
+    DevicePeak(
+        key="A100",
+        pattern=r"A100",
+        tflops={"bf16": 312.0, "fp16": 312.0, "tf32": 156.0},
+        source="NVIDIA A100 datasheet, dense figures",
+    ),
+    # AMD Instinct MI355X datasheet: FP16/BF16 2.5 PFLOPS, FP8 5.0 PFLOPS dense.
+    DevicePeak(
+        key="MI355X",
+        pattern=r"MI355X",
+        tflops={"bf16": 2516.6, "fp16": 2516.6, "fp8": 5033.2},
+        source="AMD Instinct MI355X datasheet, dense figures",
+    ),
+    # AMD Instinct MI350X datasheet: FP16/BF16 2.3 PFLOPS, FP8 4.6 PFLOPS dense.
+    DevicePeak(
+        key="MI350X",
+        pattern=r"MI350X",
+        tflops={"bf16": 2306.9, "fp16": 2306.9, "fp8": 4613.7},
+        source="AMD Instinct MI350X datasheet, dense figures",
+    ),
+    # AMD Instinct MI325X datasheet: BF16 1,307.4 / FP8 2,614.9 TFLOPS dense (same CDNA3 compute as MI300X).
+    DevicePeak(
+        key="MI325X",
+        pattern=r"MI325X",
+        tflops={"bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "tf32": 653.7},
+        source="AMD Instinct MI325X datasheet, dense figures",
+    ),
+    # AMD Instinct MI300X datasheet: BF16 1,307.4 / FP8 2,614.9 TFLOPS dense.
+    DevicePeak(
+        key="MI300X",
+        pattern=r"MI300X",
+        tflops={"bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "tf32": 653.7},
+        source="AMD Instinct MI300X datasheet, dense figures",
+    ),
+    # AMD Instinct MI250X datasheet: BF16/FP16 383 TFLOPS dense; no FP8.
+    DevicePeak(
+        key="MI250X",
+        pattern=r"MI250X",
+        tflops={"bf16": 383.0, "fp16": 383.0},
+        source="AMD Instinct MI250X datasheet, dense figures",
+    ),
+)
+
+
+@attrs.frozen(kw_only=True)
+class PeakLookup:
+    """The outcome of looking a device up: a peak, or why there is none."""
+
+    tflops: float | None
+    device_key: str | None
+    dtype: str
+    source: str | None
+    table_version: str = PEAKS_VERSION
+    note: str | None = None
+
+
+#: How precision names in configs map to the table's dtype columns.
+_DTYPE_ALIASES = {
+    "bf16": "bf16",
+    "bfloat16": "bf16",
+    "fp16": "fp16",
+    "float16": "fp16",
+    "fp8": "fp8",
+    "fp8-hybrid": "fp8",
+    "fp8_hybrid": "fp8",
+    "tf32": "tf32",
+}
+
+
+def find_device(device_name: str | None) -> DevicePeak | None:
+    """The table row whose pattern matches ``device_name``, if any."""
+    if not device_name:
+        return None
+    for row in DEVICE_PEAKS:
+        if re.search(row.pattern, device_name, flags=re.IGNORECASE):
+            return row
+    return None
+
+
+def lookup_peak(device_name: str | None, dtype: str) -> PeakLookup:
+    """Dense peak TFLOP/s of ``device_name`` for ``dtype``, or a note saying why not."""
+    column = _DTYPE_ALIASES.get(dtype.lower())
+    row = find_device(device_name)
+    if device_name is None:
+        note = "device unknown (no hardware manifest): no MFU"
+    elif row is None:
+        note = f"no datasheet peak for device {device_name!r} in table {PEAKS_VERSION}: no MFU"
+    elif column is None or column not in row.tflops:
+        note = f"no {dtype} peak for {row.key} in table {PEAKS_VERSION}: no MFU"
+    else:
+        return PeakLookup(
+            tflops=row.tflops[column], device_key=row.key, dtype=column, source=row.source
+        )
+    return PeakLookup(
+        tflops=None,
+        device_key=row.key if row else None,
+        dtype=column or dtype,
+        source=None,
+        note=note,
+    )

@@ -1,0 +1,75 @@
+"""The objects that per-backend hooks receive and return.
+
+A backend never starts processes itself: ``launch`` returns a
+:class:`LaunchPlan` (argv, environment, files to write) that the core runner
+executes, tees, parses live and times out, the same way for every backend.
+That makes ``--dry-run`` exact and keeps signal handling in one place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from tprimat.config import BenchmarkConfig
+from tprimat.models import ModelSpec
+from tprimat.platform import PlatformInfo
+
+
+@attrs.frozen(kw_only=True)
+class PreparedDataset:
+    """A tokenized dataset made by ``tprimat prepare-data`` (Megatron ``.bin``/``.idx``)."""
+
+    path_prefix: Path  # Megatron data prefix: <prefix>.bin and <prefix>.idx
+    tokenizer: str  # tokenizer directory or Hugging Face id used to make it
+    fingerprint: str  # sha256 over the data and tokenizer files
+    documents: int
+    tokens: int
+    vocab_size: int
+
+
+@attrs.frozen(kw_only=True)
+class DataArguments:
+    """How one backend is told to read a prepared dataset (``prepare_data``'s answer)."""
+
+    args: tuple[str, ...] = ()  # command-line arguments (Megatron-style backends)
+    overrides: dict[str, Any] = attrs.Factory(dict)  # config keys (Primus YAML, NeMo recipe)
+    env: dict[str, str] = attrs.Factory(dict)
+
+
+@attrs.frozen(kw_only=True)
+class LaunchContext:
+    """Everything a backend needs to plan one run."""
+
+    run_id: str
+    run_dir: Path
+    config: BenchmarkConfig
+    model: ModelSpec
+    platform: PlatformInfo
+    data: DataArguments | None = None  # None: mock data
+    node_rank: int = 0
+    options: dict[str, Any] = attrs.Factory(dict)  # backend-specific CLI options, e.g. primus_path
+
+
+@attrs.frozen(kw_only=True)
+class LaunchPlan:
+    """The exact process the core runner will start, and what to write first."""
+
+    argv: tuple[str, ...]
+    env: dict[str, str] = attrs.Factory(dict)  # added to the inherited environment
+    cwd: Path | None = None
+    files: dict[str, str] = attrs.Factory(dict)  # run-dir-relative path -> text to write
+    description: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ProfilePlan:
+    """What a backend changes to profile a window of iterations, and where traces land."""
+
+    args: tuple[str, ...] = ()  # extra command-line arguments
+    overrides: dict[str, Any] = attrs.Factory(dict)  # extra config keys (Primus, NeMo)
+    env: dict[str, str] = attrs.Factory(dict)
+    trace_globs: tuple[str, ...] = ()  # where traces appear, relative to the run directory
+    profiled_iterations: tuple[int, ...] = ()  # left out of the statistics

@@ -1,0 +1,264 @@
+"""The plugin registry: loads plugins safely and routes each hook to the right one.
+
+Plugins come from entry points in the ``tprimat`` group (tprimat's own
+backends register there exactly like third-party ones).  Each entry point is
+loaded and registered inside its own ``try``: a plugin that fails to import,
+or whose hooks do not match the specs, is recorded with its name,
+distribution and error and skipped, so one broken plugin never takes the CLI
+down.  Environment switches, read before anything is imported:
+
+``TPRIMAT_DISABLE_PLUGINS=a,b``
+    skip these entry points (or distributions) without importing them;
+``TPRIMAT_STRICT_PLUGINS=1``
+    re-raise load errors (for plugin authors);
+``TPRIMAT_TRACE_PLUGINS=1``
+    print every hook call and its result to stderr.
+
+Per-backend hooks are called on the plugin that owns the backend only
+(pluggy's ``subset_hook_caller``), so install order never matters.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from importlib import metadata
+from typing import Any
+
+import attrs
+import pluggy
+
+from tprimat import hookspecs
+from tprimat.backend import Availability, BackendSpec, check_availability
+from tprimat.errors import TprimatError
+from tprimat.platform import BuiltinPlatformPlugin, PlatformInfo
+
+ENTRY_POINT_GROUP = "tprimat"
+PER_BACKEND_HOOKS = ("prepare_data", "profile", "launch", "parse_metrics")
+
+
+class BackendError(TprimatError):
+    """A backend that is unknown, claimed twice, or has no implementation of a hook."""
+
+
+@attrs.frozen(kw_only=True)
+class PluginLoadError:
+    """A plugin that could not be loaded, and why."""
+
+    name: str
+    distribution: str | None
+    error: str
+
+
+@attrs.frozen(kw_only=True)
+class LoadedPlugin:
+    """A plugin that loaded: where it came from and which hooks it implements."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    hooks: tuple[str, ...]
+
+
+@attrs.frozen(kw_only=True)
+class RegisteredBackend:
+    """A backend, the plugin that provides it, and the distribution that installed it."""
+
+    spec: BackendSpec
+    plugin_name: str
+    distribution: str | None
+    version: str | None
+    conflict: str | None = None  # set when another distribution claims the same name
+
+    def availability(self) -> Availability:
+        if self.conflict:
+            return Availability(state="error", detail=self.conflict)
+        return check_availability(self.spec)
+
+
+def _split_env_list(value: str | None) -> frozenset[str]:
+    return frozenset(item.strip() for item in (value or "").split(",") if item.strip())
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _trace_writer(message: str) -> None:
+    sys.stderr.write(message)
+
+
+class Registry:
+    """A plugin manager with tprimat's hook specs, plus a typed facade over the hooks."""
+
+    def __init__(self, *, strict: bool = False, trace: bool = False) -> None:
+        self.pm = pluggy.PluginManager("tprimat")
+        self.pm.add_hookspecs(hookspecs)
+        self.pm.register(BuiltinPlatformPlugin(), name="tprimat.platform")
+        self.strict = strict
+        self.load_errors: list[PluginLoadError] = []
+        self._origins: dict[str, tuple[str | None, str | None]] = {}
+        self._backends: dict[str, RegisteredBackend] | None = None
+        if trace:
+            self.pm.trace.root.setwriter(_trace_writer)
+            self.pm.enable_tracing()
+
+    # -- building -----------------------------------------------------------------------
+
+    @classmethod
+    def from_environment(cls, environ: dict[str, str] | None = None) -> Registry:
+        """Load every installed plugin, honouring the TPRIMAT_* switches."""
+        env = os.environ if environ is None else environ
+        registry = cls(
+            strict=_flag(env.get("TPRIMAT_STRICT_PLUGINS")),
+            trace=_flag(env.get("TPRIMAT_TRACE_PLUGINS")),
+        )
+        registry.load_entry_points(disabled=_split_env_list(env.get("TPRIMAT_DISABLE_PLUGINS")))
+        return registry
+
+    def load_entry_points(
+        self,
+        *,
+        disabled: Iterable[str] = (),
+        entry_points: Sequence[metadata.EntryPoint] | None = None,
+    ) -> None:
+        """Load plugins from entry points, each isolated from the others."""
+        skip = set(disabled)
+        if entry_points is None:
+            entry_points = sorted(
+                metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name
+            )
+        for entry_point in entry_points:
+            dist = entry_point.dist
+            dist_name = dist.metadata["Name"] if dist is not None else None
+            if entry_point.name in skip or (dist_name and dist_name in skip):
+                continue
+            try:
+                plugin = entry_point.load()
+            except Exception as exc:
+                self._record_error(entry_point.name, dist_name, f"import failed: {_describe(exc)}")
+                continue
+            self.register(
+                plugin, name=entry_point.name, distribution=dist_name,
+                version=dist.version if dist is not None else None,
+            )
+
+    def register(
+        self, plugin: Any, *, name: str, distribution: str | None = None, version: str | None = None
+    ) -> bool:
+        """Register one plugin object; a bad one is recorded, not raised (unless strict)."""
+        try:
+            self.pm.register(plugin, name=name)
+        except Exception as exc:
+            self._record_error(name, distribution, f"invalid hooks: {_describe(exc)}")
+            return False
+        self._origins[name] = (distribution, version)
+        self._backends = None
+        return True
+
+    def _record_error(self, name: str, distribution: str | None, error: str) -> None:
+        if self.strict:
+            raise TprimatError(f"plugin {name} ({distribution or 'unknown distribution'}): {error}")
+        self.load_errors.append(PluginLoadError(name=name, distribution=distribution, error=error))
+
+    # -- what is installed ----------------------------------------------------------------
+
+    def plugins(self) -> list[LoadedPlugin]:
+        """The loaded plugins (not tprimat's internal fallback), with the hooks each implements."""
+        loaded = []
+        for name, plugin in sorted(self.pm.list_name_plugin(), key=lambda item: item[0]):
+            if name not in self._origins:
+                continue
+            hooks = tuple(
+                sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or ())
+            )
+            distribution, version = self._origins[name]
+            loaded.append(
+                LoadedPlugin(name=name, distribution=distribution, version=version, hooks=hooks)
+            )
+        return loaded
+
+    def backends(self) -> dict[str, RegisteredBackend]:
+        """Every declared backend by name; names claimed twice carry a conflict."""
+        if self._backends is None:
+            self._backends = self._collect_backends()
+        return self._backends
+
+    def _collect_backends(self) -> dict[str, RegisteredBackend]:
+        found: dict[str, RegisteredBackend] = {}
+        for impl in self.pm.hook.register_backends.get_hookimpls():
+            distribution, version = self._origins.get(impl.plugin_name, (None, None))
+            try:
+                specs = list(impl.function() or [])
+                if not all(isinstance(spec, BackendSpec) for spec in specs):
+                    raise TypeError("register_backends must return BackendSpec objects")
+            except Exception as exc:
+                self._record_error(
+                    impl.plugin_name, distribution, f"register_backends failed: {_describe(exc)}"
+                )
+                continue
+            for spec in specs:
+                entry = RegisteredBackend(
+                    spec=spec, plugin_name=impl.plugin_name,
+                    distribution=distribution, version=version,
+                )
+                previous = found.get(spec.name)
+                if previous is not None and previous.plugin_name != impl.plugin_name:
+                    conflict = (
+                        f"backend {spec.name!r} is claimed by both "
+                        f"{previous.distribution or previous.plugin_name} "
+                        f"and {distribution or impl.plugin_name}; uninstall one"
+                    )
+                    entry = attrs.evolve(previous, conflict=conflict)
+                found[spec.name] = entry
+        return dict(sorted(found.items()))
+
+    def backend(self, name: str) -> RegisteredBackend:
+        """The backend called ``name``, usable or not; unknown or conflicting names are errors."""
+        backends = self.backends()
+        entry = backends.get(name)
+        if entry is None:
+            known = ", ".join(backends) or "none"
+            raise BackendError(f"unknown backend {name!r}; installed backends: {known}")
+        if entry.conflict:
+            raise BackendError(entry.conflict)
+        return entry
+
+    # -- typed facade over the hooks -------------------------------------------------------
+
+    def detect_platform(self) -> PlatformInfo:
+        """This machine, as the first plugin that knows answers (the built-in fallback last)."""
+        return self.pm.hook.detect_platform()
+
+    def _owner_caller(self, backend: str, hook: str) -> pluggy.HookCaller:
+        owner = self.pm.get_plugin(self.backend(backend).plugin_name)
+        others = [p for p in self.pm.get_plugins() if p is not owner]
+        return self.pm.subset_hook_caller(hook, remove_plugins=others)
+
+    def _call_owner(self, backend: str, hook: str, **kwargs: Any) -> Any:
+        result = self._owner_caller(backend, hook)(backend=backend, **kwargs)
+        if result is None:
+            raise BackendError(f"backend {backend!r} does not implement {hook}")
+        return result
+
+    def prepare_data(self, backend: str, *, dataset: Any, config: Any) -> Any:
+        return self._call_owner(backend, "prepare_data", dataset=dataset, config=config)
+
+    def profile(self, backend: str, *, context: Any) -> Any:
+        return self._call_owner(backend, "profile", context=context)
+
+    def launch(self, backend: str, *, context: Any) -> Any:
+        return self._call_owner(backend, "launch", context=context)
+
+    def parse_metrics(self, backend: str, *, lines: Iterable[str], source: str) -> Iterator[Any]:
+        return self._call_owner(backend, "parse_metrics", lines=lines, source=source)
+
+    def implements(self, backend: str, hook: str) -> bool:
+        """Whether the plugin owning ``backend`` implements ``hook``."""
+        return bool(self._owner_caller(backend, hook).get_hookimpls())
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

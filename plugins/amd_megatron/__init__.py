@@ -1,0 +1,27 @@
+"""``amd_megatron``: Megatron-LM pretrain_gpt.py on ROCm
+
+The plugin declares the backend and answers availability from cheap checks;
+see ``docs/plugins.md`` for the hooks a backend implements.
+"""
+
+from tprimat import hookimpl
+from tprimat.backend import BackendSpec, Requirements
+
+BACKEND = BackendSpec(
+    name="amd_megatron",
+    platform="amd",
+    framework="megatron-lm",
+    description="Megatron-LM pretrain_gpt.py on ROCm",
+    requires=Requirements(
+        python=("torch",),
+        executables=("torchrun",),
+        env=("MEGATRON_PATH",),
+        devices=("amd-gpu",),
+        hint="use the ROCm Primus image (docker/amd.Dockerfile) and set MEGATRON_PATH to a ROCm Megatron-LM checkout",
+    ),
+)
+
+
+@hookimpl
+def register_backends() -> list[BackendSpec]:
+    return [BACKEND]

@@ -1,0 +1,27 @@
+"""``nvd_megatron``: Megatron-LM pretrain_gpt.py on CUDA
+
+The plugin declares the backend and answers availability from cheap checks;
+see ``docs/plugins.md`` for the hooks a backend implements.
+"""
+
+from tprimat import hookimpl
+from tprimat.backend import BackendSpec, Requirements
+
+BACKEND = BackendSpec(
+    name="nvd_megatron",
+    platform="nvidia",
+    framework="megatron-lm",
+    description="Megatron-LM pretrain_gpt.py on CUDA",
+    requires=Requirements(
+        python=("torch",),
+        executables=("torchrun",),
+        env=("MEGATRON_PATH",),
+        devices=("nvidia-gpu",),
+        hint="use the NeMo image (docker/nvd.Dockerfile) and set MEGATRON_PATH to a Megatron-LM checkout",
+    ),
+)
+
+
+@hookimpl
+def register_backends() -> list[BackendSpec]:
+    return [BACKEND]

@@ -1,0 +1,27 @@
+"""``nvd_nemo``: NVIDIA NeMo 2 (Megatron strategy) on CUDA
+
+The plugin declares the backend and answers availability from cheap checks;
+see ``docs/plugins.md`` for the hooks a backend implements.
+"""
+
+from tprimat import hookimpl
+from tprimat.backend import BackendSpec, Requirements
+
+BACKEND = BackendSpec(
+    name="nvd_nemo",
+    platform="nvidia",
+    framework="nemo",
+    description="NVIDIA NeMo 2 (Megatron strategy) on CUDA",
+    requires=Requirements(
+        python=("torch", "nemo", "megatron"),
+        executables=("torchrun",),
+        env=(),
+        devices=("nvidia-gpu",),
+        hint="use the NeMo image (docker/nvd.Dockerfile)",
+    ),
+)
+
+
+@hookimpl
+def register_backends() -> list[BackendSpec]:
+    return [BACKEND]
