@@ -1,0 +1,401 @@
+"""Where one rank's GPU time goes: temporal breakdown, categories, exposed communication, top kernels.
+
+Definitions (``docs/traces.md`` explains them with examples):
+
+* **window**: the GPU activity analysed.  By default, as HolisticTraceAnalysis
+  does, every activity launched before the start of the last
+  ``ProfilerStep`` (Kineto's last step is cut short), or all activity when the
+  trace has fewer than two steps.  With ``steps=(a, b)``: activity launched
+  (host-side, matched by correlation id) inside ``ProfilerStep#a`` …
+  ``ProfilerStep#b``, both included.
+* **total**: from the start of the first activity to the end of the last.
+* **idle**: the part of total when no activity runs on any stream.
+* **exclusive time**: every instant of busy time is given to one category, the
+  first active one in :data:`PRIORITY` (compute categories, then
+  communication, then memcpy/memset, then GPU sync), so the categories'
+  exclusive times plus idle add up to total exactly.
+* **temporal**: ``compute_us`` = exclusive time of the compute categories (the
+  union of compute kernels, HTA's compute time); ``communication_us`` =
+  communication not overlapped by compute (exposed); ``memory_us`` =
+  memcpy/memset overlapped by neither; ``other_us`` = GPU sync not overlapped by
+  anything.  HTA's ``non_compute_time`` is ``communication_us + memory_us + other_us``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tprimat.errors import TprimatError
+from tprimat.trace.categories import CATEGORIES, TEMPORAL_CLASS, classify, collective_kind
+from tprimat.trace.reader import ACTIVITY_CODES, RankTrace
+
+#: Order in which overlapping activity claims time (compute first: what overlaps it is hidden).
+PRIORITY: tuple[str, ...] = (
+    "gemm",
+    "attention",
+    "norm",
+    "elementwise",
+    "optimizer",
+    "other",
+    "communication",
+    "memory",
+    "sync",
+)
+assert set(PRIORITY) == set(CATEGORIES)
+
+_STEPS = re.compile(r"^\s*(\d+)?\s*:\s*(\d+)?\s*$|^\s*(\d+)\s*$")
+
+
+def parse_steps(text: str | None) -> tuple[int | None, int | None] | None:
+    """``"a:b"`` → (a, b) inclusive; ``"a:"``/``":b"`` open-ended; ``"a"`` → (a, a); None → None."""
+    if text is None or text == "":
+        return None
+    match = _STEPS.match(text)
+    if not match:
+        raise TprimatError(f"--steps must look like a:b, a: , :b or a (profiler step numbers), not {text!r}")
+    if match.group(3) is not None:
+        value = int(match.group(3))
+        return value, value
+    first = int(match.group(1)) if match.group(1) else None
+    last = int(match.group(2)) if match.group(2) else None
+    if first is not None and last is not None and last < first:
+        raise TprimatError(f"--steps {text}: the last step is before the first")
+    return first, last
+
+
+def _union_length(intervals: list[tuple[float, float]]) -> float:
+    if not intervals:
+        return 0.0
+    intervals.sort()
+    total = 0.0
+    cur_start, cur_end = intervals[0]
+    for start, end in intervals:
+        if start > cur_end:
+            total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        elif end > cur_end:
+            cur_end = end
+    return total + cur_end - cur_start
+
+
+def _exclusive(indices: Sequence[int], ts, dur, cat_of: list[int]) -> tuple[list[float], float]:
+    """Sweep the timeline: exclusive µs per category index (in PRIORITY order) and the busy µs."""
+    points: list[tuple[float, int, int]] = []
+    for i in indices:
+        start = ts[i]
+        end = start + dur[i]
+        if end <= start:
+            continue
+        c = cat_of[i]
+        points.append((start, 1, c))
+        points.append((end, -1, c))
+    points.sort()
+    ncat = len(PRIORITY)
+    active = [0] * ncat
+    exclusive = [0.0] * ncat
+    busy = 0.0
+    running = 0
+    previous = None
+    for time, delta, c in points:
+        if running and previous is not None and time > previous:
+            span = time - previous
+            busy += span
+            for k in range(ncat):
+                if active[k]:
+                    exclusive[k] += span
+                    break
+        active[c] += delta
+        running += delta
+        previous = time
+    return exclusive, busy
+
+
+def _shorten(name: str) -> str:
+    """A readable kernel name: no return type, template arguments or parameter list."""
+    text = name.strip()
+    if text.startswith("void "):
+        text = text[5:]
+    depth = 0
+    out = []
+    for char in text:
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            out.append(char)
+    short = "".join(out).strip()
+    short = short.split(" ")[-1] if " " in short else short
+    return short or name[:80]
+
+
+def shorten_kernel_name(name: str) -> str:
+    """Public alias of the kernel-name shortener used in tables."""
+    return _shorten(name)
+
+
+class _Classified:
+    """Per-name classification, computed once per distinct name."""
+
+    def __init__(self, trace: RankTrace) -> None:
+        prio = {c: i for i, c in enumerate(PRIORITY)}
+        self.category: dict[tuple[int, int], str] = {}
+        self.prio = prio
+        self.trace = trace
+
+    def category_of(self, name_id: int, code: int) -> str:
+        key = (name_id, code)
+        value = self.category.get(key)
+        if value is None:
+            value = classify(self.trace.names[name_id], ACTIVITY_CODES[code])
+            self.category[key] = value
+        return value
+
+
+def _launch_times(trace: RankTrace) -> dict[int, float]:
+    return dict(zip(trace.launch_correlation, trace.launch_ts, strict=True))
+
+
+def select_window(
+    trace: RankTrace, steps: tuple[int | None, int | None] | None = None
+) -> tuple[list[int], dict[str, Any]]:
+    """Indices of the GPU activities in the analysed window, and how the window was chosen."""
+    n = len(trace.ts)
+    numbers = sorted({s.number for s in trace.steps})
+    if steps is None:
+        if len(numbers) < 2:
+            return list(range(n)), {"mode": "all", "steps": numbers}
+        last_start = max(s.ts for s in trace.steps if s.number == numbers[-1])
+        launches = _launch_times(trace)
+        keep = []
+        for i in range(n):
+            launched = launches.get(trace.correlation[i])
+            if launched is not None and launched < last_start:
+                keep.append(i)
+        return keep, {"mode": "before-last-step", "steps": numbers[:-1], "dropped_last_step": numbers[-1]}
+    first, last = steps
+    chosen = [
+        s
+        for s in trace.steps
+        if (first is None or s.number >= first) and (last is None or s.number <= last)
+    ]
+    if not chosen:
+        have = f"{numbers[0]}..{numbers[-1]}" if numbers else "none"
+        raise TprimatError(
+            f"{trace.path}: no ProfilerStep in {first if first is not None else ''}:"
+            f"{last if last is not None else ''} (steps in this trace: {have})"
+        )
+    return _in_steps(trace, chosen), {"mode": "steps", "steps": sorted({s.number for s in chosen})}
+
+
+def _in_steps(trace: RankTrace, chosen) -> list[int]:
+    launches = _launch_times(trace)
+    windows = sorted((s.ts, s.ts + s.dur) for s in chosen)
+    keep = []
+    for i in range(len(trace.ts)):
+        launched = launches.get(trace.correlation[i])
+        if launched is None:
+            continue
+        for start, end in windows:
+            if start <= launched < end:
+                keep.append(i)
+                break
+    return keep
+
+
+def breakdown(
+    trace: RankTrace, indices: Sequence[int], top: int = 10, classified: _Classified | None = None
+) -> dict[str, Any]:
+    """The analysis of one window of one rank (see the module docstring for the definitions)."""
+    classified = classified or _Classified(trace)
+    ts, dur, name_id, code = trace.ts, trace.dur, trace.name_id, trace.code
+    prio = classified.prio
+    cats: list[int] = [0] * len(ts)
+    for i in indices:
+        cats[i] = prio[classified.category_of(name_id[i], code[i])]
+    if not indices:
+        return _empty()
+    start = min(ts[i] for i in indices)
+    end = max(ts[i] + dur[i] for i in indices)
+    total = end - start
+    exclusive, busy = _exclusive(indices, ts, dur, cats)
+    by_cat = dict(zip(PRIORITY, exclusive, strict=True))
+
+    kernel_us: dict[str, float] = defaultdict(float)
+    count: dict[str, int] = defaultdict(int)
+    per_name: dict[int, list[float]] = {}
+    comm_intervals: list[tuple[float, float]] = []
+    collectives: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    launches = {"kernels": 0, "memcpy": 0, "memset": 0, "sync": 0}
+    for i in indices:
+        category = PRIORITY[cats[i]]
+        d = dur[i]
+        kernel_us[category] += d
+        count[category] += 1
+        activity = ACTIVITY_CODES[code[i]]
+        if activity == "kernel":
+            launches["kernels"] += 1
+        elif activity == "gpu_memcpy":
+            launches["memcpy"] += 1
+        elif activity == "gpu_memset":
+            launches["memset"] += 1
+        else:
+            launches["sync"] += 1
+        if activity == "cuda_sync":
+            continue
+        entry = per_name.get(name_id[i])
+        if entry is None:
+            per_name[name_id[i]] = [1, d, cats[i]]
+        else:
+            entry[0] += 1
+            entry[1] += d
+        if category == "communication":
+            comm_intervals.append((ts[i], ts[i] + d))
+            kind = collectives[collective_kind(trace.names[name_id[i]])]
+            kind[0] += 1
+            kind[1] += d
+
+    compute = sum(v for c, v in by_cat.items() if TEMPORAL_CLASS[c] == "compute")
+    communication_total = _union_length(comm_intervals)
+    exposed = by_cat["communication"]
+    temporal = {
+        "total_us": total,
+        "idle_us": max(total - busy, 0.0),
+        "compute_us": compute,
+        "communication_us": exposed,
+        "memory_us": by_cat["memory"],
+        "other_us": by_cat["sync"],
+    }
+    kernel_total = sum(kernel_us.values()) - kernel_us.get("sync", 0.0)
+    categories = {}
+    for category in CATEGORIES:
+        if not count.get(category):
+            continue
+        categories[category] = {
+            "count": count[category],
+            "kernel_us": kernel_us[category],
+            "exclusive_us": by_cat[category],
+            "share_of_total": by_cat[category] / total if total else 0.0,
+        }
+    top_kernels = []
+    for nid, (n, t, c) in sorted(per_name.items(), key=lambda item: -item[1][1])[:top]:
+        name = trace.names[nid]
+        top_kernels.append(
+            {
+                "name": name,
+                "short_name": _shorten(name),
+                "category": PRIORITY[c],
+                "count": n,
+                "total_us": t,
+                "mean_us": t / n,
+                "share_of_kernel_time": t / kernel_total if kernel_total else 0.0,
+            }
+        )
+    return {
+        "temporal": temporal,
+        "busy_us": busy,
+        "communication": {
+            "total_us": communication_total,
+            "exposed_us": exposed,
+            "overlapped_us": max(communication_total - exposed, 0.0),
+            "by_collective": {
+                k: {"count": int(v[0]), "kernel_us": v[1]} for k, v in sorted(collectives.items())
+            },
+        },
+        "categories": categories,
+        "top_kernels": top_kernels,
+        "launches": launches,
+    }
+
+
+def _empty() -> dict[str, Any]:
+    zero = {k: 0.0 for k in ("total_us", "idle_us", "compute_us", "communication_us", "memory_us", "other_us")}
+    return {
+        "temporal": zero,
+        "busy_us": 0.0,
+        "communication": {"total_us": 0.0, "exposed_us": 0.0, "overlapped_us": 0.0, "by_collective": {}},
+        "categories": {},
+        "top_kernels": [],
+        "launches": {"kernels": 0, "memcpy": 0, "memset": 0, "sync": 0},
+    }
+
+
+def analyze_trace(
+    trace: RankTrace, steps: tuple[int | None, int | None] | None = None, top: int = 10
+) -> dict[str, Any]:
+    """Analyse one rank: the whole window plus one breakdown per profiler step in it."""
+    indices, window = select_window(trace, steps)
+    classified = _Classified(trace)
+    result = breakdown(trace, indices, top=top, classified=classified)
+    per_step = []
+    chosen = [s for s in trace.steps if s.number in set(window.get("steps", []))]
+    if window["mode"] != "all" or chosen:
+        for step in chosen:
+            step_indices = _in_steps(trace, [step])
+            item = breakdown(trace, step_indices, top=top, classified=classified)
+            per_step.append(
+                {
+                    "step": step.number,
+                    "host_us": step.dur,
+                    "temporal": item["temporal"],
+                    "categories": {c: v["exclusive_us"] for c, v in item["categories"].items()},
+                    "launches": item["launches"],
+                }
+            )
+    return {
+        "file": str(trace.path),
+        "rank": trace.rank,
+        "world_size": trace.world_size,
+        "vendor": trace.vendor,
+        "device": trace.device,
+        "window": window,
+        "activities": len(indices),
+        "activities_in_file": len(trace.ts),
+        **result,
+        "steps": per_step,
+    }
+
+
+def analyze_paths(
+    paths: Iterable[str], steps: tuple[int | None, int | None] | None = None, top: int = 10
+) -> list[dict[str, Any]]:
+    """Read and analyse each trace file (one per rank), in rank order."""
+    from tprimat.trace.reader import read_trace
+
+    results = [analyze_trace(read_trace(path), steps=steps, top=top) for path in paths]
+    results.sort(key=lambda r: (r["rank"] is None, r["rank"] if r["rank"] is not None else 0, r["file"]))
+    return results
+
+
+def hta_rounded(trace: RankTrace) -> RankTrace:
+    """A copy of ``trace`` with HolisticTraceAnalysis's timestamp rounding applied.
+
+    HTA rounds every event of a trace with fractional timestamps inward to whole
+    microseconds (start up, end down) before it analyses anything.  tprimat
+    keeps the recorded timestamps; this copy exists to check that the two
+    agree exactly once that rounding is undone, which separates a difference in
+    definitions from a difference in resolution.
+    """
+    import math
+    from array import array
+
+    import attrs
+
+    def inward(ts_values, dur_values):
+        new_ts, new_dur = array("d"), array("d")
+        for t, d in zip(ts_values, dur_values, strict=True):
+            start = math.ceil(t)
+            new_ts.append(start)
+            new_dur.append(math.floor(t + d) - start)
+        return new_ts, new_dur
+
+    ts, dur = inward(trace.ts, trace.dur)
+    steps = []
+    for step in trace.steps:
+        start = math.ceil(step.ts)
+        steps.append(attrs.evolve(step, ts=start, dur=math.floor(step.ts + step.dur) - start))
+    launch_ts = array("d", (math.ceil(t) for t in trace.launch_ts))
+    return attrs.evolve(trace, ts=ts, dur=dur, steps=steps, launch_ts=launch_ts)
