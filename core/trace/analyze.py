@@ -113,9 +113,25 @@ def _exclusive(indices: Sequence[int], ts, dur, cat_of: list[int]) -> tuple[list
     return exclusive, busy
 
 
+_GENERIC_OPS = frozenset(
+    {"gpu_kernel_impl", "gpu_kernel_impl_nocast", "BinaryFunctor", "BUnaryFunctor", "AUnaryFunctor"}
+)
+_OP_NAME = re.compile(r"(\w+_kernel_cuda|\w*Functor\w*|\w+_kernel_impl|\w+_functor)\b")
+_MAX_SHORT = 72
+
+
 def _shorten(name: str) -> str:
-    """A readable kernel name: no return type, template arguments or parameter list."""
+    """A readable kernel name: no return type, template arguments or parameter list.
+
+    The wrapped operation is kept for PyTorch's generic kernels
+    (``elementwise_kernel[direct_copy_kernel_cuda]``) and for CUTLASS's
+    ``Kernel<config>``; memcpy/memset names are kept whole; very long
+    generated names (hipBLASLt ``Cijk_…``) are cut with an ellipsis.
+    """
     text = name.strip()
+    if text.startswith(("Memcpy", "Memset", "hipMemcpy", "hipMemset")):
+        return text
+    text = text.replace("(anonymous namespace)::", "")
     if text.startswith("void "):
         text = text[5:]
     depth = 0
@@ -129,7 +145,20 @@ def _shorten(name: str) -> str:
             out.append(char)
     short = "".join(out).strip()
     short = short.split(" ")[-1] if " " in short else short
-    return short or name[:80]
+    short = short or text
+    if short != text:
+        inner = text[len(short) :] if text.startswith(short) else text
+        if short.endswith("::Kernel") or short.endswith("::Kernel2"):
+            config = re.match(r"\s*<\s*(\w+)", inner)
+            if config:
+                short = config.group(1)
+        elif "elementwise" in short or "reduce_kernel" in short or "multi_tensor_apply" in short:
+            ops = [op for op in _OP_NAME.findall(inner) if op not in _GENERIC_OPS]
+            if ops:
+                short = f"{short}[{ops[0]}]"
+    if len(short) > _MAX_SHORT:
+        short = short[: _MAX_SHORT - 1] + "…"
+    return short
 
 
 def shorten_kernel_name(name: str) -> str:
@@ -294,6 +323,12 @@ def breakdown(
                 "share_of_kernel_time": t / kernel_total if kernel_total else 0.0,
             }
         )
+    by_category: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for nid, (n, t, c) in sorted(per_name.items(), key=lambda item: -item[1][1]):
+        bucket = by_category[PRIORITY[c]]
+        if len(bucket) < top:
+            name = trace.names[nid]
+            bucket.append({"name": name, "short_name": _shorten(name), "count": n, "total_us": t})
     return {
         "temporal": temporal,
         "busy_us": busy,
@@ -307,6 +342,7 @@ def breakdown(
         },
         "categories": categories,
         "top_kernels": top_kernels,
+        "top_by_category": dict(by_category),
         "launches": launches,
     }
 
@@ -319,6 +355,7 @@ def _empty() -> dict[str, Any]:
         "communication": {"total_us": 0.0, "exposed_us": 0.0, "overlapped_us": 0.0, "by_collective": {}},
         "categories": {},
         "top_kernels": [],
+        "top_by_category": {},
         "launches": {"kernels": 0, "memcpy": 0, "memset": 0, "sync": 0},
     }
 
