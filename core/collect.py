@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import attrs
-
 from tprimat.records import LogFact, ParseIssue
 from tprimat.schema import IterationRecord
 
