@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-
 from tprimat.config import BenchmarkConfig
 from tprimat.models import ModelSpec
 from tprimat.platform import PlatformInfo

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Literal
 
 import attrs
-
 from tprimat import hookimpl
 
 GIB = 2**30

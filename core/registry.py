@@ -28,7 +28,6 @@ from typing import Any
 
 import attrs
 import pluggy
-
 from tprimat import hookspecs
 from tprimat.backend import Availability, BackendSpec, check_availability
 from tprimat.errors import TprimatError
@@ -260,5 +259,5 @@ class Registry:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

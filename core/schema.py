@@ -18,7 +18,7 @@ from typing import Any, Literal
 import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn
-
+from cattrs.v import format_exception
 from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError
 
@@ -206,6 +206,12 @@ def _structure_int(value: Any, _: type) -> int:
     return value
 
 
+def _structure_bool(value: Any, _: type) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
 def _structure_str(value: Any, _: type) -> str:
     if not isinstance(value, str):
         raise ValueError(f"expected a string, got {value!r}")
@@ -223,6 +229,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_unstructure_hook(float, _unstructure_float)
     converter.register_structure_hook(float, _structure_float)
     converter.register_structure_hook(int, _structure_int)
+    converter.register_structure_hook(bool, _structure_bool)
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(float | str | None, _structure_reported)
     for cls in (RunInfo, Hardware, Software, ResultConfig, IterationRecord, Stats, Summary,
@@ -268,8 +275,17 @@ def result_from_dict(data: Any, *, origin: str = "result") -> Result:
     try:
         return _converter.structure(data, Result)
     except cattrs.BaseValidationError as exc:
-        problems = "; ".join(cattrs.transform_error(exc, path="$"))
+        problems = "; ".join(
+            cattrs.transform_error(exc, path="$", format_exception=_describe_problem)
+        )
         raise ResultError(f"{origin}: invalid result: {problems}") from None
+
+
+def _describe_problem(exc: BaseException, type_: Any) -> str:
+    # Validators and literal checks explain themselves; keep their text.
+    if not isinstance(exc, KeyError) and str(exc):
+        return f"invalid value ({exc})"
+    return format_exception(exc, type_)
 
 
 def dumps_result(result: Result) -> str:

@@ -8,8 +8,8 @@ when help lists it), so ``tprimat backends`` never pays for the imports of
 from __future__ import annotations
 
 import importlib
-import click
 
+import click
 from tprimat import __version__
 
 #: command name -> "module:attribute" of its click command, in help order.

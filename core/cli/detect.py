@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import attrs
 import click
-
 from tprimat.cli.output import echo_json, print_table, registry_from
 
 

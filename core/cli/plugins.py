@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import click
-
 from tprimat.cli.output import echo_json, print_table, registry_from
 
 

@@ -1,0 +1,100 @@
+"""Collect a parser's event stream into iterations, facts and issues.
+
+Used for live runs (lines arrive from a running process) and for
+``tprimat parse`` (lines come from files) alike.  Lines are often repeated
+(the last rank's line is forwarded to rank 0; several ranks log the same
+iteration; a job restarted from a checkpoint logs iterations again), so
+records are keyed by iteration:
+
+* an exact repeat is dropped and counted;
+* a different record for an iteration already seen replaces it (the later
+  one is what training kept after a restart) and the replacement is noted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+from tprimat.records import LogFact, ParseIssue
+from tprimat.schema import IterationRecord
+
+#: How many skipped-line references a result keeps verbatim (the rest are counted).
+MAX_ISSUES_KEPT = 50
+
+
+def _comparable(record: IterationRecord) -> IterationRecord:
+    # The same iteration read from two ranks' files differs only in where it was read.
+    return attrs.evolve(record, source=None, timestamp=None)
+
+
+@attrs.define
+class EventCollector:
+    """Accumulates parse events; :attr:`records` is ordered by iteration."""
+
+    iterations: dict[int, IterationRecord] = attrs.Factory(dict)
+    facts: dict[str, LogFact] = attrs.Factory(dict)
+    conflicting_facts: list[str] = attrs.Factory(list)
+    issues: list[ParseIssue] = attrs.Factory(list)
+    issue_count: int = 0
+    duplicates: int = 0
+    replaced: list[int] = attrs.Factory(list)
+
+    def add(self, event: Any) -> IterationRecord | None:
+        """Take one event; return the record if it is a new or replaced iteration."""
+        if isinstance(event, IterationRecord):
+            previous = self.iterations.get(event.iteration)
+            if previous is not None:
+                if _comparable(previous) == _comparable(event):
+                    self.duplicates += 1
+                    return None
+                self.replaced.append(event.iteration)
+            self.iterations[event.iteration] = event
+            return event
+        if isinstance(event, LogFact):
+            known = self.facts.get(event.key)
+            if known is not None and known.value != event.value:
+                self.conflicting_facts.append(
+                    f"{event.key}: {known.value!r} ({known.source}) vs {event.value!r} ({event.source})"
+                )
+            self.facts.setdefault(event.key, event)
+            return None
+        if isinstance(event, ParseIssue):
+            self.issue_count += 1
+            if len(self.issues) < MAX_ISSUES_KEPT:
+                self.issues.append(event)
+            return None
+        raise TypeError(f"parsers yield IterationRecord, LogFact or ParseIssue, not {event!r}")
+
+    def consume(self, events: Iterable[Any]) -> EventCollector:
+        for event in events:
+            self.add(event)
+        return self
+
+    @property
+    def records(self) -> list[IterationRecord]:
+        return [self.iterations[i] for i in sorted(self.iterations)]
+
+    def fact(self, key: str, default: Any = None) -> Any:
+        found = self.facts.get(key)
+        return found.value if found is not None else default
+
+    def notes(self) -> list[str]:
+        """Provenance notes describing what the collector dropped, replaced or doubted."""
+        notes = []
+        if self.duplicates:
+            notes.append(f"dropped {self.duplicates} duplicate iteration lines (same values)")
+        if self.replaced:
+            shown = ", ".join(str(i) for i in sorted(set(self.replaced))[:20])
+            notes.append(
+                f"iterations logged again with other values (kept the later): {shown}"
+                + (" ..." if len(set(self.replaced)) > 20 else "")
+            )
+        for conflict in self.conflicting_facts:
+            notes.append(f"log states different values for {conflict}; kept the first")
+        for issue in self.issues:
+            notes.append(f"skipped {issue.source}: {issue.message}")
+        if self.issue_count > len(self.issues):
+            notes.append(f"... and {self.issue_count - len(self.issues)} more skipped lines")
+        return notes

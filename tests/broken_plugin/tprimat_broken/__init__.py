@@ -1,0 +1,1 @@
+"""Deliberately broken plugins used by tprimat's tests."""

@@ -1,0 +1,124 @@
+"""The listing commands: backends, plugins, models, detect, config show, --version."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+from tprimat import __version__
+from tprimat.cli import COMMANDS, cli
+from tprimat.platform import PlatformInfo
+from tprimat.registry import Registry
+
+
+def invoke(*args: str, registry: Registry | None = None):
+    obj = {"registry_factory": (lambda: registry)} if registry is not None else {}
+    return CliRunner().invoke(cli, list(args), obj=obj, catch_exceptions=False)
+
+
+def test_version_and_help_list_every_command():
+    assert invoke("--version").output.strip() == f"tprimat, version {__version__}"
+    help_text = invoke("--help").output
+    for name in COMMANDS:
+        assert name in help_text
+
+
+def test_backends_json_lists_builtins_with_honest_status():
+    result = invoke("backends", "--json")
+    data = json.loads(result.output)
+    by_name = {b["name"]: b for b in data["backends"]}
+    for name, platform in [("amd_primus", "amd"), ("amd_megatron", "amd"),
+                           ("nvd_nemo", "nvidia"), ("nvd_megatron", "nvidia")]:
+        entry = by_name[name]
+        assert entry["platform"] == platform and entry["distribution"] == "tprimat"
+        assert entry["status"].split(":")[0] in {"available", "missing", "error"}
+    if not os.path.exists("/dev/kfd"):
+        assert "amd-gpu" in by_name["amd_primus"]["status"]
+        assert "PRIMUS_PATH" in by_name["amd_primus"]["status"] or os.environ.get("PRIMUS_PATH")
+
+
+def test_backends_reports_a_missing_env_path_and_hint(monkeypatch, tmp_path):
+    monkeypatch.setenv("PRIMUS_PATH", str(tmp_path / "nowhere"))
+    data = json.loads(invoke("backends", "--json").output)
+    primus = next(b for b in data["backends"] if b["name"] == "amd_primus")
+    assert "$PRIMUS_PATH (not a directory" in primus["status"]
+    assert "docker/amd.Dockerfile" in primus["hint"]
+
+
+def test_backends_table_is_printed():
+    output = invoke("backends").output
+    assert "nvd_nemo" in output and "amd_primus" in output
+
+
+def test_plugins_json_shows_hooks_and_errors():
+    data = json.loads(invoke("plugins", "--json").output)
+    names = {p["name"]: p for p in data["plugins"]}
+    assert "register_backends" in names["nvd_megatron"]["hooks"]
+    assert names["nvd_megatron"]["backends"] == ["nvd_megatron"]
+
+
+def test_models_json_has_parameters_and_flops():
+    data = json.loads(invoke("models", "--json", "--seq-length", "4096").output)
+    models = {m["name"]: m for m in data["models"]}
+    assert models["qwen2.5-7b"]["flops_per_token"] / 1e9 == pytest.approx(44.89, abs=0.005)
+    assert models["llama3.1-8b"]["parameters"] == 8_030_261_248
+    assert "s/(2h)" in data["flops_formula"]
+    assert "51.47" in invoke("models").output
+
+
+def test_detect_uses_the_registry_hook():
+    registry = Registry()
+
+    class FakeGPU:
+        from tprimat import hookimpl
+
+        @hookimpl
+        def detect_platform(self):
+            return PlatformInfo(platform="amd", device_name="AMD Instinct MI300X", device_count=8,
+                                notes=("fake",))
+
+    registry.register(FakeGPU(), name="fake")
+    data = json.loads(invoke("detect", "--json", registry=registry).output)
+    assert data["device_name"] == "AMD Instinct MI300X" and data["notes"] == ["fake"]
+    assert "MI300X" in invoke("detect", registry=registry).output
+
+
+def test_config_show_and_errors(tmp_path):
+    data = json.loads(invoke("config", "show", "--json", "--set", "training.seq_length=2048").output)
+    assert data["config"]["training"]["seq_length"] == 2048
+    assert data["config_fingerprint"].startswith("sha256:")
+    text = invoke("config", "show").output
+    assert "[training]" in text and "config_fingerprint" in text
+    bad = CliRunner().invoke(cli, ["config", "show", "--set", "training.nope=1"])
+    assert bad.exit_code == 2 and "unknown key training.nope" in bad.output
+    assert "Traceback" not in bad.output
+
+
+def _run_cli(*args: str) -> subprocess.CompletedProcess:
+    code = ("import sys; from tprimat.cli import main; sys.argv = ['tprimat', *sys.argv[1:]];\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+            "heavy = [m for m in ('torch', 'numpy', 'transformers', 'matplotlib', 'megatron', 'nemo')"
+            " if m in sys.modules]\nprint('HEAVY=' + ','.join(heavy), file=sys.stderr)")
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          check=False, env={**os.environ, "COLUMNS": "200"})
+
+
+@pytest.mark.parametrize("args", [("backends",), ("backends", "--json"), ("plugins", "--json"),
+                                  ("--help",)])
+def test_listing_never_imports_heavy_packages(args):
+    done = _run_cli(*args)
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY=\n" in done.stderr, done.stderr
+
+
+def test_backends_starts_fast():
+    _run_cli("backends", "--json")  # warm the file cache
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "tprimat.cli", "backends", "--json"],
+                   capture_output=True, check=True)
+    assert time.perf_counter() - start < 0.5

@@ -1,0 +1,134 @@
+import math
+
+import pytest
+from tprimat.assemble import assemble_result
+from tprimat.flops import flops_per_token
+from tprimat.metrics import describe, percentile, select_measured, with_throughput
+from tprimat.models import get_model
+from tprimat.schema import Hardware, IterationRecord, ResultConfig, RunInfo
+
+
+def test_percentile_interpolates_like_numpy():
+    values = [1.0, 2.0, 3.0, 4.0, 10.0]
+    assert percentile(values, 50) == 3.0
+    assert percentile(values, 5) == pytest.approx(1.2)  # numpy.percentile(values, 5)
+    assert percentile(values, 95) == pytest.approx(8.8)  # numpy.percentile(values, 95)
+
+
+def test_describe_by_hand():
+    stats = describe([2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0])
+    assert stats.mean == 5.0 and stats.median == 4.5 and stats.min == 2.0 and stats.max == 9.0
+    assert stats.cv == pytest.approx(math.sqrt(32 / 7) / 5)  # sample std (n-1) / mean
+    assert describe([3.0]).cv is None
+    assert describe([math.nan, None]) is None
+
+
+def test_throughput_is_batch_times_sequence_over_time_and_world():
+    records = with_throughput([IterationRecord(iteration=2, step_time_s=2.0),
+                               IterationRecord(iteration=1, step_time_s=4.0)],
+                              global_batch_size=128, seq_length=8192, world_size=8)
+    assert [r.iteration for r in records] == [1, 2]
+    assert records[0].tokens == 128 * 8192
+    assert records[0].tokens_per_s_per_gpu == 128 * 8192 / 4.0 / 8
+    assert records[1].tokens_per_s_per_gpu == 128 * 8192 / 2.0 / 8
+
+
+def test_unknown_world_size_gives_no_throughput():
+    (record,) = with_throughput([IterationRecord(iteration=1, step_time_s=1.0)],
+                                global_batch_size=8, seq_length=16, world_size=None)
+    assert record.tokens == 128 and record.tokens_per_s_per_gpu is None
+
+
+def test_warmup_profiled_and_untimed_are_left_out_with_notes():
+    records = [IterationRecord(iteration=i, step_time_s=1.0, profiled=(i == 5)) for i in range(1, 8)]
+    records.append(IterationRecord(iteration=8))
+    records[3] = IterationRecord(iteration=4, step_time_s=1.0, skipped=1)
+    measured, notes = select_measured(records, warmup_iterations=2)
+    assert [r.iteration for r in measured] == [3, 4, 6, 7]
+    assert notes == [
+        "warm-up: left out iterations 1-2",
+        "profiled: left out iterations 5",
+        "no step time: left out iterations 8",
+        "optimizer skipped steps in measured iterations 4 (timed, kept)",
+    ]
+
+
+def test_warmup_counts_iterations_covered_by_interval_lines():
+    records = [IterationRecord(iteration=i, step_time_s=1.0, covers_iterations=10)
+               for i in (10, 20, 30)]
+    measured, _ = select_measured(records, warmup_iterations=2)
+    assert [r.iteration for r in measured] == [20, 30]
+
+
+def test_zero_based_logs_drop_their_first_two():
+    records = [IterationRecord(iteration=i, step_time_s=1.0) for i in range(0, 5)]
+    measured, _ = select_measured(records, warmup_iterations=2)
+    assert [r.iteration for r in measured] == [2, 3, 4]
+
+
+def _run(**kw) -> RunInfo:
+    return RunInfo(id="x", backend="nvd_megatron", platform="nvidia", framework="megatron-lm",
+                   model="llama3.1-8b", dataset="mock", status="completed", started_at=None,
+                   finished_at=None, tprimat_version="0.1.0", **kw)
+
+
+def _config(**kw) -> ResultConfig:
+    values = dict(model="llama3.1-8b", seq_length=8192, global_batch_size=128, micro_batch_size=2,
+                  world_size=8, precision="bf16", methodology="iso")
+    values.update(kw)
+    return ResultConfig(**values)
+
+
+def test_assembled_summary_by_hand():
+    steps = [20.0, 11.0, 10.0, 10.5, 9.5, 10.0, math.nan]
+    records = [IterationRecord(iteration=i + 1, step_time_s=s if not math.isnan(s) else None,
+                               loss=12.0 - i, mem_max_reserved_gib=60.0 + i,
+                               reported={"tflops_per_gpu": 400.0 + i})
+               for i, s in enumerate(steps)]
+    records[-1] = IterationRecord(iteration=7, loss=math.nan)
+    result = assemble_result(run=_run(), config=_config(), records=records,
+                             hardware=Hardware(device_name="NVIDIA H100 80GB HBM3"))
+    s = result.summary
+    assert s.measured_iterations == 4  # 3..6: warm-up 1-2, 7 untimed
+    assert s.step_time_s.median == 10.0
+    tokens = 128 * 8192
+    assert s.tokens_per_s_per_gpu.median == pytest.approx(tokens / 10.0 / 8)
+    assert s.tokens_per_s.median == pytest.approx(tokens / 10.0)
+    per_token = flops_per_token(get_model("llama3.1-8b"), 8192)
+    assert s.flops_per_token == per_token
+    assert s.tflops_per_gpu == pytest.approx(per_token * tokens / 10.0 / 8 / 1e12)
+    assert s.peak_tflops == 989.4 and "H100-SXM bf16" in s.peak_source
+    assert s.mfu == pytest.approx(s.tflops_per_gpu / 989.4)
+    assert s.mem_max_reserved_gib == 65.0  # peak over every record
+    assert math.isnan(s.final_loss)  # the last loss is NaN and is reported as such
+    assert s.reported["tflops_per_gpu"].median == pytest.approx(403.5)  # secondary, iterations 3-6
+
+
+def test_no_mfu_without_a_known_device():
+    records = [IterationRecord(iteration=i, step_time_s=1.0) for i in range(1, 6)]
+    result = assemble_result(run=_run(), config=_config(), records=records)
+    assert result.summary.tflops_per_gpu is not None
+    assert result.summary.mfu is None and result.summary.peak_tflops is None
+    assert any("device unknown" in note for note in result.provenance.notes)
+
+
+def test_fp8_runs_use_the_fp8_peak():
+    records = [IterationRecord(iteration=i, step_time_s=1.0) for i in range(1, 6)]
+    result = assemble_result(run=_run(), config=_config(precision="fp8"), records=records,
+                             hardware=Hardware(device_name="AMD Instinct MI300X"))
+    assert result.summary.peak_tflops == 2614.9
+
+
+def test_energy_per_token_only_when_every_measured_iteration_has_energy():
+    records = [IterationRecord(iteration=i, step_time_s=1.0, energy_j=700.0 * 8) for i in range(1, 6)]
+    result = assemble_result(run=_run(), config=_config(), records=records)
+    assert result.summary.energy_per_token_j == pytest.approx(700.0 * 8 / (128 * 8192))
+    records[3] = IterationRecord(iteration=4, step_time_s=1.0)
+    assert assemble_result(run=_run(), config=_config(), records=records).summary.energy_per_token_j is None
+
+
+def test_unknown_model_gives_no_flops_with_a_note():
+    records = [IterationRecord(iteration=i, step_time_s=1.0) for i in range(1, 6)]
+    result = assemble_result(run=_run(), config=_config(model="mixtral-8x7b"), records=records)
+    assert result.summary.flops_per_token is None
+    assert any("model architecture unknown" in n for n in result.provenance.notes)

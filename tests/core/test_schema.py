@@ -1,0 +1,110 @@
+import json
+import math
+
+import pytest
+from tprimat.schema import (
+    SCHEMA_VERSION,
+    IterationRecord,
+    Result,
+    ResultConfig,
+    ResultError,
+    RunInfo,
+    Summary,
+    dumps_result,
+    load_result,
+    result_from_dict,
+    write_result,
+)
+
+
+def make_result(loss: float = 2.5) -> Result:
+    return Result(
+        run=RunInfo(id="r1", backend="toy", platform="cpu", framework="toy", model="llama3.1-tiny",
+                    dataset="mock", status="completed", started_at="2026-11-22T10:00:00+00:00",
+                    finished_at="2026-11-22T10:01:00+00:00", tprimat_version="0.1.0"),
+        config=ResultConfig(model="llama3.1-tiny", seq_length=128, global_batch_size=4,
+                            micro_batch_size=1, world_size=1, precision="fp32", methodology="iso",
+                            settings={"training": {"lr": 1e-3}}),
+        iterations=[
+            IterationRecord(iteration=1, step_time_s=0.5, loss=math.nan, lr=0.0,
+                            reported={"tflops": math.inf, "label": "GB"}),
+            IterationRecord(iteration=2, step_time_s=0.25, loss=loss, mem_reserved_gib=1.5),
+        ],
+        summary=Summary(warmup_iterations=0, measured_iterations=2),
+    )
+
+
+def test_round_trip_keeps_nan_inf_and_zero_lr(tmp_path):
+    result = make_result()
+    path = write_result(result, tmp_path / "result.json")
+    loaded = load_result(path)
+    assert math.isnan(loaded.iterations[0].loss) and loaded.iterations[0].lr == 0.0
+    assert loaded.iterations[0].reported == {"tflops": math.inf, "label": "GB"}
+    assert loaded.iterations[1] == result.iterations[1]
+    assert dumps_result(loaded) == dumps_result(result)
+
+
+def test_document_is_strict_json(tmp_path):
+    text = dumps_result(make_result())
+    data = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard constant {c}"))
+    assert data["schema_version"] == SCHEMA_VERSION
+    assert data["iterations"][0]["loss"] == "NaN"
+    assert set(data) == {"schema_version", "run", "hardware", "software", "config", "iterations",
+                         "summary", "provenance"}
+
+
+def test_null_hardware_by_default():
+    data = json.loads(dumps_result(make_result()))
+    assert all(value is None for value in data["hardware"].values())
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["iterations"][1].update(step_time_s="fast"), "$.iterations[1].step_time_s"),
+    (lambda d: d["iterations"][1].update(step_time_s=-1.0), "step_time_s"),
+    (lambda d: d["run"].update(status="great"), "$.run.status"),
+    (lambda d: d["run"].pop("id"), "$.run.id"),
+    (lambda d: d["summary"].update(typo_field=1), "typo_field"),
+    (lambda d: d.update(schema_version=99), "schema_version 99"),
+    (lambda d: d.pop("schema_version"), "no schema_version"),
+])
+def test_invalid_documents_name_the_field(mutate, message):
+    data = json.loads(dumps_result(make_result()))
+    mutate(data)
+    with pytest.raises(ResultError) as info:
+        result_from_dict(data, origin="r.json")
+    assert message in str(info.value) and "r.json" in str(info.value)
+
+
+def test_corrupted_file_is_rejected_with_position(tmp_path):
+    path = tmp_path / "result.json"
+    path.write_text(dumps_result(make_result())[:200])
+    with pytest.raises(ResultError, match=r"corrupt JSON at line \d+ column \d+"):
+        load_result(path)
+
+
+def test_binary_and_bare_nan_are_rejected(tmp_path):
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ResultError, match="not UTF-8"):
+        load_result(binary)
+    bare = tmp_path / "bare.json"
+    bare.write_text(dumps_result(make_result()).replace('"NaN"', "NaN"))
+    with pytest.raises(ResultError, match="NaN"):
+        load_result(bare)
+
+
+def test_write_is_atomic_and_leaves_no_temp_files(tmp_path, monkeypatch):
+    path = tmp_path / "result.json"
+    write_result(make_result(), path)
+    before = path.read_text()
+
+    import tprimat.atomic as atomic
+
+    def explode(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(atomic.os, "replace", explode)
+    with pytest.raises(OSError):
+        write_result(make_result(loss=9.0), path)
+    assert path.read_text() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]

@@ -1,0 +1,104 @@
+"""Rules the project keeps about itself: packaging, plugin registration, documented hooks."""
+
+from __future__ import annotations
+
+import configparser
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from tprimat import hookspecs
+
+ROOT = Path(__file__).resolve().parents[1]
+SETUP = configparser.ConfigParser()
+SETUP.read(ROOT / "setup.cfg")
+
+
+def _entry_points() -> dict[str, str]:
+    lines = SETUP["options.entry_points"]["tprimat"].strip().splitlines()
+    return dict(line.split("=", 1) for line in (line.replace(" ", "") for line in lines))
+
+
+def _listed_packages() -> set[str]:
+    return set(SETUP["options"]["packages"].split())
+
+
+def test_every_backend_folder_has_an_entry_point():
+    entry_points = _entry_points()
+    folders = [p.name for p in (ROOT / "plugins").iterdir()
+               if p.is_dir() and not p.name.startswith(("_", "."))]
+    assert folders, "no backends under plugins/"
+    for name in folders:
+        assert entry_points.get(name) == f"tprimat.plugins.{name}", (
+            f"plugins/{name} has no entry point '{name} = tprimat.plugins.{name}' "
+            "in setup.cfg's [options.entry_points] tprimat group")
+
+
+def test_every_package_is_listed_in_setup_cfg():
+    listed = _listed_packages()
+    for top, prefix in (("core", "tprimat"), ("plugins", "tprimat.plugins")):
+        for init in (ROOT / top).rglob("__init__.py"):
+            relative = init.parent.relative_to(ROOT / top)
+            name = ".".join([prefix, *relative.parts])
+            assert name in listed, f"{init.parent} is not listed as {name} in setup.cfg packages"
+
+
+def _hook_names() -> list[str]:
+    return [name for name, value in inspect.getmembers(hookspecs, inspect.isfunction)
+            if hasattr(value, "tprimat_spec")]
+
+
+def test_hookspecs_are_the_documented_lifecycle():
+    assert set(_hook_names()) == {"register_backends", "detect_platform", "prepare_data",
+                                  "profile", "launch", "parse_metrics"}
+
+
+@pytest.mark.parametrize("hook", _hook_names())
+def test_every_hook_is_documented_and_tested(hook):
+    docs = (ROOT / "docs" / "plugins.md").read_text()
+    assert re.search(rf"^### `{hook}`", docs, re.M), f"docs/plugins.md has no '### `{hook}`' section"
+    tests = "\n".join(p.read_text() for p in (ROOT / "tests").rglob("test_*.py"))
+    assert re.search(rf"def test_hook_{hook}\b", tests), f"no test named test_hook_{hook}"
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        metadata.distribution(distribution)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def _require_installed(distribution: str) -> None:
+    if not _installed(distribution):
+        if os.environ.get("CI"):
+            pytest.fail(f"{distribution} must be installed in CI (see .ci/run)")
+        pytest.skip(f"{distribution} is not installed (pip install ./tests/...)")
+
+
+def _backends_json() -> dict:
+    done = subprocess.run([sys.executable, "-m", "tprimat.cli", "backends", "--json"],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def test_an_installed_third_party_plugin_is_listed():
+    _require_installed("tprimat-example-plugin")
+    data = _backends_json()
+    toy = next(b for b in data["backends"] if b["name"] == "toy")
+    assert toy["distribution"] == "tprimat-example-plugin" and toy["status"] == "available"
+
+
+def test_an_installed_broken_plugin_shows_as_error_without_breaking_the_listing():
+    _require_installed("tprimat-broken-plugin")
+    data = _backends_json()
+    errors = {e["plugin"]: e["status"] for e in data["plugin_errors"]}
+    assert errors["broken_import"].startswith("error: import failed: ModuleNotFoundError")
+    assert errors["broken_hooks"].startswith("error: invalid hooks")
+    assert {"amd_primus", "nvd_nemo"} <= {b["name"] for b in data["backends"]}
