@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-
 from tprimat.cli.output import echo_json, print_table
 
 

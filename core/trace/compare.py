@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-
 from tprimat.errors import TprimatError
 from tprimat.trace.categories import LABELS
 
@@ -391,5 +390,8 @@ def compare_traces(
             analyses.append(analyze_trace(trace, steps=steps or all_steps(trace), top=max(top, 5)))
         sides.append(summarize_side(analyses, label or _default_label(analyses, fallback), top=top))
     if sides[0].label == sides[1].label:
-        sides = [attrs.evolve(sides[0], label=f"{sides[0].label} (A)"), attrs.evolve(sides[1], label=f"{sides[1].label} (B)")]
+        sides = [
+            attrs.evolve(sides[0], label=f"{sides[0].label} (A)"),
+            attrs.evolve(sides[1], label=f"{sides[1].label} (B)"),
+        ]
     return TraceComparison(a=sides[0], b=sides[1])

@@ -46,6 +46,9 @@ HTA_AMD = {
 HTA_B200 = ("tracelens/b200_eager_trace.json.gz", 0, 84486.0, 73669.0, 10153.0, 664.0)
 
 
+WHAT = ("total", "idle", "compute", "non-compute")
+
+
 def _ours(temporal: dict) -> tuple[float, float, float, float]:
     non_compute = temporal["communication_us"] + temporal["memory_us"] + temporal["other_us"]
     return temporal["total_us"], temporal["idle_us"], temporal["compute_us"], non_compute
@@ -57,7 +60,7 @@ def test_recorded_timestamps_agree_with_hta_within_one_percent_of_total(fixtures
     result = analyze_trace(read_trace(fixtures / "traces" / name))
     assert result["rank"] == rank
     total = golden[0]
-    for ours, theirs, what in zip(_ours(result["temporal"]), golden, ("total", "idle", "compute", "non-compute")):
+    for ours, theirs, what in zip(_ours(result["temporal"]), golden, WHAT, strict=True):
         assert abs(ours - theirs) <= 0.01 * total, (what, ours, theirs)
 
 
@@ -66,7 +69,7 @@ def test_with_hta_rounding_every_component_matches_hta(fixtures, name):
     rank, *golden = {**HTA_TEMPORAL, **HTA_AMD}[name]
     result = analyze_trace(hta_rounded(read_trace(fixtures / "traces" / name)))
     assert result["rank"] == rank
-    for ours, theirs, what in zip(_ours(result["temporal"]), golden, ("total", "idle", "compute", "non-compute")):
+    for ours, theirs, what in zip(_ours(result["temporal"]), golden, WHAT, strict=True):
         assert ours == pytest.approx(theirs, rel=0.01, abs=1.0), (what, ours, theirs)
 
 
