@@ -258,3 +258,17 @@ def collective_kind(name: str) -> str:
     if "generic" in name.lower():
         return "generic"
     return "other"
+
+
+def rules_markdown() -> str:
+    """The rule table as Markdown (``docs/traces.md`` holds this text; a test keeps them equal)."""
+    lines = [
+        "| # | category | family | pattern (case-insensitive, searched) | example |",
+        "|---:|---|---|---|---|",
+    ]
+    for number, rule in enumerate(RULES, start=1):
+        example = rule.example if len(rule.example) < 60 else rule.example[:57] + "…"
+        pattern = rule.pattern.replace("|", "\\|")
+        example = example.replace("|", "\\|")
+        lines.append(f"| {number} | {rule.category} | {rule.family} | `{pattern}` | `{example}` |")
+    return "\n".join(lines) + "\n"

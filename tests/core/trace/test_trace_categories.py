@@ -133,3 +133,14 @@ def test_real_traces_leave_little_unclassified(fixtures, name, dominant):
     assert time.get("other", 0.0) < 0.2 * total, time
     top = max(time, key=time.get)
     assert top in dominant, time
+
+
+def test_docs_print_the_current_rule_table():
+    from pathlib import Path
+
+    from tprimat.trace.categories import rules_markdown
+
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "traces.md").read_text()
+    begin, end = "<!-- rules:begin -->\n", "<!-- rules:end -->"
+    table = docs[docs.index(begin) + len(begin) : docs.index(end)]
+    assert table == rules_markdown(), "docs/traces.md is stale: paste tprimat.trace.categories.rules_markdown()"
