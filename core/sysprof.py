@@ -23,8 +23,8 @@ Nsight Systems records only between ``cudaProfilerStart`` and
 ``--profile`` (without ``--use-pytorch-profiler``) and NeMo's ``NsysCallback``
 open and close that range around the profiled iterations.
 
-Everything here builds commands; nothing is started.  ``--dry-run`` prints
-:func:`describe` of the rewritten plan.
+Everything here builds commands; nothing is started.  :func:`describe` gives
+the exact shell line of a rewritten plan, for a dry run to print.
 """
 
 from __future__ import annotations
