@@ -24,6 +24,7 @@ Definitions (``docs/traces.md`` explains them with examples):
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -184,31 +185,50 @@ class _Classified:
         return value
 
 
-def _launch_times(trace: RankTrace) -> dict[int, float]:
-    return dict(zip(trace.launch_correlation, trace.launch_ts, strict=True))
+class _Launches:
+    """Each GPU activity's host launch time and profiler step, computed once per trace."""
+
+    def __init__(self, trace: RankTrace) -> None:
+        times = dict(zip(trace.launch_correlation, trace.launch_ts, strict=True))
+        get = times.get
+        self.launched: list[float | None] = [get(c) for c in trace.correlation]
+        self.steps = sorted(trace.steps, key=lambda step: step.ts)
+        starts = [step.ts for step in self.steps]
+        ends = [step.ts + step.dur for step in self.steps]
+        step_of: list[int] = []
+        for t in self.launched:
+            if t is None:
+                step_of.append(-1)
+                continue
+            k = bisect_right(starts, t) - 1
+            step_of.append(k if k >= 0 and t < ends[k] else -1)
+        self.step_of = step_of
+
+    def in_steps(self, chosen: Iterable[int]) -> list[int]:
+        """Indices of the activities launched inside the steps at these positions of ``self.steps``."""
+        wanted = set(chosen)
+        return [i for i, k in enumerate(self.step_of) if k in wanted]
 
 
 def select_window(
-    trace: RankTrace, steps: tuple[int | None, int | None] | None = None
+    trace: RankTrace,
+    steps: tuple[int | None, int | None] | None = None,
+    launches: _Launches | None = None,
 ) -> tuple[list[int], dict[str, Any]]:
     """Indices of the GPU activities in the analysed window, and how the window was chosen."""
     n = len(trace.ts)
     numbers = sorted({s.number for s in trace.steps})
+    if steps is None and len(numbers) < 2:
+        return list(range(n)), {"mode": "all", "steps": numbers}
+    launches = launches or _Launches(trace)
     if steps is None:
-        if len(numbers) < 2:
-            return list(range(n)), {"mode": "all", "steps": numbers}
         last_start = max(s.ts for s in trace.steps if s.number == numbers[-1])
-        launches = _launch_times(trace)
-        keep = []
-        for i in range(n):
-            launched = launches.get(trace.correlation[i])
-            if launched is not None and launched < last_start:
-                keep.append(i)
+        keep = [i for i, t in enumerate(launches.launched) if t is not None and t < last_start]
         return keep, {"mode": "before-last-step", "steps": numbers[:-1], "dropped_last_step": numbers[-1]}
     first, last = steps
     chosen = [
-        s
-        for s in trace.steps
+        k
+        for k, s in enumerate(launches.steps)
         if (first is None or s.number >= first) and (last is None or s.number <= last)
     ]
     if not chosen:
@@ -217,22 +237,8 @@ def select_window(
             f"{trace.path}: no ProfilerStep in {first if first is not None else ''}:"
             f"{last if last is not None else ''} (steps in this trace: {have})"
         )
-    return _in_steps(trace, chosen), {"mode": "steps", "steps": sorted({s.number for s in chosen})}
-
-
-def _in_steps(trace: RankTrace, chosen) -> list[int]:
-    launches = _launch_times(trace)
-    windows = sorted((s.ts, s.ts + s.dur) for s in chosen)
-    keep = []
-    for i in range(len(trace.ts)):
-        launched = launches.get(trace.correlation[i])
-        if launched is None:
-            continue
-        for start, end in windows:
-            if start <= launched < end:
-                keep.append(i)
-                break
-    return keep
+    window = {"mode": "steps", "steps": sorted({launches.steps[k].number for k in chosen})}
+    return launches.in_steps(chosen), window
 
 
 def breakdown(
@@ -364,14 +370,21 @@ def analyze_trace(
     trace: RankTrace, steps: tuple[int | None, int | None] | None = None, top: int = 10
 ) -> dict[str, Any]:
     """Analyse one rank: the whole window plus one breakdown per profiler step in it."""
-    indices, window = select_window(trace, steps)
+    launches = _Launches(trace)
+    indices, window = select_window(trace, steps, launches)
     classified = _Classified(trace)
     result = breakdown(trace, indices, top=top, classified=classified)
     per_step = []
-    chosen = [s for s in trace.steps if s.number in set(window.get("steps", []))]
-    if window["mode"] != "all" or chosen:
-        for step in chosen:
-            step_indices = _in_steps(trace, [step])
+    wanted = set(window.get("steps", []))
+    if window["mode"] != "all":
+        groups: dict[int, list[int]] = defaultdict(list)
+        for i, k in enumerate(launches.step_of):
+            if k >= 0:
+                groups[k].append(i)
+        for k, step in enumerate(launches.steps):
+            if step.number not in wanted:
+                continue
+            step_indices = groups.get(k, [])
             item = breakdown(trace, step_indices, top=top, classified=classified)
             per_step.append(
                 {
