@@ -123,3 +123,42 @@ def test_shortened_names():
         "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4>(x::Params)"
     ) == "cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4"
     assert len(shorten_kernel_name("Cijk_" + "A" * 300)) == 72
+
+
+_KERNELS = [GEMM, NCCL, ADD, "Memcpy DtoD (Device -> Device)"]
+
+
+def _covered(intervals):
+    return {t for start, dur in intervals for t in range(start, start + dur)}
+
+
+def test_property_breakdown_matches_brute_force(tmp_path):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    kernel = st.tuples(st.integers(0, 3), st.integers(0, 200), st.integers(1, 60), st.integers(0, 3))
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(kernels=st.lists(kernel, min_size=1, max_size=25))
+    def check(kernels):
+        rows = [(_KERNELS[k], ts, dur, stream, None,
+                 "gpu_memcpy" if k == 3 else "kernel") for k, ts, dur, stream in kernels]
+        t = analyze_trace(read_trace(write_trace(tmp_path / "p.json", rows)))
+        temporal, comm = t["temporal"], t["communication"]
+        # brute force on the integer microsecond grid
+        compute = _covered([(ts, d) for k, ts, d, _ in kernels if k in (0, 2)])
+        nccl = _covered([(ts, d) for k, ts, d, _ in kernels if k == 1])
+        memory = _covered([(ts, d) for k, ts, d, _ in kernels if k == 3])
+        busy = compute | nccl | memory
+        start = min(ts for _, ts, _, _ in kernels)
+        end = max(ts + d for _, ts, d, _ in kernels)
+        assert temporal["total_us"] == end - start
+        assert temporal["idle_us"] == (end - start) - len(busy)
+        assert temporal["compute_us"] == len(compute)
+        assert temporal["communication_us"] == len(nccl - compute)
+        assert temporal["memory_us"] == len(memory - compute - nccl)
+        assert comm["total_us"] == len(nccl) and comm["overlapped_us"] == len(nccl & compute)
+        exclusive = sum(v["exclusive_us"] for v in t["categories"].values())
+        assert exclusive + temporal["idle_us"] == temporal["total_us"]
+
+    check()
