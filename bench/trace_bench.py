@@ -44,13 +44,13 @@ print(json.dumps({"total_us": float(row["kernel_time(us)"]), "idle_us": float(ro
 """
 
 
-def measure(python: str, code: str, trace: Path, timeout: float) -> dict:
+def measure(python: str, code: str, trace: Path) -> dict:
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.perf_counter()
         proc = subprocess.Popen([python, "-c", code, str(trace)], stdout=out, stderr=err)
         try:
             _, status, usage = os.wait4(proc.pid, 0)
-        except KeyboardInterrupt:
+        except BaseException:
             proc.kill()
             raise
         wall = time.perf_counter() - start
@@ -60,6 +60,7 @@ def measure(python: str, code: str, trace: Path, timeout: float) -> dict:
         text = out.read().strip().splitlines()
         return {
             "wall_s": wall,
+            "cpu_s": usage.ru_utime + usage.ru_stime,
             "peak_rss_gb": usage.ru_maxrss * 1024 / 1e9,  # ru_maxrss is KiB on Linux
             "rc": proc.returncode,
             "result": json.loads(text[-1]) if proc.returncode == 0 and text else None,
@@ -71,22 +72,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trace", type=Path)
     parser.add_argument("--hta-python", default=None, help="python of an environment with HolisticTraceAnalysis")
-    parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--skip-tprimat", action="store_true", help="measure HTA only")
     args = parser.parse_args()
 
     size_gb = args.trace.stat().st_size / 1e9
-    rows = [("tprimat trace analyze", measure(sys.executable, TPRIMAT, args.trace, args.timeout))]
+    rows = []
+    if not args.skip_tprimat:
+        rows.append(("tprimat trace analyze", measure(sys.executable, TPRIMAT, args.trace)))
     if args.hta_python:
-        rows.append(("HolisticTraceAnalysis 0.5.0 temporal breakdown", measure(args.hta_python, HTA, args.trace,
-                                                                              args.timeout)))
+        rows.append(("HolisticTraceAnalysis 0.5.0 temporal breakdown", measure(args.hta_python, HTA, args.trace)))
     print(f"trace: {args.trace} ({size_gb:.2f} GB)\n")
-    print("| tool | wall (s) | peak RSS (GB) | peak RSS / file size | exit |")
-    print("|---|---:|---:|---:|---:|")
+    print("| tool | wall (s) | CPU (s) | peak RSS (GB) | peak RSS / file size | exit |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, m in rows:
-        print(f"| {name} | {m['wall_s']:.1f} | {m['peak_rss_gb']:.2f} | {m['peak_rss_gb'] / size_gb:.2f}× | {m['rc']} |")
+        print(f"| {name} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} | {m['peak_rss_gb']:.2f} | "
+              f"{m['peak_rss_gb'] / size_gb:.2f}× | {m['rc']} |")
     if len(rows) == 2 and rows[1][1]["rc"] == 0:
-        print(f"\nspeed-up: {rows[1][1]['wall_s'] / rows[0][1]['wall_s']:.1f}×, memory ratio: "
-              f"{rows[1][1]['peak_rss_gb'] / rows[0][1]['peak_rss_gb']:.1f}×")
+        a, b = rows[0][1], rows[1][1]
+        print(f"\nHTA / tprimat: wall {b['wall_s'] / a['wall_s']:.1f}×, CPU {b['cpu_s'] / a['cpu_s']:.1f}×, "
+              f"peak memory {b['peak_rss_gb'] / a['peak_rss_gb']:.1f}×")
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for name, m in rows:
         print(f"\n{name}: {json.dumps(m['result']) if m['result'] else m['error']}")
 
