@@ -19,6 +19,7 @@ from typing import Any, Literal
 import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn
+
 from tprimat.errors import TprimatError
 
 

@@ -19,6 +19,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 import attrs
+
 from tprimat.flops import flops_per_token, formula_name
 from tprimat.models import ModelSpec
 from tprimat.peaks import lookup_peak

@@ -19,6 +19,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn
 from cattrs.v import format_exception
+
 from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 
 import click
+
 from tprimat import __version__
 
 #: command name -> "module:attribute" of its click command, in help order.

@@ -1,6 +1,7 @@
 import math
 
 import pytest
+
 from tprimat.assemble import assemble_result
 from tprimat.flops import flops_per_token
 from tprimat.metrics import describe, percentile, select_measured, with_throughput

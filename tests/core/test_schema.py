@@ -2,6 +2,7 @@ import json
 import math
 
 import pytest
+
 from tprimat.schema import (
     SCHEMA_VERSION,
     IterationRecord,
