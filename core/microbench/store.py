@@ -216,10 +216,16 @@ def slug(text: str) -> str:
 
 
 def save(document: dict[str, Any], directory: str | Path | None = None) -> Path:
-    """Write ``document`` atomically as ``microbench-<device>-<UTC time>.json``, return its path."""
+    """Write ``document`` atomically as ``microbench-<device>-<host>-<UTC time>.json``.
+
+    The host is in the name so that nodes sharing a directory never overwrite
+    each other's results.  Returns the path.
+    """
     folder = Path(directory) if directory is not None else default_directory()
     stamp = datetime.fromisoformat(document["created_at"]).strftime("%Y%m%dT%H%M%SZ")
-    path = folder / f"microbench-{slug(document.get('device_name') or 'device')}-{stamp}.json"
+    device = slug(document.get("device_name") or "device")
+    host = slug(document.get("host") or "host")
+    path = folder / f"microbench-{device}-{host}-{stamp}.json"
     text = json.dumps(document, indent=2, allow_nan=False, sort_keys=False) + "\n"
     try:
         return atomic_write_text(path, text)
@@ -253,7 +259,7 @@ def _created(document: dict[str, Any]) -> datetime:
 
 
 def latest_for_device(
-    device_name: str, directory: str | Path | None = None
+    device_name: str, directory: str | Path | None = None, *, host: str | None = None
 ) -> dict[str, Any] | None:
     """The summary of the most recent microbench of ``device_name`` kept in ``directory``.
 
@@ -262,7 +268,9 @@ def latest_for_device(
     ``device_name``, ignoring case and spacing.  When nothing matches by name,
     documents whose device is the same row of the datasheet peaks table
     (:mod:`tprimat.peaks`) match, and ``matched_by`` says so.  Unreadable files
-    and other schema versions are skipped.  None when nothing matches.
+    and other schema versions are skipped.  With ``host``, a document measured
+    on that host is preferred to a newer one from another node of the same
+    device.  None when nothing matches.
     """
     folder = Path(directory) if directory is not None else default_directory()
     if not device_name or not folder.is_dir():
@@ -289,6 +297,9 @@ def latest_for_device(
     chosen = by_name or by_key
     if not chosen:
         return None
+    if host is not None:
+        local = [item for item in chosen if item[2].get("host") == host]
+        chosen = local or chosen
     created, path, document = max(chosen, key=lambda item: (item[0], str(item[1])))
     summary = document.get("summary") or summarize(document)
     return {

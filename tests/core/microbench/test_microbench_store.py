@@ -50,10 +50,11 @@ def _gemm(device, m, n, k, seconds, *, op="matmul", pass_="fwd", group="model", 
                      times=list(seconds), reason=reason)
 
 
-def _document(device_name=H100, created="2026-11-20T10:00:00+00:00", gemm=(), attention=()):
+def _document(device_name=H100, created="2026-11-20T10:00:00+00:00", gemm=(), attention=(),
+              host="node1"):
     doc = {"kind": KIND, "schema_version": SCHEMA_VERSION, "created_at": created,
            "device_name": device_name, "platform_device_name": device_name, "device_count": 2,
-           "host": "node1", "config": {"model": "llama3.1-8b"}, "method": {"iterations": 3},
+           "host": host, "config": {"model": "llama3.1-8b"}, "method": {"iterations": 3},
            "gemm": list(gemm), "attention": list(attention)}
     doc["summary"] = summarize(doc)
     return doc
@@ -162,7 +163,8 @@ def test_save_load_round_trip(tmp_path):
     rows, _ = _two_gpu_rows()
     doc = _document(gemm=rows)
     path = save(doc, tmp_path)
-    assert path.parent == tmp_path and path.name.startswith("microbench-nvidia-h100-80gb-hbm3-")
+    assert path.parent == tmp_path
+    assert path.name.startswith("microbench-nvidia-h100-80gb-hbm3-node1-20261120T100000Z")
     assert load(path) == json.loads(json.dumps(doc))
     assert not list(tmp_path.glob(".*.tmp"))
 
@@ -202,6 +204,17 @@ def test_latest_for_device_picks_the_newest_of_that_device(tmp_path):
     assert latest_for_device("NVIDIA A100-SXM4-80GB", tmp_path) is None
     assert latest_for_device("", tmp_path) is None
     assert latest_for_device(H100, tmp_path / "nowhere") is None
+
+
+def test_latest_for_device_prefers_this_host(tmp_path):
+    rows, _ = _two_gpu_rows()
+    mine = _document(created="2026-11-01T08:00:00+00:00", gemm=rows, host="node1")
+    theirs = _document(created="2026-11-01T08:00:00+00:00", gemm=rows[:1], host="node2")
+    paths = {save(mine, tmp_path), save(theirs, tmp_path)}
+    assert len(paths) == 2  # same device, same second, two nodes: two files
+    assert latest_for_device(H100, tmp_path, host="node2")["host"] == "node2"
+    assert latest_for_device(H100, tmp_path, host="node1")["host"] == "node1"
+    assert latest_for_device(H100, tmp_path, host="node9")["host"] in {"node1", "node2"}
 
 
 def test_latest_for_device_falls_back_to_the_same_peaks_row(tmp_path):
