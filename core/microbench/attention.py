@@ -62,8 +62,10 @@ def _sdpa_arguments(torch: Any, q: Any, k: Any, variant: AttentionVariant,
     mask = None
     if variant == "sliding":
         mask = dense_mask(torch, "sliding", q.shape[-2], window, device=q.device)
-    return {"attn_mask": mask, "is_causal": variant == "causal",
-            "enable_gqa": q.shape[1] != k.shape[1]}
+    arguments: dict[str, Any] = {"attn_mask": mask, "is_causal": variant == "causal"}
+    if q.shape[1] != k.shape[1]:
+        arguments["enable_gqa"] = True  # only when needed: torch before 2.5 lacks the argument
+    return arguments
 
 
 def sdpa_attention(torch: Any, q: Any, k: Any, v: Any, variant: AttentionVariant,
@@ -93,8 +95,8 @@ def sdpa_backend(torch: Any, q: Any, k: Any, v: Any, arguments: dict[str, Any]) 
     try:
         from torch.nn.attention import SDPBackend
 
-        index = choose(q, k, v, arguments["attn_mask"], 0.0, arguments["is_causal"],
-                       enable_gqa=arguments["enable_gqa"])
+        extra = {"enable_gqa": True} if arguments.get("enable_gqa") else {}
+        index = choose(q, k, v, arguments["attn_mask"], 0.0, arguments["is_causal"], **extra)
         name = SDPA_BACKENDS.get(SDPBackend(index).name, SDPBackend(index).name.lower())
     except Exception as exc:  # noqa: BLE001 - a private API; say so rather than fail the run
         return f"unknown ({_first_line(exc)})"
@@ -254,7 +256,7 @@ def _sdpa_row(torch: Any, device: Any, requested: str, used: str, note: str | No
         )
         return attention_case(impl="sdpa", backend=backend, variant=variant, dtype=requested,
                               dtype_used=used, fwd_times=fwd, bwd_times=bwd, reason=note, **common)
-    except RuntimeError as exc:
+    except (RuntimeError, TypeError, ValueError) as exc:  # out of memory, no GQA in this torch
         return attention_case(impl="sdpa", backend=None, variant=variant, dtype=requested,
                               dtype_used=used, status="failed", reason=_first_line(exc), **common)
     finally:
