@@ -91,3 +91,12 @@ def test_no_save_and_config_defaults(tmp_path):
     qkv = next(r for r in doc["gemm"] if r["name"] == "qkv" and r["pass"] == "fwd")
     assert qkv["n"] == (4 + 2 * 2) * 32 // 2
     assert not (tmp_path / "out").exists()
+
+
+def test_without_torch_the_error_says_how_to_get_it(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    result = CliRunner().invoke(cli, ["microbench", "gemm", "--model", "llama3.1-tiny",
+                                      "-o", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "microbench needs torch" in result.output and "ml extra" in result.output
+    assert not list(tmp_path.iterdir())
