@@ -148,7 +148,28 @@ def summarize(document: dict[str, Any]) -> dict[str, Any]:
     fallbacks = sorted({r["reason"] for r in gemm + attention
                         if r.get("status") == "ok" and r.get("reason")})
     summary["notes"].extend(fallbacks)
+    summary["notes"].extend(_failure_notes("GEMM", gemm, _gemm_label))
+    summary["notes"].extend(_failure_notes("attention", attention, _attention_label))
     return summary
+
+
+def _gemm_label(row: dict[str, Any]) -> str:
+    return (f"{row['name']}/{row['pass']} {row['m']}x{row['n']}x{row['k']} {row['op']} "
+            f"{row['dtype']} on device {row['device_index']}")
+
+
+def _attention_label(row: dict[str, Any]) -> str:
+    return f"{row['impl']} {row['variant']} {row['dtype']} on device {row['device_index']}"
+
+
+def _failure_notes(kind: str, rows: list[dict[str, Any]], label: Any) -> list[str]:
+    """One note per distinct reason of failed or skipped cases, with a count and an example."""
+    by_reason: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        if row.get("status") in ("failed", "skipped"):
+            by_reason.setdefault((row["status"], row.get("reason") or "?"), []).append(row)
+    return [f"{len(group)} {kind} case(s) {status}: {reason} (e.g. {label(group[0])})"
+            for (status, reason), group in sorted(by_reason.items())]
 
 
 def _model_gemm(rows: list[dict[str, Any]], mamf: float) -> dict[str, Any] | None:

@@ -130,6 +130,21 @@ def test_unavailable_paths_are_reported_not_counted():
     assert summary["unavailable"] == {"gemm fp8": "no FP8 here"}
 
 
+def test_failed_and_skipped_cases_are_noted():
+    shape = GemmShape(name="logits", pass_="fwd", m=8, n=8, k=8)
+    oom = "OutOfMemoryError: CUDA out of memory"
+    rows = [gemm_case(shape, op="matmul", dtype="bf16", dtype_used="bf16", device_index=i,
+                      status="failed", reason=oom) for i in (0, 1)]
+    rows.append(gemm_case(GemmShape(name="x", pass_="fwd", m=8, n=8, k=8), op="scaled_mm",
+                          dtype="fp8", dtype_used=None, device_index=0, status="skipped",
+                          reason="needs 16"))
+    notes = _document(gemm=rows)["summary"]["notes"]
+    assert notes == [
+        f"2 GEMM case(s) failed: {oom} (e.g. logits/fwd 8x8x8 matmul bf16 on device 0)",
+        "1 GEMM case(s) skipped: needs 16 (e.g. x/fwd 8x8x8 scaled_mm fp8 on device 0)",
+    ]
+
+
 def test_attention_summary_uses_the_slowest_gpu():
     common = {"impl": "sdpa", "backend": "flash", "variant": "causal", "window": None,
               "dtype": "bf16", "dtype_used": "bf16", "batch": 1, "heads": 4, "kv_heads": 2,
