@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from tprimat import __version__
+from tprimat.manifest import performance_environment
 from tprimat.microbench.formulas import ATTENTION_FORMULA, GEMM_FORMULA
 from tprimat.microbench.shapes import ShapeError, model_gemm_shapes, sweep_shapes
 from tprimat.microbench.store import (
@@ -93,6 +94,16 @@ def _software(torch: Any) -> dict[str, Any]:
 
     module, _ = flash_attn_module()
     info["flash_attn"] = getattr(module, "__version__", None) if module else None
+    if torch.cuda.is_available():  # which GEMM library torch calls changes the figures
+        try:
+            library = torch.backends.cuda.preferred_blas_library()
+            info["blas_library"] = str(library).split(".")[-1].lower()
+        except Exception:  # noqa: BLE001 - older torch
+            info["blas_library"] = None
+        matmul = torch.backends.cuda.matmul
+        info["allow_bf16_reduced_precision_reduction"] = getattr(
+            matmul, "allow_bf16_reduced_precision_reduction", None)
+        info["allow_tf32"] = getattr(matmul, "allow_tf32", None)
     return info
 
 
@@ -204,6 +215,7 @@ def run_microbench(
         "device_count": len(described),
         "devices": described,
         "software": _software(torch),
+        "environment": performance_environment(),
         "config": {
             "what": what, "model": model.name, "tensor_parallel": tensor_parallel,
             "seq_length": seq_length, "micro_batch_size": micro_batch_size,

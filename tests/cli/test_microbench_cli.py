@@ -11,7 +11,7 @@ from tprimat.cli import COMMANDS, cli
 from tprimat.microbench import latest_for_device
 
 TINY = ["--model", "llama3.1-tiny", "--seq-length", "32", "--warmup", "1", "--iterations", "2",
-        "--sweep-step", "32", "--sweep-radius", "1", "--window", "8", "--flush-mib", "0.0625",
+        "--sweep-radius", "0", "--window", "8", "--flush-mib", "0.0625",
         "--device", "cpu", "--quiet"]
 
 

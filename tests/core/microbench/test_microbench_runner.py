@@ -50,7 +50,8 @@ def test_every_gpu_of_the_node_is_selected():
 
 
 @pytest.mark.torch
-def test_full_run_on_cpu(tmp_path):
+def test_full_run_on_cpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTORCH_TUNABLEOP_ENABLED", "0")
     lines = []
     doc = run_microbench(what="all", dtypes="bf16,fp8", progress=lines.append, **TINY)
     assert doc["kind"] == KIND and doc["schema_version"] == SCHEMA_VERSION
@@ -58,6 +59,7 @@ def test_full_run_on_cpu(tmp_path):
     assert doc["devices"][0]["fp8"]["available"] is False
     assert doc["method"]["timer"] == "perf_counter" and doc["method"]["iterations"] == 2
     assert doc["config"]["tokens"] == 32 and doc["software"]["torch"].startswith("2.13")
+    assert doc["environment"]["PYTORCH_TUNABLEOP_ENABLED"] == "0"
     groups = {r["group"] for r in doc["gemm"] if r["status"] == "ok"}
     assert groups == {"model", "sweep"}
     assert {r["variant"] for r in doc["attention"] if r["status"] == "ok"} == {
