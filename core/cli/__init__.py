@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "models": "tprimat.cli.models:models",
     "detect": "tprimat.cli.detect:detect",
     "config": "tprimat.cli.config:config",
+    "microbench": "tprimat.cli.microbench:microbench",
 }
 
 
