@@ -20,6 +20,10 @@ COMMANDS: dict[str, str] = {
     "models": "tprimat.cli.models:models",
     "detect": "tprimat.cli.detect:detect",
     "config": "tprimat.cli.config:config",
+    "doctor": "tprimat.cli.doctor:doctor",
+    "suite": "tprimat.cli.suite:suite",
+    "bundle": "tprimat.cli.bundle:bundle",
+    "unbundle": "tprimat.cli.bundle:unbundle",
 }
 
 
