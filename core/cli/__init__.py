@@ -21,6 +21,10 @@ COMMANDS: dict[str, str] = {
     "detect": "tprimat.cli.detect:detect",
     "config": "tprimat.cli.config:config",
     "microbench": "tprimat.cli.microbench:microbench",
+    "doctor": "tprimat.cli.doctor:doctor",
+    "suite": "tprimat.cli.suite:suite",
+    "bundle": "tprimat.cli.bundle:bundle",
+    "unbundle": "tprimat.cli.bundle:unbundle",
 }
 
 
