@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "detect": "tprimat.cli.detect:detect",
     "config": "tprimat.cli.config:config",
     "import-legacy": "tprimat.cli.import_legacy:import_legacy",
+    "compare": "tprimat.cli.compare:compare",
 }
 
 
