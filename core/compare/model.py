@@ -38,9 +38,26 @@ from tprimat.config import CostSection
 from tprimat.errors import TprimatError
 from tprimat.metrics import select_measured
 
-#: Colour-blind-safe palette (Okabe & Ito), vendor-neutral; assigned by sorted system label.
+#: Colour-blind-safe palette (Okabe & Ito), deliberately not the vendors' brand colours.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
            "#000000")
+#: The first system of each platform always gets the same colour, in every report.
+PLATFORM_COLOURS = {"nvidia": "#0072B2", "amd": "#E69F00", "cpu": "#009E73"}
+
+
+def assign_colours(systems: Sequence[tuple[str, str | None]]) -> dict[str, str]:
+    """Colour per system label: its platform's colour for the first (by label) system of each
+    platform, then unused palette colours in label order."""
+    colours: dict[str, str] = {}
+    for label, platform in sorted(systems):
+        colour = PLATFORM_COLOURS.get(platform or "")
+        if colour and colour not in colours.values():
+            colours[label] = colour
+    spare = [c for c in PALETTE if c not in colours.values()]
+    for label, _ in sorted(systems):
+        if label not in colours:
+            colours[label] = spare.pop(0) if spare else PALETTE[len(colours) % len(PALETTE)]
+    return colours
 
 #: Memory quantities under their real names: (summary field, label).
 MEMORY_FIELDS = (
@@ -249,7 +266,9 @@ def build_comparison(
 
     labels = list(dict.fromkeys(r.system for r in runs))
     chosen = _pick_baseline(labels, runs, baseline)
-    colours = {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(sorted(labels))}
+    colours = assign_colours(
+        [(label, next(r for r in runs if r.system == label).result.run.platform)
+         for label in labels])
     baseline_runs = [r for r in runs if r.system == chosen]
     baseline_tokens = [r.result.summary.tokens_per_s_per_gpu.median for r in baseline_runs
                        if r.result.summary.tokens_per_s_per_gpu]
@@ -267,7 +286,7 @@ def build_comparison(
         world = _unique([r.config.world_size for r in results])
         memory = {}
         for field, _label in MEMORY_FIELDS:
-            agg = aggregate([getattr(s, field) for s in summaries])
+            agg = aggregate([getattr(s, field) for s in summaries], interval=False)
             if agg is not None:
                 memory[field] = agg
         ratio = None
@@ -282,19 +301,19 @@ def build_comparison(
             backend=first.run.backend, world_size=world,
             tokens_per_s_per_gpu=tokens,
             step_time_median_s=aggregate([s.step_time_s.median if s.step_time_s else None
-                                          for s in summaries]),
+                                          for s in summaries], interval=False),
             step_time_p95_s=aggregate([s.step_time_s.p95 if s.step_time_s else None
-                                       for s in summaries]),
+                                       for s in summaries], interval=False),
             step_time_cv=aggregate([s.step_time_s.cv if s.step_time_s else None
-                                    for s in summaries]),
-            tflops_per_gpu=aggregate([s.tflops_per_gpu for s in summaries]),
-            mfu=aggregate([s.mfu for s in summaries]),
+                                    for s in summaries], interval=False),
+            tflops_per_gpu=aggregate([s.tflops_per_gpu for s in summaries], interval=False),
+            mfu=aggregate([s.mfu for s in summaries], interval=False),
             peak_tflops=sorted({s.peak_tflops for s in summaries if s.peak_tflops is not None}),
             peak_sources=sorted({s.peak_source for s in summaries if s.peak_source}),
             memory=memory,
             device_memory_gib=_unique([r.hardware.memory_per_device_gib for r in results]),
             energy_per_token_j=aggregate([s.energy_per_token_j for s in summaries]),
-            final_loss=aggregate([s.final_loss for s in summaries]),
+            final_loss=aggregate([s.final_loss for s in summaries], interval=False),
             cost=_cost(tokens, device, world, cost),
             ratio=ratio,
             same_config_as_baseline=members[0].group == baseline_runs[0].group,

@@ -73,6 +73,8 @@ def plot_throughput(plt: Any, comparison: Comparison, path: Path) -> Path | None
         text = f"{s.tokens_per_s_per_gpu.median:,.0f}"
         if s.ratio is not None:
             text += f"\n{s.ratio.value:.2f}× baseline"
+            if not s.same_config_as_baseline:
+                text += "\n(different config)"
         ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height() + up),
                     xytext=(0, 6), textcoords="offset points", ha="center", va="bottom",
                     fontsize=13)

@@ -66,12 +66,12 @@ def bootstrap_median_ci(
     return _bounds(medians)
 
 
-def aggregate(values: Sequence[float | None]) -> Aggregate | None:
-    """Median, min–max and bootstrap interval of the finite ``values`` (None if there are none)."""
+def aggregate(values: Sequence[float | None], *, interval: bool = True) -> Aggregate | None:
+    """Median, min–max and (if ``interval``) bootstrap interval of the finite ``values``."""
     data = _finite(values)
     if not data:
         return None
-    ci = bootstrap_median_ci(data)
+    ci = bootstrap_median_ci(data) if interval else None
     return Aggregate(
         n=len(data),
         median=statistics.median(data),

@@ -44,3 +44,13 @@ def test_ratio_with_a_single_run_side_has_no_interval():
     assert ratio.value == pytest.approx(6942.2 / 5100.0)
     assert ratio.ci_low is None and "single run for the compared system" in ratio.note
     assert ratio_of_medians([], [1.0]) is None
+
+
+def test_platform_colours_are_stable_across_reports():
+    from tprimat.compare.model import PLATFORM_COLOURS, assign_colours
+
+    two = assign_colours([("8× MI300X · Primus", "amd"), ("8× H100-SXM · NeMo", "nvidia")])
+    three = assign_colours([("8× MI300X · Primus", "amd"), ("8× H100-SXM · NeMo", "nvidia"),
+                            ("8× H100-SXM · Megatron-LM", "nvidia")])
+    assert two["8× MI300X · Primus"] == three["8× MI300X · Primus"] == PLATFORM_COLOURS["amd"]
+    assert len(set(three.values())) == 3
