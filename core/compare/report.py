@@ -380,9 +380,13 @@ def write_report(c: Comparison, out_dir: str | Path, formats: Iterable[str] = FO
         from tprimat.compare.plots import render_plots
         from tprimat.compare.traces import trace_section
 
-        plots = render_plots(c, out)
+        try:
+            plots = render_plots(c, out)
+        except ImportError:
+            extra.append(Paragraph("Figures were not drawn: they need matplotlib "
+                                   "(`pip install 'tprimat[plot]'`)."))
         written.update(plots)
-        extra = trace_section(c, out)
+        extra += trace_section(c, out)
         for block in extra:
             if isinstance(block, Image):
                 written[block.file] = out / block.file

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import importlib.util
 import csv
 import json
 import statistics
@@ -165,10 +166,12 @@ def test_repeats_are_aggregated_with_intervals(tmp_path):
 # --- outputs ------------------------------------------------------------------------------
 
 def test_plots_are_slide_sized_pngs(pair_report):
+    image = pytest.importorskip("matplotlib.image")
     _, written, out = pair_report
     for name in ("throughput.png", "step_time.png", "loss.png", "memory.png", "mfu.png"):
         assert written[name] == out / name
         assert _png_size(out / name) == (1600, 900)
+        assert image.imread(out / name).shape[:2] == (900, 1600)  # decodes as a PNG
 
 
 class _Images(HTMLParser):
@@ -189,6 +192,7 @@ class _Images(HTMLParser):
 
 
 def test_html_is_self_contained_with_embedded_images(pair_report):
+    pytest.importorskip("matplotlib")
     _, written, out = pair_report
     parser = _Images()
     parser.feed(written["report.html"].read_text())
@@ -224,7 +228,8 @@ def test_report_json_is_strict_and_complete(pair_report):
     assert [r["key"] for r in data["runs"]] == ["R1", "R2"]
     assert data["systems"][1]["ratio"]["value"] == pytest.approx(
         _median_tokens_per_gpu(AMD) / _median_tokens_per_gpu(NVD))
-    assert "throughput.png" in data["files"]
+    assert ("throughput.png" in data["files"]) == (importlib.util.find_spec("matplotlib")
+                                                    is not None)
     assert data["method"]["bootstrap_resamples"] == 10000
 
 
@@ -310,6 +315,15 @@ def test_traces_section(legacy_dir, tmp_path, monkeypatch):
     assert calls[0][0][0].endswith("amd_prim_llama/traces/rank0.pt.trace.json") or \
         "amd_prim" in calls[0][0][0]
     assert [type(b).__name__ for b in blocks] == ["Heading", "Heading", "Markdown", "Image"]
+
+
+def test_report_without_matplotlib_says_so(legacy_dir, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    comparison = build_comparison([legacy_file(legacy_dir, AMD)], cost=COST)
+    written = write_report(comparison, tmp_path, ["md", "html"])
+    assert not list(tmp_path.glob("*.png"))
+    assert "Figures were not drawn: they need matplotlib" in written["report.md"].read_text()
+    assert "<img" not in written["report.html"].read_text()
 
 
 def test_compare_torch_cpu_results(tmp_path):
