@@ -8,6 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tprimat.legacy import LegacyError, LegacyOptions, convert_legacy, load_legacy
 from tprimat.schema import dumps_result, load_result, write_result
@@ -179,3 +181,43 @@ def test_load_legacy_keeps_nan_token(tmp_path):
     path = tmp_path / "benchmark_rocm_llama.json"
     path.write_text('{"raw_step_times": [1.0, NaN]}')
     assert math.isnan(load_legacy(path)["raw_step_times"][1])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    steps=st.lists(st.floats(min_value=0.01, max_value=100.0), min_size=3, max_size=40),
+    gbs=st.integers(min_value=1, max_value=512),
+    seq=st.sampled_from([512, 2048, 4096, 8192]),
+    gpus=st.sampled_from([1, 2, 4, 8, 16]),
+    extra_steps=st.integers(min_value=0, max_value=3),
+    nan_at=st.integers(min_value=0, max_value=2),
+)
+def test_any_train_file_recomputes_throughput(steps, gbs, seq, gpus, extra_steps, nan_at):
+    import statistics
+    import tempfile
+
+    losses = [1.0] * len(steps)
+    losses[nan_at] = math.nan
+    data = {
+        "platform": "amd",
+        "gpu_info": {"device_count": gpus, "device_name": "AMD Instinct MI300X",
+                     "total_memory_gb": 206.14165, "software_stack": "prim"},
+        "training_config": {"max_steps": len(steps) + extra_steps, "global_batch_size": gbs,
+                            "micro_batch_size": 1, "sequence_length": seq, "num_gpus": gpus},
+        "performance_metrics": {"tokens_per_second_per_gpu": 1.0},
+        "step_times": steps,
+        "loss_values": losses,
+        "learning_rates": [0.0] * len(steps),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "train_amd_prim_llama.json"
+        path.write_text(json.dumps(data))
+        result = convert_legacy(path)
+    expected = statistics.median(gbs * seq / t / gpus for t in steps[2:])
+    assert result.summary.tokens_per_s_per_gpu.median == pytest.approx(expected, rel=1e-9)
+    assert result.run.status == ("completed" if extra_steps == 0 else "partial")
+    assert math.isnan(result.iterations[nan_at].loss)
+    assert all(r.lr == 0.0 for r in result.iterations)
+    if not math.isclose(1.0, expected, rel_tol=1e-3):
+        assert any(n.startswith("legacy performance_metrics.tokens_per_second_per_gpu = 1 ")
+                   for n in result.provenance.notes)
