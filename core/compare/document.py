@@ -131,9 +131,9 @@ def to_html(blocks: Sequence[Block], *, title: str, base_dir: Path) -> str:
                        + "".join(f"<th>{_inline(h)}</th>" for h in block.headers)
                        + "</tr></thead><tbody>")
             for row in block.rows:
-                cells = "".join(
-                    f'<td class="num">{_inline(c)}</td>' if _looks_numeric(str(c))
-                    else f"<td>{_inline(c)}</td>" for c in row)
+                cells = "".join(  # the first column names the row: never a number
+                    f'<td class="num">{_inline(c)}</td>' if i and _looks_numeric(str(c))
+                    else f"<td>{_inline(c)}</td>" for i, c in enumerate(row))
                 out.append(f"<tr>{cells}</tr>")
             out.append("</tbody></table>")
         elif isinstance(block, Image):
