@@ -163,6 +163,23 @@ def test_repeats_are_aggregated_with_intervals(tmp_path):
     assert len(rows) == 4
 
 
+def test_three_repeats_use_the_median_not_the_mean(tmp_path):
+    amd = imported(AMD)
+    windows = ((3, 168), (169, 334), (335, 500))
+    for first, last in windows:
+        write_result(window_result(amd, first, last, f"amd-{first}"),
+                     tmp_path / str(first) / "result.json")
+    comparison = build_comparison([tmp_path], cost=COST)
+    steps = json.loads(AMD.read_text())["step_times"]
+    medians = sorted(statistics.median(16384 / t for t in steps[first - 1:last])
+                     for first, last in windows)
+    agg = comparison.systems[0].tokens_per_s_per_gpu
+    assert statistics.mean(medians) != pytest.approx(medians[1], rel=1e-6)
+    assert agg.median == pytest.approx(medians[1], rel=1e-12)
+    assert (agg.min, agg.max) == pytest.approx((medians[0], medians[2]))
+    assert medians[0] <= agg.ci_low <= agg.median <= agg.ci_high <= medians[2]
+
+
 # --- outputs ------------------------------------------------------------------------------
 
 def test_plots_are_slide_sized_pngs(pair_report):
