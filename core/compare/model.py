@@ -374,7 +374,8 @@ def _plain(value: Any) -> Any:
 
 def comparison_to_dict(comparison: Comparison) -> dict[str, Any]:
     """The JSON-ready form of the comparison (``report.json``)."""
-    data = _plain(comparison)
+    data = {field.name: _plain(getattr(comparison, field.name))
+            for field in attrs.fields(Comparison) if field.name != "runs"}
     data["runs"] = [
         {"key": r.key, "path": r.path, "run_id": r.result.run.id, "system": r.system,
          "group": r.group, "fair_fields": r.fields}
