@@ -4,7 +4,8 @@ A path may be a result file or a directory.  A directory is searched
 recursively for ``*.json`` files; run manifests, comparison reports and
 anything under a ``traces/`` directory are not results and are passed over.
 Every other file that does not load as a valid result is listed as skipped,
-with the reason, and never used.
+with the reason, and never used; so is a second file with a run id already
+read (a copy must not count as a repeat).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def load_runs(paths: Iterable[str | Path]) -> Loaded:
     runs: list[LoadedRun] = []
     skipped: list[SkippedInput] = []
     seen: set[Path] = set()
+    ids: dict[str, Path] = {}
     for given in paths:
         path = Path(given)
         if not path.exists():
@@ -79,5 +81,12 @@ def load_runs(paths: Iterable[str | Path]) -> Loaded:
                     path=candidate, reason=reason[len(prefix):] if reason.startswith(prefix)
                     else reason))
                 continue
+            first = ids.get(result.run.id)
+            if first is not None:
+                skipped.append(SkippedInput(
+                    path=candidate, reason=f"same run id {result.run.id!r} as {first}: a copy "
+                    "of a run already read, not counted twice"))
+                continue
+            ids[result.run.id] = candidate
             runs.append(LoadedRun(path=candidate, result=result))
     return Loaded(runs=runs, skipped=skipped)

@@ -256,6 +256,7 @@ def test_directory_search_reports_invalid_files(legacy_dir, tmp_path):
         target = runs / source.name.split(".")[0] / "result.json"
         target.parent.mkdir(parents=True)
         target.write_bytes(legacy_file(legacy_dir, source).read_bytes())
+    (runs / "copy.json").write_bytes(legacy_file(legacy_dir, AMD).read_bytes())
     (runs / "broken.json").write_text("{ not json")
     (runs / "other.json").write_text('{"schema_version": 1, "run": {}}')
     (runs / "x" / "manifest.json").parent.mkdir()
@@ -265,7 +266,8 @@ def test_directory_search_reports_invalid_files(legacy_dir, tmp_path):
     comparison = build_comparison([runs], cost=COST)
     assert len(comparison.runs) == 2
     skipped = {s.path.name: s.reason for s in comparison.skipped}
-    assert set(skipped) == {"broken.json", "other.json"}
+    assert set(skipped) == {"broken.json", "other.json", "copy.json"}
+    assert "a copy of a run already read" in skipped["copy.json"]
     assert skipped["broken.json"].startswith("corrupt JSON")
     assert skipped["other.json"].startswith("invalid result")
     text = write_report(comparison, tmp_path / "out", ["md"])["report.md"].read_text()
