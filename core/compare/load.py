@@ -44,7 +44,8 @@ def _candidates(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     found = []
-    for candidate in sorted(path.rglob("*.json")):
+    # result.json files first: when a copy of a run sits elsewhere, the canonical file is read.
+    for candidate in sorted(path.rglob("*.json"), key=lambda p: (p.name != "result.json", p)):
         relative = candidate.relative_to(path)
         if candidate.name in NOT_RESULTS or "traces" in relative.parts[:-1]:
             continue
