@@ -45,10 +45,18 @@ def import_legacy(files: tuple[Path, ...], output_dir: Path, model: str | None,
         warmup_iterations = int(default_config_dict()["benchmark"]["warmup_iterations"])
     options = LegacyOptions(model=model, precision=precision, dataset=dataset,
                             methodology=methodology, warmup_iterations=warmup_iterations)
+    from tprimat.errors import TprimatError
+
     rows = []
+    targets: dict[Path, Path] = {}
     for path in files:
         result = convert_legacy(path, options)
-        target = write_result(result, output_dir / write_name(result))
+        target = output_dir / write_name(result)
+        if target in targets:
+            raise TprimatError(f"{path} and {targets[target]} would both be written to {target}: "
+                               "rename one of them")
+        targets[target] = path
+        write_result(result, target)
         per_gpu = result.summary.tokens_per_s_per_gpu
         rows.append({
             "input": str(path),

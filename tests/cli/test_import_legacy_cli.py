@@ -49,3 +49,13 @@ def test_import_legacy_refuses_a_non_legacy_file(tmp_path):
     result = CliRunner().invoke(cli, ["import-legacy", str(bad), "-o", str(tmp_path / "o")])
     assert result.exit_code == 2
     assert "not a result of the earlier tprimat scripts" in result.output
+
+
+def test_import_legacy_refuses_two_inputs_with_one_output_name(tmp_path):
+    source = FIXTURES / "output__benchmark_cuda_llama.627dfac.json"
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / source.name).write_bytes(source.read_bytes())
+    result = CliRunner().invoke(cli, ["import-legacy", str(tmp_path / "a" / source.name),
+                                      str(tmp_path / "b" / source.name), "-o", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "would both be written to" in result.output
