@@ -25,6 +25,8 @@ COMMANDS: dict[str, str] = {
     "suite": "tprimat.cli.suite:suite",
     "bundle": "tprimat.cli.bundle:bundle",
     "unbundle": "tprimat.cli.bundle:unbundle",
+    "import-legacy": "tprimat.cli.import_legacy:import_legacy",
+    "compare": "tprimat.cli.compare:compare",
 }
 
 
