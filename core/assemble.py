@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import attrs
+
 from tprimat.metrics import summarize, with_throughput
 from tprimat.models import UnknownModelError, get_model
 from tprimat.schema import (

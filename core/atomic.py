@@ -18,6 +18,7 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_current_umask())  # mkstemp creates 0600; use the usual mode
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -28,6 +29,12 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
         raise
     _fsync_directory(target.parent)
     return target
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_directory(directory: Path) -> None:

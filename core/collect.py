@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import attrs
+
 from tprimat.records import LogFact, ParseIssue
 from tprimat.schema import IterationRecord
 

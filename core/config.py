@@ -19,6 +19,7 @@ from typing import Any, Literal
 import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn
+
 from tprimat.errors import TprimatError
 
 
@@ -113,6 +114,27 @@ class MonitorSection:
     interval_s: float = attrs.field(validator=attrs.validators.gt(0))
 
 
+def _non_negative_prices(_: Any, attribute: Any, value: dict[str, float]) -> None:
+    for device, price in value.items():
+        if price < 0:
+            raise ValueError(f"{attribute.name}[{device!r}] must not be negative, got {price}")
+
+
+@attrs.frozen(kw_only=True)
+class CostSection:
+    """Price table for cost figures in comparison reports (not part of the fair fields)."""
+
+    currency: str
+    gpu_hour_prices: dict[str, float] = attrs.field(validator=_non_negative_prices)
+    prices_source: str
+    prices_date: str
+    train_tokens: float = attrs.field(validator=attrs.validators.gt(0))
+
+
+def _default_cost() -> CostSection:
+    return _converter.structure(default_config_dict()["cost"], CostSection)
+
+
 @attrs.frozen(kw_only=True)
 class BenchmarkConfig:
     """The effective benchmark config of one run."""
@@ -126,6 +148,7 @@ class BenchmarkConfig:
     kernels: KernelsSection
     profile: ProfileSection
     monitor: MonitorSection
+    cost: CostSection = attrs.Factory(_default_cost)
 
     @property
     def world_size(self) -> int:
@@ -197,6 +220,7 @@ def _make_converter() -> cattrs.Converter:
         KernelsSection,
         ProfileSection,
         MonitorSection,
+        CostSection,
     ):
         converter.register_structure_hook(
             cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
@@ -320,4 +344,7 @@ def _toml_value(value: Any) -> str:
         return json.dumps(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        items = ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items())
+        return "{ " + items + " }"
     raise TypeError(f"cannot write {value!r} as TOML")

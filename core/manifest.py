@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 import cattrs
+
 from tprimat import __version__
 from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError

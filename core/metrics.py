@@ -19,6 +19,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 import attrs
+
 from tprimat.flops import flops_per_token, formula_name
 from tprimat.models import ModelSpec
 from tprimat.peaks import lookup_peak
@@ -165,8 +166,10 @@ def summarize(
         formula = formula_name(causal=True)
         if per_gpu is not None:
             tflops = per_token * per_gpu.median / 1e12
-            lookup = lookup_peak(device_name, precision or "bf16")
-            if lookup.tflops is not None:
+            lookup = lookup_peak(device_name, precision) if precision else None
+            if lookup is None:
+                notes.append("precision unknown: no MFU (the peak depends on the dtype)")
+            elif lookup.tflops is not None:
                 peak = lookup.tflops
                 peak_source = f"{lookup.device_key} {lookup.dtype} (peaks table {lookup.table_version})"
                 mfu = tflops / peak

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
 from tprimat.config import BenchmarkConfig
 from tprimat.models import ModelSpec
 from tprimat.platform import PlatformInfo

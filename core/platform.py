@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 import attrs
+
 from tprimat import hookimpl
 
 GIB = 2**30

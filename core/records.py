@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+
 from tprimat.schema import IterationRecord
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import attrs
 import pluggy
+
 from tprimat import hookspecs
 from tprimat.backend import Availability, BackendSpec, check_availability
 from tprimat.errors import TprimatError

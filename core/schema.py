@@ -19,6 +19,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn
 from cattrs.v import format_exception
+
 from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError
 
@@ -229,6 +230,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_unstructure_hook(float, _unstructure_float)
     converter.register_structure_hook(float, _structure_float)
     converter.register_structure_hook(int, _structure_int)
+    # bool is a subclass of int: without its own hook the int hook rejects every bool.
     converter.register_structure_hook(bool, _structure_bool)
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(float | str | None, _structure_reported)

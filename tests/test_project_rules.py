@@ -13,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+
 from tprimat import hookspecs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 
 import click
+
 from tprimat import __version__
 
 #: command name -> "module:attribute" of its click command, in help order.
@@ -20,6 +21,13 @@ COMMANDS: dict[str, str] = {
     "detect": "tprimat.cli.detect:detect",
     "config": "tprimat.cli.config:config",
     "trace": "tprimat.cli.trace:trace",
+    "microbench": "tprimat.cli.microbench:microbench",
+    "doctor": "tprimat.cli.doctor:doctor",
+    "suite": "tprimat.cli.suite:suite",
+    "bundle": "tprimat.cli.bundle:bundle",
+    "unbundle": "tprimat.cli.bundle:unbundle",
+    "import-legacy": "tprimat.cli.import_legacy:import_legacy",
+    "compare": "tprimat.cli.compare:compare",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+
 from tprimat.cli.output import echo_json, print_table, registry_from
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 import click
+
 from tprimat.cli.output import echo_json, print_table, registry_from
 
 

@@ -10,6 +10,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
+
 from tprimat import __version__
 from tprimat.cli import COMMANDS, cli
 from tprimat.platform import PlatformInfo

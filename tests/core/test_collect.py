@@ -1,4 +1,5 @@
 import pytest
+
 from tprimat.collect import MAX_ISSUES_KEPT, EventCollector
 from tprimat.records import LogFact, ParseIssue
 from tprimat.schema import IterationRecord

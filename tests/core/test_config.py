@@ -1,4 +1,5 @@
 import pytest
+
 from tprimat.config import (
     ConfigError,
     config_fingerprint,

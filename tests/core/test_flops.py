@@ -1,4 +1,5 @@
 import pytest
+
 from tprimat.flops import FLOPS_FORMULA, flops_per_token, formula_name
 from tprimat.models import get_model
 

@@ -1,6 +1,7 @@
 import math
 
 import pytest
+
 from tprimat.assemble import assemble_result
 from tprimat.flops import flops_per_token
 from tprimat.metrics import describe, percentile, select_measured, with_throughput
@@ -132,3 +133,11 @@ def test_unknown_model_gives_no_flops_with_a_note():
     result = assemble_result(run=_run(), config=_config(model="mixtral-8x7b"), records=records)
     assert result.summary.flops_per_token is None
     assert any("model architecture unknown" in n for n in result.provenance.notes)
+
+
+def test_unknown_precision_gives_no_mfu_rather_than_a_guessed_peak():
+    records = [IterationRecord(iteration=i, step_time_s=1.0) for i in range(1, 6)]
+    result = assemble_result(run=_run(), config=_config(precision=None), records=records,
+                             hardware=Hardware(device_name="NVIDIA H100 80GB HBM3"))
+    assert result.summary.tflops_per_gpu is not None and result.summary.mfu is None
+    assert any("precision unknown" in note for note in result.provenance.notes)

@@ -1,4 +1,5 @@
 import pytest
+
 from tprimat.models import ModelSpec, UnknownModelError, get_model, iter_models, register_model
 
 

@@ -1,4 +1,5 @@
 import pytest
+
 from tprimat.peaks import DEVICE_PEAKS, PEAKS_VERSION, lookup_peak
 
 

@@ -2,6 +2,7 @@ import json
 import shutil
 
 import pytest
+
 from tprimat import platform as plat
 
 B200_TABLE = "nvidia-smi_table_driver570_8xB200_2025-06-20_gcp-a4_gpu-recipes_excerpt.txt"

@@ -8,6 +8,7 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
+
 from tprimat.config import load_config
 from tprimat.errors import TprimatError
 from tprimat.models import get_model

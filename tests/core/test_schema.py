@@ -2,6 +2,7 @@ import json
 import math
 
 import pytest
+
 from tprimat.schema import (
     SCHEMA_VERSION,
     IterationRecord,
@@ -108,3 +109,12 @@ def test_write_is_atomic_and_leaves_no_temp_files(tmp_path, monkeypatch):
         write_result(make_result(loss=9.0), path)
     assert path.read_text() == before
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+def test_result_files_get_the_usual_permissions(tmp_path):
+    import os
+
+    path = write_result(make_result(), tmp_path / "result.json")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask

@@ -61,6 +61,7 @@ def test_a_broken_manifest_is_a_clear_error(tmp_path):
     path = tmp_path / "manifest.json"
     path.write_text(json.dumps({"tprimat_version": "0"}))
     import pytest
+
     from tprimat.manifest import ManifestError
 
     with pytest.raises(ManifestError, match="not a tprimat manifest"):

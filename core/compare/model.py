@@ -1,0 +1,391 @@
+"""The comparison itself: runs grouped, gated, aggregated per system, with ratios and cost.
+
+Everything a report shows is computed here from the results' own summaries
+(which :mod:`tprimat.metrics` computed); the renderers only format it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from tprimat import __version__
+from tprimat.compare.group import (
+    FAIR_FIELDS,
+    Group,
+    Run,
+    config_diff,
+    device_key,
+    differing_fields,
+    group_runs,
+)
+from tprimat.compare.load import SkippedInput, load_runs
+from tprimat.compare.stats import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    CONFIDENCE,
+    Aggregate,
+    Ratio,
+    aggregate,
+    ratio_of_medians,
+)
+from tprimat.config import CostSection
+from tprimat.errors import TprimatError
+from tprimat.metrics import select_measured
+
+#: Colour-blind-safe palette (Okabe & Ito), deliberately not the vendors' brand colours.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+           "#000000")
+#: The first system of each platform always gets the same colour, in every report.
+PLATFORM_COLOURS = {"nvidia": "#0072B2", "amd": "#E69F00", "cpu": "#009E73"}
+
+
+def assign_colours(systems: Sequence[tuple[str, str | None]]) -> dict[str, str]:
+    """Colour per system label: its platform's colour for the first (by label) system of each
+    platform, then unused palette colours in label order."""
+    colours: dict[str, str] = {}
+    for label, platform in sorted(systems):
+        colour = PLATFORM_COLOURS.get(platform or "")
+        if colour and colour not in colours.values():
+            colours[label] = colour
+    spare = [c for c in PALETTE if c not in colours.values()]
+    for label, _ in sorted(systems):
+        if label not in colours:
+            colours[label] = spare.pop(0) if spare else PALETTE[len(colours) % len(PALETTE)]
+    return colours
+
+#: Memory quantities under their real names: (summary field, label).
+MEMORY_FIELDS = (
+    ("mem_max_allocated_gib", "allocator max allocated (GiB)"),
+    ("mem_max_reserved_gib", "allocator max reserved (GiB)"),
+    ("mem_device_used_gib", "device memory used, driver view (GiB)"),
+    ("mem_rss_gib", "host process RSS (GiB)"),
+)
+
+
+class MismatchError(TprimatError):
+    """Results whose fair-comparison fields differ, compared without ``--allow-mismatch``."""
+
+    def __init__(self, message: str, groups: list[Group], rows: list[tuple[str, list[Any]]]):
+        super().__init__(message)
+        self.groups = groups
+        self.rows = rows
+
+
+@attrs.frozen(kw_only=True)
+class Cost:
+    price_per_gpu_hour: float | None
+    gpu_hours_per_1t_tokens: float | None
+    cost_per_1t_tokens: float | None
+    cost_per_1t_tokens_range: tuple[float, float] | None  # from the throughput interval
+    train_tokens: float
+    world_size: int | None
+    time_to_train_s: float | None
+    note: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SystemSummary:
+    label: str
+    group: str
+    colour: str
+    run_keys: list[str]
+    platform: str | None
+    device: str
+    device_name: str | None
+    framework: str | None
+    backend: str
+    world_size: int | None
+    tokens_per_s_per_gpu: Aggregate | None
+    step_time_median_s: Aggregate | None
+    step_time_p95_s: Aggregate | None
+    step_time_cv: Aggregate | None
+    tflops_per_gpu: Aggregate | None
+    mfu: Aggregate | None
+    peak_tflops: list[float]
+    peak_sources: list[str]
+    memory: dict[str, Aggregate]
+    device_memory_gib: float | None
+    energy_per_token_j: Aggregate | None
+    final_loss: Aggregate | None
+    cost: Cost | None
+    ratio: Ratio | None  # tokens/s/GPU over the baseline's; None for the baseline itself
+    same_config_as_baseline: bool
+
+
+@attrs.frozen(kw_only=True)
+class RunRow:
+    """One run's own figures and where they come from."""
+
+    key: str
+    path: str
+    run_id: str
+    system: str
+    group: str
+    status: str
+    device_name: str | None
+    warmup_iterations: int
+    measured_iterations: int
+    measured_range: str
+    tokens_per_s_per_gpu: float | None
+    step_time_median_s: float | None
+    step_time_p95_s: float | None
+    step_time_cv: float | None
+    tflops_per_gpu: float | None
+    mfu: float | None
+    final_loss: float | None
+    notes: list[str]
+    parser: str | None
+    inputs: list[str]
+
+
+@attrs.frozen(kw_only=True)
+class Comparison:
+    generated_at: str
+    tprimat_version: str
+    runs: list[Run]
+    run_rows: list[RunRow]
+    groups: list[Group]
+    mismatched: list[tuple[str, list[Any]]]
+    allow_mismatch: bool
+    systems: list[SystemSummary]
+    baseline: str
+    config_diff: list[tuple[str, list[Any]]]
+    skipped: list[SkippedInput]
+    cost_settings: CostSection
+    flops: list[dict[str, Any]]
+    method: dict[str, Any]
+
+    def system(self, label: str) -> SystemSummary:
+        return next(s for s in self.systems if s.label == label)
+
+    def runs_of(self, label: str) -> list[Run]:
+        return [r for r in self.runs if r.system == label]
+
+
+def _measured_range(run: Run) -> tuple[str, int]:
+    measured, _ = select_measured(run.result.iterations,
+                                  warmup_iterations=run.result.summary.warmup_iterations)
+    if not measured:
+        return "none", 0
+    first = measured[0].iteration - measured[0].covers_iterations + 1
+    return f"{first}-{measured[-1].iteration}", len(measured)
+
+
+def _run_row(run: Run) -> RunRow:
+    s = run.result.summary
+    measured_range, _ = _measured_range(run)
+    return RunRow(
+        key=run.key, path=run.path, run_id=run.result.run.id, system=run.system, group=run.group,
+        status=run.result.run.status, device_name=run.result.hardware.device_name,
+        warmup_iterations=s.warmup_iterations, measured_iterations=s.measured_iterations,
+        measured_range=measured_range,
+        tokens_per_s_per_gpu=s.tokens_per_s_per_gpu.median if s.tokens_per_s_per_gpu else None,
+        step_time_median_s=s.step_time_s.median if s.step_time_s else None,
+        step_time_p95_s=s.step_time_s.p95 if s.step_time_s else None,
+        step_time_cv=s.step_time_s.cv if s.step_time_s else None,
+        tflops_per_gpu=s.tflops_per_gpu, mfu=s.mfu, final_loss=s.final_loss,
+        notes=list(run.result.provenance.notes), parser=run.result.provenance.parser,
+        inputs=list(run.result.provenance.inputs),
+    )
+
+
+def _cost(tokens: Aggregate | None, device: str, world: int | None, settings: CostSection) -> Cost:
+    price = settings.gpu_hour_prices.get(device)
+    note = None
+    if price is None:
+        note = (f"no price for {device} in [cost] gpu_hour_prices "
+                f"(known: {', '.join(sorted(settings.gpu_hour_prices)) or 'none'})")
+    hours = cost = span = time = None
+    if tokens is not None and tokens.median > 0:
+        hours = 1e12 / tokens.median / 3600
+        if price is not None:
+            cost = hours * price
+            if tokens.ci_low and tokens.ci_high:
+                span = (1e12 / tokens.ci_high / 3600 * price, 1e12 / tokens.ci_low / 3600 * price)
+        if world:
+            time = settings.train_tokens / (tokens.median * world)
+    return Cost(price_per_gpu_hour=price, gpu_hours_per_1t_tokens=hours, cost_per_1t_tokens=cost,
+                cost_per_1t_tokens_range=span, train_tokens=settings.train_tokens,
+                world_size=world, time_to_train_s=time, note=note)
+
+
+def _unique(values: Sequence[Any]) -> Any:
+    distinct = {repr(v): v for v in values}
+    return next(iter(distinct.values())) if len(distinct) == 1 else None
+
+
+def _pick_baseline(labels: list[str], runs: list[Run], wanted: str | None) -> str:
+    if wanted is None:
+        return runs[0].system
+    lowered = wanted.lower()
+    exact = [label for label in labels if label.lower() == lowered]
+    if exact:
+        return exact[0]
+    matches = []
+    for label in labels:
+        example = next(r for r in runs if r.system == label).result
+        haystack = [label, example.run.platform or "", example.run.backend,
+                    example.run.framework or "", example.hardware.device_name or ""]
+        if any(lowered in h.lower() for h in haystack):
+            matches.append(label)
+    if len(matches) == 1:
+        return matches[0]
+    known = "; ".join(labels)
+    if not matches:
+        raise TprimatError(f"--baseline {wanted!r} matches no system; systems: {known}")
+    raise TprimatError(f"--baseline {wanted!r} matches several systems ({'; '.join(matches)}); "
+                       f"give one of: {known}")
+
+
+def build_comparison(
+    paths: Sequence[str | Path], *, cost: CostSection, allow_mismatch: bool = False,
+    baseline: str | None = None,
+) -> Comparison:
+    """Load, group, gate and aggregate the results under ``paths``."""
+    loaded = load_runs(paths)
+    if not loaded.runs:
+        reasons = "; ".join(f"{s.path}: {s.reason}" for s in loaded.skipped[:5])
+        raise TprimatError("no valid tprimat results to compare" + (f" ({reasons})" if reasons
+                                                                    else ""))
+    runs, groups = group_runs(loaded.runs)
+    mismatched = differing_fields(groups)
+    if len(groups) > 1 and not allow_mismatch:
+        names = ", ".join(name for name, _ in mismatched)
+        raise MismatchError(
+            f"the results do not share the fields a fair comparison needs ({names} differ "
+            f"across {len(groups)} groups); compare matching runs, or pass --allow-mismatch "
+            "to put them side by side anyway",
+            groups, mismatched,
+        )
+
+    labels = list(dict.fromkeys(r.system for r in runs))
+    chosen = _pick_baseline(labels, runs, baseline)
+    colours = assign_colours(
+        [(label, next(r for r in runs if r.system == label).result.run.platform)
+         for label in labels])
+    baseline_runs = [r for r in runs if r.system == chosen]
+    baseline_tokens = [r.result.summary.tokens_per_s_per_gpu.median for r in baseline_runs
+                       if r.result.summary.tokens_per_s_per_gpu]
+    ordered = [chosen] + [label for label in labels if label != chosen]
+
+    systems = []
+    for label in ordered:
+        members = [r for r in runs if r.system == label]
+        results = [r.result for r in members]
+        summaries = [r.summary for r in results]
+        tokens = aggregate([s.tokens_per_s_per_gpu.median if s.tokens_per_s_per_gpu else None
+                            for s in summaries])
+        first = results[0]
+        device = device_key(first)
+        world = _unique([r.config.world_size for r in results])
+        memory = {}
+        for field, _label in MEMORY_FIELDS:
+            agg = aggregate([getattr(s, field) for s in summaries], interval=False)
+            if agg is not None:
+                memory[field] = agg
+        ratio = None
+        if label != chosen:
+            ratio = ratio_of_medians(
+                [s.tokens_per_s_per_gpu.median for s in summaries if s.tokens_per_s_per_gpu],
+                baseline_tokens)
+        systems.append(SystemSummary(
+            label=label, group=members[0].group, colour=colours[label],
+            run_keys=[r.key for r in members], platform=first.run.platform, device=device,
+            device_name=first.hardware.device_name, framework=first.run.framework,
+            backend=first.run.backend, world_size=world,
+            tokens_per_s_per_gpu=tokens,
+            step_time_median_s=aggregate([s.step_time_s.median if s.step_time_s else None
+                                          for s in summaries], interval=False),
+            step_time_p95_s=aggregate([s.step_time_s.p95 if s.step_time_s else None
+                                       for s in summaries], interval=False),
+            step_time_cv=aggregate([s.step_time_s.cv if s.step_time_s else None
+                                    for s in summaries], interval=False),
+            tflops_per_gpu=aggregate([s.tflops_per_gpu for s in summaries], interval=False),
+            mfu=aggregate([s.mfu for s in summaries], interval=False),
+            peak_tflops=sorted({s.peak_tflops for s in summaries if s.peak_tflops is not None}),
+            peak_sources=sorted({s.peak_source for s in summaries if s.peak_source}),
+            memory=memory,
+            device_memory_gib=_unique([r.hardware.memory_per_device_gib for r in results]),
+            energy_per_token_j=aggregate([s.energy_per_token_j for s in summaries]),
+            final_loss=aggregate([s.final_loss for s in summaries], interval=False),
+            cost=_cost(tokens, device, world, cost),
+            ratio=ratio,
+            same_config_as_baseline=members[0].group == baseline_runs[0].group,
+        ))
+
+    flops = []
+    for run in runs:
+        s = run.result.summary
+        entry = {"model": run.result.config.model, "seq_length": run.result.config.seq_length,
+                 "flops_per_token": s.flops_per_token, "formula": s.flops_formula}
+        if s.flops_per_token is not None and entry not in flops:
+            flops.append(entry)
+
+    return Comparison(
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        tprimat_version=__version__,
+        runs=runs,
+        run_rows=[_run_row(r) for r in runs],
+        groups=groups,
+        mismatched=mismatched,
+        allow_mismatch=allow_mismatch,
+        systems=systems,
+        baseline=chosen,
+        config_diff=config_diff(runs) if len(runs) > 1 else [],
+        skipped=loaded.skipped,
+        cost_settings=cost,
+        flops=flops,
+        method={
+            "per_run_value": "each run's own median over its measured iterations "
+                             "(tprimat.metrics; warm-up and profiled iterations left out)",
+            "interval": f"{CONFIDENCE:.0%} percentile bootstrap of the median over runs",
+            "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
+            "bootstrap_seed": BOOTSTRAP_SEED,
+            "ratio": "median tokens/s/GPU of a system over the baseline's; interval from "
+                     "resampling each system's runs independently",
+            "fair_fields": list(FAIR_FIELDS),
+        },
+    )
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    if attrs.has(type(value)):
+        return _plain(attrs.asdict(value, recurse=False))
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def comparison_to_dict(comparison: Comparison) -> dict[str, Any]:
+    """The JSON-ready form of the comparison (``report.json``)."""
+    data = {field.name: _plain(getattr(comparison, field.name))
+            for field in attrs.fields(Comparison) if field.name != "runs"}
+    data["runs"] = [
+        {"key": r.key, "path": r.path, "run_id": r.result.run.id, "system": r.system,
+         "group": r.group, "fair_fields": r.fields}
+        for r in comparison.runs
+    ]
+    data["mismatched"] = [{"field": name, "values_by_group": dict(zip(
+        [g.id for g in comparison.groups], _plain(values), strict=True))}
+        for name, values in comparison.mismatched]
+    data["config_diff"] = [{"key": name, "values_by_run": dict(zip(
+        [r.key for r in comparison.runs], _plain(values), strict=True))}
+        for name, values in comparison.config_diff]
+    data["schema"] = "tprimat.compare/1"
+    return data

@@ -1,0 +1,421 @@
+"""Write a comparison as ``report.md``, ``report.html``, ``results.csv`` and ``report.json``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tprimat.atomic import atomic_write_text
+from tprimat.compare.document import (
+    Block,
+    Bullets,
+    Heading,
+    Image,
+    Paragraph,
+    Table,
+    to_html,
+    to_markdown,
+)
+from tprimat.compare.group import FAIR_FIELDS
+from tprimat.compare.model import MEMORY_FIELDS, Comparison, SystemSummary, comparison_to_dict
+from tprimat.compare.stats import Aggregate
+from tprimat.errors import TprimatError
+
+FORMATS = ("md", "html", "csv", "json")
+
+#: MAD (madengine perf.csv) columns first, then tprimat's own.
+CSV_COLUMNS = (
+    "model", "performance", "metric", "n_gpus", "nnodes", "gpus_per_node", "training_precision",
+    "machine_name", "gpu_architecture", "status", "dataname",
+    "platform", "device_name", "backend", "framework", "seq_length", "global_batch_size",
+    "step_time_median_s", "step_time_p95_s", "step_time_cv", "tflops_per_gpu", "mfu",
+    "measured_iterations", "warmup_iterations", "run_id", "result_file", "config_fingerprint",
+    "group", "system",
+)
+CSV_METRIC = "tokens_per_s_per_gpu"
+
+DASH = "–"
+
+
+def parse_formats(text: str) -> list[str]:
+    formats = [f.strip().lower() for f in text.split(",") if f.strip()]
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise TprimatError(f"--format {text!r}: choose from {', '.join(FORMATS)} "
+                           "(comma-separated)")
+    return list(dict.fromkeys(formats))
+
+
+# --- number formatting ----------------------------------------------------------------------
+
+def _num(value: float | None, spec: str, unit: str = "") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return DASH if value is None else str(value)
+    return f"{value:{spec}}{unit}"
+
+
+def _median(agg: Aggregate | None, spec: str, unit: str = "") -> str:
+    if agg is None:
+        return DASH
+    text = _num(agg.median, spec, unit)
+    return text + (" (single run)" if agg.single_run else "")
+
+
+def _range(agg: Aggregate | None, spec: str) -> str:
+    if agg is None or agg.single_run:
+        return DASH
+    return f"{agg.min:{spec}} {DASH} {agg.max:{spec}}"
+
+
+def _ci(agg: Aggregate | None, spec: str) -> str:
+    if agg is None:
+        return DASH
+    if agg.ci_low is None:
+        return "single run: no interval"
+    return f"{agg.ci_low:{spec}} {DASH} {agg.ci_high:{spec}}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return DASH
+    hours = seconds / 3600
+    if hours < 48:
+        return f"{hours:,.1f} h"
+    return f"{hours / 24:,.1f} days"
+
+
+def _tokens(n: float) -> str:
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
+        if n >= scale:
+            return f"{n / scale:g}{suffix}"
+    return f"{n:g}"
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return DASH
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+# --- the document ---------------------------------------------------------------------------
+
+def _summary_lines(c: Comparison) -> list[str]:
+    base = c.system(c.baseline)
+    lines = []
+    for s in c.systems:
+        if s.ratio is None:
+            continue
+        if s.ratio.ci_low is not None:
+            interval = f"95% CI {s.ratio.ci_low:.3f} {DASH} {s.ratio.ci_high:.3f}"
+        else:
+            interval = s.ratio.note or "no interval"
+        caveat = "" if s.same_config_as_baseline else " — configurations differ (see above)"
+        lines.append(
+            f"{s.label}: {s.ratio.value:.3f}× the tokens/s/GPU of {base.label} "
+            f"({_median(s.tokens_per_s_per_gpu, ',.1f')} vs "
+            f"{_median(base.tokens_per_s_per_gpu, ',.1f')}; {interval}){caveat}")
+    return lines
+
+
+def _group_table(c: Comparison) -> Table:
+    headers = ["field", *[f"group {g.id}" for g in c.groups]]
+    rows = [[name, *[_value(g.fields.get(name)) for g in c.groups]] for name in FAIR_FIELDS]
+    rows.append(["config fingerprint", *[g.fingerprint for g in c.groups]])
+    rows.append(["runs", *[", ".join(g.run_keys) for g in c.groups]])
+    return Table(headers, rows)
+
+
+def _mfu_notes(c: Comparison) -> list[str]:
+    notes = []
+    for run in c.runs:
+        if run.result.summary.mfu is None:
+            reasons = [n for n in run.result.provenance.notes
+                       if "MFU" in n or "peak" in n.lower()]
+            notes.append(f"{run.key} ({run.system}): no MFU" + (f" — {reasons[0]}" if reasons
+                                                                  else ""))
+    return notes
+
+
+def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block] = ()) -> list[
+        Block]:
+    blocks: list[Block] = [Heading(1, "tprimat comparison report")]
+    blocks.append(Paragraph(
+        f"Generated {c.generated_at} by tprimat {c.tprimat_version} from {len(c.runs)} run(s) on "
+        f"{len(c.systems)} system(s). Baseline for ratios: {c.baseline}. Every figure below "
+        "is computed by tprimat from the per-iteration records in the result files listed under "
+        "“Runs and provenance”."))
+    if len(c.groups) > 1:
+        blocks.append(Heading(2, "Warning: configurations differ"))
+        blocks.append(Paragraph(
+            "These runs do not share the fields a fair comparison needs; they are shown side by "
+            "side only because `--allow-mismatch` was given. Runs are repeats of each other only "
+            "within a group; ratios across groups compare different workloads."))
+        blocks.append(Table(["field", *[f"group {g.id}" for g in c.groups]],
+                            [[name, *[_value(v) for v in values]]
+                             for name, values in c.mismatched]))
+
+    lines = _summary_lines(c)
+    if lines:
+        blocks.append(Heading(2, "Summary"))
+        blocks.append(Bullets(lines))
+
+    blocks.append(Heading(2, "What was compared"))
+    blocks.append(Paragraph("Fields that must match for a fair comparison (and do within a "
+                            "group):"))
+    blocks.append(_group_table(c))
+    unknown = [f"group {g.id}: {name} is not recorded ({_value(g.fields.get(name))}), so it "
+               "cannot be checked to match" for g in c.groups for name in FAIR_FIELDS
+               if g.fields.get(name) in (None, "unknown")]
+    if unknown:
+        blocks.append(Bullets(unknown))
+
+    blocks.append(Heading(2, "Throughput"))
+    blocks.append(Paragraph(
+        "tokens/s/GPU = global batch × sequence length / step time / GPUs, per iteration; each "
+        "run contributes its median over the measured iterations; a system's value is the "
+        "median over its runs."))
+    blocks.append(Table(
+        ["system", "runs", "tokens/s/GPU (median)", "min – max over runs", "95% CI (bootstrap)",
+         f"ratio vs {c.baseline}", "ratio 95% CI"],
+        [[s.label, ", ".join(s.run_keys), _median(s.tokens_per_s_per_gpu, ",.1f"),
+          _range(s.tokens_per_s_per_gpu, ",.1f"), _ci(s.tokens_per_s_per_gpu, ",.1f"),
+          "baseline" if s.ratio is None else f"{s.ratio.value:.3f}×",
+          DASH if s.ratio is None else (f"{s.ratio.ci_low:.3f} {DASH} {s.ratio.ci_high:.3f}"
+                                        if s.ratio.ci_low is not None else s.ratio.note or DASH)]
+         for s in c.systems]))
+    if "throughput.png" in plots:
+        blocks.append(Image("throughput.png", "Throughput per GPU by system"))
+
+    blocks.append(Heading(2, "Step time"))
+    blocks.append(Table(
+        ["system", "median (s)", "p95 (s)", "CV", "min – max of medians over runs"],
+        [[s.label, _median(s.step_time_median_s, ".4f"), _median(s.step_time_p95_s, ".4f"),
+          _median(s.step_time_cv, ".2%"), _range(s.step_time_median_s, ".4f")]
+         for s in c.systems]))
+    blocks.append(Paragraph("CV is the sample standard deviation of step time over its mean, "
+                            "within a run. Warm-up iterations are left out and shaded in the "
+                            "figure."))
+    if "step_time.png" in plots:
+        blocks.append(Image("step_time.png", "Step time per iteration"))
+
+    blocks.append(Heading(2, "TFLOP/s and MFU"))
+    for entry in c.flops:
+        blocks.append(Paragraph(
+            f"{entry['model']} at sequence length {entry['seq_length']}: "
+            f"{entry['flops_per_token'] / 1e9:.3f} GFLOP per token, `{entry['formula']}`."))
+    blocks.append(Table(
+        ["system", "TFLOP/s/GPU (median)", "MFU", "peak used (TFLOP/s)", "peak source"],
+        [[s.label, _median(s.tflops_per_gpu, ".1f"), _median(s.mfu, ".1%"),
+          ", ".join(f"{p:g}" for p in s.peak_tflops) or DASH,
+          "; ".join(s.peak_sources) or DASH] for s in c.systems]))
+    missing = _mfu_notes(c)
+    if missing:
+        blocks.append(Bullets(missing))
+    if "mfu.png" in plots:
+        blocks.append(Image("mfu.png", "Model FLOPs utilisation"))
+
+    blocks.append(Heading(2, "Memory"))
+    fields = [(f, label) for f, label in MEMORY_FIELDS if any(f in s.memory for s in c.systems)]
+    if fields:
+        blocks.append(Table(
+            ["system", *[label for _, label in fields], "device capacity (GiB)"],
+            [[s.label, *[_median(s.memory.get(f), ".2f") for f, _ in fields],
+              _num(s.device_memory_gib, ".2f")] for s in c.systems]))
+        blocks.append(Paragraph("GiB = 2^30 bytes. Allocator figures count tensors PyTorch "
+                                "holds (allocated) or caches (reserved); the driver view counts "
+                                "everything on the device."))
+    else:
+        blocks.append(Paragraph("No memory figures were recorded by these runs."))
+    if "memory.png" in plots:
+        blocks.append(Image("memory.png", "Memory per GPU"))
+
+    if any(s.energy_per_token_j is not None for s in c.systems):
+        blocks.append(Heading(2, "Energy"))
+        blocks.append(Table(["system", "energy per token (J)", "95% CI"],
+                            [[s.label, _median(s.energy_per_token_j, ".4g"),
+                              _ci(s.energy_per_token_j, ".4g")] for s in c.systems]))
+
+    cost = c.cost_settings
+    blocks.append(Heading(2, "Cost and time to train"))
+    blocks.append(Table(
+        ["system", f"price ({cost.currency}/GPU-hour)", "GPU-hours per 1T tokens",
+         f"cost per 1T tokens ({cost.currency})", "range from the throughput CI",
+         f"time to train {_tokens(cost.train_tokens)} tokens"],
+        [[s.label, _num(s.cost.price_per_gpu_hour, ",.2f"),
+          _num(s.cost.gpu_hours_per_1t_tokens, ",.0f"), _num(s.cost.cost_per_1t_tokens, ",.0f"),
+          DASH if s.cost.cost_per_1t_tokens_range is None else
+          f"{s.cost.cost_per_1t_tokens_range[0]:,.0f} {DASH} "
+          f"{s.cost.cost_per_1t_tokens_range[1]:,.0f}",
+          _duration(s.cost.time_to_train_s) + (f" on {s.cost.world_size} GPUs"
+                                                if s.cost.world_size else "")]
+         for s in c.systems if s.cost is not None]))
+    blocks.append(Paragraph(
+        f"Prices: {cost.prices_source} ({cost.prices_date}). Override them with "
+        "`--set 'cost.gpu_hour_prices={ \"MI300X\" = 2.10, \"H100-SXM\" = 2.99 }'` or a "
+        "`[cost]` section in `--config`. Cost per 1T tokens = 10^12 / (tokens/s/GPU) / 3600 × "
+        "price; time to train = tokens / (tokens/s/GPU × GPUs of the run)."))
+    no_price = [f"{s.label}: {s.cost.note}" for s in c.systems if s.cost and s.cost.note]
+    if no_price:
+        blocks.append(Bullets(no_price))
+
+    blocks.append(Heading(2, "Loss"))
+    blocks.append(Table(["system", "final loss (median over runs)", "min – max over runs"],
+                        [[s.label, _median(s.final_loss, ".5g"), _range(s.final_loss, ".5g")]
+                         for s in c.systems]))
+    blocks.append(Paragraph("Final loss is the last recorded loss of each run. Losses are "
+                            "comparable only when dataset, tokenizer and seed match."))
+    if "loss.png" in plots:
+        blocks.append(Image("loss.png", "Training loss"))
+
+    blocks.extend(extra)
+
+    if c.config_diff:
+        blocks.append(Heading(2, "Configuration differences"))
+        blocks.append(Paragraph("Recorded settings, hardware and software that are not the "
+                                "same in every run (parallel layout and kernels may be tuned "
+                                "per platform; the fields that must match are above)."))
+        blocks.append(Table(["setting", *[r.key for r in c.runs]],
+                            [[name, *[_value(v) for v in values]]
+                             for name, values in c.config_diff]))
+
+    blocks.append(Heading(2, "Runs and provenance"))
+    blocks.append(Table(
+        ["run", "system", "group", "result file", "run id", "status", "iterations measured",
+         "warm-up", "tokens/s/GPU", "step time median (s)", "TFLOP/s/GPU", "MFU"],
+        [[r.key, r.system, r.group, f"`{r.path}`", r.run_id, r.status,
+          f"{r.measured_range} ({r.measured_iterations})", str(r.warmup_iterations),
+          _num(r.tokens_per_s_per_gpu, ",.1f"), _num(r.step_time_median_s, ".4f"),
+          _num(r.tflops_per_gpu, ".1f"), _num(r.mfu, ".1%")] for r in c.run_rows]))
+    for r in c.run_rows:
+        blocks.append(Heading(3, f"{r.key}: {r.run_id}"))
+        items = [f"result: `{r.path}`", f"parser: {r.parser or DASH}"]
+        items += [f"input: `{i}`" for i in r.inputs]
+        items += [f"note: {n}" for n in r.notes]
+        blocks.append(Bullets(items))
+
+    if c.skipped:
+        blocks.append(Heading(2, "Skipped inputs"))
+        blocks.append(Paragraph("These files were not used: they are not valid tprimat results."))
+        blocks.append(Table(["file", "reason"], [[f"`{s.path}`", s.reason] for s in c.skipped]))
+
+    blocks.append(Heading(2, "Method"))
+    method = []
+    for key, value in c.method.items():
+        shown = ", ".join(map(str, value)) if isinstance(value, list) else value
+        method.append(f"{key.replace('_', ' ')}: {shown}")
+    blocks.append(Bullets(method))
+    return blocks
+
+
+# --- CSV --------------------------------------------------------------------------------------
+
+def results_csv(c: Comparison) -> str:
+    """One row per run, MAD-compatible (``model,performance,metric`` first)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    fingerprints = {g.id: g.fingerprint for g in c.groups}
+    for run, row in zip(c.runs, c.run_rows, strict=True):
+        r = run.result
+        hw = r.hardware
+        system = c.system(run.system)
+        writer.writerow({
+            "model": r.config.model,
+            "performance": "" if row.tokens_per_s_per_gpu is None else
+            f"{row.tokens_per_s_per_gpu:.3f}",
+            "metric": CSV_METRIC,
+            "n_gpus": r.config.world_size or "",
+            "nnodes": hw.nodes or "",
+            "gpus_per_node": hw.device_count_per_node or "",
+            "training_precision": r.config.precision or "",
+            "machine_name": hw.hostname or "",
+            "gpu_architecture": system.device,
+            "status": "SUCCESS" if r.run.status == "completed" else r.run.status.upper(),
+            "dataname": r.run.dataset,
+            "platform": r.run.platform or "",
+            "device_name": hw.device_name or "",
+            "backend": r.run.backend,
+            "framework": r.run.framework or "",
+            "seq_length": r.config.seq_length or "",
+            "global_batch_size": r.config.global_batch_size or "",
+            "step_time_median_s": _csv(row.step_time_median_s),
+            "step_time_p95_s": _csv(row.step_time_p95_s),
+            "step_time_cv": _csv(row.step_time_cv),
+            "tflops_per_gpu": _csv(row.tflops_per_gpu),
+            "mfu": _csv(row.mfu),
+            "measured_iterations": row.measured_iterations,
+            "warmup_iterations": row.warmup_iterations,
+            "run_id": r.run.id,
+            "result_file": run.path,
+            "config_fingerprint": fingerprints[run.group],
+            "group": run.group,
+            "system": run.system,
+        })
+    return buffer.getvalue()
+
+
+def _csv(value: float | None) -> str:
+    return "" if value is None else f"{value:.6g}"
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+def write_report(c: Comparison, out_dir: str | Path, formats: Iterable[str] = FORMATS
+                 ) -> dict[str, Path]:
+    """Write the requested formats (and the figures the md/html reports show) into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    formats = list(formats)
+    written: dict[str, Path] = {}
+    plots: dict[str, Path] = {}
+    extra: list[Block] = []
+    if "md" in formats or "html" in formats:
+        from tprimat.compare.plots import render_plots
+        from tprimat.compare.traces import trace_section
+
+        try:
+            plots = render_plots(c, out)
+        except ImportError:
+            extra.append(Paragraph("Figures were not drawn: they need matplotlib "
+                                   "(`pip install 'tprimat[plot]'`)."))
+        written.update(plots)
+        extra += trace_section(c, out)
+        for block in extra:
+            if isinstance(block, Image):
+                written[block.file] = out / block.file
+        blocks = build_document(c, plots, extra)
+        if "md" in formats:
+            written["report.md"] = atomic_write_text(out / "report.md", to_markdown(blocks))
+        if "html" in formats:
+            written["report.html"] = atomic_write_text(
+                out / "report.html",
+                to_html(blocks, title="tprimat comparison report", base_dir=out))
+    if "csv" in formats:
+        written["results.csv"] = atomic_write_text(out / "results.csv", results_csv(c))
+    if "json" in formats:
+        data = comparison_to_dict(c)
+        data["files"] = sorted(written)
+        written["report.json"] = atomic_write_text(
+            out / "report.json", json.dumps(data, indent=2, allow_nan=False) + "\n")
+    return written
+
+
+def systems_for_terminal(c: Comparison) -> list[list[str]]:
+    rows = []
+    for s in c.systems:
+        rows.append([s.label, ", ".join(s.run_keys), _median(s.tokens_per_s_per_gpu, ",.1f"),
+                     _ci(s.tokens_per_s_per_gpu, ",.1f"),
+                     "baseline" if s.ratio is None else f"{s.ratio.value:.3f}×",
+                     _median(s.mfu, ".1%")])
+    return rows
+
+
+__all__ = ["FORMATS", "SystemSummary", "build_document", "parse_formats", "results_csv",
+           "systems_for_terminal", "write_report"]
