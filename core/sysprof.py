@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
+
 from tprimat.errors import TprimatError
 from tprimat.plans import LaunchPlan
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+
 from tprimat.cli.output import echo_json, print_table
 
 
@@ -37,8 +38,13 @@ def _ms(us: float) -> str:
     "Default: everything before the last step, as HolisticTraceAnalysis does.",
 )
 @click.option("--top", default=10, show_default=True, help="How many kernels to list by total time.")
+@click.option(
+    "--hta-rounding",
+    is_flag=True,
+    help="Round timestamps inward to whole µs first, as HolisticTraceAnalysis does (to reproduce its numbers).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON (one object per rank).")
-def analyze(traces: tuple[str, ...], steps: str | None, top: int, as_json: bool) -> None:
+def analyze(traces: tuple[str, ...], steps: str | None, top: int, hta_rounding: bool, as_json: bool) -> None:
     """Break down GPU time per rank: idle/compute/communication/memory, categories, top kernels.
 
     TRACES are Kineto trace files (plain or gzip JSON, one per rank) or
@@ -46,11 +52,32 @@ def analyze(traces: tuple[str, ...], steps: str | None, top: int, as_json: bool)
     """
     from tprimat.trace.analyze import analyze_paths, parse_steps
 
-    results = analyze_paths([str(f) for f in _files(traces)], steps=parse_steps(steps), top=top)
+    results = analyze_paths(
+        [str(f) for f in _files(traces)], steps=parse_steps(steps), top=top, hta_rounding=hta_rounding
+    )
     if as_json:
         echo_json({"ranks": results})
         return
     from tprimat.trace.categories import LABELS
+
+    if len(results) > 1:
+        print_table(
+            "ranks (ms; communication and memcpy/memset: exposed)",
+            ("rank", "device", "total", "idle", "compute", "communication", "memcpy/memset", "kernels"),
+            [
+                (
+                    "?" if r["rank"] is None else r["rank"],
+                    r["device"] or "",
+                    _ms(r["temporal"]["total_us"]),
+                    _ms(r["temporal"]["idle_us"]),
+                    _ms(r["temporal"]["compute_us"]),
+                    _ms(r["temporal"]["communication_us"]),
+                    _ms(r["temporal"]["memory_us"]),
+                    r["launches"]["kernels"],
+                )
+                for r in results
+            ],
+        )
 
     for r in results:
         who = f"rank {r['rank']}" if r["rank"] is not None else "rank ?"

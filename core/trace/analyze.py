@@ -410,12 +410,26 @@ def analyze_trace(
 
 
 def analyze_paths(
-    paths: Iterable[str], steps: tuple[int | None, int | None] | None = None, top: int = 10
+    paths: Iterable[str],
+    steps: tuple[int | None, int | None] | None = None,
+    top: int = 10,
+    hta_rounding: bool = False,
 ) -> list[dict[str, Any]]:
-    """Read and analyse each trace file (one per rank), in rank order."""
+    """Read and analyse each trace file (one per rank), in rank order.
+
+    ``hta_rounding`` applies HolisticTraceAnalysis's timestamp rounding first
+    (:func:`hta_rounded`), to reproduce its numbers exactly.
+    """
     from tprimat.trace.reader import read_trace
 
-    results = [analyze_trace(read_trace(path), steps=steps, top=top) for path in paths]
+    results = []
+    for path in paths:
+        trace = read_trace(path)
+        if hta_rounding:
+            trace = hta_rounded(trace)
+        result = analyze_trace(trace, steps=steps, top=top)
+        result["hta_rounding"] = hta_rounding
+        results.append(result)
     results.sort(key=lambda r: (r["rank"] is None, r["rank"] if r["rank"] is not None else 0, r["file"]))
     return results
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
 from tprimat.errors import TprimatError
 from tprimat.trace.categories import LABELS
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import attrs
+
 from tprimat.errors import TprimatError
 from tprimat.trace.categories import ACTIVITY_CATEGORIES
 

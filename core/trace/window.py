@@ -20,6 +20,7 @@ seconds and lands in that iteration's time).
 from __future__ import annotations
 
 import attrs
+
 from tprimat.config import BenchmarkConfig, ConfigError
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from click.testing import CliRunner
+
 from tprimat.cli import cli
 
 NCCL = "traces/hta/nccl_parser_config_nccl_data.json.gz"
@@ -92,3 +93,17 @@ def test_trace_help_does_not_import_heavy_modules():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_analyze_hta_rounding_reproduces_hta(fixtures):
+    # HTA 0.5.0 on this trace: idle 338781, compute 75169 (tests/core/trace/test_trace_hta_agreement.py)
+    result = invoke("trace", "analyze", fixtures / NCCL, "--json", "--hta-rounding")
+    rank = json.loads(result.output)["ranks"][0]
+    assert rank["hta_rounding"] is True
+    assert (rank["temporal"]["idle_us"], rank["temporal"]["compute_us"]) == (338781, 75169)
+
+
+def test_analyze_several_ranks_prints_a_rank_summary(fixtures):
+    result = invoke("trace", "analyze", fixtures / NCCL, fixtures / "traces/hta/trace_diff_control_control.json.gz")
+    assert result.exit_code == 0, result.output
+    assert "ranks (ms;" in result.output

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from tprimat.errors import TprimatError
 from tprimat.plans import LaunchPlan
 from tprimat.sysprof import (

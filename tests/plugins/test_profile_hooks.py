@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from tprimat.config import ConfigError, load_config
 from tprimat.models import get_model
 from tprimat.plans import LaunchContext, ProfilePlan

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from tprimat.errors import TprimatError
 from tprimat.trace.analyze import analyze_trace, parse_steps, shorten_kernel_name
 from tprimat.trace.reader import read_trace

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tprimat.trace.categories import CATEGORIES, RULES, classify, collective_kind
 from tprimat.trace.reader import read_trace
 

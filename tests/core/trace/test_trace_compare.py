@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from tprimat.errors import TprimatError
 from tprimat.trace.compare import BUCKETS, TraceComparison, compare_traces, trace_files
 

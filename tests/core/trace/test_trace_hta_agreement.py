@@ -21,6 +21,7 @@ within 1% of the rank's total time; with HTA's rounding applied
 from __future__ import annotations
 
 import pytest
+
 from tprimat.trace.analyze import analyze_trace, hta_rounded
 from tprimat.trace.reader import read_trace
 

@@ -9,6 +9,7 @@ import shutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from tprimat.errors import TprimatError
 from tprimat.trace.reader import ACTIVITY_CODES, TraceFormatError, read_trace
 
