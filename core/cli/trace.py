@@ -205,6 +205,16 @@ def compare(
         [(label, _ms(va), _ms(vb), f"{d / 1000.0:+.3f}") for label, va, vb, d in comparison.rows()],
     )
     click.echo(comparison.summary_line())
+    from tprimat.trace.compare import BUCKET_LABELS
+
+    for bucket, delta in comparison.largest_differences(limit=4):
+        if bucket == "idle":
+            continue
+        click.echo(f"  {BUCKET_LABELS[bucket]} ({delta / 1000.0:+.2f} ms per step):")
+        for side in (comparison.a, comparison.b):
+            kernels = side.top_kernels.get(bucket, ())[:3]
+            text = "; ".join(f"{k.short_name} {k.us_per_step / 1000.0:.2f} ms" for k in kernels) or "none"
+            click.echo(f"    {side.label}: {text}")
     for side in (comparison.a, comparison.b):
         for note in side.notes:
             click.echo(f"note: {note}")
