@@ -188,9 +188,18 @@ def compare(
         from tprimat.atomic import atomic_write_text
 
         output.mkdir(parents=True, exist_ok=True)
-        png = output / "trace_comparison.png"
-        comparison.plot(png)
-        atomic_write_text(output / "trace_comparison.md", comparison.to_markdown(heading="##", plot=png.name))
+        png: Path | None = output / "trace_comparison.png"
+        try:
+            import matplotlib  # noqa: F401  (the plot extra)
+        except ImportError:
+            png = None
+            click.echo("note: matplotlib is not installed (pip install 'tprimat[plot]'): no PNG written", err=True)
+        if png is not None:
+            comparison.plot(png)
+        atomic_write_text(
+            output / "trace_comparison.md",
+            comparison.to_markdown(heading="##", plot=png.name if png is not None else None),
+        )
         atomic_write_text(
             output / "trace_comparison.json",
             json.dumps(comparison.to_dict(), indent=2, allow_nan=False, default=str) + "\n",
@@ -219,4 +228,5 @@ def compare(
         for note in side.notes:
             click.echo(f"note: {note}")
     if output is not None:
-        click.echo(f"wrote {output / 'trace_comparison.md'}, .json and .png")
+        written = ".json and .png" if png is not None else "and .json"
+        click.echo(f"wrote {output / 'trace_comparison.md'} {written}")

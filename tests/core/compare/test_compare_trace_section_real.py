@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from compare_helpers import AMD, NVD, legacy_file
 
 from tprimat.compare.document import Image, Markdown
@@ -16,6 +17,7 @@ TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces" / "tracelen
 
 
 def test_trace_section_compares_the_runs_traces(legacy_dir, tmp_path):
+    pytest.importorskip("matplotlib")  # the section's PNG needs the plot extra
     runs = []
     for source, trace in ((AMD, "mi300_Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"),
                           (NVD, "h100_Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")):
