@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "models": "tprimat.cli.models:models",
     "detect": "tprimat.cli.detect:detect",
     "config": "tprimat.cli.config:config",
+    "trace": "tprimat.cli.trace:trace",
     "microbench": "tprimat.cli.microbench:microbench",
     "doctor": "tprimat.cli.doctor:doctor",
     "suite": "tprimat.cli.suite:suite",

@@ -25,3 +25,11 @@ BACKEND = BackendSpec(
 @hookimpl
 def register_backends() -> list[BackendSpec]:
     return [BACKEND]
+
+
+@hookimpl
+def profile(backend, context):
+    """Profile the config's iteration window with this backend's own torch-profiler settings."""
+    from tprimat.plugins.nvd_megatron.profile import profile_plan
+
+    return profile_plan(context)

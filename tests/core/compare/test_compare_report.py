@@ -308,6 +308,7 @@ def test_traces_section(legacy_dir, tmp_path, monkeypatch):
     assert trace_section(build_comparison([legacy_file(legacy_dir, AMD)], cost=COST),
                          tmp_path) == []
     monkeypatch.setitem(sys.modules, "tprimat.trace", None)  # module not installed
+    monkeypatch.setitem(sys.modules, "tprimat.trace.compare", None)  # even if an earlier test imported it
     blocks = trace_section(comparison, tmp_path)
     assert "no trace comparison module" in blocks[1].text
 

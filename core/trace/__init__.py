@@ -1,0 +1,18 @@
+"""Profiler-trace analysis: where GPU time goes on each rank, and why two platforms differ.
+
+* :mod:`tprimat.trace.reader` streams Kineto Chrome-trace JSON (plain or gzip)
+  into compact arrays, without loading the document;
+* :mod:`tprimat.trace.categories` is the kernel-name table (NVIDIA and AMD);
+* :mod:`tprimat.trace.analyze` computes the temporal breakdown, categories,
+  exposed communication, top kernels and launch counts per rank and step;
+* :mod:`tprimat.trace.compare` attributes the step-time difference of two
+  trace sets to categories (:func:`tprimat.trace.compare.compare_traces`).
+
+Nothing here imports numpy, pandas or matplotlib at import time.
+"""
+
+from __future__ import annotations
+
+from tprimat.trace.reader import TraceFormatError
+
+__all__ = ["TraceFormatError"]

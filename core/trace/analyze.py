@@ -1,0 +1,465 @@
+"""Where one rank's GPU time goes: temporal breakdown, categories, exposed communication, top kernels.
+
+Definitions (``docs/traces.md`` explains them with examples):
+
+* **window**: the GPU activity analysed.  By default, as HolisticTraceAnalysis
+  does, every activity launched before the start of the last
+  ``ProfilerStep`` (Kineto's last step is cut short), or all activity when the
+  trace has fewer than two steps.  With ``steps=(a, b)``: activity launched
+  (host-side, matched by correlation id) inside ``ProfilerStep#a`` …
+  ``ProfilerStep#b``, both included.
+* **total**: from the start of the first activity to the end of the last.
+* **idle**: the part of total when no activity runs on any stream.
+* **exclusive time**: every instant of busy time is given to one category, the
+  first active one in :data:`PRIORITY` (compute categories, then
+  communication, then memcpy/memset, then GPU sync), so the categories'
+  exclusive times plus idle add up to total exactly.
+* **temporal**: ``compute_us`` = exclusive time of the compute categories (the
+  union of compute kernels, HTA's compute time); ``communication_us`` =
+  communication not overlapped by compute (exposed); ``memory_us`` =
+  memcpy/memset overlapped by neither; ``other_us`` = GPU sync not overlapped by
+  anything.  HTA's ``non_compute_time`` is ``communication_us + memory_us + other_us``.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tprimat.errors import TprimatError
+from tprimat.trace.categories import CATEGORIES, TEMPORAL_CLASS, classify, collective_kind
+from tprimat.trace.reader import ACTIVITY_CODES, RankTrace
+
+#: Order in which overlapping activity claims time (compute first: what overlaps it is hidden).
+PRIORITY: tuple[str, ...] = (
+    "gemm",
+    "attention",
+    "norm",
+    "elementwise",
+    "optimizer",
+    "other",
+    "communication",
+    "memory",
+    "sync",
+)
+assert set(PRIORITY) == set(CATEGORIES)
+
+_STEPS = re.compile(r"^\s*(\d+)?\s*:\s*(\d+)?\s*$|^\s*(\d+)\s*$")
+
+
+def parse_steps(text: str | None) -> tuple[int | None, int | None] | None:
+    """``"a:b"`` → (a, b) inclusive; ``"a:"``/``":b"`` open-ended; ``"a"`` → (a, a); None → None."""
+    if text is None or text == "":
+        return None
+    match = _STEPS.match(text)
+    if not match:
+        raise TprimatError(f"--steps must look like a:b, a: , :b or a (profiler step numbers), not {text!r}")
+    if match.group(3) is not None:
+        value = int(match.group(3))
+        return value, value
+    first = int(match.group(1)) if match.group(1) else None
+    last = int(match.group(2)) if match.group(2) else None
+    if first is not None and last is not None and last < first:
+        raise TprimatError(f"--steps {text}: the last step is before the first")
+    return first, last
+
+
+def _union_length(intervals: list[tuple[float, float]]) -> float:
+    if not intervals:
+        return 0.0
+    intervals.sort()
+    total = 0.0
+    cur_start, cur_end = intervals[0]
+    for start, end in intervals:
+        if start > cur_end:
+            total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        elif end > cur_end:
+            cur_end = end
+    return total + cur_end - cur_start
+
+
+def _exclusive(indices: Sequence[int], ts, dur, cat_of: list[int]) -> tuple[list[float], float]:
+    """Sweep the timeline: exclusive µs per category index (in PRIORITY order) and the busy µs."""
+    points: list[tuple[float, int, int]] = []
+    for i in indices:
+        start = ts[i]
+        end = start + dur[i]
+        if end <= start:
+            continue
+        c = cat_of[i]
+        points.append((start, 1, c))
+        points.append((end, -1, c))
+    points.sort()
+    ncat = len(PRIORITY)
+    active = [0] * ncat
+    exclusive = [0.0] * ncat
+    busy = 0.0
+    running = 0
+    previous = None
+    for time, delta, c in points:
+        if running and previous is not None and time > previous:
+            span = time - previous
+            busy += span
+            for k in range(ncat):
+                if active[k]:
+                    exclusive[k] += span
+                    break
+        active[c] += delta
+        running += delta
+        previous = time
+    return exclusive, busy
+
+
+_GENERIC_OPS = frozenset(
+    {"gpu_kernel_impl", "gpu_kernel_impl_nocast", "BinaryFunctor", "BUnaryFunctor", "AUnaryFunctor"}
+)
+_OP_NAME = re.compile(r"(\w+_kernel_cuda|\w*Functor\w*|\w+_kernel_impl|\w+_functor)\b")
+_MAX_SHORT = 72
+
+
+def _shorten(name: str) -> str:
+    """A readable kernel name: no return type, template arguments or parameter list.
+
+    The wrapped operation is kept for PyTorch's generic kernels
+    (``elementwise_kernel[direct_copy_kernel_cuda]``) and for CUTLASS's
+    ``Kernel<config>``; memcpy/memset names are kept whole; very long
+    generated names (hipBLASLt ``Cijk_…``) are cut with an ellipsis.
+    """
+    text = name.strip()
+    if text.startswith(("Memcpy", "Memset", "hipMemcpy", "hipMemset")):
+        return text
+    text = text.replace("(anonymous namespace)::", "")
+    if text.startswith("void "):
+        text = text[5:]
+    depth = 0
+    out = []
+    for char in text:
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            out.append(char)
+    short = "".join(out).strip()
+    short = short.split(" ")[-1] if " " in short else short
+    short = short or text
+    if short != text:
+        inner = text[len(short) :] if text.startswith(short) else text
+        if short.endswith("::Kernel") or short.endswith("::Kernel2"):
+            config = re.match(r"\s*<\s*(\w+)", inner)
+            if config:
+                short = config.group(1)
+        elif "elementwise" in short or "reduce_kernel" in short or "multi_tensor_apply" in short:
+            ops = [op for op in _OP_NAME.findall(inner) if op not in _GENERIC_OPS]
+            if ops:
+                short = f"{short}[{ops[0]}]"
+    if len(short) > _MAX_SHORT:
+        short = short[: _MAX_SHORT - 1] + "…"
+    return short
+
+
+def shorten_kernel_name(name: str) -> str:
+    """Public alias of the kernel-name shortener used in tables."""
+    return _shorten(name)
+
+
+class _Classified:
+    """Per-name classification, computed once per distinct name."""
+
+    def __init__(self, trace: RankTrace) -> None:
+        prio = {c: i for i, c in enumerate(PRIORITY)}
+        self.category: dict[tuple[int, int], str] = {}
+        self.prio = prio
+        self.trace = trace
+
+    def category_of(self, name_id: int, code: int) -> str:
+        key = (name_id, code)
+        value = self.category.get(key)
+        if value is None:
+            value = classify(self.trace.names[name_id], ACTIVITY_CODES[code])
+            self.category[key] = value
+        return value
+
+
+class _Launches:
+    """Each GPU activity's host launch time and profiler step, computed once per trace."""
+
+    def __init__(self, trace: RankTrace) -> None:
+        times = dict(zip(trace.launch_correlation, trace.launch_ts, strict=True))
+        get = times.get
+        self.launched: list[float | None] = [get(c) for c in trace.correlation]
+        self.steps = sorted(trace.steps, key=lambda step: step.ts)
+        starts = [step.ts for step in self.steps]
+        ends = [step.ts + step.dur for step in self.steps]
+        step_of: list[int] = []
+        for t in self.launched:
+            if t is None:
+                step_of.append(-1)
+                continue
+            k = bisect_right(starts, t) - 1
+            step_of.append(k if k >= 0 and t < ends[k] else -1)
+        self.step_of = step_of
+
+    def in_steps(self, chosen: Iterable[int]) -> list[int]:
+        """Indices of the activities launched inside the steps at these positions of ``self.steps``."""
+        wanted = set(chosen)
+        return [i for i, k in enumerate(self.step_of) if k in wanted]
+
+
+def select_window(
+    trace: RankTrace,
+    steps: tuple[int | None, int | None] | None = None,
+    launches: _Launches | None = None,
+) -> tuple[list[int], dict[str, Any]]:
+    """Indices of the GPU activities in the analysed window, and how the window was chosen."""
+    n = len(trace.ts)
+    numbers = sorted({s.number for s in trace.steps})
+    if steps is None and len(numbers) < 2:
+        return list(range(n)), {"mode": "all", "steps": numbers}
+    launches = launches or _Launches(trace)
+    if steps is None:
+        last_start = max(s.ts for s in trace.steps if s.number == numbers[-1])
+        keep = [i for i, t in enumerate(launches.launched) if t is not None and t < last_start]
+        return keep, {"mode": "before-last-step", "steps": numbers[:-1], "dropped_last_step": numbers[-1]}
+    first, last = steps
+    chosen = [
+        k
+        for k, s in enumerate(launches.steps)
+        if (first is None or s.number >= first) and (last is None or s.number <= last)
+    ]
+    if not chosen:
+        have = f"{numbers[0]}..{numbers[-1]}" if numbers else "none"
+        raise TprimatError(
+            f"{trace.path}: no ProfilerStep in {first if first is not None else ''}:"
+            f"{last if last is not None else ''} (steps in this trace: {have})"
+        )
+    window = {"mode": "steps", "steps": sorted({launches.steps[k].number for k in chosen})}
+    return launches.in_steps(chosen), window
+
+
+def breakdown(
+    trace: RankTrace, indices: Sequence[int], top: int = 10, classified: _Classified | None = None
+) -> dict[str, Any]:
+    """The analysis of one window of one rank (see the module docstring for the definitions)."""
+    classified = classified or _Classified(trace)
+    ts, dur, name_id, code = trace.ts, trace.dur, trace.name_id, trace.code
+    prio = classified.prio
+    cats: list[int] = [0] * len(ts)
+    for i in indices:
+        cats[i] = prio[classified.category_of(name_id[i], code[i])]
+    if not indices:
+        return _empty()
+    start = min(ts[i] for i in indices)
+    end = max(ts[i] + dur[i] for i in indices)
+    total = end - start
+    exclusive, busy = _exclusive(indices, ts, dur, cats)
+    by_cat = dict(zip(PRIORITY, exclusive, strict=True))
+
+    kernel_us: dict[str, float] = defaultdict(float)
+    count: dict[str, int] = defaultdict(int)
+    per_name: dict[int, list[float]] = {}
+    comm_intervals: list[tuple[float, float]] = []
+    collectives: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    launches = {"kernels": 0, "memcpy": 0, "memset": 0, "sync": 0}
+    for i in indices:
+        category = PRIORITY[cats[i]]
+        d = dur[i]
+        kernel_us[category] += d
+        count[category] += 1
+        activity = ACTIVITY_CODES[code[i]]
+        if activity == "kernel":
+            launches["kernels"] += 1
+        elif activity == "gpu_memcpy":
+            launches["memcpy"] += 1
+        elif activity == "gpu_memset":
+            launches["memset"] += 1
+        else:
+            launches["sync"] += 1
+        if activity == "cuda_sync":
+            continue
+        entry = per_name.get(name_id[i])
+        if entry is None:
+            per_name[name_id[i]] = [1, d, cats[i]]
+        else:
+            entry[0] += 1
+            entry[1] += d
+        if category == "communication":
+            comm_intervals.append((ts[i], ts[i] + d))
+            kind = collectives[collective_kind(trace.names[name_id[i]])]
+            kind[0] += 1
+            kind[1] += d
+
+    compute = sum(v for c, v in by_cat.items() if TEMPORAL_CLASS[c] == "compute")
+    communication_total = _union_length(comm_intervals)
+    exposed = by_cat["communication"]
+    temporal = {
+        "total_us": total,
+        "idle_us": max(total - busy, 0.0),
+        "compute_us": compute,
+        "communication_us": exposed,
+        "memory_us": by_cat["memory"],
+        "other_us": by_cat["sync"],
+    }
+    kernel_total = sum(kernel_us.values()) - kernel_us.get("sync", 0.0)
+    categories = {}
+    for category in CATEGORIES:
+        if not count.get(category):
+            continue
+        categories[category] = {
+            "count": count[category],
+            "kernel_us": kernel_us[category],
+            "exclusive_us": by_cat[category],
+            "share_of_total": by_cat[category] / total if total else 0.0,
+        }
+    top_kernels = []
+    for nid, (n, t, c) in sorted(per_name.items(), key=lambda item: -item[1][1])[:top]:
+        name = trace.names[nid]
+        top_kernels.append(
+            {
+                "name": name,
+                "short_name": _shorten(name),
+                "category": PRIORITY[c],
+                "count": n,
+                "total_us": t,
+                "mean_us": t / n,
+                "share_of_kernel_time": t / kernel_total if kernel_total else 0.0,
+            }
+        )
+    by_category: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for nid, (n, t, c) in sorted(per_name.items(), key=lambda item: -item[1][1]):
+        bucket = by_category[PRIORITY[c]]
+        if len(bucket) < top:
+            name = trace.names[nid]
+            bucket.append({"name": name, "short_name": _shorten(name), "count": n, "total_us": t})
+    return {
+        "temporal": temporal,
+        "busy_us": busy,
+        "communication": {
+            "total_us": communication_total,
+            "exposed_us": exposed,
+            "overlapped_us": max(communication_total - exposed, 0.0),
+            "by_collective": {
+                k: {"count": int(v[0]), "kernel_us": v[1]} for k, v in sorted(collectives.items())
+            },
+        },
+        "categories": categories,
+        "top_kernels": top_kernels,
+        "top_by_category": dict(by_category),
+        "launches": launches,
+    }
+
+
+def _empty() -> dict[str, Any]:
+    zero = {k: 0.0 for k in ("total_us", "idle_us", "compute_us", "communication_us", "memory_us", "other_us")}
+    return {
+        "temporal": zero,
+        "busy_us": 0.0,
+        "communication": {"total_us": 0.0, "exposed_us": 0.0, "overlapped_us": 0.0, "by_collective": {}},
+        "categories": {},
+        "top_kernels": [],
+        "top_by_category": {},
+        "launches": {"kernels": 0, "memcpy": 0, "memset": 0, "sync": 0},
+    }
+
+
+def analyze_trace(
+    trace: RankTrace, steps: tuple[int | None, int | None] | None = None, top: int = 10
+) -> dict[str, Any]:
+    """Analyse one rank: the whole window plus one breakdown per profiler step in it."""
+    launches = _Launches(trace)
+    indices, window = select_window(trace, steps, launches)
+    classified = _Classified(trace)
+    result = breakdown(trace, indices, top=top, classified=classified)
+    per_step = []
+    wanted = set(window.get("steps", []))
+    if window["mode"] != "all":
+        groups: dict[int, list[int]] = defaultdict(list)
+        for i, k in enumerate(launches.step_of):
+            if k >= 0:
+                groups[k].append(i)
+        for k, step in enumerate(launches.steps):
+            if step.number not in wanted:
+                continue
+            step_indices = groups.get(k, [])
+            item = breakdown(trace, step_indices, top=top, classified=classified)
+            per_step.append(
+                {
+                    "step": step.number,
+                    "host_us": step.dur,
+                    "temporal": item["temporal"],
+                    "categories": {c: v["exclusive_us"] for c, v in item["categories"].items()},
+                    "launches": item["launches"],
+                }
+            )
+    return {
+        "file": str(trace.path),
+        "rank": trace.rank,
+        "world_size": trace.world_size,
+        "vendor": trace.vendor,
+        "device": trace.device,
+        "window": window,
+        "activities": len(indices),
+        "activities_in_file": len(trace.ts),
+        **result,
+        "steps": per_step,
+    }
+
+
+def analyze_paths(
+    paths: Iterable[str],
+    steps: tuple[int | None, int | None] | None = None,
+    top: int = 10,
+    hta_rounding: bool = False,
+) -> list[dict[str, Any]]:
+    """Read and analyse each trace file (one per rank), in rank order.
+
+    ``hta_rounding`` applies HolisticTraceAnalysis's timestamp rounding first
+    (:func:`hta_rounded`), to reproduce its numbers exactly.
+    """
+    from tprimat.trace.reader import read_trace
+
+    results = []
+    for path in paths:
+        trace = read_trace(path)
+        if hta_rounding:
+            trace = hta_rounded(trace)
+        result = analyze_trace(trace, steps=steps, top=top)
+        result["hta_rounding"] = hta_rounding
+        results.append(result)
+    results.sort(key=lambda r: (r["rank"] is None, r["rank"] if r["rank"] is not None else 0, r["file"]))
+    return results
+
+
+def hta_rounded(trace: RankTrace) -> RankTrace:
+    """A copy of ``trace`` with HolisticTraceAnalysis's timestamp rounding applied.
+
+    HTA rounds every event of a trace with fractional timestamps inward to whole
+    microseconds (start up, end down) before it analyses anything.  tprimat
+    keeps the recorded timestamps; this copy exists to check that the two
+    agree exactly once that rounding is undone, which separates a difference in
+    definitions from a difference in resolution.
+    """
+    import math
+    from array import array
+
+    import attrs
+
+    def inward(ts_values, dur_values):
+        new_ts, new_dur = array("d"), array("d")
+        for t, d in zip(ts_values, dur_values, strict=True):
+            start = math.ceil(t)
+            new_ts.append(start)
+            new_dur.append(math.floor(t + d) - start)
+        return new_ts, new_dur
+
+    ts, dur = inward(trace.ts, trace.dur)
+    steps = []
+    for step in trace.steps:
+        start = math.ceil(step.ts)
+        steps.append(attrs.evolve(step, ts=start, dur=math.floor(step.ts + step.dur) - start))
+    launch_ts = array("d", (math.ceil(t) for t in trace.launch_ts))
+    return attrs.evolve(trace, ts=ts, dur=dur, steps=steps, launch_ts=launch_ts)

@@ -1,0 +1,274 @@
+"""Which kind of work a GPU kernel does, from its name: one table for NVIDIA and AMD.
+
+:data:`RULES` is the single source of truth.  Each rule is a category, the
+vendor family it was written for, a case-insensitive regular expression
+searched in the kernel name, and a real kernel name it must match (the tests
+check every example).  Rules are tried in order and the first match wins, so
+specific families come before generic ones: attention before GEMM (fused
+attention kernels often carry ``gemm`` in their template names), the
+optimizer before normalisation (``multi_tensor_l2norm`` is gradient clipping).
+
+Activity that is not a kernel is classified by its Kineto category first:
+``gpu_memcpy``/``gpu_memset`` are ``memory`` and ``cuda_sync`` (stream and
+context synchronisation as seen by the GPU) is ``sync``.
+
+``docs/traces.md`` prints this table for users.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import NamedTuple
+
+#: Kernel categories in display order.  ``sync`` is GPU-side synchronisation, not a kernel.
+CATEGORIES: tuple[str, ...] = (
+    "gemm",
+    "attention",
+    "communication",
+    "elementwise",
+    "norm",
+    "optimizer",
+    "memory",
+    "other",
+    "sync",
+)
+
+#: Human labels for tables and plots.
+LABELS: dict[str, str] = {
+    "gemm": "GEMM",
+    "attention": "attention",
+    "communication": "communication",
+    "elementwise": "elementwise/activation",
+    "norm": "normalisation",
+    "optimizer": "optimizer",
+    "memory": "memcpy/memset",
+    "other": "other",
+    "sync": "GPU sync",
+}
+
+#: The three classes of HTA's temporal breakdown each category belongs to.
+TEMPORAL_CLASS: dict[str, str] = {
+    "communication": "communication",
+    "memory": "memory",
+    "sync": "other",
+    **{c: "compute" for c in ("gemm", "attention", "elementwise", "norm", "optimizer", "other")},
+}
+
+
+class Rule(NamedTuple):
+    category: str
+    family: str  # vendor/library family the rule was written for
+    pattern: str  # searched (re.search, case-insensitive) in the kernel name
+    example: str  # a real kernel name the rule matches
+
+
+RULES: tuple[Rule, ...] = (
+    # -- memory: copies and fills that run as kernels -------------------------------------
+    Rule("memory", "CUDA/HIP runtime", r"^(hip)?mem(cpy|set)\b", "Memcpy DtoD (Device -> Device)"),
+    Rule(
+        "memory",
+        "ROCm (ROCclr blit kernels)",
+        r"__amd_rocclr_(copy|fill)",
+        "__amd_rocclr_copyBuffer",
+    ),
+    # -- communication --------------------------------------------------------------------
+    Rule(
+        "communication",
+        "NCCL",
+        r"^nccl|\bnccl",
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+    ),
+    Rule("communication", "RCCL", r"rccl|msccl", "rcclGenericKernel<1, false>(ncclDevComm*)"),
+    Rule(
+        "communication",
+        "torch symmetric memory / custom all-reduce",
+        r"multimem_all_reduce|one_shot_all_reduce|two_shot_all_reduce|cross_device_reduce"
+        r"|custom_all_reduce|allreduce_kernel|all_gather_kernel|reduce_scatter_kernel",
+        "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>"
+        "(c10::BFloat16*, unsigned long, unsigned int**, unsigned long*, unsigned long, unsigned long)",
+    ),
+    # -- attention (before GEMM) ----------------------------------------------------------
+    Rule(
+        "attention",
+        "FlashAttention (NVIDIA, PyTorch SDPA flash)",
+        r"flash_(fwd|bwd)|flash::|flash_attn|flashattn|flash_fprop|flash_bprop",
+        "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4,"
+        " false, false, cutlass::bfloat16_t, pytorch_flash::Flash_kernel_traits<64, 128, 128, 4,"
+        " cutlass::bfloat16_t> >, false, true, false, false, false, true, false, false>"
+        "(pytorch_flash::Flash_fwd_params)",
+    ),
+    Rule(
+        "attention",
+        "cuDNN / TensorRT-LLM fused attention (fmha)",
+        r"fmha|fused_attn|sdpa|_mha_|mha_(fwd|bwd)|cudnn_generated_fort_native_sdpa",
+        "fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext",
+    ),
+    Rule(
+        "attention",
+        "PyTorch SDPA memory-efficient (cutlass)",
+        r"efficient_attention|attentionkernel|attention_kernel|fmha_cutlass",
+        "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<"
+        "cutlass::bfloat16_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)",
+    ),
+    Rule(
+        "attention",
+        "AMD CK / aiter / Triton attention",
+        r"ck_tile::fmha|fmhafwd|fmhabwd|\baiter|aiter::|5aiter|\battn_(fwd|bwd)|_attn_(fwd|bwd)|attn_fwd|attn_bwd"
+        r"|paged_attention|attention",
+        "attn_fwd",
+    ),
+    # -- GEMM -----------------------------------------------------------------------------
+    Rule(
+        "gemm",
+        "hipBLASLt / Tensile (AMD)",
+        r"^cijk_",
+        "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT256x128x64_MI16x16x1_SN_LDSB1",
+    ),
+    Rule(
+        "gemm",
+        "Composable Kernel (AMD)",
+        r"ck::.*gemm|ck16tensor_operation.*gemm|devicegemm|kernel_gemm_xdl|gridwisegemm",
+        "_ZN2ck16tensor_operation6device37kernel_batched_gemm_xdlops_bwd_weightINS_47GridwiseGemm"
+        "_bk0mk1_bk0nk1_mn_xdlops_bwd_weightILi6",
+    ),
+    Rule(
+        "gemm",
+        "cuBLAS nvjet (Hopper/Blackwell)",
+        r"^nvjet",
+        "nvjet_tst_64x64_64x16_2x1_2cta_v_bz_bias_TNT",
+    ),
+    Rule(
+        "gemm",
+        "cuBLAS/cuDNN xmma (sm80/sm90/sm100)",
+        r"sm\d+_xmma_gemm|xmma_gemm|sm\d+_xmma_.*gemm",
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1"
+        "_execute_segment_k_off_kernel__5x_cublas",
+    ),
+    Rule(
+        "gemm",
+        "CUTLASS",
+        r"cutlass.*(gemm|tensorop|wgmma|gmma)|cutlass_\d+_.*gemm",
+        "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4>"
+        "(cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4::Params)",
+    ),
+    Rule(
+        "gemm",
+        "cuBLAS classic (ampere_/volta_ sgemm/hgemm) and gemv",
+        r"(ampere|volta|turing|hopper|maxwell)_\w*gemm|gemv|gemmk|gemmsn|splitkreduce",
+        "ampere_sgemm_128x64_nn",
+    ),
+    Rule(
+        "gemm",
+        "Triton matmul (TorchInductor templates)",
+        r"triton_tem_fused_\w*mm|matmul|_mm_kernel",
+        "triton_tem_fused_addmm_0",
+    ),
+    Rule(
+        "gemm",
+        "TensorRT-LLM / FlashInfer batched GEMM (Blackwell)",
+        r"^bmm_",
+        "bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b"
+        "_rM_TN_transOut_schedP2x1x2x3_biasM_bN_tma",
+    ),
+    Rule("gemm", "generic GEMM / implicit-GEMM convolution", r"gemm", "igemm_fwd_gtcx3_nhwc_bf16_bx0"),
+    # -- optimizer (before norm: multi_tensor_l2norm is grad clipping) -------------------------
+    Rule(
+        "optimizer",
+        "PyTorch foreach / Apex / TE fused optimizers",
+        r"multi_tensor|adam|\bsgd|lamb(?!da)|_foreach_|optimizer|adagrad|lion_",
+        "void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>, float, float,"
+        " float, float, float, float, adamMode_t, float>(long, int volatile*, TensorListMetadata<4>,"
+        " AdamFunctor<float>, float, float, float, float, float, float, adamMode_t, float)",
+    ),
+    # -- normalisation --------------------------------------------------------------------
+    Rule(
+        "norm",
+        "LayerNorm / RMSNorm / BatchNorm (PyTorch, TE, Apex, cuDNN, MIOpen, vLLM)",
+        r"norm(?!al)|bn_(fw|bw)|batchnorm|gammabetabackward",
+        "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>"
+        "(int, float, float const*, float const*, float const*, float*, float*, float*)",
+    ),
+    # -- elementwise / activation --------------------------------------------------------
+    Rule(
+        "elementwise",
+        "PyTorch ATen pointwise, reductions, copies, index",
+        r"elementwise|reduce_kernel|catarraybatchedcopy|index(select|func|_)|gather|scatter"
+        r"|copy_kernel|fill|where_kernel|transpose|softmax|dropout",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>,"
+        " at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>,"
+        " at::detail::Array<char*, 3>)",
+    ),
+    Rule(
+        "elementwise",
+        "activations, RoPE, casts, fused pointwise (Triton, TE, vLLM, MIOpen)",
+        r"gelu|silu|swiglu|geglu|relu|sigmoid|tanh|rotary|rope|_quant|cast|triton_(poi|red|per)_"
+        r"|subtensorop|cross_entropy|softplus",
+        "void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*,"
+        " c10::BFloat16*, c10::BFloat16 const*, int, long, long, long, int, int, int)",
+    ),
+)
+
+
+@lru_cache(maxsize=1)
+def _compiled() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return tuple((rule.category, re.compile(rule.pattern, re.IGNORECASE)) for rule in RULES)
+
+
+#: Kineto event categories of GPU-timeline activity and how they classify without a name rule.
+ACTIVITY_CATEGORIES: dict[str, str | None] = {
+    "kernel": None,  # by name, through RULES
+    "gpu_memcpy": "memory",
+    "gpu_memset": "memory",
+    "cuda_sync": "sync",
+}
+
+
+def classify(name: str, cat: str = "kernel") -> str:
+    """The category of one GPU activity: Kineto category first, then the first matching rule."""
+    fixed = ACTIVITY_CATEGORIES.get(cat)
+    if fixed is not None:
+        return fixed
+    for category, pattern in _compiled():
+        if pattern.search(name):
+            return category
+    return "other"
+
+
+_COLLECTIVES = (
+    ("all-reduce", re.compile(r"all_?reduce", re.IGNORECASE)),
+    ("reduce-scatter", re.compile(r"reduce_?scatter", re.IGNORECASE)),
+    ("all-gather", re.compile(r"all_?gather", re.IGNORECASE)),
+    ("all-to-all", re.compile(r"all_?to_?all", re.IGNORECASE)),
+    ("send/recv", re.compile(r"send|recv", re.IGNORECASE)),
+    ("broadcast", re.compile(r"broadcast", re.IGNORECASE)),
+    ("reduce", re.compile(r"_reduce_|reduce\(", re.IGNORECASE)),
+)
+
+
+def collective_kind(name: str) -> str:
+    """Which collective a communication kernel performs, from its name ("other" when unknown).
+
+    RCCL and recent NCCL may name every collective ``ncclDevKernel_Generic``:
+    those are reported as ``generic``.
+    """
+    for kind, pattern in _COLLECTIVES:
+        if pattern.search(name):
+            return kind
+    if "generic" in name.lower():
+        return "generic"
+    return "other"
+
+
+def rules_markdown() -> str:
+    """The rule table as Markdown (``docs/traces.md`` holds this text; a test keeps them equal)."""
+    lines = [
+        "| # | category | family | pattern (case-insensitive, searched) | example |",
+        "|---:|---|---|---|---|",
+    ]
+    for number, rule in enumerate(RULES, start=1):
+        example = rule.example if len(rule.example) < 60 else rule.example[:57] + "…"
+        pattern = rule.pattern.replace("|", "\\|")
+        example = example.replace("|", "\\|")
+        lines.append(f"| {number} | {rule.category} | {rule.family} | `{pattern}` | `{example}` |")
+    return "\n".join(lines) + "\n"

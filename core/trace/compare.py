@@ -1,0 +1,398 @@
+"""Two trace sets side by side: the time of one step on each, and what explains the difference.
+
+The unit is the GPU time of one profiler step.  For each side, every rank's
+analysed window (see :mod:`tprimat.trace.analyze`) is divided by the number of
+profiler steps in it, then ranks are averaged.  The window splits exactly into
+idle time plus the exclusive time of each kernel category, so the per-category
+differences add up to the difference in step time: nothing is left
+unexplained and nothing is counted twice.  ``communication`` in this table is
+therefore *exposed* communication (not hidden under compute).
+
+Python API (used by the comparison report)::
+
+    from tprimat.trace.compare import compare_traces
+
+    comparison = compare_traces(["mi300x/rank0.json.gz"], ["h100/rank0.json.gz"],
+                                labels=("MI300X", "H100"))
+    print(comparison.to_markdown())
+    comparison.plot("step_breakdown.png")   # needs matplotlib (the ``plot`` extra)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from tprimat.errors import TprimatError
+from tprimat.trace.categories import LABELS
+
+#: Rows of the comparison, in order: idle first, then the categories by exclusive time.
+BUCKETS: tuple[str, ...] = (
+    "gemm",
+    "attention",
+    "communication",
+    "elementwise",
+    "norm",
+    "optimizer",
+    "memory",
+    "other",
+    "sync",
+    "idle",
+)
+
+BUCKET_LABELS: dict[str, str] = {
+    **LABELS,
+    "communication": "exposed communication",
+    "idle": "idle",
+}
+
+#: Vendor-neutral colours (Okabe–Ito palette, readable with colour-vision deficiency).
+COLOURS: dict[str, str] = {
+    "gemm": "#0072B2",
+    "attention": "#56B4E9",
+    "communication": "#E69F00",
+    "elementwise": "#009E73",
+    "norm": "#CC79A7",
+    "optimizer": "#F0E442",
+    "memory": "#D55E00",
+    "other": "#999999",
+    "sync": "#000000",
+    "idle": "#E5E5E5",
+}
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def trace_files(path: str | Path) -> list[Path]:
+    """The trace files a path names: the file itself, or the traces in a directory.
+
+    A directory is searched for ``*.json``/``*.json.gz`` files; a run directory
+    (holding ``traces/``) is searched in ``traces/``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        base = path / "traces" if (path / "traces").is_dir() else path
+        found = sorted(
+            p for p in base.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+        )
+        if not found:
+            raise TprimatError(f"{path}: no *.json or *.json.gz trace files in it")
+        return found
+    if not path.exists():
+        raise TprimatError(f"{path}: no such trace file or directory")
+    return [path]
+
+
+@attrs.frozen
+class KernelShare:
+    short_name: str
+    name: str
+    us_per_step: float
+    count_per_step: float
+
+
+@attrs.frozen
+class SideSummary:
+    """One side of a comparison: mean per-step breakdown over its ranks."""
+
+    label: str
+    files: tuple[str, ...]
+    ranks: tuple[int | None, ...]
+    vendor: str | None
+    device: str | None
+    steps: tuple[int, ...]  # profiler steps analysed (of the first rank)
+    step_us: float  # GPU time of one step (mean over ranks)
+    step_us_by_rank: tuple[float, ...]
+    host_step_us: float | None  # mean ProfilerStep duration on the host, when steps exist
+    buckets: dict[str, float]  # bucket -> µs per step
+    communication_overlapped_us: float  # per step: communication hidden under compute
+    kernels_per_step: float
+    top_kernels: dict[str, tuple[KernelShare, ...]]  # category -> kernels (µs per step)
+    notes: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class TraceComparison:
+    """Step time of two trace sets and the difference attributed to kernel categories (B − A)."""
+
+    a: SideSummary
+    b: SideSummary
+
+    @property
+    def labels(self) -> tuple[str, str]:
+        return self.a.label, self.b.label
+
+    @property
+    def delta_us(self) -> float:
+        return self.b.step_us - self.a.step_us
+
+    def deltas(self) -> dict[str, float]:
+        """µs per step, B − A, per bucket (they add up to :attr:`delta_us`)."""
+        return {k: self.b.buckets.get(k, 0.0) - self.a.buckets.get(k, 0.0) for k in BUCKETS}
+
+    def largest_differences(self, limit: int = 4, min_share: float = 0.01) -> list[tuple[str, float]]:
+        """The buckets with the largest absolute differences (at least ``min_share`` of A's step)."""
+        floor = abs(self.a.step_us) * min_share
+        ranked = sorted(self.deltas().items(), key=lambda kv: -abs(kv[1]))
+        return [(k, v) for k, v in ranked if abs(v) >= floor and v != 0.0][:limit]
+
+    def rows(self) -> list[tuple[str, float, float, float]]:
+        """(label, A µs/step, B µs/step, B − A) for each non-empty bucket, then the step total."""
+        rows = []
+        for bucket in BUCKETS:
+            a = self.a.buckets.get(bucket, 0.0)
+            b = self.b.buckets.get(bucket, 0.0)
+            if a or b:
+                rows.append((BUCKET_LABELS[bucket], a, b, b - a))
+        rows.append(("step (GPU time)", self.a.step_us, self.b.step_us, self.delta_us))
+        return rows
+
+    def summary_line(self) -> str:
+        parts = [f"{BUCKET_LABELS[k]} {_signed_ms(v)}" for k, v in self.largest_differences()]
+        head = (
+            f"{self.b.label} step {_ms(self.b.step_us)} vs {self.a.label} {_ms(self.a.step_us)} "
+            f"({_signed_ms(self.delta_us)})"
+        )
+        return head + (": " + ", ".join(parts) if parts else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "labels": list(self.labels),
+            "a": attrs.asdict(self.a),
+            "b": attrs.asdict(self.b),
+            "delta_us": self.delta_us,
+            "deltas": self.deltas(),
+            "summary": self.summary_line(),
+        }
+
+    def to_markdown(self, heading: str = "###", plot: str | None = None) -> str:
+        """A Markdown section: the table, the largest differences and the kernels behind them."""
+        a, b = self.a, self.b
+        lines = [
+            f"{heading} Where one step's GPU time goes: {a.label} vs {b.label}",
+            "",
+            f"- **{a.label}**: {_side_text(a)}",
+            f"- **{b.label}**: {_side_text(b)}",
+            "",
+            f"**{self.summary_line()}**",
+            "",
+            f"| per step | {a.label} | {b.label} | {b.label} − {a.label} |",
+            "|---|---:|---:|---:|",
+        ]
+        for label, va, vb, d in self.rows():
+            bold = label.startswith("step")
+            cells = [label, _ms(va), _ms(vb), _signed_ms(d)]
+            if bold:
+                cells = [f"**{c}**" for c in cells]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines += [
+            "",
+            f"Communication hidden under compute (not in the table): {a.label} "
+            f"{_ms(a.communication_overlapped_us)}, {b.label} {_ms(b.communication_overlapped_us)} per step. "
+            f"Kernels launched per step: {a.label} {a.kernels_per_step:.0f}, {b.label} {b.kernels_per_step:.0f}.",
+            "",
+        ]
+        if plot:
+            lines += [f"![step breakdown]({plot})", ""]
+        biggest = [k for k, _ in self.largest_differences(limit=6) if k not in ("idle",)]
+        if biggest:
+            lines += [f"{heading}# Kernels behind the largest differences", ""]
+            for bucket in biggest:
+                delta = self.deltas()[bucket]
+                lines.append(f"- **{BUCKET_LABELS[bucket]}** ({_signed_ms(delta)} per step)")
+                for side in (a, b):
+                    kernels = side.top_kernels.get(bucket, ())[:3]
+                    if not kernels:
+                        lines.append(f"  - {side.label}: none")
+                        continue
+                    text = "; ".join(
+                        f"`{k.short_name}` {_ms(k.us_per_step)} ({k.count_per_step:g}×)" for k in kernels
+                    )
+                    lines.append(f"  - {side.label}: {text}")
+            lines.append("")
+        notes = [*a.notes, *b.notes]
+        if notes:
+            lines += ["Notes:", *[f"- {n}" for n in notes], ""]
+        lines.append(
+            "Times are exclusive: where kernels overlap, compute claims the time first, then "
+            "communication, memcpy/memset and GPU sync, so the rows add up to the step time."
+        )
+        return "\n".join(lines) + "\n"
+
+    def plot(self, path: str | Path) -> Path:
+        """Stacked bars (one per side) of the per-step breakdown, written as PNG."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        path = Path(path)
+        sides = (self.a, self.b)
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        positions = range(len(sides))
+        bottoms = [0.0] * len(sides)
+        for bucket in BUCKETS:
+            values = [side.buckets.get(bucket, 0.0) / 1000.0 for side in sides]
+            if not any(values):
+                continue
+            ax.bar(
+                positions,
+                values,
+                bottom=bottoms,
+                color=COLOURS[bucket],
+                edgecolor="white",
+                linewidth=0.5,
+                label=BUCKET_LABELS[bucket],
+                width=0.55,
+            )
+            bottoms = [x + y for x, y in zip(bottoms, values, strict=True)]
+        ax.set_xticks(list(positions), [side.label for side in sides])
+        ax.set_ylabel("GPU time per step (ms)")
+        ax.set_title("Step time by kernel category")
+        for x, total in zip(positions, bottoms, strict=True):
+            ax.annotate(f"{total:.1f} ms", (x, total), ha="center", va="bottom", fontsize=9)
+        ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=8)
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        return path
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000.0:.2f} ms"
+
+
+def _signed_ms(us: float) -> str:
+    return f"{us / 1000.0:+.2f} ms"
+
+
+def _side_text(side: SideSummary) -> str:
+    device = side.device or "unknown device"
+    ranks = ", ".join("?" if r is None else str(r) for r in side.ranks)
+    steps = (
+        f"profiler steps {side.steps[0]}–{side.steps[-1]}" if side.steps else "whole trace (no profiler steps)"
+    )
+    host = f", host step {_ms(side.host_step_us)}" if side.host_step_us else ""
+    return f"{device}; rank(s) {ranks}; {steps}{host}; {len(side.files)} file(s)"
+
+
+def summarize_side(
+    analyses: Sequence[dict[str, Any]], label: str, top: int = 3
+) -> SideSummary:
+    """Average per-rank analyses (from :func:`tprimat.trace.analyze.analyze_trace`) into one side."""
+    if not analyses:
+        raise TprimatError(f"{label}: no traces to compare")
+    buckets: dict[str, float] = defaultdict(float)
+    overlapped = 0.0
+    kernels = 0.0
+    step_by_rank = []
+    host = []
+    top_acc: dict[str, dict[str, list[Any]]] = defaultdict(dict)
+    notes = []
+    for result in analyses:
+        window = result["window"]
+        n_steps = len(window.get("steps") or []) if window["mode"] != "all" else 1
+        if window["mode"] == "all":
+            n_steps = 1
+            if window.get("steps"):
+                notes.append(
+                    f"{Path(result['file']).name}: fewer than two profiler steps: the whole trace counts as one step"
+                )
+            else:
+                notes.append(f"{Path(result['file']).name}: no profiler steps: the whole trace counts as one step")
+        n_steps = max(n_steps, 1)
+        temporal = result["temporal"]
+        step_by_rank.append(temporal["total_us"] / n_steps)
+        buckets["idle"] += temporal["idle_us"] / n_steps
+        for category, values in result["categories"].items():
+            buckets[category] += values["exclusive_us"] / n_steps
+        overlapped += result["communication"]["overlapped_us"] / n_steps
+        kernels += result["launches"]["kernels"] / n_steps
+        host.extend(step["host_us"] for step in result.get("steps", []))
+        for category, entries in result.get("top_by_category", {}).items():
+            acc = top_acc[category]
+            for entry in entries:
+                item = acc.setdefault(entry["short_name"], [entry["name"], 0.0, 0.0])
+                item[1] += entry["total_us"] / n_steps
+                item[2] += entry["count"] / n_steps
+    ranks_n = len(analyses)
+    top_kernels = {}
+    for category, acc in top_acc.items():
+        ranked = sorted(acc.items(), key=lambda kv: -kv[1][1])[:top]
+        top_kernels[category] = tuple(
+            KernelShare(short, v[0], v[1] / ranks_n, round(v[2] / ranks_n, 1)) for short, v in ranked
+        )
+    first = analyses[0]
+    vendors = {r["vendor"] for r in analyses}
+    devices = {r["device"] for r in analyses}
+    return SideSummary(
+        label=label,
+        files=tuple(r["file"] for r in analyses),
+        ranks=tuple(r["rank"] for r in analyses),
+        vendor=vendors.pop() if len(vendors) == 1 else None,
+        device=devices.pop() if len(devices) == 1 else None,
+        steps=tuple(first["window"].get("steps") or ()) if first["window"]["mode"] != "all" else (),
+        step_us=sum(step_by_rank) / ranks_n,
+        step_us_by_rank=tuple(step_by_rank),
+        host_step_us=(sum(host) / len(host)) if host else None,
+        buckets={k: buckets.get(k, 0.0) / ranks_n for k in BUCKETS},
+        communication_overlapped_us=overlapped / ranks_n,
+        kernels_per_step=kernels / ranks_n,
+        top_kernels=top_kernels,
+        notes=tuple(dict.fromkeys(notes)),
+    )
+
+
+def _default_label(analyses: Sequence[dict[str, Any]], fallback: str) -> str:
+    devices = {r.get("device") for r in analyses}
+    if len(devices) == 1:
+        device = devices.pop()
+        if device:
+            return device.replace("NVIDIA ", "").replace("AMD Instinct ", "")
+    return fallback
+
+
+def all_steps(trace) -> tuple[int, int] | None:
+    """Every profiler step of a trace as a ``steps`` range (None when it has none)."""
+    numbers = sorted({step.number for step in trace.steps})
+    return (numbers[0], numbers[-1]) if numbers else None
+
+
+def compare_traces(
+    a_paths: Iterable[str | Path],
+    b_paths: Iterable[str | Path],
+    labels: tuple[str | None, str | None] = (None, None),
+    steps: tuple[int | None, int | None] | None = None,
+    top: int = 3,
+) -> TraceComparison:
+    """Compare two trace sets (files, directories of traces, or run directories).
+
+    ``labels`` name the sides (default: the GPU name recorded in the traces).
+    ``steps`` restricts both sides to the same profiler steps (inclusive); by
+    default every profiler step of each trace is used (a trace without
+    profiler steps counts as one step).
+    """
+    from tprimat.trace.analyze import analyze_trace
+    from tprimat.trace.reader import read_trace
+
+    sides = []
+    for paths, label, fallback in ((a_paths, labels[0], "A"), (b_paths, labels[1], "B")):
+        files = [f for p in paths for f in trace_files(p)]
+        if not files:
+            raise TprimatError(f"side {fallback}: no trace files given")
+        analyses = []
+        for file in files:
+            trace = read_trace(file)
+            analyses.append(analyze_trace(trace, steps=steps or all_steps(trace), top=max(top, 5)))
+        sides.append(summarize_side(analyses, label or _default_label(analyses, fallback), top=top))
+    if sides[0].label == sides[1].label:
+        sides = [
+            attrs.evolve(sides[0], label=f"{sides[0].label} (A)"),
+            attrs.evolve(sides[1], label=f"{sides[1].label} (B)"),
+        ]
+    return TraceComparison(a=sides[0], b=sides[1])

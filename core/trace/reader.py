@@ -1,0 +1,312 @@
+"""Stream a Kineto (PyTorch profiler) Chrome-trace JSON file into compact per-rank arrays.
+
+A trace is read once, event by event (``ijson`` with its C backend), and only
+what the analysis needs is kept, in typed arrays rather than dicts:
+
+* GPU-timeline activity (``kernel``, ``gpu_memcpy``, ``gpu_memset``,
+  ``cuda_sync``): start, duration, interned name, category, stream and
+  correlation id;
+* host-side launches (``cuda_runtime``/``cuda_driver`` events that carry a
+  ``correlation``): correlation id and start, to place each kernel in the
+  profiler step that launched it;
+* ``ProfilerStep#N`` annotations of the host timeline.
+
+Everything else (cpu ops, python functions, flows, args) is dropped as it is
+read, so memory grows with the number of GPU activities and launches, not with
+the file.  Plain and gzip files are recognised by their first bytes, not by
+their names.  Top-level metadata (``distributedInfo``, ``deviceProperties``,
+the runtime versions) is read from the part of the file before
+``traceEvents``, where Kineto writes it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import attrs
+
+from tprimat.errors import TprimatError
+from tprimat.trace.categories import ACTIVITY_CATEGORIES
+
+_STEP = re.compile(r"^ProfilerStep\s*#\s*(\d+)")
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_TAIL = 1 << 18  # bytes of the document end kept to read metadata written after the events
+
+#: Kineto categories of GPU-timeline activity, in a fixed order (index = stored code).
+ACTIVITY_CODES: tuple[str, ...] = tuple(ACTIVITY_CATEGORIES)
+_ACTIVITY_INDEX = {cat: i for i, cat in enumerate(ACTIVITY_CODES)}
+_LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
+
+
+class TraceFormatError(TprimatError):
+    """A trace file that cannot be read: not JSON, truncated, not gzip, or not a Chrome trace."""
+
+
+@attrs.define
+class ProfilerStep:
+    number: int
+    ts: float  # µs, host clock
+    dur: float
+
+
+@attrs.define
+class RankTrace:
+    """What one trace file holds, compactly: one rank's GPU activity, launches and steps."""
+
+    path: Path
+    rank: int | None = None
+    world_size: int | None = None
+    vendor: str | None = None  # "nvidia" | "amd" | None
+    device: str | None = None
+    metadata: dict[str, Any] = attrs.Factory(dict)
+    names: list[str] = attrs.Factory(list)
+    # GPU activity, one entry per event
+    ts: array = attrs.Factory(lambda: array("d"))
+    dur: array = attrs.Factory(lambda: array("d"))
+    name_id: array = attrs.Factory(lambda: array("l"))
+    code: array = attrs.Factory(lambda: array("b"))  # index into ACTIVITY_CODES
+    stream: array = attrs.Factory(lambda: array("q"))
+    correlation: array = attrs.Factory(lambda: array("q"))
+    # host launches
+    launch_correlation: array = attrs.Factory(lambda: array("q"))
+    launch_ts: array = attrs.Factory(lambda: array("d"))
+    steps: list[ProfilerStep] = attrs.Factory(list)
+    events: int = 0  # events read in traceEvents
+
+    @property
+    def label(self) -> str:
+        return f"rank {self.rank}" if self.rank is not None else self.path.name
+
+
+def open_binary(path: Path) -> IO[bytes]:
+    """Open ``path`` for reading bytes, transparently gunzipping it when it starts with the gzip magic."""
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - returned to the caller
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot open trace: {exc.strerror or exc}") from None
+    head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+    if head == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    return raw
+
+
+def _json_errors() -> tuple[type[BaseException], ...]:
+    import ijson
+
+    return (ijson.JSONError, ijson.IncompleteJSONError, EOFError, gzip.BadGzipFile, OSError, ValueError)
+
+
+def _read_head(path: Path) -> tuple[str, dict[str, Any]]:
+    """Top-level metadata written before the event array, and the prefix of that array's items."""
+    import ijson
+
+    metadata: dict[str, Any] = {}
+    with open_binary(path) as fh:
+        parser = ijson.parse(fh, use_float=True)
+        builder: Any = None
+        key: str | None = None
+        try:
+            for prefix, event, value in parser:
+                if builder is not None:
+                    if prefix == key and event in ("end_map", "end_array"):
+                        builder.event(event, value)
+                        metadata[key] = builder.value
+                        builder, key = None, None
+                    else:
+                        builder.event(event, value)
+                    continue
+                if prefix == "" and event == "start_array":
+                    return "item", metadata  # a bare array of events
+                if prefix == "" and event in ("start_map", "map_key", "end_map"):
+                    continue
+                if prefix == "traceEvents" and event == "start_array":
+                    return "traceEvents.item", metadata
+                if "." in prefix:
+                    continue
+                if event in ("start_map", "start_array"):
+                    builder = ijson.ObjectBuilder()
+                    builder.event(event, value)
+                    key = prefix
+                elif event not in ("map_key",):
+                    metadata[prefix] = value
+        except _json_errors() as exc:
+            raise TraceFormatError(f"{path}: not a readable JSON trace ({_reason(exc)})") from None
+    raise TraceFormatError(f"{path}: no traceEvents array: not a Chrome/Kineto trace")
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:200]
+
+
+class _TailKeeper:
+    """A read-through wrapper that remembers the last bytes read (the metadata after the events)."""
+
+    def __init__(self, fh: IO[bytes], keep: int = _TAIL) -> None:
+        self._fh = fh
+        self._keep = keep
+        self.tail = b""
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._fh.read(size)
+        if data:
+            self.tail = (self.tail + data)[-self._keep :]
+        return data
+
+
+def iter_events(
+    path: Path, prefix: str = "traceEvents.item", tail: list[bytes] | None = None
+) -> Iterator[dict[str, Any]]:
+    """Yield the trace's events one by one; a truncated or malformed file raises :class:`TraceFormatError`.
+
+    When ``tail`` is a list, the last bytes of the document are appended to it at the end.
+    """
+    import ijson
+
+    count = 0
+    with open_binary(path) as fh:
+        keeper = _TailKeeper(fh)
+        try:
+            for event in ijson.items(keeper, prefix, use_float=True):
+                count += 1
+                yield event
+            keeper.read()  # the rest of the document after the events
+        except _json_errors() as exc:
+            raise TraceFormatError(
+                f"{path}: truncated or malformed trace after {count} events ({_reason(exc)})"
+            ) from None
+    if tail is not None:
+        tail.append(keeper.tail)
+
+
+_AFTER_ARRAY = re.compile(rb"\]\s*,\s*\"")
+
+
+def _metadata_after_events(tail: bytes) -> dict[str, Any]:
+    """Parse the top-level keys that follow the event array (``], "key": ... }``) from the file's tail."""
+    import json
+
+    for match in _AFTER_ARRAY.finditer(tail):
+        candidate = b"{" + tail[match.end() - 1 :]
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def read_trace(path: str | Path) -> RankTrace:
+    """Read one rank's trace file (plain or gzip JSON), streaming."""
+    path = Path(path)
+    prefix, metadata = _read_head(path)
+    trace = RankTrace(path=path, metadata=metadata)
+
+    names: dict[str, int] = {}
+    name_list = trace.names
+    ts_a, dur_a, nid_a, code_a = trace.ts, trace.dur, trace.name_id, trace.code
+    stream_a, corr_a = trace.stream, trace.correlation
+    lcorr_a, lts_a = trace.launch_correlation, trace.launch_ts
+    activity_index = _ACTIVITY_INDEX
+    launch_cats = _LAUNCH_CATEGORIES
+    events = 0
+    tail: list[bytes] = []
+    for event in iter_events(path, prefix, tail):
+        events += 1
+        if not isinstance(event, dict):
+            continue
+        cat = event.get("cat")
+        code = activity_index.get(cat)  # type: ignore[arg-type]
+        if code is not None:
+            dur = event.get("dur")
+            ts = event.get("ts")
+            if dur is None or ts is None or event.get("ph", "X") != "X":
+                continue
+            args = event.get("args") or {}
+            name = event.get("name", "")
+            nid = names.get(name)
+            if nid is None:
+                nid = names[name] = len(name_list)
+                name_list.append(name)
+            ts_a.append(float(ts))
+            dur_a.append(float(dur))
+            nid_a.append(nid)
+            code_a.append(code)
+            stream_a.append(_as_int(args.get("stream"), -1))
+            corr_a.append(_as_int(args.get("correlation"), -1))
+        elif cat in launch_cats:
+            args = event.get("args")
+            if args and "correlation" in args and event.get("ts") is not None:
+                lcorr_a.append(_as_int(args["correlation"], -1))
+                lts_a.append(float(event["ts"]))
+        elif cat != "gpu_user_annotation":
+            name = event.get("name")
+            if name and name.startswith("ProfilerStep"):
+                match = _STEP.match(name)
+                if match and event.get("dur") is not None and event.get("ts") is not None:
+                    trace.steps.append(
+                        ProfilerStep(int(match.group(1)), float(event["ts"]), float(event["dur"]))
+                    )
+    trace.events = events
+    if tail and prefix != "item":
+        for key, value in _metadata_after_events(tail[0]).items():
+            metadata.setdefault(key, value)
+    _identify(trace)
+    trace.steps.sort(key=lambda step: step.ts)
+    return trace
+
+
+def _as_int(value: Any, default: int) -> int:
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _identify(trace: RankTrace) -> None:
+    """Rank, world size, vendor and device name from the metadata (rank from the file name as fallback)."""
+    meta = trace.metadata
+    info = meta.get("distributedInfo")
+    if isinstance(info, dict):
+        trace.rank = _as_int(info.get("rank"), -1)
+        trace.world_size = _as_int(info.get("world_size"), -1)
+        if trace.rank < 0:
+            trace.rank = None
+        if trace.world_size is not None and trace.world_size < 0:
+            trace.world_size = None
+    if trace.rank is None:
+        match = _RANK_IN_NAME.search(trace.path.name)
+        if match:
+            trace.rank = int(match.group(1))
+    props = meta.get("deviceProperties")
+    if isinstance(props, list) and props and isinstance(props[0], dict):
+        trace.device = props[0].get("name") or None
+    if any(k in meta for k in ("roctracer_version", "hip_runtime_version", "hip_driver_version")):
+        trace.vendor = "amd"
+    elif any(k in meta for k in ("cupti_version", "cuda_runtime_version", "cuda_driver_version")):
+        trace.vendor = "nvidia"
+    elif trace.device:
+        lowered = trace.device.lower()
+        if any(k in lowered for k in ("nvidia", "tesla", "a100", "h100", "v100", "b200", "geforce")):
+            trace.vendor = "nvidia"
+        elif any(k in lowered for k in ("amd", "instinct", "radeon", "mi2", "mi3")):
+            trace.vendor = "amd"
+
+
+__all__ = [
+    "ACTIVITY_CODES",
+    "ProfilerStep",
+    "RankTrace",
+    "TraceFormatError",
+    "iter_events",
+    "open_binary",
+    "read_trace",
+]

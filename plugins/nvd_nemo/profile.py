@@ -1,0 +1,75 @@
+"""``nvd_nemo`` profiling: NeMo 2's profiler callbacks, as overrides of the generated recipe script.
+
+NeMo's ``nemo.lightning.pytorch.callbacks.PytorchProfilerCallback(start_step,
+end_step, warmup_steps, active_steps, trace_dir)`` starts ``torch.profiler``
+at the 0-based global step ``start_step`` and writes
+``<trace_dir>/device/rank-<r>.json`` on every rank (it has no rank filter;
+tprimat keeps the configured ranks when it collects traces).  For Nsight
+Systems, ``NsysCallback(start_step, end_step, ranks)`` opens and closes a CUDA
+profiler range over the same steps instead.
+
+The plan's ``overrides`` carry the callback as data under ``"callbacks"``
+(``{"target": ..., "kwargs": {...}}``); :func:`recipe_lines` renders the exact
+Python lines the generated recipe script adds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tprimat.plans import LaunchContext, ProfilePlan
+from tprimat.trace.window import nemo_window
+
+PYTORCH_CALLBACK = "nemo.lightning.pytorch.callbacks.PytorchProfilerCallback"
+NSYS_CALLBACK = "nemo.lightning.pytorch.callbacks.NsysCallback"
+TRACE_DIR = "torch_profile"  # below the run directory
+TRACE_GLOBS = (f"{TRACE_DIR}/device/rank-*.json",)
+
+
+def profile_plan(context: LaunchContext) -> ProfilePlan:
+    start, end, window = nemo_window(context.config)
+    callback = {
+        "target": PYTORCH_CALLBACK,
+        "kwargs": {
+            "start_step": start,
+            "end_step": end,
+            "warmup_steps": context.config.profile.warmup,
+            "active_steps": context.config.profile.active,
+            "trace_dir": str(context.run_dir / TRACE_DIR),
+        },
+    }
+    return ProfilePlan(
+        overrides={"callbacks": [callback], "profile_ranks": list(window.ranks)},
+        trace_globs=TRACE_GLOBS,
+        profiled_iterations=window.excluded,
+    )
+
+
+def nsys_plan(context: LaunchContext) -> ProfilePlan:
+    """A CUDA profiler range over the same steps, for ``nsys --capture-range=cudaProfilerApi``."""
+    start, end, window = nemo_window(context.config)
+    callback = {
+        "target": NSYS_CALLBACK,
+        "kwargs": {"start_step": start, "end_step": end, "ranks": list(window.ranks), "gen_shape": False},
+    }
+    return ProfilePlan(overrides={"callbacks": [callback]}, profiled_iterations=window.excluded)
+
+
+def recipe_lines(plan: ProfilePlan, recipe: str = "recipe") -> list[str]:
+    """Python lines that add the plan's callbacks to a NeMo-Run recipe (``recipe.trainer.callbacks``).
+
+    The generated script must already ``import nemo_run as run``.
+    """
+    lines: list[str] = []
+    for callback in plan.overrides.get("callbacks", []):
+        module, _, name = callback["target"].rpartition(".")
+        kwargs = ", ".join(f"{key}={_literal(value)}" for key, value in callback["kwargs"].items())
+        lines.append(f"from {module} import {name}")
+        lines.append(f"if {recipe}.trainer.callbacks is None:")
+        lines.append(f"    {recipe}.trainer.callbacks = []")
+        lines.append(f"{recipe}.trainer.callbacks.append(run.Config({name}, {kwargs}))")
+    return lines
+
+
+def _literal(value: Any) -> str:
+    return repr(value)
