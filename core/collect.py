@@ -8,7 +8,11 @@ records are keyed by iteration:
 
 * an exact repeat is dropped and counted;
 * a different record for an iteration already seen replaces it (the later
-  one is what training kept after a restart) and the replacement is noted.
+  one is what training kept after a restart) and the replacement is noted;
+* except that memory readings are merged, not replaced: Megatron prints an
+  iteration's memory on a separate line after the iteration line (one per
+  rank), so a record holding only memory fields completes the record of its
+  iteration, and for each memory field the largest reading is kept.
 """
 
 from __future__ import annotations
@@ -25,9 +29,39 @@ from tprimat.schema import IterationRecord
 MAX_ISSUES_KEPT = 50
 
 
+#: Fields that hold memory readings (merged by maximum across ranks and lines).
+MEMORY_FIELDS = tuple(
+    field.name for field in attrs.fields(IterationRecord) if field.name.startswith("mem_")
+)
+_NO_MEMORY = dict.fromkeys(MEMORY_FIELDS)
+
+
 def _comparable(record: IterationRecord) -> IterationRecord:
     # The same iteration read from two ranks' files differs only in where it was read.
     return attrs.evolve(record, source=None, timestamp=None)
+
+
+def _body(record: IterationRecord) -> IterationRecord:
+    return attrs.evolve(record, source=None, timestamp=None, **_NO_MEMORY)
+
+
+def is_memory_only(record: IterationRecord) -> bool:
+    return _body(record) == IterationRecord(iteration=record.iteration)
+
+
+def _merge(previous: IterationRecord, event: IterationRecord) -> IterationRecord | None:
+    """One record from two observations of an iteration, or None if they disagree."""
+    if _body(previous) == _body(event) or is_memory_only(event):
+        base = previous
+    elif is_memory_only(previous):
+        base = event
+    else:
+        return None
+    memory = {}
+    for name in MEMORY_FIELDS:
+        values = [v for v in (getattr(previous, name), getattr(event, name)) if v is not None]
+        memory[name] = max(values) if values else None
+    return attrs.evolve(base, **memory)
 
 
 @attrs.define
@@ -50,6 +84,14 @@ class EventCollector:
                 if _comparable(previous) == _comparable(event):
                     self.duplicates += 1
                     return None
+                merged = _merge(previous, event)
+                if merged is not None:
+                    if merged == previous:
+                        if not is_memory_only(event):
+                            self.duplicates += 1
+                        return None
+                    self.iterations[event.iteration] = merged
+                    return merged
                 self.replaced.append(event.iteration)
             self.iterations[event.iteration] = event
             return event
