@@ -336,7 +336,8 @@ class MegatronLogParser:
         if self._pending_reported:
             reported = {**self._pending_reported, **reported}
             self._pending_reported = {}
-        covers = self._covers(iteration)
+        # An interval holds at least the iterations it skipped (first line of an excerpt).
+        covers = max(self._covers(iteration), fields.get("skipped", 0))
         timestamp = self._timestamp(clean[: match.start()])
         for key, value in (("train_iters", total),
                            ("global_batch_size", fields.get("global_batch_size"))):
