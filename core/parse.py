@@ -270,25 +270,40 @@ def _result_config(
     )
 
 
+def _declared_sources(
+    config: BenchmarkConfig | None, config_label: str, workload: Workload
+) -> dict[str, str]:
+    keys = ("global_batch_size", "seq_length", "world_size")
+    if config is not None:
+        return dict.fromkeys(keys, config_label)
+    return {key: ("the command line" if getattr(workload, key) is not None
+                  else "the log (first value it states)") for key in keys}
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _check_workload(
     result_config: ResultConfig, records: list[IterationRecord], facts: dict[str, Any],
-    declared_by: str,
+    declared: dict[str, str],
 ) -> list[str]:
-    """Disagreements between the declared workload and the log, each naming both values."""
+    """Disagreements between the workload and the log, each naming both values and their source.
+
+    ``declared`` names where each workload value came from ("config run.toml",
+    "the command line", "the log"); values read from the log are
+    still checked against the log's own iteration lines.
+    """
     problems: list[str] = []
     gbs = result_config.global_batch_size
     if gbs is not None:
+        by = declared.get("global_batch_size", "the log")
         logged = sorted({r.global_batch_size for r in records if r.global_batch_size is not None})
         fact = _int(facts.get("global_batch_size"))
         if fact is not None and not logged:
             logged = [fact]
-        wrong = [v for v in logged if v != gbs]
-        if wrong:
-            problems.append(f"global batch size: {declared_by} says {gbs}, the log says "
+        if any(v != gbs for v in logged):
+            problems.append(f"global batch size: {by} says {gbs}, the log's iteration lines say "
                             f"{', '.join(str(v) for v in logged)}")
         counted = [r for r in records if r.consumed_samples is not None]
         for before, after in zip(counted, counted[1:], strict=False):
@@ -297,17 +312,18 @@ def _check_workload(
             got = after.consumed_samples - before.consumed_samples  # type: ignore[operator]
             if steps > 0 and got != expected:
                 problems.append(
-                    f"consumed samples: {declared_by} global batch {gbs} gives "
-                    f"{expected} samples over iterations {before.iteration}-{after.iteration}, "
-                    f"the log counts {got} ({before.source} -> {after.source})"
+                    f"consumed samples: global batch {gbs} ({by}) gives {expected} samples over "
+                    f"iterations {before.iteration}-{after.iteration}, the log counts {got} "
+                    f"({before.source} -> {after.source})"
                 )
                 break
-    for key, declared in (("seq_length", result_config.seq_length),
-                          ("world_size", result_config.world_size)):
+    for key, value in (("seq_length", result_config.seq_length),
+                       ("world_size", result_config.world_size)):
         fact = _int(facts.get(key))
-        if declared is not None and fact is not None and fact != declared:
+        if value is not None and fact is not None and fact != value:
             label = key.replace("_", " ")
-            problems.append(f"{label}: {declared_by} says {declared}, the log says {fact}")
+            problems.append(f"{label}: {declared.get(key, 'the log')} says {value}, "
+                            f"the log says {fact}")
     return problems
 
 
@@ -376,11 +392,11 @@ def parse_logs(
                          f"{backend}")
     facts = {key: fact.value for key, fact in collector.facts.items()}
 
-    declared_by = config_label if config is not None else "the command line"
     result_config = _result_config(config, workload, facts)
-    problems = _check_workload(result_config, timed, facts, declared_by)
+    declared = _declared_sources(config, config_label, workload)
+    problems = _check_workload(result_config, timed, facts, declared)
     if problems and not allow_mismatch:
-        raise ParseError("the log disagrees with " + declared_by + ": " + "; ".join(problems)
+        raise ParseError("the log does not match the workload: " + "; ".join(problems)
                          + " (check the inputs, or pass --allow-mismatch to keep the declared "
                          "values; the override is recorded)")
     notes.extend(f"mismatch overridden with --allow-mismatch: {p}" for p in problems)

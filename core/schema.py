@@ -206,6 +206,12 @@ def _structure_int(value: Any, _: type) -> int:
     return value
 
 
+def _structure_bool(value: Any, _: type) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
 def _structure_str(value: Any, _: type) -> str:
     if not isinstance(value, str):
         raise ValueError(f"expected a string, got {value!r}")
@@ -223,6 +229,8 @@ def _make_converter() -> cattrs.Converter:
     converter.register_unstructure_hook(float, _unstructure_float)
     converter.register_structure_hook(float, _structure_float)
     converter.register_structure_hook(int, _structure_int)
+    # bool is a subclass of int: without its own hook the int hook would reject true/false.
+    converter.register_structure_hook(bool, _structure_bool)
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(float | str | None, _structure_reported)
     for cls in (RunInfo, Hardware, Software, ResultConfig, IterationRecord, Stats, Summary,

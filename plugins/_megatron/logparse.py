@@ -370,6 +370,8 @@ class MegatronLogParser:
             covers = self._previous_covers  # the same line again (another rank, a copy)
         elif previous is not None and iteration > previous:
             covers = iteration - previous
+            if self.log_interval and covers > self.log_interval:
+                covers = self.log_interval  # lines are missing in between, not a longer interval
         elif self.log_interval and iteration >= self.log_interval:
             covers = self.log_interval  # first line, or a restart from a checkpoint
         else:
