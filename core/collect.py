@@ -33,34 +33,59 @@ MAX_ISSUES_KEPT = 50
 MEMORY_FIELDS = tuple(
     field.name for field in attrs.fields(IterationRecord) if field.name.startswith("mem_")
 )
-_NO_MEMORY = dict.fromkeys(MEMORY_FIELDS)
+# The same iteration read from two ranks' files differs only in where it was read.
+_BODY_FIELDS = tuple(
+    field.name for field in attrs.fields(IterationRecord)
+    if field.name not in ("iteration", "source", "timestamp") and field.name not in MEMORY_FIELDS
+)
 
 
-def _comparable(record: IterationRecord) -> IterationRecord:
-    # The same iteration read from two ranks' files differs only in where it was read.
-    return attrs.evolve(record, source=None, timestamp=None)
+def _same(value: Any) -> Any:
+    """A value for comparison: NaN equals NaN here (two copies of a NaN loss are one line)."""
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, dict):
+        return tuple(sorted((k, _same(v)) for k, v in value.items()))
+    return value
 
 
-def _body(record: IterationRecord) -> IterationRecord:
-    return attrs.evolve(record, source=None, timestamp=None, **_NO_MEMORY)
+def _body_key(record: IterationRecord) -> tuple:
+    return tuple(_same(getattr(record, name)) for name in _BODY_FIELDS)
+
+
+def _memory_key(record: IterationRecord) -> tuple:
+    return tuple(getattr(record, name) for name in MEMORY_FIELDS)
+
+
+_EMPTY_BODY = _body_key(IterationRecord(iteration=0))
 
 
 def is_memory_only(record: IterationRecord) -> bool:
-    return _body(record) == IterationRecord(iteration=record.iteration)
+    """Whether ``record`` holds nothing but memory readings (a Megatron memory line)."""
+    return _body_key(record) == _EMPTY_BODY
 
 
-def _merge(previous: IterationRecord, event: IterationRecord) -> IterationRecord | None:
+def _merge(
+    previous: IterationRecord, event: IterationRecord, previous_body: tuple | None = None
+) -> IterationRecord | None:
     """One record from two observations of an iteration, or None if they disagree."""
-    if _body(previous) == _body(event) or is_memory_only(event):
+    if previous_body is None:
+        previous_body = _body_key(previous)
+    event_body = _body_key(event)
+    if previous_body == event_body or event_body == _EMPTY_BODY:
         base = previous
-    elif is_memory_only(previous):
+    elif previous_body == _EMPTY_BODY:
         base = event
     else:
         return None
+    if base is previous and _memory_key(previous) == _memory_key(event):
+        return previous
     memory = {}
     for name in MEMORY_FIELDS:
         values = [v for v in (getattr(previous, name), getattr(event, name)) if v is not None]
         memory[name] = max(values) if values else None
+    if base is previous and all(memory[n] == getattr(previous, n) for n in MEMORY_FIELDS):
+        return previous
     return attrs.evolve(base, **memory)
 
 
@@ -75,25 +100,28 @@ class EventCollector:
     issue_count: int = 0
     duplicates: int = 0
     replaced: list[int] = attrs.Factory(list)
+    _bodies: dict[int, tuple] = attrs.Factory(dict)  # comparison keys of the kept records
 
     def add(self, event: Any) -> IterationRecord | None:
         """Take one event; return the record if it is a new or replaced iteration."""
         if isinstance(event, IterationRecord):
             previous = self.iterations.get(event.iteration)
             if previous is not None:
-                if _comparable(previous) == _comparable(event):
-                    self.duplicates += 1
-                    return None
-                merged = _merge(previous, event)
+                body = self._bodies.get(event.iteration)
+                if body is None:
+                    body = self._bodies[event.iteration] = _body_key(previous)
+                merged = _merge(previous, event, body)
                 if merged is not None:
-                    if merged == previous:
+                    if merged is previous:
                         if not is_memory_only(event):
                             self.duplicates += 1
                         return None
                     self.iterations[event.iteration] = merged
+                    self._bodies.pop(event.iteration, None)
                     return merged
                 self.replaced.append(event.iteration)
             self.iterations[event.iteration] = event
+            self._bodies.pop(event.iteration, None)
             return event
         if isinstance(event, LogFact):
             known = self.facts.get(event.key)

@@ -160,23 +160,27 @@ def find_log_files(paths: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
 # -- reading -------------------------------------------------------------------------------
 
 
-class _TruncationWatch:
-    """Streams a file's lines; a last line without a newline is held back and reported."""
+def _ends_mid_line(path: Path) -> bool:
+    """Whether the file's last line has no newline (the writer stopped in the middle of it)."""
+    with open(path, "rb") as handle:
+        handle.seek(0, 2)
+        if handle.tell() == 0:
+            return False
+        handle.seek(-1, 2)
+        return handle.read(1) not in (b"\n", b"\r")
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.truncated_line: int | None = None
 
-    def lines(self) -> Iterator[str]:
-        with open(self.path, encoding="utf-8", errors="replace", newline=None) as handle:
-            lineno = 0
-            for lineno, line in enumerate(handle, 1):
-                if not line.endswith("\n"):
-                    self.truncated_line = lineno
-                    return
-                if "\x00" in line:
-                    line = line.replace("\x00", "")
-                yield line
+def _count_lines(path: Path) -> int:
+    with open(path, "rb") as handle:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b"")) + 1
+
+
+def _all_but_last(lines: Iterable[str]) -> Iterator[str]:
+    held = None
+    for line in lines:
+        if held is not None:
+            yield held
+        held = line
 
 
 def _open_error(path: Path, exc: OSError) -> ParseError:
@@ -375,15 +379,20 @@ def parse_logs(
     truncated: list[str] = []
     common = _common_parent(files)
     for path in files:
-        watch = _TruncationWatch(path)
         source = _display_name(path, common)
         try:
-            events = registry.parse_metrics(backend, lines=watch.lines(), source=source)
-            collector.consume(events)
+            cut = _ends_mid_line(path)
+            # Text mode: any line ending, undecodable bytes replaced (binary junk is kept
+            # as junk and skipped by the parser, never raised).
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                lines: Iterable[str] = _all_but_last(handle) if cut else handle
+                collector.consume(
+                    registry.parse_metrics(backend, lines=lines, source=source)
+                )
+                if cut:
+                    truncated.append(f"{source}:{_count_lines(path)}")
         except OSError as exc:
             raise _open_error(path, exc) from None
-        if watch.truncated_line is not None:
-            truncated.append(f"{source}:{watch.truncated_line}")
     records = collector.records
     timed = [r for r in records if not is_memory_only(r)]
     if not timed:

@@ -37,7 +37,6 @@ _ITERATION_RE = re.compile(r"(?<![A-Za-z_])iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 _MEGATRON_TS_RE = re.compile(r"\[(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}(?:\.\d+)?)\]\s*$")
 _PRIMUS_TS_RE = re.compile(r"\[(\d{4})(\d{2})(\d{2}) (\d{2}:\d{2}:\d{2})\]")
 _MEMORY_RE = re.compile(r"\(after (\d+) iterations?\) memory \(MB\)\s*\|(.*)")
-_RANK_RE = re.compile(r"\[Rank (\d+)\]")
 _ARG_RE = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_]*) \.{2,} (\S.*?)\s*$")
 _RANK_PREFIX_RE = re.compile(r"^rank-\d+\s+")
 _VERSION_RE = re.compile(r"\b(NCCL|RCCL|HIP|ROCm) version\s*:?\s+(\S+)")
@@ -104,17 +103,22 @@ def strip_ansi(text: str) -> str:
 
 def parse_float(text: str) -> float:
     """A float as a log prints it (``1.5E-04``, ``nan``, ``inf``); anything else is an error."""
-    value = text.strip()
-    if not _NUMBER_RE.fullmatch(value):
-        raise LineError(f"not a number: {value[:40]!r}")
-    return float(value)
+    # float() alone would also take "1_000" and non-ASCII digits.
+    if text.isascii() and "_" not in text:
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    raise LineError(f"not a number: {text.strip()[:40]!r}")
 
 
 def parse_int(text: str) -> int:
-    value = text.strip()
-    if not _INT_RE.fullmatch(value):
-        raise LineError(f"not an integer: {value[:40]!r}")
-    return int(value)
+    if text.isascii() and "_" not in text:
+        try:
+            return int(text)
+        except ValueError:
+            pass
+    raise LineError(f"not an integer: {text.strip()[:40]!r}")
 
 
 def parse_pair(text: str) -> tuple[float, float | None]:
@@ -171,10 +175,15 @@ class MegatronLogParser:
     """
 
     name = "megatron-lm"
+    #: Substrings that make a line worth reading (see :func:`iter_events`).
+    triggers: tuple[str, ...] = ("iteration", " ....", "version")
+    #: After the first iteration line only these are looked for (start-up is over).
+    running_triggers: tuple[str, ...] = ("iteration",)
 
     def __init__(self, source: str) -> None:
         self.source = source
         self.log_interval: int | None = None
+        self.started = False  # an iteration line has been read
         self._previous_iteration: int | None = None
         self._previous_covers = 1
         self._facts: dict[str, Any] = {}
@@ -221,6 +230,10 @@ class MegatronLogParser:
 
     # -- the stream -----------------------------------------------------------------------
 
+    def holds_line(self) -> bool:
+        """Whether an iteration line continued on the next line is being held."""
+        return self._pending is not None
+
     def feed(self, line: str, lineno: int) -> list[Event] | None:
         """Events read from one complete line."""
         held: list[Event] | None = None
@@ -238,7 +251,7 @@ class MegatronLogParser:
             found = self._iteration_or_memory(line, lineno)
             if found is not None:
                 return found
-        if " .." in line:
+        if " ...." in line:
             found = self._argument(line, lineno)
             if found is not None:
                 return found
@@ -314,7 +327,9 @@ class MegatronLogParser:
             key, sep, value = segment.partition(":")
             if not sep:
                 continue
-            key = _RANK_PREFIX_RE.sub("", key.strip())
+            key = key.strip()
+            if key.startswith("rank-"):
+                key = _RANK_PREFIX_RE.sub("", key)
             handler = self._handlers.get(key)
             try:
                 if handler is not None:
@@ -362,6 +377,7 @@ class MegatronLogParser:
         except (TypeError, ValueError) as exc:
             return [*events, self.issue(lineno, f"iteration line rejected: {exc}")]
         events.append(record)
+        self.started = True
         return events
 
     def _covers(self, iteration: int) -> int:
@@ -516,21 +532,66 @@ class MegatronLogParser:
         fields["_gib_label"] = True
 
 
-def iter_events(parser: MegatronLogParser, lines: Iterable[str]) -> Iterator[Event]:
-    """Run ``parser`` over ``lines`` lazily: each event is yielded as soon as its line is read."""
+def iter_events(parser: MegatronLogParser | Any, lines: Iterable[str]) -> Iterator[Event]:
+    """Run ``parser`` over ``lines`` lazily: each event is yielded as soon as its line is read.
+
+    Most lines of a training log hold nothing a parser wants; a line is only
+    handed to ``parser.feed`` when it contains one of the parser's trigger
+    substrings (plain ``in`` tests, the cheapest check Python has), or when
+    the parser holds an unfinished line.  Start-up lines (arguments,
+    versions) are only looked for until training starts: after the first
+    iteration line, ``parser.running_triggers`` replace ``parser.triggers``.
+    """
+    numbered = enumerate(lines, 1)
     lineno = 0
-    for lineno, line in enumerate(lines, 1):
+
+    def handle(line: str, number: int) -> list[Event] | None:
         try:
-            events = parser.feed(line, lineno)
+            return parser.feed(line, number)
         except Exception as exc:  # a parser bug must not lose the rest of the log
-            yield ParseIssue(source=parser.where(lineno),
-                             message=f"line not understood ({type(exc).__name__}); skipped")
-            continue
-        if events:
-            yield from events
+            return [ParseIssue(source=parser.where(number),
+                               message=f"line not understood ({type(exc).__name__}); skipped")]
+
+    for phase, triggers in enumerate((parser.triggers, parser.running_triggers)):
+        if not 1 <= len(triggers) <= 8:
+            raise ValueError("between 1 and 8 trigger strings")
+        t1, t2, t3, t4, t5, t6, t7, t8 = tuple(triggers) + (triggers[0],) * (8 - len(triggers))
+        pending = parser.holds_line()
+        # One loop per number of triggers: the test of a line that holds nothing is the cost
+        # of parsing a log, so it is kept to the fewest substring scans.
+        if len(triggers) == 1:
+            for lineno, line in numbered:
+                if not pending and t1 not in line:
+                    continue
+                events = handle(line, lineno)
+                pending = parser.holds_line()
+                if events:
+                    yield from events
+                if phase == 0 and parser.started:
+                    break
+        elif len(triggers) == 2:
+            for lineno, line in numbered:
+                if not pending and t1 not in line and t2 not in line:
+                    continue
+                events = handle(line, lineno)
+                pending = parser.holds_line()
+                if events:
+                    yield from events
+                if phase == 0 and parser.started:
+                    break
+        else:
+            for lineno, line in numbered:
+                if not (pending or t1 in line or t2 in line or t3 in line or t4 in line
+                        or t5 in line or t6 in line or t7 in line or t8 in line):
+                    continue
+                events = handle(line, lineno)
+                pending = parser.holds_line()
+                if events:
+                    yield from events
+                if phase == 0 and parser.started:
+                    break
     try:
         yield from parser.finish()
     except Exception as exc:
         yield ParseIssue(source=parser.where(lineno),
                          message=f"end of log not understood ({type(exc).__name__})")
-

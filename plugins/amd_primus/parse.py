@@ -9,7 +9,7 @@ iterations printed without the ``/avg`` half and without tokens;
 (C) ``compute per GPU (TFLOP/s/GPU): X (avg Y)`` and ``tokens/s/GPU
 inst/harmonic mean: X/Y``.  All three are Megatron ``key: value |`` lines, so
 the shared parser reads them; this module adds Primus's own lines (its
-argument listing, the throughput extension's settings, the detected GPU).
+argument listing and the throughput extension's settings).
 
 Primus prints memory computed as ``bytes / 1024**3`` with a "GB" label; the
 values are recorded as GiB and a fact notes the label.
@@ -33,15 +33,17 @@ _PRIMUS_ARG_RE = re.compile(
     r":\s+([A-Za-z_][A-Za-z0-9_]*)\s+: (.*?) \((?:int|bool|str|float|list|dict|NoneType)\)\s*$"
 )
 _EXTENSION_RE = re.compile(r"initialized with seq_len: (\d+) world_size: (\d+)")
-_GPU_MODEL_RE = re.compile(r"Detected GPU model: (\S+)")
-_TYPE_TAGS = ("(int)", "(bool)", "(str)", "(float)", "(list)")
 
 
 class PrimusLogParser(MegatronLogParser):
     name = "primus"
+    # Kept short: every start-up line is tested against each of these.  Primus's typed
+    # argument listing is read for integers only; the boolean precision flags also appear in
+    # Megatron's own argument dump (" ...."), which Primus prints at DEBUG level.
+    triggers = (*MegatronLogParser.triggers, "(int)", "initialized with seq_len")
 
     def extra_line(self, line: str, lineno: int) -> list[Event] | None:
-        if any(tag in line for tag in _TYPE_TAGS):
+        if "(int)" in line:
             match = _PRIMUS_ARG_RE.search(strip_ansi(line).rstrip())
             if match is not None:
                 key = FACT_ARGUMENTS.get(match.group(1))
@@ -55,11 +57,6 @@ class PrimusLogParser(MegatronLogParser):
                 facts = [self.fact("seq_length", int(match.group(1)), lineno),
                          self.fact("world_size", int(match.group(2)), lineno)]
                 return [f for f in facts if f is not None]
-        if "Detected GPU model" in line:
-            match = _GPU_MODEL_RE.search(strip_ansi(line))
-            if match is not None:
-                fact = self.fact("device_name", match.group(1), lineno)
-                return [fact] if fact is not None else []
         return super().extra_line(line, lineno)
 
 

@@ -24,6 +24,8 @@ _STEP_TIME_RE = re.compile(
 
 class MegatronLMLogParser(MegatronLogParser):
     name = "megatron-lm"
+    triggers = (*MegatronLogParser.triggers, "Step Time")
+    running_triggers = ("iteration", "Step Time")
 
     def extra_line(self, line: str, lineno: int) -> list[Event] | None:
         if "Step Time" in line:

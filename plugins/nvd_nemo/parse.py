@@ -28,6 +28,7 @@ from typing import Any
 from tprimat.plugins._megatron.logparse import (
     LineError,
     _normal_key,
+    iter_events,
     parse_float,
     parse_int,
     strip_ansi,
@@ -49,11 +50,14 @@ class NemoLogParser:
     """Stateful reader of one stream of NeMo 2 log lines."""
 
     name = "nemo"
+    triggers = ("Training epoch", "MEMBER:", "train_step_timing in s: [")
+    running_triggers = ("Training epoch", "train_step_timing in s: [")
 
     def __init__(self, source: str) -> None:
         self.source = source
         self._facts: dict[str, Any] = {}
         self._seen_step_lines = False
+        self.started = False
         self._summary: tuple[list[float], int] | None = None
 
     def where(self, lineno: int) -> str:
@@ -67,6 +71,9 @@ class NemoLogParser:
             return None
         self._facts[key] = value
         return LogFact(key=key, value=value, source=self.where(lineno))
+
+    def holds_line(self) -> bool:
+        return False
 
     def feed(self, line: str, lineno: int) -> list[Event] | None:
         if "Training epoch" in line:
@@ -90,7 +97,7 @@ class NemoLogParser:
         return None
 
     def _step(self, match: re.Match[str], lineno: int) -> list[Event]:
-        self._seen_step_lines = True
+        self._seen_step_lines = self.started = True
         batch_index, last_index = int(match.group(2)), int(match.group(3))
         values: dict[str, str] = {}
         for segment in match.group(4).split("|"):
@@ -184,19 +191,4 @@ def _whole(text: str) -> int:
 
 def parse_nemo(lines: Iterable[str], source: str) -> Iterator[Event]:
     """Events from a NeMo 2 log, yielded as each line is read."""
-    parser = NemoLogParser(source)
-    lineno = 0
-    for lineno, line in enumerate(lines, 1):
-        try:
-            events = parser.feed(line, lineno)
-        except Exception as exc:
-            yield ParseIssue(source=parser.where(lineno),
-                             message=f"line not understood ({type(exc).__name__}); skipped")
-            continue
-        if events:
-            yield from events
-    try:
-        yield from parser.finish()
-    except Exception as exc:
-        yield ParseIssue(source=parser.where(lineno),
-                         message=f"end of log not understood ({type(exc).__name__})")
+    return iter_events(NemoLogParser(source), lines)

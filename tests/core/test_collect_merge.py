@@ -37,3 +37,10 @@ def test_different_values_still_replace():
     collector.add(line(3, 1.5))
     assert collector.records[0].step_time_s == 1.5
     assert collector.replaced == [3]
+
+
+def test_two_copies_of_a_nan_loss_line_are_one_duplicate():
+    collector = EventCollector()
+    collector.add(IterationRecord(iteration=2, step_time_s=1.0, loss=float("nan"), source="r7:5"))
+    collector.add(IterationRecord(iteration=2, step_time_s=1.0, loss=float("nan"), source="r0:9"))
+    assert collector.duplicates == 1 and collector.replaced == []

@@ -15,8 +15,10 @@ from tprimat.schema import Hardware, Software
 from tests.plugins.logfixtures import LOGS
 
 FULL15 = LOGS / "megatron/mlm_core0.16rc0_2026-03-31_llama3-1b_1gpu_GH200_full15iter_stdout.log"
-P57 = LOGS / "primus/primus_AMD-AGI-Primus_deepseek-v4_p57r2_no_tilelang_v2_proxy_trace_MI355X_2026-05-15_full.log"
-CELL46 = LOGS / "nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell46_preemption_sigterm_step4.log"
+P57 = LOGS / ("primus/primus_AMD-AGI-Primus_deepseek-v4_p57r2_no_tilelang_v2_proxy_trace_"
+              "MI355X_2026-05-15_full.log")
+CELL46 = LOGS / ("nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell46_preemption_"
+                 "sigterm_step4.log")
 M2023 = LOGS / "megatron/mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log"
 
 
@@ -114,14 +116,16 @@ def test_a_log_with_several_batch_sizes_is_not_silently_averaged(registry):
     # These lines come from different runs (64, 128 and 256 sequences per step).
     path = LOGS / ("primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_"
                    "MI325X_2025-10to12.log")
-    with pytest.raises(ParseError, match=r"the log \(first value it states\) says 128.*64, 128, 256"):
+    expected = r"the log \(first value it states\) says 128.*64, 128, 256"
+    with pytest.raises(ParseError, match=expected):
         parse_logs([path], registry=registry)
 
 
 def test_manifest_next_to_the_log_gives_hardware(registry, tmp_path):
     shutil.copy(P57, tmp_path / "run.log")
     manifest = Manifest(tprimat_version="0.1.0", created_at="2026-05-15T17:00:00+00:00",
-                        hardware=Hardware(device_name="AMD Instinct MI355X", device_count_per_node=8),
+                        hardware=Hardware(device_name="AMD Instinct MI355X",
+                                          device_count_per_node=8),
                         software=Software(rocm="7.0.0"), platform="amd")
     write_manifest(manifest, tmp_path)
     result = parse_logs([tmp_path / "run.log"], registry=registry).result
@@ -197,8 +201,9 @@ def test_primus_tree_reads_one_family_per_rank_oldest_first(registry, tmp_path):
     top = _primus_tree(tmp_path)
     files, notes = find_log_files([top])
     names = [(f.parent.name, f.name) for f in files]
-    assert names == [("rank-0", "debug.2026-05-15_17-10-00_000001.log"), ("rank-0", "debug.log"),
-                     ("rank-7", "debug.2026-05-15_17-10-00_000001.log"), ("rank-7", "debug.log")]
+    rotated = "debug.2026-05-15_17-10-00_000001.log"
+    assert names == [("rank-0", rotated), ("rank-0", "debug.log"),
+                     ("rank-7", rotated), ("rank-7", "debug.log")]
     assert "2 rank directories" in notes[0]
     result = parse_logs([top], registry=registry).result
     assert [r.iteration for r in result.iterations] == list(range(1, 11))

@@ -131,7 +131,8 @@ def test_cut_off_wrapped_line_at_end_is_reported():
 
 
 def test_gib_label_note_and_device_memory():
-    line = (" iteration 3/ 10 | elapsed time per iteration (ms): 909.4/909.4 | global batch size: 16"
+    line = (" iteration 3/ 10 | elapsed time per iteration (ms): 909.4/909.4 | "
+            "global batch size: 16"
             " | number of skipped iterations: 0 | number of nan iterations: 0 |"
             " hip mem usage/free/total/usage_ratio: 23.06GB/264.93GB/287.98GB/8.01%  |"
             " rocm mem usage/free/total/usage_ratio: 25.24GB/262.74GB/287.98GB/8.76% |"
@@ -146,7 +147,8 @@ def test_gib_label_note_and_device_memory():
 
 def test_versions_become_facts():
     facts = facts_of(parse(["0: RCCL version : 2.20.5-develop:c246e25\n",
-                            "0: ROCm version : 6.1.0.0-82-5fabb4c\n", "NCCL version 2.27.3+cuda12.9\n"]))
+                            "0: ROCm version : 6.1.0.0-82-5fabb4c\n",
+                            "NCCL version 2.27.3+cuda12.9\n"]))
     assert facts["collectives"] == "RCCL 2.20.5-develop:c246e25"
     assert facts["rocm_version"] == "6.1.0.0-82-5fabb4c"
 

@@ -1,4 +1,4 @@
-"""Golden test: the ROCm fork of Megatron-LM (srun prefixes, ``mem usages``, RCCL/HIP/ROCm versions)."""
+"""Golden test: the ROCm fork of Megatron-LM (srun prefixes, ``mem usages``, versions)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Golden tests: every Megatron-LM and Megatron-Bridge fixture, checked against its lines by hand."""
+"""Golden tests: every Megatron-LM and Megatron-Bridge fixture, checked by hand."""
 
 from __future__ import annotations
 
@@ -100,7 +100,8 @@ def test_bridge_step_time_line_is_reported_beside_the_iteration():
 
 
 def test_bridge_glued_text_and_per_rank_memory():
-    collector = collect(parse_megatron, LOGS / "bridge/mbridge_2025-08-29_llama_recipe_20iter_out1.txt")
+    name = "bridge/mbridge_2025-08-29_llama_recipe_20iter_out1.txt"
+    collector = collect(parse_megatron, LOGS / name)
     records = timed(collector)
     assert records[0].grad_norm == 20.435  # "> padded vocab ..." glued after the line
     assert records[0].mem_max_reserved_gib == pytest.approx(56088.0 / 1024)  # rank 0 > rank 1
@@ -122,7 +123,7 @@ using world size: 16, data-parallel size: 4, context-parallel size: 1, tensor-mo
 [Rank 0] (after 5 iterations) memory (MB) | allocated: 30512.5 | max allocated: 51200.25 | reserved: 55002.0 | max reserved: 55002.0
  [2025-11-02 09:14:38.533904] iteration       10/      30 | consumed samples:         2560 | elapsed time per iteration (ms): 6282.1 | throughput per GPU (TFLOP/s/GPU): 410.0 | learning rate: 1.500000E-04 | global batch size:   256 | lm loss: NAN | loss scale: 1.0 | grad norm: 3.007 | number of skipped iterations:   0 | number of nan iterations:   1 |
  [2025-11-02 09:15:09.917456] iteration       15/      30 | consumed samples:         3840 | elapsed time per iteration (ms): 6276.8 | throughput per GPU (TFLOP/s/GPU): 410.4 | learning rate: 1.496000E-04 | global batch size:   256 | lm loss: 8.900312E+00 | loss scale: 1.0 | grad norm: 1.554 | number of skipped iterations:   0 | number of nan iterations:   0 |
-"""
+"""  # noqa: E501
     events = list(parse_megatron(text.splitlines(True), "new.log"))
     from tprimat.collect import EventCollector
     collector = EventCollector().consume(events)

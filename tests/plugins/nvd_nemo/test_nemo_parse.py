@@ -15,7 +15,8 @@ from tprimat.schema import IterationRecord
 from tests.plugins.logfixtures import LOGS, collect, events_of, facts_of, issues_of, timed
 
 CELL14 = "nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell14_normal_run.log"
-CELL22 = "nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell22_crash_at_step17_injob_restart.log"
+CELL22 = ("nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell22_crash_at_step17_"
+          "injob_restart.log")
 CELL46 = "nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell46_preemption_sigterm_step4.log"
 PEFT = "nemo/nemo2_2024-11_peft_lora_llama3-8b_cell20_finetune.log"
 AWS = "nemo/nemo2_2025-08_NeMo-AWS-PERF_README_TFLOPS_per_GPU_3iter_doc_excerpt.log"
