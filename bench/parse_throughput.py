@@ -8,12 +8,14 @@ lines, and the other ranks hold the start-up and argument lines.  Every block
 of the fixture becomes 10 new iterations, so the run is one long training log.
 
 Reported: MB/s of ``tprimat.parse.parse_logs`` end to end (files -> result),
-of the parser alone (events, no collection), peak RSS of each in a fresh
+of the parser alone (events, no collection) reading a ``LogFile`` as
+``tprimat parse`` does and reading plain text lines as a live run does, both
+in wall time and in CPU time (the fair figure on a shared machine), peak RSS of each in a fresh
 process for the full tree and for one eighth of it (flat memory: the peak
 must not grow with the log), and ``grep -c iteration`` on the same files.
 Each figure is the best of ``--repeat`` runs, since the machine may be shared.
 
-    python bench/parse_throughput.py [--size-mb 1024] [--keep]
+    python bench/parse_throughput.py [--size-mb 1100] [--repeat 3] [--keep]
 """
 
 from __future__ import annotations
@@ -95,24 +97,25 @@ def _measure(mode: str, tree: Path) -> dict:
     """Run one measurement in a fresh process so peak RSS is its own."""
     code = f"""
 import json, resource, sys, time
+from tprimat.logfile import LogFile
 from tprimat.parse import find_log_files, parse_logs
 from tprimat.registry import Registry
 registry = Registry.from_environment()
 files, _ = find_log_files([{str(tree)!r}])
 size = sum(f.stat().st_size for f in files)
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 if {mode!r} == "parse_logs":
     outcome = parse_logs([{str(tree)!r}], registry=registry, backend="amd_primus")
     iterations = len(outcome.result.iterations)
 else:
     iterations = 0
     for f in files:
-        with open(f, encoding="utf-8", errors="replace") as handle:
-            for event in registry.parse_metrics("amd_primus", lines=handle, source=f.name):
-                iterations += 1
-elapsed = time.perf_counter() - start
+        lines = LogFile(f) if {mode!r} == "parser only" else open(f, errors="replace")
+        for event in registry.parse_metrics("amd_primus", lines=lines, source=f.name):
+            iterations += 1
+elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({{"bytes": size, "seconds": elapsed, "peak_rss_mib": peak,
+print(json.dumps({{"bytes": size, "seconds": elapsed, "cpu_seconds": cpu, "peak_rss_mib": peak,
                    "items": iterations, "files": len(files)}}))
 """
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
@@ -129,7 +132,7 @@ def _grep(tree: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size-mb", type=int, default=1024)
+    parser.add_argument("--size-mb", type=int, default=1100)
     parser.add_argument("--root", default="/tmp/tprimat-bench-parse")
     parser.add_argument("--keep", action="store_true", help="keep the generated trees")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (best kept)")
@@ -142,25 +145,28 @@ def main() -> None:
     built = time.perf_counter() - start
     rows = []
     for label, tree in (("full", full), ("eighth", small)):
-        for mode in ("parse_logs", "parser only"):
+        for mode in ("parse_logs", "parser only", "parser, line by line"):
             # Best of --repeat runs, each in a fresh process (the machine may be shared).
             runs = [_measure(mode, tree) for _ in range(args.repeat)]
             m = min(runs, key=lambda r: r["seconds"])
+            cpu = min(r["cpu_seconds"] for r in runs)
             rows.append((label, mode, m["bytes"] / 1e6, m["files"], m["seconds"],
-                         m["bytes"] / 1e6 / m["seconds"], max(r["peak_rss_mib"] for r in runs),
-                         m["items"]))
+                         m["bytes"] / 1e6 / m["seconds"], m["bytes"] / 1e6 / cpu,
+                         max(r["peak_rss_mib"] for r in runs), m["items"]))
         grep = min((_grep(tree) for _ in range(args.repeat)), key=lambda g: g["seconds"])
         rows.append((label, "grep -c iteration", m["bytes"] / 1e6, m["files"], grep["seconds"],
-                     m["bytes"] / 1e6 / grep["seconds"], None, grep["count"]))
+                     m["bytes"] / 1e6 / grep["seconds"], None, None, grep["count"]))
     print(f"trees built in {built:.0f} s under {root} (python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs)")
-    header = ("tree", "what", "MB", "files", "seconds", "MB/s", "peak RSS MiB",
-              "iterations/events/lines")
-    print(" | ".join(header))
+    header = ("tree", "what", "MB", "files", "wall s", "MB/s (wall)", "MB/s (CPU time)",
+              "peak RSS MiB", "iterations / events / matching lines")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
     for row in rows:
         cells = [row[0], row[1], f"{row[2]:.0f}", str(row[3]), f"{row[4]:.2f}", f"{row[5]:.0f}",
-                 "-" if row[6] is None else f"{row[6]:.0f}", str(row[7])]
-        print(" | ".join(cells))
+                 "-" if row[6] is None else f"{row[6]:.0f}",
+                 "-" if row[7] is None else f"{row[7]:.0f}", str(row[8])]
+        print("| " + " | ".join(cells) + " |")
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
 

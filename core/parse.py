@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from tprimat.assemble import assemble_result
 from tprimat.collect import EventCollector, is_memory_only
 from tprimat.config import BenchmarkConfig, default_config_dict
 from tprimat.errors import TprimatError
+from tprimat.logfile import LogFile
 from tprimat.manifest import Manifest, find_manifest, load_manifest
 from tprimat.metrics import _ranges
 from tprimat.schema import (
@@ -173,14 +174,6 @@ def _ends_mid_line(path: Path) -> bool:
 def _count_lines(path: Path) -> int:
     with open(path, "rb") as handle:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b"")) + 1
-
-
-def _all_but_last(lines: Iterable[str]) -> Iterator[str]:
-    held = None
-    for line in lines:
-        if held is not None:
-            yield held
-        held = line
 
 
 def _open_error(path: Path, exc: OSError) -> ParseError:
@@ -382,15 +375,11 @@ def parse_logs(
         source = _display_name(path, common)
         try:
             cut = _ends_mid_line(path)
-            # Text mode: any line ending, undecodable bytes replaced (binary junk is kept
-            # as junk and skipped by the parser, never raised).
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                lines: Iterable[str] = _all_but_last(handle) if cut else handle
-                collector.consume(
-                    registry.parse_metrics(backend, lines=lines, source=source)
-                )
-                if cut:
-                    truncated.append(f"{source}:{_count_lines(path)}")
+            # Text: any line ending, undecodable bytes replaced (junk is skipped, never raised).
+            lines = LogFile(path, drop_last_line=cut)
+            collector.consume(registry.parse_metrics(backend, lines=lines, source=source))
+            if cut:
+                truncated.append(f"{source}:{_count_lines(path)}")
         except OSError as exc:
             raise _open_error(path, exc) from None
     records = collector.records

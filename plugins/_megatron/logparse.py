@@ -39,6 +39,8 @@ _PRIMUS_TS_RE = re.compile(r"\[(\d{4})(\d{2})(\d{2}) (\d{2}:\d{2}:\d{2})\]")
 _MEMORY_RE = re.compile(r"\(after (\d+) iterations?\) memory \(MB\)\s*\|(.*)")
 _ARG_RE = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_]*) \.{2,} (\S.*?)\s*$")
 _RANK_PREFIX_RE = re.compile(r"^rank-\d+\s+")
+# "key: value" segments between "|" (the value runs to the next "|"; segments without ":" drop).
+_SEGMENT_RE = re.compile(r"([^|:]*):([^|]*)")
 _VERSION_RE = re.compile(r"\b(NCCL|RCCL|HIP|ROCm) version\s*:?\s+(\S+)")
 _INT_RE = re.compile(r"[-+]?\d+")
 _NUMBER_RE = re.compile(
@@ -134,19 +136,15 @@ def parse_pair(text: str) -> tuple[float, float | None]:
     return parse_float(text), None
 
 
-def parse_units(text: str, count: int) -> list[float]:
-    """``153.81GB/102.17GB/255.98GB/60.09%`` -> the ``count`` numbers, units dropped."""
-    parts = [p.strip() for p in text.split("/")]
+def parse_units(text: str, count: int, wanted: tuple[int, ...]) -> list[float]:
+    """``153.81GB/102.17GB/255.98GB/60.09%`` -> the numbers at ``wanted``, units dropped.
+
+    The text must hold exactly ``count`` values, so a cut-off segment is an error.
+    """
+    parts = text.split("/")
     if len(parts) != count:
         raise LineError(f"expected {count} values separated by '/': {text.strip()[:60]!r}")
-    values = []
-    for part in parts:
-        for suffix in ("GiB", "GB", "%"):
-            if part.endswith(suffix):
-                part = part[: -len(suffix)]
-                break
-        values.append(parse_float(part))
-    return values
+    return [parse_float(parts[i].strip().rstrip("GiB%")) for i in wanted]
 
 
 def _normal_key(key: str) -> str:
@@ -323,10 +321,7 @@ class MegatronLogParser:
         fields: dict[str, Any] = {}
         reported: dict[str, float | str | None] = {}
         problems: list[str] = []
-        for segment in clean[match.end():].split("|"):
-            key, sep, value = segment.partition(":")
-            if not sep:
-                continue
+        for key, value in _SEGMENT_RE.findall(clean, match.end()):
             key = key.strip()
             if key.startswith("rank-"):
                 key = _RANK_PREFIX_RE.sub("", key)
@@ -513,21 +508,21 @@ class MegatronLogParser:
 
     @staticmethod
     def _hip_memory(value: str, fields: dict, reported: dict) -> None:
-        used, _free, total, _ratio = parse_units(value, 4)
+        used, total = parse_units(value, 4, (0, 2))
         fields["mem_device_used_gib"] = used
         fields["mem_device_total_gib"] = total
         fields["_gib_label"] = True
 
     @staticmethod
     def _rocm_memory(value: str, fields: dict, reported: dict) -> None:
-        used, _free, total, _ratio = parse_units(value, 4)
+        used, total = parse_units(value, 4, (0, 2))
         reported["rocm_smi_mem_used_gib"] = used
         reported["rocm_smi_mem_total_gib"] = total
         fields["_gib_label"] = True
 
     @staticmethod
     def _rocm_max_memory(value: str, fields: dict, reported: dict) -> None:
-        used, _ratio = parse_units(value, 2)
+        (used,) = parse_units(value, 2, (0,))
         reported["rocm_smi_max_mem_used_gib_all_ranks"] = used
         fields["_gib_label"] = True
 
@@ -537,43 +532,53 @@ def iter_events(parser: MegatronLogParser | Any, lines: Iterable[str]) -> Iterat
 
     Most lines of a training log hold nothing a parser wants; a line is only
     handed to ``parser.feed`` when it contains one of the parser's trigger
-    substrings (plain ``in`` tests, the cheapest check Python has), or when
-    the parser holds an unfinished line.  Start-up lines (arguments,
-    versions) are only looked for until training starts: after the first
-    iteration line, ``parser.running_triggers`` replace ``parser.triggers``.
+    substrings, or when the parser holds an unfinished line.  Start-up lines
+    (arguments, versions) are only looked for until training starts: after
+    the first iteration line, ``parser.running_triggers`` replace
+    ``parser.triggers``.  When ``lines`` can also be read as byte chunks (a
+    :class:`tprimat.logfile.LogFile`), the triggers are searched in the bytes
+    and only matching lines are decoded; the events are the same, except
+    that start-up lines are looked for in the first :data:`STARTUP_BYTES`
+    of a file only.
     """
+    chunks = getattr(lines, "byte_chunks", None)
+    if callable(chunks):
+        yield from _iter_chunks(parser, chunks())
+    else:
+        yield from _iter_lines(parser, lines)
+    try:
+        yield from parser.finish()
+    except Exception as exc:
+        yield ParseIssue(source=parser.where(0),
+                         message=f"end of log not understood ({type(exc).__name__})")
+
+
+def _feed(parser: Any, line: str, lineno: int) -> list[Event] | None:
+    try:
+        return parser.feed(line, lineno)
+    except Exception as exc:  # a parser bug must not lose the rest of the log
+        return [ParseIssue(source=parser.where(lineno),
+                           message=f"line not understood ({type(exc).__name__}); skipped")]
+
+
+def _check_triggers(triggers: tuple[str, ...]) -> None:
+    if not 1 <= len(triggers) <= 8 or not all(t.isascii() and t for t in triggers):
+        raise ValueError("between 1 and 8 non-empty ASCII trigger strings")
+
+
+def _iter_lines(parser: Any, lines: Iterable[str]) -> Iterator[Event]:
     numbered = enumerate(lines, 1)
-    lineno = 0
-
-    def handle(line: str, number: int) -> list[Event] | None:
-        try:
-            return parser.feed(line, number)
-        except Exception as exc:  # a parser bug must not lose the rest of the log
-            return [ParseIssue(source=parser.where(number),
-                               message=f"line not understood ({type(exc).__name__}); skipped")]
-
     for phase, triggers in enumerate((parser.triggers, parser.running_triggers)):
-        if not 1 <= len(triggers) <= 8:
-            raise ValueError("between 1 and 8 trigger strings")
+        _check_triggers(triggers)
         t1, t2, t3, t4, t5, t6, t7, t8 = tuple(triggers) + (triggers[0],) * (8 - len(triggers))
         pending = parser.holds_line()
         # One loop per number of triggers: the test of a line that holds nothing is the cost
         # of parsing a log, so it is kept to the fewest substring scans.
-        if len(triggers) == 1:
-            for lineno, line in numbered:
-                if not pending and t1 not in line:
-                    continue
-                events = handle(line, lineno)
-                pending = parser.holds_line()
-                if events:
-                    yield from events
-                if phase == 0 and parser.started:
-                    break
-        elif len(triggers) == 2:
+        if len(triggers) <= 2:
             for lineno, line in numbered:
                 if not pending and t1 not in line and t2 not in line:
                     continue
-                events = handle(line, lineno)
+                events = _feed(parser, line, lineno)
                 pending = parser.holds_line()
                 if events:
                     yield from events
@@ -584,14 +589,79 @@ def iter_events(parser: MegatronLogParser | Any, lines: Iterable[str]) -> Iterat
                 if not (pending or t1 in line or t2 in line or t3 in line or t4 in line
                         or t5 in line or t6 in line or t7 in line or t8 in line):
                     continue
-                events = handle(line, lineno)
+                events = _feed(parser, line, lineno)
                 pending = parser.holds_line()
                 if events:
                     yield from events
                 if phase == 0 and parser.started:
                     break
-    try:
-        yield from parser.finish()
-    except Exception as exc:
-        yield ParseIssue(source=parser.where(lineno),
-                         message=f"end of log not understood ({type(exc).__name__})")
+
+
+_LONE_CR = re.compile(rb"\r(?!\n)")
+_ANY_NEWLINE = re.compile(rb"\r\n|\r|\n")
+
+
+#: Start-up lines (arguments, versions) are looked for in this much of a file at most, also
+#: in a file that never reaches an iteration line (a rank that does not log them).
+STARTUP_BYTES = 64 * 1024 * 1024
+
+
+def _iter_chunks(parser: Any, chunks: Iterable[bytes]) -> Iterator[Event]:
+    before = 0  # lines in earlier chunks
+    offset = 0  # bytes in earlier chunks
+    for chunk in chunks:
+        started = parser.started or offset >= STARTUP_BYTES
+        offset += len(chunk)
+        if b"\r" in chunk and _LONE_CR.search(chunk):
+            # Lines also end at a lone carriage return (progress bars): split like text mode.
+            pieces = _ANY_NEWLINE.split(chunk)
+            if pieces and pieces[-1] == b"":
+                pieces.pop()
+            yield from _iter_lines_from(parser, pieces, before)
+            before += len(pieces)
+            continue
+        triggers = parser.running_triggers if started else parser.triggers
+        _check_triggers(triggers)
+        starts: set[int] = set()
+        for trigger in {t.encode() for t in triggers}:
+            position = chunk.find(trigger)
+            while position != -1:
+                start = chunk.rfind(b"\n", 0, position) + 1
+                starts.add(start)
+                end = chunk.find(b"\n", position)
+                if end == -1:
+                    break
+                position = chunk.find(trigger, end)
+        ordered = sorted(starts)
+        index = 0
+        counted_to, counted = 0, before  # `counted` lines lie before offset `counted_to`
+        fed_to = 0  # bytes already given to the parser
+        while True:
+            if parser.holds_line() and fed_to < len(chunk):
+                start = fed_to  # an unfinished line: the next line goes in whatever it holds
+            else:
+                while index < len(ordered) and ordered[index] < fed_to:
+                    index += 1
+                if index == len(ordered):
+                    break
+                start = ordered[index]
+                index += 1
+            counted += chunk.count(b"\n", counted_to, start)
+            counted_to = start
+            end = chunk.find(b"\n", start)
+            end = len(chunk) if end == -1 else end + 1
+            events = _feed(parser, chunk[start:end].decode("utf-8", "replace"), counted + 1)
+            fed_to = end
+            if events:
+                yield from events
+        before += chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
+
+
+def _iter_lines_from(parser: Any, pieces: list[bytes], before: int) -> Iterator[Event]:
+    for offset, piece in enumerate(pieces, 1):
+        triggers = parser.running_triggers if parser.started else parser.triggers
+        line = piece.decode("utf-8", "replace") + "\n"
+        if parser.holds_line() or any(t in line for t in triggers):
+            events = _feed(parser, line, before + offset)
+            if events:
+                yield from events

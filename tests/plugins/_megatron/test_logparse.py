@@ -70,9 +70,10 @@ def test_pairs_and_units():
     assert parse_pair("13100.0/13240.9") == (13100.0, 13240.9)
     assert parse_pair(" 615.5 (avg 615.5)") == (615.5, 615.5)
     assert parse_pair("909.4 ") == (909.4, None)
-    assert parse_units("153.81GB/102.17GB/255.98GB/60.09%", 4) == [153.81, 102.17, 255.98, 60.09]
+    assert parse_units("153.81GB/102.17GB/255.98GB/60.09%", 4, (0, 1, 2, 3)) == [
+        153.81, 102.17, 255.98, 60.09]
     with pytest.raises(LineError):
-        parse_units("153.81GB/102.17GB/255.9", 4)
+        parse_units("153.81GB/102.17GB/255.9", 4, (0, 2))
     with pytest.raises(LineError):
         parse_pair("1_000")
 
