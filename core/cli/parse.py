@@ -148,6 +148,13 @@ def _print_summary(result: Any, outcome: Any) -> None:
             continue  # memory and counters stay in the result file
         table.add_row(*_stats_row(f"reported: {key}", stats))
     console.print(table)
+    if s.tokens_per_s_per_gpu is None:
+        missing = [option for option, value in (("--global-batch-size", c.global_batch_size),
+                                                ("--seq-length", c.seq_length),
+                                                ("--world-size", c.world_size)) if value is None]
+        if missing:
+            console.print(f"no tokens/s: the log does not state it; give {', '.join(missing)}",
+                          markup=False, highlight=False)
     memory = [("max allocated", s.mem_max_allocated_gib), ("max reserved", s.mem_max_reserved_gib),
               ("device used", s.mem_device_used_gib)]
     shown = ", ".join(f"{name} {v:.2f} GiB" for name, v in memory if v is not None)

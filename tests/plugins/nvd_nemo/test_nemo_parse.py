@@ -111,3 +111,22 @@ def test_mutated_lines_never_raise(mutations):
     lines = [line[:cut % (len(line) + 1)] + junk for line, cut, junk in mutations]
     events = list(parse_nemo(lines, "m.log"))
     assert all(isinstance(e, IterationRecord | LogFact | ParseIssue) for e in events)
+
+
+def test_a_nemo_log_never_seen_in_the_same_format():
+    """A NeMo 2 run written for this test (values varied by hand, fields in another order)."""
+    text = """\
+[NeMo I 2025-09-14 08:01:55 nemo_logging:393] Experiments will be logged at /results/llama31_8b
+pretrain/0 [default0]:Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/16
+pretrain/0 [default0]:Training epoch 0, iteration 0/49 | lr: 1.5e-07 | global_batch_size: 256 | global_step: 0 | reduced_train_loss: 12.07 | train_step_timing in s: 21.93 | TFLOPS_per_GPU: 402.1
+pretrain/0 [default0]:Training epoch 0, iteration 1/49 | lr: 3e-07 | global_batch_size: 256 | global_step: 1 | reduced_train_loss: 12.06 | train_step_timing in s: 6.012 | TFLOPS_per_GPU: 1.466e+03 | consumed_samples: 512
+pretrain/0 [default0]:Training epoch 0, iteration 2/49 | consumed_samples: 768 | lr: 4.5e-07 | global_batch_size: 256 | global_step: 2 | max_memory_allocated: 60129542144 | reduced_train_loss: 11.98 | train_step_timing in s: 5.987 | TFLOPS_per_GPU: 1.472e+03
+"""  # noqa: E501
+    events = list(parse_nemo(text.splitlines(True), "new.log"))
+    records = timed(EventCollector().consume(events))
+    assert [r.iteration for r in records] == [1, 2, 3]
+    assert records[1].reported["tflops_per_gpu"] == 1466.0
+    assert records[2].consumed_samples == 768 == records[2].iteration * 256
+    assert records[2].mem_max_allocated_gib == 56.0
+    assert records[0].step_time_s == pytest.approx(21.93)
+    assert facts_of(events)["world_size"] == 16
