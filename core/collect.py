@@ -17,6 +17,7 @@ records are keyed by iteration:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from typing import Any
 
@@ -40,6 +41,10 @@ _BODY_FIELDS = tuple(
 )
 
 
+_get_body = operator.attrgetter(*_BODY_FIELDS)
+_get_memory = operator.attrgetter(*MEMORY_FIELDS)
+
+
 def _same(value: Any) -> Any:
     """A value for comparison: NaN equals NaN here (two copies of a NaN loss are one line)."""
     if isinstance(value, float) and value != value:
@@ -49,20 +54,17 @@ def _same(value: Any) -> Any:
     return value
 
 
-def _body_key(record: IterationRecord) -> tuple:
-    return tuple(_same(getattr(record, name)) for name in _BODY_FIELDS)
+def _bodies_equal(a: tuple, b: tuple) -> bool:
+    # Plain tuple equality first (C speed); NaNs, which never equal themselves, only on a miss.
+    return a == b or tuple(map(_same, a)) == tuple(map(_same, b))
 
 
-def _memory_key(record: IterationRecord) -> tuple:
-    return tuple(getattr(record, name) for name in MEMORY_FIELDS)
-
-
-_EMPTY_BODY = _body_key(IterationRecord(iteration=0))
+_EMPTY_BODY = _get_body(IterationRecord(iteration=0))
 
 
 def is_memory_only(record: IterationRecord) -> bool:
     """Whether ``record`` holds nothing but memory readings (a Megatron memory line)."""
-    return _body_key(record) == _EMPTY_BODY
+    return _get_body(record) == _EMPTY_BODY
 
 
 def _merge(
@@ -70,21 +72,21 @@ def _merge(
 ) -> IterationRecord | None:
     """One record from two observations of an iteration, or None if they disagree."""
     if previous_body is None:
-        previous_body = _body_key(previous)
-    event_body = _body_key(event)
-    if previous_body == event_body or event_body == _EMPTY_BODY:
+        previous_body = _get_body(previous)
+    event_body = _get_body(event)
+    if event_body == _EMPTY_BODY or _bodies_equal(previous_body, event_body):
         base = previous
     elif previous_body == _EMPTY_BODY:
         base = event
     else:
         return None
-    if base is previous and _memory_key(previous) == _memory_key(event):
+    old, new = _get_memory(previous), _get_memory(event)
+    if base is previous and old == new:
         return previous
     memory = {}
-    for name in MEMORY_FIELDS:
-        values = [v for v in (getattr(previous, name), getattr(event, name)) if v is not None]
-        memory[name] = max(values) if values else None
-    if base is previous and all(memory[n] == getattr(previous, n) for n in MEMORY_FIELDS):
+    for name, a, b in zip(MEMORY_FIELDS, old, new, strict=True):
+        memory[name] = b if a is None else a if b is None else max(a, b)
+    if base is previous and tuple(memory.values()) == old:
         return previous
     return attrs.evolve(base, **memory)
 
@@ -109,7 +111,7 @@ class EventCollector:
             if previous is not None:
                 body = self._bodies.get(event.iteration)
                 if body is None:
-                    body = self._bodies[event.iteration] = _body_key(previous)
+                    body = self._bodies[event.iteration] = _get_body(previous)
                 merged = _merge(previous, event, body)
                 if merged is not None:
                     if merged is previous:
