@@ -209,3 +209,19 @@ def test_primus_tree_reads_one_family_per_rank_oldest_first(registry, tmp_path):
     assert [r.iteration for r in result.iterations] == list(range(1, 11))
     assert result.iterations[0].mem_max_allocated_gib is not None  # from rank 0's file
     assert result.run.backend == "amd_primus"
+
+
+def test_core_throughput_matches_primus_figure_when_the_workload_is_right(registry, tmp_path):
+    """Llama 3.1 8B on 8 GPUs, GBS 128, sequence 8192: the core's formula gives Primus's 10005.5."""
+    source = LOGS / ("primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_"
+                     "MI325X_2025-10to12.log")
+    line = next(x for x in source.read_text(encoding="utf-8").splitlines(True)
+                if x.startswith("[20251202 06:56:28]"))
+    log = tmp_path / "one.log"
+    log.write_text(line)
+    result = parse_logs([log], registry=registry, workload=Workload(
+        seq_length=8192, world_size=8, global_batch_size=128, warmup_iterations=0)).result
+    (record,) = result.iterations
+    assert record.tokens_per_s_per_gpu == pytest.approx(128 * 8192 / 13.1 / 8)
+    assert record.tokens_per_s_per_gpu == pytest.approx(record.reported["tokens_per_s_per_gpu"],
+                                                        abs=0.1)
