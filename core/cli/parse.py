@@ -60,6 +60,14 @@ def parse(ctx: click.Context, paths: tuple[str, ...], backend: str | None,
     from tprimat.parse import Workload, parse_logs
     from tprimat.schema import result_to_dict, write_result
 
+    if model is not None:
+        from tprimat.models import UnknownModelError, get_model
+
+        try:
+            get_model(model)
+        except UnknownModelError as exc:
+            raise TprimatError(f"--model: {exc} (leave --model out to parse without FLOPs)") \
+                from None
     config = None
     label = "the command line"
     if config_file or overrides:

@@ -78,3 +78,9 @@ def test_set_overrides_work_like_config_show_and_world_size_needs_the_launch_key
 
 def test_parse_is_listed_in_help():
     assert "parse" in CliRunner().invoke(cli, ["--help"]).output
+
+
+def test_unknown_model_is_an_error_not_a_silent_missing_mfu():
+    result = run(str(FULL15), "--model", "llama-3.1-8B")
+    assert result.exit_code == 2
+    assert "unknown model 'llama-3.1-8B'" in result.stderr and "llama3.1-8b" in result.stderr
