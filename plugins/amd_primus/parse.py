@@ -9,7 +9,8 @@ iterations printed without the ``/avg`` half and without tokens;
 (C) ``compute per GPU (TFLOP/s/GPU): X (avg Y)`` and ``tokens/s/GPU
 inst/harmonic mean: X/Y``.  All three are Megatron ``key: value |`` lines, so
 the shared parser reads them; this module adds Primus's own lines (its
-argument listing and the throughput extension's settings).
+argument listing, the throughput extension's settings, the GPU its launcher
+detected).
 
 Primus prints memory computed as ``bytes / 1024**3`` with a "GB" label; the
 values are recorded as GiB and a fact notes the label.
@@ -33,6 +34,7 @@ _PRIMUS_ARG_RE = re.compile(
     r":\s+([A-Za-z_][A-Za-z0-9_]*)\s+: (.*?) \((?:int|bool|str|float|list|dict|NoneType)\)\s*$"
 )
 _EXTENSION_RE = re.compile(r"initialized with seq_len: (\d+) world_size: (\d+)")
+_GPU_MODEL_RE = re.compile(r"Detected GPU model: (\S+)")
 
 
 class PrimusLogParser(MegatronLogParser):
@@ -40,7 +42,8 @@ class PrimusLogParser(MegatronLogParser):
     # Kept short: every start-up line is tested against each of these.  Primus's typed
     # argument listing is read for integers only; the boolean precision flags also appear in
     # Megatron's own argument dump (" ...."), which Primus prints at DEBUG level.
-    triggers = (*MegatronLogParser.triggers, "(int)", "initialized with seq_len")
+    triggers = (*MegatronLogParser.triggers, "(int)", "initialized with seq_len",
+                "Detected GPU model")
 
     def extra_line(self, line: str, lineno: int) -> list[Event] | None:
         if "(int)" in line:
@@ -57,6 +60,13 @@ class PrimusLogParser(MegatronLogParser):
                 facts = [self.fact("seq_length", int(match.group(1)), lineno),
                          self.fact("world_size", int(match.group(2)), lineno)]
                 return [f for f in facts if f is not None]
+        if "Detected GPU model" in line:
+            # What Primus's launcher says about the machine: a fact about the log, not the
+            # result's hardware (which only a run manifest provides).
+            match = _GPU_MODEL_RE.search(strip_ansi(line))
+            if match is not None:
+                fact = self.fact("device_name_in_log", match.group(1), lineno)
+                return [fact] if fact is not None else []
         return super().extra_line(line, lineno)
 
 

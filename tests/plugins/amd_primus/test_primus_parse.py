@@ -80,6 +80,7 @@ def test_p21_pipeline_parallel_values():
     assert records[0].loss == pytest.approx(11.89183)
     assert records[-1].step_time_s == pytest.approx(0.6357)
     assert records[-1].reported["tokens_per_s_per_gpu_avg"] == 360.1
+    assert facts_of(events_of(parse_primus, LOGS / P21))["device_name_in_log"] == "MI355X"
 
 
 def test_end_of_run_lines_without_iterations():
