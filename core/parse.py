@@ -200,6 +200,9 @@ def detect_backend(files: Sequence[Path], available: Iterable[str]) -> tuple[str
                     rocm_hint = f"{path.name}:{lineno}"
                 if "Training epoch" in line and _NEMO_LINE_RE.search(line):
                     return _pick("nvd_nemo", names, f"NeMo 2 step line at {path.name}:{lineno}")
+                if "train_step_timing in s: [" in line:
+                    return _pick("nvd_nemo", names,
+                                 f"NeMo step-time list at {path.name}:{lineno}")
                 if "Step Time" in line and "MODEL_TFLOP" in line:
                     return _pick("nvd_megatron", names,
                                  f"Megatron-Bridge step-time line at {path.name}:{lineno}")

@@ -39,6 +39,7 @@ def registry():
     ("bridge/mbridge_2025-08-29_llama_recipe_20iter_out1.txt", "nvd_megatron"),
     ("bridge/cloudai-test_megatron-bridge_2025-12-22_step-time-line_snippet.log", "nvd_megatron"),
     ("nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell14_normal_run.log", "nvd_nemo"),
+    ("nemo/cloudai-test_nemo-launcher_2025-03-04_perf_metrics_utils_snippet.log", "nvd_nemo"),
 ])
 def test_format_detection(registry, name, backend):
     detected, reason = detect_backend([LOGS / name], registry.backends())
