@@ -98,8 +98,8 @@ class LineError(ValueError):
 
 def strip_ansi(text: str) -> str:
     """``text`` without terminal colour codes (including ones that lost their ESC byte)."""
-    if "\x1b" not in text and "[" not in text:
-        return text
+    if "\x1b" not in text and "[0m" not in text:
+        return text  # colour codes that lost their ESC byte always come with a reset, "[0m"
     return _ANSI_RE.sub("", text)
 
 
