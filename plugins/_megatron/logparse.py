@@ -321,11 +321,13 @@ class MegatronLogParser:
         fields: dict[str, Any] = {}
         reported: dict[str, float | str | None] = {}
         problems: list[str] = []
-        for key, value in _SEGMENT_RE.findall(clean, match.end()):
-            key = key.strip()
-            if key.startswith("rank-"):
-                key = _RANK_PREFIX_RE.sub("", key)
-            handler = self._handlers.get(key)
+        segments = _SEGMENT_RE.findall(clean, match.end())
+        handlers = self._handlers
+        for key, value in segments:
+            handler = handlers.get(key.strip())
+            if handler is None:
+                key = _RANK_PREFIX_RE.sub("", key.strip())
+                handler = handlers.get(key)
             try:
                 if handler is not None:
                     handler(value, fields, reported)
@@ -334,7 +336,7 @@ class MegatronLogParser:
                     if number is not None:
                         reported[_normal_key(key)] = float(number.group(0))
             except LineError as exc:
-                problems.append(f"{key}: {exc}")
+                problems.append(f"{key.strip()}: {exc}")
         if problems:
             # A value that does not read as its label says: keep nothing from this line.
             return [self.issue(lineno, "unreadable iteration line (" + "; ".join(problems)
