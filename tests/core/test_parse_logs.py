@@ -226,3 +226,20 @@ def test_core_throughput_matches_primus_figure_when_the_workload_is_right(regist
     assert record.tokens_per_s_per_gpu == pytest.approx(128 * 8192 / 13.1 / 8)
     assert record.tokens_per_s_per_gpu == pytest.approx(record.reported["tokens_per_s_per_gpu"],
                                                         abs=0.1)
+
+
+def test_interleaved_ranks_and_binary_junk_are_skipped_with_their_place(registry, tmp_path):
+    lines = FULL15.read_text(encoding="utf-8").splitlines(True)
+    at = next(i for i, line in enumerate(lines) if "iteration        9/" in line)
+    line = lines[at]
+    # Two ranks writing at once: iteration 9's line is split by another rank's output.
+    lines[at:at + 1] = [line[:180] + "[rank3]: W1105 NCCL WARN timeout\n", line[180:]]
+    blob = "".join(lines).encode() + b"\x00\xff\xfe garbage \x80\x81\n"
+    log = tmp_path / "mixed.log"
+    log.write_bytes(blob[:2000] + b"\xc3\x28\x00\x9f\n" + blob[2000:])
+    result = parse_logs([log], registry=registry).result
+    assert [r.iteration for r in result.iterations] == [i for i in range(1, 16) if i != 9]
+    assert result.run.status == "partial"
+    notes = result.provenance.notes
+    assert any(n.startswith(f"skipped mixed.log:{at + 2}") for n in notes)  # +1 junk line
+    assert any("missing from the log: 9" in n for n in notes)
