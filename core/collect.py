@@ -8,11 +8,16 @@ records are keyed by iteration:
 
 * an exact repeat is dropped and counted;
 * a different record for an iteration already seen replaces it (the later
-  one is what training kept after a restart) and the replacement is noted.
+  one is what training kept after a restart) and the replacement is noted;
+* except that memory readings are merged, not replaced: Megatron prints an
+  iteration's memory on a separate line after the iteration line (one per
+  rank), so a record holding only memory fields completes the record of its
+  iteration, and for each memory field the largest reading is kept.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,9 +30,65 @@ from tprimat.schema import IterationRecord
 MAX_ISSUES_KEPT = 50
 
 
-def _comparable(record: IterationRecord) -> IterationRecord:
-    # The same iteration read from two ranks' files differs only in where it was read.
-    return attrs.evolve(record, source=None, timestamp=None)
+#: Fields that hold memory readings (merged by maximum across ranks and lines).
+MEMORY_FIELDS = tuple(
+    field.name for field in attrs.fields(IterationRecord) if field.name.startswith("mem_")
+)
+# The same iteration read from two ranks' files differs only in where it was read.
+_BODY_FIELDS = tuple(
+    field.name for field in attrs.fields(IterationRecord)
+    if field.name not in ("iteration", "source", "timestamp") and field.name not in MEMORY_FIELDS
+)
+
+
+_get_body = operator.attrgetter(*_BODY_FIELDS)
+_get_memory = operator.attrgetter(*MEMORY_FIELDS)
+
+
+def _same(value: Any) -> Any:
+    """A value for comparison: NaN equals NaN here (two copies of a NaN loss are one line)."""
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, dict):
+        return tuple(sorted((k, _same(v)) for k, v in value.items()))
+    return value
+
+
+def _bodies_equal(a: tuple, b: tuple) -> bool:
+    # Plain tuple equality first (C speed); NaNs, which never equal themselves, only on a miss.
+    return a == b or tuple(map(_same, a)) == tuple(map(_same, b))
+
+
+_EMPTY_BODY = _get_body(IterationRecord(iteration=0))
+
+
+def is_memory_only(record: IterationRecord) -> bool:
+    """Whether ``record`` holds nothing but memory readings (a Megatron memory line)."""
+    return _get_body(record) == _EMPTY_BODY
+
+
+def _merge(
+    previous: IterationRecord, event: IterationRecord, previous_body: tuple | None = None
+) -> IterationRecord | None:
+    """One record from two observations of an iteration, or None if they disagree."""
+    if previous_body is None:
+        previous_body = _get_body(previous)
+    event_body = _get_body(event)
+    if event_body == _EMPTY_BODY or _bodies_equal(previous_body, event_body):
+        base = previous
+    elif previous_body == _EMPTY_BODY:
+        base = event
+    else:
+        return None
+    old, new = _get_memory(previous), _get_memory(event)
+    if base is previous and old == new:
+        return previous
+    memory = {}
+    for name, a, b in zip(MEMORY_FIELDS, old, new, strict=True):
+        memory[name] = b if a is None else a if b is None else max(a, b)
+    if base is previous and tuple(memory.values()) == old:
+        return previous
+    return attrs.evolve(base, **memory)
 
 
 @attrs.define
@@ -41,17 +102,28 @@ class EventCollector:
     issue_count: int = 0
     duplicates: int = 0
     replaced: list[int] = attrs.Factory(list)
+    _bodies: dict[int, tuple] = attrs.Factory(dict)  # comparison keys of the kept records
 
     def add(self, event: Any) -> IterationRecord | None:
         """Take one event; return the record if it is a new or replaced iteration."""
         if isinstance(event, IterationRecord):
             previous = self.iterations.get(event.iteration)
             if previous is not None:
-                if _comparable(previous) == _comparable(event):
-                    self.duplicates += 1
-                    return None
+                body = self._bodies.get(event.iteration)
+                if body is None:
+                    body = self._bodies[event.iteration] = _get_body(previous)
+                merged = _merge(previous, event, body)
+                if merged is not None:
+                    if merged is previous:
+                        if not is_memory_only(event):
+                            self.duplicates += 1
+                        return None
+                    self.iterations[event.iteration] = merged
+                    self._bodies.pop(event.iteration, None)
+                    return merged
                 self.replaced.append(event.iteration)
             self.iterations[event.iteration] = event
+            self._bodies.pop(event.iteration, None)
             return event
         if isinstance(event, LogFact):
             known = self.facts.get(event.key)

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "unbundle": "tprimat.cli.bundle:unbundle",
     "import-legacy": "tprimat.cli.import_legacy:import_legacy",
     "compare": "tprimat.cli.compare:compare",
+    "parse": "tprimat.cli.parse:parse",
 }
 
 

@@ -4,6 +4,9 @@ The plugin declares the backend and answers availability from cheap checks;
 see ``docs/plugins.md`` for the hooks a backend implements.
 """
 
+from collections.abc import Iterable, Iterator
+from typing import Any
+
 from tprimat import hookimpl
 from tprimat.backend import BackendSpec, Requirements
 
@@ -33,3 +36,10 @@ def profile(backend, context):
     from tprimat.plugins.amd_megatron.profile import profile_plan
 
     return profile_plan(context)
+
+
+@hookimpl
+def parse_metrics(backend: str, lines: Iterable[str], source: str) -> Iterator[Any]:
+    from tprimat.plugins.amd_megatron.parse import parse_rocm_megatron
+
+    return parse_rocm_megatron(lines, source)

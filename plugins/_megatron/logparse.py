@@ -1,0 +1,669 @@
+"""Megatron-LM's per-iteration log lines, as every Megatron-family backend prints them.
+
+One streaming parser reads the line ``training_log`` prints every
+``--log-interval`` iterations::
+
+     [2026-03-31 14:11:11.448457] iteration        1/      15 | consumed samples: 80 |
+     elapsed time per iteration (ms): 5320.8 | throughput per GPU (TFLOP/s/GPU): 204.6 |
+     learning rate: 1.500000E-04 | global batch size: 80 | lm loss: 1.048310E+01 | ... |
+     number of skipped iterations:   0 | number of nan iterations:   0 |
+
+across Megatron-LM versions (with or without timestamp and throughput, with
+MoE, energy and any other ``key: value`` segments), the memory report
+``[Rank R] (after N iterations) memory (MB) | allocated: ... | max reserved: ...``
+and the argument dump ``  global_batch_size ........ 128``.  The Primus,
+ROCm-fork and Megatron-Bridge variants subclass :class:`MegatronLogParser`
+in their own plugins.
+
+Everything here is a pure function of the lines: nothing is imported from a
+framework, and a line that cannot be read becomes a
+:class:`~tprimat.records.ParseIssue`, never an exception.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from tprimat.records import LogFact, ParseIssue
+from tprimat.schema import IterationRecord
+
+Event = IterationRecord | LogFact | ParseIssue
+
+# Real ESC sequences, and colour codes whose ESC byte was lost on the way ("[[32m").
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\[[0-9;]*[0-9]m")
+_ITERATION_RE = re.compile(r"(?<![A-Za-z_])iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+_MEGATRON_TS_RE = re.compile(r"\[(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}(?:\.\d+)?)\]\s*$")
+_PRIMUS_TS_RE = re.compile(r"\[(\d{4})(\d{2})(\d{2}) (\d{2}:\d{2}:\d{2})\]")
+_MEMORY_RE = re.compile(r"\(after (\d+) iterations?\) memory \(MB\)\s*\|(.*)")
+_ARG_RE = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_]*) \.{2,} (\S.*?)\s*$")
+_RANK_PREFIX_RE = re.compile(r"^rank-\d+\s+")
+# "key: value" segments between "|" (the value runs to the next "|"; segments without ":" drop).
+_SEGMENT_RE = re.compile(r"([^|:]*):([^|]*)")
+_VERSION_RE = re.compile(r"\b(NCCL|RCCL|HIP|ROCm) version\s*:?\s+(\S+)")
+_INT_RE = re.compile(r"[-+]?\d+")
+_NUMBER_RE = re.compile(
+    r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|infinity)", re.IGNORECASE
+)
+
+#: Bytes per MiB: Megatron's ``report_memory`` divides by 1024 * 1024 and labels it "MB".
+MIB_PER_GIB = 1024.0
+
+#: Note recorded when Primus prints GiB values with a "GB" label.
+GIB_LABEL_NOTE = (
+    "Primus prints 'GB' after values it computes as bytes / 1024**3: "
+    "recorded as GiB (2**30 bytes)"
+)
+
+#: Arguments from Megatron's argument dump that are reported as facts (log name -> fact key).
+FACT_ARGUMENTS: dict[str, str] = {
+    "global_batch_size": "global_batch_size",
+    "micro_batch_size": "micro_batch_size",
+    "seq_length": "seq_length",
+    "world_size": "world_size",
+    "train_iters": "train_iters",
+    "log_interval": "log_interval",
+    "tensor_model_parallel_size": "tensor_parallel",
+    "pipeline_model_parallel_size": "pipeline_parallel",
+    "context_parallel_size": "context_parallel",
+    "expert_model_parallel_size": "expert_parallel",
+    "data_parallel_size": "data_parallel",
+    "num_layers": "num_layers",
+    "hidden_size": "hidden_size",
+    "ffn_hidden_size": "ffn_hidden_size",
+    "num_attention_heads": "num_attention_heads",
+    "num_query_groups": "num_query_groups",
+    "rampup_batch_size": "rampup_batch_size",
+    "bf16": "bf16",
+    "fp16": "fp16",
+    "fp8": "fp8",
+}
+
+#: Segment keys of the iteration line that a continuation line may start with.
+KNOWN_KEYS = frozenset({
+    "consumed samples", "skipped samples", "elapsed time per iteration (ms)",
+    "throughput per GPU (TFLOP/s/GPU)", "compute per GPU (TFLOP/s/GPU)",
+    "tokens per GPU (tokens/s/GPU)", "tokens/s/GPU inst/harmonic mean", "learning rate",
+    "global batch size", "lm loss", "loss scale", "grad norm", "num zeros", "params norm",
+    "number of skipped iterations", "number of nan iterations", "load_balancing_loss",
+    "mem usages", "hip mem usage/free/total/usage_ratio",
+    "rocm mem usage/free/total/usage_ratio", "rocm max mem usage/usage_ratio",
+})
+
+
+class LineError(ValueError):
+    """A value in a log line that cannot be read as what its label says."""
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal colour codes (including ones that lost their ESC byte)."""
+    if "\x1b" not in text and "[0m" not in text:
+        return text  # colour codes that lost their ESC byte always come with a reset, "[0m"
+    return _ANSI_RE.sub("", text)
+
+
+def parse_float(text: str) -> float:
+    """A float as a log prints it (``1.5E-04``, ``nan``, ``inf``); anything else is an error."""
+    # float() alone would also take "1_000" and non-ASCII digits.
+    if text.isascii() and "_" not in text:
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    raise LineError(f"not a number: {text.strip()[:40]!r}")
+
+
+def parse_int(text: str) -> int:
+    if text.isascii() and "_" not in text:
+        try:
+            return int(text)
+        except ValueError:
+            pass
+    raise LineError(f"not an integer: {text.strip()[:40]!r}")
+
+
+def parse_pair(text: str) -> tuple[float, float | None]:
+    """``X``, ``X/Y`` or ``X (avg Y)``: the instantaneous value and the framework's average."""
+    if "(avg" in text:
+        first, _, rest = text.partition("(avg")
+        return parse_float(first), parse_float(rest.strip().rstrip(")"))
+    if "/" in text:
+        parts = text.split("/")
+        if len(parts) != 2:
+            raise LineError(f"expected X/Y: {text.strip()[:40]!r}")
+        return parse_float(parts[0]), parse_float(parts[1])
+    return parse_float(text), None
+
+
+def parse_units(text: str, count: int, wanted: tuple[int, ...]) -> list[float]:
+    """``153.81GB/102.17GB/255.98GB/60.09%`` -> the numbers at ``wanted``, units dropped.
+
+    The text must hold exactly ``count`` values, so a cut-off segment is an error.
+    """
+    parts = text.split("/")
+    if len(parts) != count:
+        raise LineError(f"expected {count} values separated by '/': {text.strip()[:60]!r}")
+    return [parse_float(parts[i].strip().rstrip("GiB%")) for i in wanted]
+
+
+def _normal_key(key: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", key.lower()).strip("_")
+
+
+def _fact_value(text: str) -> Any:
+    value = text.strip()
+    if value in ("True", "False"):
+        return value == "True"
+    if _INT_RE.fullmatch(value):
+        return int(value)
+    try:
+        return parse_float(value)
+    except LineError:
+        return value
+
+
+class MegatronLogParser:
+    """Stateful reader of one stream of Megatron-family log lines.
+
+    Call :meth:`feed` with each complete line and :meth:`finish` at the end;
+    both return events (or None when a line holds nothing).  The stream is
+    one file or one process's output: ``covers_iterations`` is worked out
+    from consecutive iteration lines of the same stream.
+    """
+
+    name = "megatron-lm"
+    #: Substrings that make a line worth reading (see :func:`iter_events`).
+    triggers: tuple[str, ...] = ("iteration", " ....", "version")
+    #: After the first iteration line only these are looked for (start-up is over).
+    running_triggers: tuple[str, ...] = ("iteration",)
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.log_interval: int | None = None
+        self.started = False  # an iteration line has been read
+        self._previous_iteration: int | None = None
+        self._previous_covers = 1
+        self._facts: dict[str, Any] = {}
+        self._pending: tuple[str, int] | None = None  # an iteration line continued on the next
+        self._pending_reported: dict[str, float | str | None] = {}
+        self._handlers: dict[str, Callable[[str, dict, dict], None]] = {
+            "consumed samples": self._consumed,
+            "elapsed time per iteration (ms)": self._elapsed,
+            "learning rate": self._lr,
+            "global batch size": self._global_batch,
+            "lm loss": self._loss,
+            "grad norm": self._grad_norm,
+            "number of skipped iterations": self._skipped,
+            "number of nan iterations": self._nan_iterations,
+            "loss scale": self._reported_float("loss_scale"),
+            "throughput per GPU (TFLOP/s/GPU)": self._tflops,
+            "compute per GPU (TFLOP/s/GPU)": self._tflops,
+            "tokens per GPU (tokens/s/GPU)": self._tokens("tokens_per_s_per_gpu_avg"),
+            "tokens/s/GPU inst/harmonic mean": self._tokens(
+                "tokens_per_s_per_gpu_harmonic_mean"
+            ),
+            "hip mem usage/free/total/usage_ratio": self._hip_memory,
+            "rocm mem usage/free/total/usage_ratio": self._rocm_memory,
+            "rocm max mem usage/usage_ratio": self._rocm_max_memory,
+            "mem usages": self._reported_float("mem_usage_ratio"),
+        }
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def where(self, lineno: int) -> str:
+        return f"{self.source}:{lineno}"
+
+    def issue(self, lineno: int, message: str) -> ParseIssue:
+        return ParseIssue(source=self.where(lineno), message=message)
+
+    def fact(self, key: str, value: Any, lineno: int) -> LogFact | None:
+        """A fact, or None if this stream already stated the same value."""
+        if key in self._facts and self._facts[key] == value:
+            return None
+        self._facts[key] = value
+        if key == "log_interval" and isinstance(value, int) and value > 0:
+            self.log_interval = value
+        return LogFact(key=key, value=value, source=self.where(lineno))
+
+    # -- the stream -----------------------------------------------------------------------
+
+    def holds_line(self) -> bool:
+        """Whether an iteration line continued on the next line is being held."""
+        return self._pending is not None
+
+    def feed(self, line: str, lineno: int) -> list[Event] | None:
+        """Events read from one complete line."""
+        held: list[Event] | None = None
+        if self._pending is not None:
+            held, consumed = self._continue_pending(line, lineno)
+            if consumed:
+                return held
+        found = self._read(line, lineno)
+        if held:
+            return held + (found or [])
+        return found
+
+    def _read(self, line: str, lineno: int) -> list[Event] | None:
+        if "iteration" in line:
+            found = self._iteration_or_memory(line, lineno)
+            if found is not None:
+                return found
+        if " ...." in line:
+            found = self._argument(line, lineno)
+            if found is not None:
+                return found
+        return self.extra_line(line, lineno)
+
+    def finish(self) -> list[Event]:
+        """Events still held at the end of the stream (an unfinished iteration line)."""
+        if self._pending is not None:
+            _, lineno = self._pending
+            self._pending = None
+            return [self.issue(lineno, "iteration line cut off at the end of the log; skipped")]
+        return []
+
+    def extra_line(self, line: str, lineno: int) -> list[Event] | None:
+        """Other lines worth a fact: library versions.  Subclasses add their variant's lines."""
+        if "version" in line:
+            match = _VERSION_RE.search(line)
+            if match is not None:
+                name, value = match.group(1), match.group(2)
+                if name in ("NCCL", "RCCL"):
+                    fact = self.fact("collectives", f"{name} {value}", lineno)
+                else:
+                    fact = self.fact(f"{name.lower()}_version", value, lineno)
+                return [fact] if fact is not None else []
+        return None
+
+    # -- iteration and memory lines ---------------------------------------------------------
+
+    def _iteration_or_memory(self, line: str, lineno: int) -> list[Event] | None:
+        clean = strip_ansi(line)
+        match = _ITERATION_RE.search(clean)
+        if match is not None:
+            body = clean[match.end():]
+            if "number of nan iterations" not in body:
+                if body.rstrip().endswith("|"):
+                    self._pending = (clean.rstrip("\r\n"), lineno)
+                    return []
+                return [self.issue(lineno, "iteration line is incomplete (cut off or "
+                                           "interleaved with another line); skipped")]
+            return self._iteration(clean, match, lineno)
+        if "memory (MB)" in clean:
+            return self._memory(clean, lineno)
+        return None
+
+    def _continue_pending(self, line: str, lineno: int) -> tuple[list[Event] | None, bool]:
+        assert self._pending is not None
+        text, start = self._pending
+        clean = strip_ansi(line).strip()
+        key = clean.split(":", 1)[0].strip()
+        if clean and key in KNOWN_KEYS:
+            joined = f"{text.rstrip()} {clean}"
+            if "number of nan iterations" in joined:
+                self._pending = None
+                match = _ITERATION_RE.search(joined)
+                assert match is not None
+                return self._iteration(joined, match, start), True
+            self._pending = (joined, start)
+            return None, True
+        if not clean:
+            return None, True  # a blank line inside a wrapped iteration line
+        self._pending = None
+        return [self.issue(start, "iteration line is incomplete (cut off or interleaved "
+                                  "with another line); skipped")], False
+
+    def _iteration(self, clean: str, match: re.Match[str], lineno: int) -> list[Event]:
+        events: list[Event] = []
+        iteration = int(match.group(1))
+        total = int(match.group(2))
+        fields: dict[str, Any] = {}
+        reported: dict[str, float | str | None] = {}
+        problems: list[str] = []
+        segments = _SEGMENT_RE.findall(clean, match.end())
+        handlers = self._handlers
+        for key, value in segments:
+            handler = handlers.get(key.strip())
+            if handler is None:
+                key = _RANK_PREFIX_RE.sub("", key.strip())
+                handler = handlers.get(key)
+            try:
+                if handler is not None:
+                    handler(value, fields, reported)
+                elif key and len(key) < 60:
+                    number = _NUMBER_RE.fullmatch(value.strip())
+                    if number is not None:
+                        reported[_normal_key(key)] = float(number.group(0))
+            except LineError as exc:
+                problems.append(f"{key.strip()}: {exc}")
+        if problems:
+            # A value that does not read as its label says: keep nothing from this line.
+            return [self.issue(lineno, "unreadable iteration line (" + "; ".join(problems)
+                               + "); skipped")]
+        step = fields.get("step_time_s")
+        if step is not None and not step > 0:
+            return [self.issue(lineno, f"elapsed time per iteration is {step * 1000:g} ms; "
+                                       "line skipped")]
+        if self._pending_reported:
+            reported = {**self._pending_reported, **reported}
+            self._pending_reported = {}
+        # An interval holds at least the iterations it skipped (first line of an excerpt).
+        covers = max(self._covers(iteration), fields.get("skipped", 0))
+        timestamp = self._timestamp(clean[: match.start()])
+        for key, value in (("train_iters", total),
+                           ("global_batch_size", fields.get("global_batch_size"))):
+            if value is not None and key not in self._facts:
+                fact = self.fact(key, value, lineno)
+                if fact is not None:
+                    events.append(fact)
+        if "_gib_label" in fields:
+            del fields["_gib_label"]
+            fact = self.fact("note.gib_labelled_gb", GIB_LABEL_NOTE, lineno)
+            if fact is not None:
+                events.append(fact)
+        try:
+            record = IterationRecord(
+                iteration=iteration,
+                covers_iterations=covers,
+                timestamp=timestamp,
+                source=self.where(lineno),
+                reported=reported,
+                **fields,
+            )
+        except (TypeError, ValueError) as exc:
+            return [*events, self.issue(lineno, f"iteration line rejected: {exc}")]
+        events.append(record)
+        self.started = True
+        return events
+
+    def _covers(self, iteration: int) -> int:
+        previous = self._previous_iteration
+        if previous is not None and iteration == previous:
+            covers = self._previous_covers  # the same line again (another rank, a copy)
+        elif previous is not None and iteration > previous:
+            covers = iteration - previous
+            if self.log_interval and covers > self.log_interval:
+                covers = self.log_interval  # lines are missing in between, not a longer interval
+        elif self.log_interval and iteration >= self.log_interval:
+            covers = self.log_interval  # first line, or a restart from a checkpoint
+        else:
+            covers = 1
+        self._previous_iteration = iteration
+        self._previous_covers = covers
+        return covers
+
+    @staticmethod
+    def _timestamp(prefix: str) -> str | None:
+        found = _MEGATRON_TS_RE.search(prefix)
+        if found is not None:
+            return f"{found.group(1)}T{found.group(2)}"
+        found = _PRIMUS_TS_RE.search(prefix)
+        if found is not None:
+            y, m, d, hms = found.groups()
+            return f"{y}-{m}-{d}T{hms}"
+        return None
+
+    def _memory(self, clean: str, lineno: int) -> list[Event] | None:
+        match = _MEMORY_RE.search(clean)
+        if match is None:
+            return None
+        values: dict[str, float] = {}
+        names = {
+            "allocated": "mem_allocated_gib",
+            "max allocated": "mem_max_allocated_gib",
+            "reserved": "mem_reserved_gib",
+            "max reserved": "mem_max_reserved_gib",
+            "cached": "mem_reserved_gib",
+            "max cached": "mem_max_reserved_gib",
+        }
+        for segment in match.group(2).split("|"):
+            key, sep, value = segment.partition(":")
+            field = names.get(key.strip())
+            if not sep or field is None:
+                continue
+            try:
+                values[field] = parse_float(value) / MIB_PER_GIB
+            except LineError as exc:
+                return [self.issue(lineno, f"unreadable memory line ({key.strip()}: {exc}); "
+                                           "skipped")]
+        if not values:
+            return [self.issue(lineno, "memory line without values; skipped")]
+        try:
+            record = IterationRecord(
+                iteration=int(match.group(1)), source=self.where(lineno), **values
+            )
+        except (TypeError, ValueError) as exc:
+            return [self.issue(lineno, f"memory line rejected: {exc}")]
+        return [record]
+
+    # -- the argument dump ----------------------------------------------------------------
+
+    def _argument(self, line: str, lineno: int) -> list[Event] | None:
+        match = _ARG_RE.search(strip_ansi(line).rstrip())
+        if match is None:
+            return None
+        key = FACT_ARGUMENTS.get(match.group(1))
+        if key is None or match.group(2) == "None":
+            return []
+        fact = self.fact(key, _fact_value(match.group(2)), lineno)
+        return [fact] if fact is not None else []
+
+    # -- segment handlers -----------------------------------------------------------------
+
+    @staticmethod
+    def _consumed(value: str, fields: dict, reported: dict) -> None:
+        fields["consumed_samples"] = parse_int(value)
+
+    @staticmethod
+    def _elapsed(value: str, fields: dict, reported: dict) -> None:
+        instant, average = parse_pair(value)
+        fields["step_time_s"] = instant / 1000.0
+        if average is not None:
+            reported["elapsed_time_per_iteration_ms_avg"] = average
+
+    @staticmethod
+    def _lr(value: str, fields: dict, reported: dict) -> None:
+        fields["lr"] = parse_float(value)
+
+    @staticmethod
+    def _global_batch(value: str, fields: dict, reported: dict) -> None:
+        fields["global_batch_size"] = parse_int(value)
+
+    @staticmethod
+    def _loss(value: str, fields: dict, reported: dict) -> None:
+        fields["loss"] = parse_float(value)
+
+    @staticmethod
+    def _grad_norm(value: str, fields: dict, reported: dict) -> None:
+        fields["grad_norm"] = parse_float(value)
+
+    @staticmethod
+    def _skipped(value: str, fields: dict, reported: dict) -> None:
+        fields["skipped"] = parse_int(value)
+
+    @staticmethod
+    def _nan_iterations(value: str, fields: dict, reported: dict) -> None:
+        reported["nan_iterations"] = float(parse_int(value))
+
+    @staticmethod
+    def _reported_float(name: str) -> Callable[[str, dict, dict], None]:
+        def handler(value: str, fields: dict, reported: dict) -> None:
+            reported[name] = parse_float(value)
+        return handler
+
+    @staticmethod
+    def _tflops(value: str, fields: dict, reported: dict) -> None:
+        instant, average = parse_pair(value)
+        reported["tflops_per_gpu"] = instant
+        if average is not None:
+            reported["tflops_per_gpu_avg"] = average
+
+    @staticmethod
+    def _tokens(average_name: str) -> Callable[[str, dict, dict], None]:
+        def handler(value: str, fields: dict, reported: dict) -> None:
+            instant, average = parse_pair(value)
+            reported["tokens_per_s_per_gpu"] = instant
+            if average is not None:
+                reported[average_name] = average
+        return handler
+
+    @staticmethod
+    def _hip_memory(value: str, fields: dict, reported: dict) -> None:
+        used, total = parse_units(value, 4, (0, 2))
+        fields["mem_device_used_gib"] = used
+        fields["mem_device_total_gib"] = total
+        fields["_gib_label"] = True
+
+    @staticmethod
+    def _rocm_memory(value: str, fields: dict, reported: dict) -> None:
+        used, total = parse_units(value, 4, (0, 2))
+        reported["rocm_smi_mem_used_gib"] = used
+        reported["rocm_smi_mem_total_gib"] = total
+        fields["_gib_label"] = True
+
+    @staticmethod
+    def _rocm_max_memory(value: str, fields: dict, reported: dict) -> None:
+        (used,) = parse_units(value, 2, (0,))
+        reported["rocm_smi_max_mem_used_gib_all_ranks"] = used
+        fields["_gib_label"] = True
+
+
+def iter_events(parser: MegatronLogParser | Any, lines: Iterable[str]) -> Iterator[Event]:
+    """Run ``parser`` over ``lines`` lazily: each event is yielded as soon as its line is read.
+
+    Most lines of a training log hold nothing a parser wants; a line is only
+    handed to ``parser.feed`` when it contains one of the parser's trigger
+    substrings, or when the parser holds an unfinished line.  Start-up lines
+    (arguments, versions) are only looked for until training starts: after
+    the first iteration line, ``parser.running_triggers`` replace
+    ``parser.triggers``.  When ``lines`` can also be read as byte chunks (a
+    :class:`tprimat.logfile.LogFile`), the triggers are searched in the bytes
+    and only matching lines are decoded; the events are the same, except
+    that start-up lines are looked for in the first :data:`STARTUP_BYTES`
+    of a file only.
+    """
+    chunks = getattr(lines, "byte_chunks", None)
+    if callable(chunks):
+        yield from _iter_chunks(parser, chunks())
+    else:
+        yield from _iter_lines(parser, lines)
+    try:
+        yield from parser.finish()
+    except Exception as exc:
+        yield ParseIssue(source=parser.where(0),
+                         message=f"end of log not understood ({type(exc).__name__})")
+
+
+def _feed(parser: Any, line: str, lineno: int) -> list[Event] | None:
+    try:
+        return parser.feed(line, lineno)
+    except Exception as exc:  # a parser bug must not lose the rest of the log
+        return [ParseIssue(source=parser.where(lineno),
+                           message=f"line not understood ({type(exc).__name__}); skipped")]
+
+
+def _check_triggers(triggers: tuple[str, ...]) -> None:
+    if not 1 <= len(triggers) <= 8 or not all(t.isascii() and t for t in triggers):
+        raise ValueError("between 1 and 8 non-empty ASCII trigger strings")
+
+
+def _iter_lines(parser: Any, lines: Iterable[str]) -> Iterator[Event]:
+    numbered = enumerate(lines, 1)
+    for phase, triggers in enumerate((parser.triggers, parser.running_triggers)):
+        _check_triggers(triggers)
+        t1, t2, t3, t4, t5, t6, t7, t8 = tuple(triggers) + (triggers[0],) * (8 - len(triggers))
+        pending = parser.holds_line()
+        # One loop per number of triggers: the test of a line that holds nothing is the cost
+        # of parsing a log, so it is kept to the fewest substring scans.
+        if len(triggers) <= 2:
+            for lineno, line in numbered:
+                if not pending and t1 not in line and t2 not in line:
+                    continue
+                events = _feed(parser, line, lineno)
+                pending = parser.holds_line()
+                if events:
+                    yield from events
+                if phase == 0 and parser.started:
+                    break
+        else:
+            for lineno, line in numbered:
+                if not (pending or t1 in line or t2 in line or t3 in line or t4 in line
+                        or t5 in line or t6 in line or t7 in line or t8 in line):
+                    continue
+                events = _feed(parser, line, lineno)
+                pending = parser.holds_line()
+                if events:
+                    yield from events
+                if phase == 0 and parser.started:
+                    break
+
+
+_LONE_CR = re.compile(rb"\r(?!\n)")
+_ANY_NEWLINE = re.compile(rb"\r\n|\r|\n")
+
+
+#: Start-up lines (arguments, versions) are looked for in this much of a file at most, also
+#: in a file that never reaches an iteration line (a rank that does not log them).
+STARTUP_BYTES = 64 * 1024 * 1024
+
+
+def _iter_chunks(parser: Any, chunks: Iterable[bytes]) -> Iterator[Event]:
+    before = 0  # lines in earlier chunks
+    offset = 0  # bytes in earlier chunks
+    for chunk in chunks:
+        started = parser.started or offset >= STARTUP_BYTES
+        offset += len(chunk)
+        if b"\r" in chunk and _LONE_CR.search(chunk):
+            # Lines also end at a lone carriage return (progress bars): split like text mode.
+            pieces = _ANY_NEWLINE.split(chunk)
+            if pieces and pieces[-1] == b"":
+                pieces.pop()
+            yield from _iter_lines_from(parser, pieces, before)
+            before += len(pieces)
+            continue
+        triggers = parser.running_triggers if started else parser.triggers
+        _check_triggers(triggers)
+        starts: set[int] = set()
+        for trigger in {t.encode() for t in triggers}:
+            position = chunk.find(trigger)
+            while position != -1:
+                start = chunk.rfind(b"\n", 0, position) + 1
+                starts.add(start)
+                end = chunk.find(b"\n", position)
+                if end == -1:
+                    break
+                position = chunk.find(trigger, end)
+        ordered = sorted(starts)
+        index = 0
+        counted_to, counted = 0, before  # `counted` lines lie before offset `counted_to`
+        fed_to = 0  # bytes already given to the parser
+        while True:
+            if parser.holds_line() and fed_to < len(chunk):
+                start = fed_to  # an unfinished line: the next line goes in whatever it holds
+            else:
+                while index < len(ordered) and ordered[index] < fed_to:
+                    index += 1
+                if index == len(ordered):
+                    break
+                start = ordered[index]
+                index += 1
+            counted += chunk.count(b"\n", counted_to, start)
+            counted_to = start
+            end = chunk.find(b"\n", start)
+            end = len(chunk) if end == -1 else end + 1
+            events = _feed(parser, chunk[start:end].decode("utf-8", "replace"), counted + 1)
+            fed_to = end
+            if events:
+                yield from events
+        before += chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
+
+
+def _iter_lines_from(parser: Any, pieces: list[bytes], before: int) -> Iterator[Event]:
+    for offset, piece in enumerate(pieces, 1):
+        triggers = parser.running_triggers if parser.started else parser.triggers
+        line = piece.decode("utf-8", "replace") + "\n"
+        if parser.holds_line() or any(t in line for t in triggers):
+            events = _feed(parser, line, before + offset)
+            if events:
+                yield from events

@@ -1,0 +1,75 @@
+"""Primus training logs: the three generations of its per-iteration line.
+
+(A) the legacy trainer line (``trainer.py``), with ``hip mem usage`` before
+``throughput per GPU (TFLOP/s/GPU): X/Y | tokens per GPU (tokens/s/GPU): X/Y``;
+(B) upstream Megatron logging with Primus patches, at DEBUG level, Megatron's
+own timestamp inside, memory segments (``hip mem usage``, ``rocm mem
+usage``, ``rank-N rocm max mem usage``) at the end, and the first
+iterations printed without the ``/avg`` half and without tokens;
+(C) ``compute per GPU (TFLOP/s/GPU): X (avg Y)`` and ``tokens/s/GPU
+inst/harmonic mean: X/Y``.  All three are Megatron ``key: value |`` lines, so
+the shared parser reads them; this module adds Primus's own lines (its
+argument listing, the throughput extension's settings, the GPU its launcher
+detected).
+
+Primus prints memory computed as ``bytes / 1024**3`` with a "GB" label; the
+values are recorded as GiB and a fact notes the label.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from tprimat.plugins._megatron.logparse import (
+    FACT_ARGUMENTS,
+    Event,
+    MegatronLogParser,
+    _fact_value,
+    iter_events,
+    strip_ansi,
+)
+
+_PRIMUS_ARG_RE = re.compile(
+    r":\s+([A-Za-z_][A-Za-z0-9_]*)\s+: (.*?) \((?:int|bool|str|float|list|dict|NoneType)\)\s*$"
+)
+_EXTENSION_RE = re.compile(r"initialized with seq_len: (\d+) world_size: (\d+)")
+_GPU_MODEL_RE = re.compile(r"Detected GPU model: (\S+)")
+
+
+class PrimusLogParser(MegatronLogParser):
+    name = "primus"
+    # Kept short: every start-up line is tested against each of these.  Primus's typed
+    # argument listing is read for integers only; the boolean precision flags also appear in
+    # Megatron's own argument dump (" ...."), which Primus prints at DEBUG level.
+    triggers = (*MegatronLogParser.triggers, "(int)", "initialized with seq_len",
+                "Detected GPU model")
+
+    def extra_line(self, line: str, lineno: int) -> list[Event] | None:
+        if "(int)" in line:
+            match = _PRIMUS_ARG_RE.search(strip_ansi(line).rstrip())
+            if match is not None:
+                key = FACT_ARGUMENTS.get(match.group(1))
+                if key is None or match.group(2) == "None":
+                    return []
+                fact = self.fact(key, _fact_value(match.group(2)), lineno)
+                return [fact] if fact is not None else []
+        if "initialized with seq_len" in line:
+            match = _EXTENSION_RE.search(line)
+            if match is not None:
+                facts = [self.fact("seq_length", int(match.group(1)), lineno),
+                         self.fact("world_size", int(match.group(2)), lineno)]
+                return [f for f in facts if f is not None]
+        if "Detected GPU model" in line:
+            # What Primus's launcher says about the machine: a fact about the log, not the
+            # result's hardware (which only a run manifest provides).
+            match = _GPU_MODEL_RE.search(strip_ansi(line))
+            if match is not None:
+                fact = self.fact("device_name_in_log", match.group(1), lineno)
+                return [fact] if fact is not None else []
+        return super().extra_line(line, lineno)
+
+
+def parse_primus(lines: Iterable[str], source: str) -> Iterator[Event]:
+    """Events from a Primus log (a console log or one rank's ``{debug,info}.log``)."""
+    return iter_events(PrimusLogParser(source), lines)

@@ -1,0 +1,194 @@
+"""NeMo 2 training logs (Lightning with the Megatron strategy).
+
+NeMo 2 prints, from global rank 0::
+
+    Training epoch 0, iteration 17/99 | lr: 2.699e-06 | global_batch_size: 128 |
+    global_step: 17 | reduced_train_loss: 11.03 | train_step_timing in s: 12.64 |
+    consumed_samples: 2304 [| TFLOPS_per_GPU: 865.7]
+
+Traps handled here: values have four significant digits (``1.249e+03``);
+``iteration`` is Lightning's 0-based batch index, which restarts every epoch
+and repeats under gradient accumulation, so records are keyed on
+``global_step`` (record iteration = global_step + 1, the number of optimizer
+steps completed, which is what Megatron-LM calls the iteration and what
+``consumed_samples = iteration × global batch`` counts); the first line has
+no ``consumed_samples``; a run restarted from a checkpoint logs steps again
+(the collector keeps the later ones); ``max_memory_reserved`` and
+``max_memory_allocated`` are bytes; ``TFLOPS_per_GPU`` is NeMo's own figure
+and is kept as reported.  NeMo-Launcher's end-of-run ``train_step_timing in
+s: [list]`` summary is read only when the log has no per-step lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from tprimat.plugins._megatron.logparse import (
+    LineError,
+    _normal_key,
+    iter_events,
+    parse_float,
+    parse_int,
+    strip_ansi,
+)
+from tprimat.records import LogFact, ParseIssue
+from tprimat.schema import IterationRecord
+
+Event = IterationRecord | LogFact | ParseIssue
+
+_LINE_RE = re.compile(r"Training epoch (\d+), iteration (\d+)/(\d+)\s*\|(.*)$")
+_MEMBER_RE = re.compile(r"Initializing distributed: GLOBAL_RANK: \d+, MEMBER: \d+/(\d+)")
+_SUMMARY_RE = re.compile(r"train_step_timing in s: \[([^\]]*)\]")
+_NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+
+GIB = 1024.0**3
+
+
+class NemoLogParser:
+    """Stateful reader of one stream of NeMo 2 log lines."""
+
+    name = "nemo"
+    triggers = ("Training epoch", "MEMBER:", "train_step_timing in s: [")
+    running_triggers = ("Training epoch", "train_step_timing in s: [")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self._facts: dict[str, Any] = {}
+        self._seen_step_lines = False
+        self.started = False
+        self._summary: tuple[list[float], int] | None = None
+
+    def where(self, lineno: int) -> str:
+        return f"{self.source}:{lineno}"
+
+    def issue(self, lineno: int, message: str) -> ParseIssue:
+        return ParseIssue(source=self.where(lineno), message=message)
+
+    def fact(self, key: str, value: Any, lineno: int) -> LogFact | None:
+        if key in self._facts and self._facts[key] == value:
+            return None
+        self._facts[key] = value
+        return LogFact(key=key, value=value, source=self.where(lineno))
+
+    def holds_line(self) -> bool:
+        return False
+
+    def feed(self, line: str, lineno: int) -> list[Event] | None:
+        if "Training epoch" in line:
+            match = _LINE_RE.search(strip_ansi(line).rstrip())
+            if match is not None:
+                return self._step(match, lineno)
+        elif "MEMBER:" in line:
+            match = _MEMBER_RE.search(line)
+            if match is not None:
+                fact = self.fact("world_size", int(match.group(1)), lineno)
+                return [fact] if fact is not None else []
+        elif "train_step_timing in s: [" in line:
+            match = _SUMMARY_RE.search(line)
+            if match is not None:
+                try:
+                    times = [parse_float(v) for v in match.group(1).split(",") if v.strip()]
+                except LineError as exc:
+                    return [self.issue(lineno, f"unreadable step-time list ({exc}); skipped")]
+                self._summary = (times, lineno)
+                return []
+        return None
+
+    def _step(self, match: re.Match[str], lineno: int) -> list[Event]:
+        self._seen_step_lines = self.started = True
+        batch_index, last_index = int(match.group(2)), int(match.group(3))
+        values: dict[str, str] = {}
+        for segment in match.group(4).split("|"):
+            key, sep, value = segment.partition(":")
+            if sep:
+                values[key.strip()] = value.strip()
+        events: list[Event] = []
+        fields: dict[str, Any] = {}
+        reported: dict[str, float | str | None] = {}
+        try:
+            if "global_step" in values:
+                step = _whole(values.pop("global_step"))
+            else:
+                step = batch_index
+                fact = self.fact("note.nemo_no_global_step",
+                                 "NeMo lines without global_step: keyed on the batch index",
+                                 lineno)
+                if fact is not None:
+                    events.append(fact)
+            if "train_step_timing in s" in values:
+                fields["step_time_s"] = parse_float(values.pop("train_step_timing in s"))
+            if "reduced_train_loss" in values:
+                fields["loss"] = parse_float(values.pop("reduced_train_loss"))
+            if "lr" in values:
+                fields["lr"] = parse_float(values.pop("lr"))
+            if "global_batch_size" in values:
+                fields["global_batch_size"] = _whole(values.pop("global_batch_size"))
+            if "consumed_samples" in values:
+                fields["consumed_samples"] = _whole(values.pop("consumed_samples"))
+            if "max_memory_reserved" in values:
+                fields["mem_max_reserved_gib"] = (
+                    parse_float(values.pop("max_memory_reserved")) / GIB
+                )
+            if "max_memory_allocated" in values:
+                fields["mem_max_allocated_gib"] = (
+                    parse_float(values.pop("max_memory_allocated")) / GIB
+                )
+            if "TFLOPS_per_GPU" in values:
+                reported["tflops_per_gpu"] = parse_float(values.pop("TFLOPS_per_GPU"))
+            for key, value in values.items():
+                if _NUMBER_RE.fullmatch(value) and len(key) < 60:
+                    reported[_normal_key(key)] = float(value)
+        except LineError as exc:
+            return [self.issue(lineno, f"unreadable NeMo step line ({exc}); skipped")]
+        step_time = fields.get("step_time_s")
+        if step_time is not None and not step_time > 0:
+            return [self.issue(lineno, f"train_step_timing is {step_time:g} s; line skipped")]
+        for key, value in (("train_iters", last_index + 1),
+                           ("global_batch_size", fields.get("global_batch_size"))):
+            if value is not None and key not in self._facts:
+                fact = self.fact(key, value, lineno)
+                if fact is not None:
+                    events.append(fact)
+        try:
+            record = IterationRecord(iteration=step + 1, source=self.where(lineno),
+                                     reported=reported, **fields)
+        except (TypeError, ValueError) as exc:
+            return [*events, self.issue(lineno, f"NeMo step line rejected: {exc}")]
+        events.append(record)
+        return events
+
+    def finish(self) -> list[Event]:
+        if self._summary is None or self._seen_step_lines:
+            return []
+        times, lineno = self._summary
+        events: list[Event] = []
+        fact = self.fact("note.nemo_step_time_list",
+                         f"step times read from the end-of-run list at {self.where(lineno)}; "
+                         "iterations numbered from 1 in list order", lineno)
+        if fact is not None:
+            events.append(fact)
+        for index, seconds in enumerate(times, 1):
+            if seconds > 0:
+                events.append(IterationRecord(iteration=index, step_time_s=seconds,
+                                              source=self.where(lineno)))
+            else:
+                events.append(self.issue(lineno, f"step {index} has time {seconds:g} s; skipped"))
+        return events
+
+
+def _whole(text: str) -> int:
+    """An integer NeMo may print as a float (``5120.0``); a fraction is an error."""
+    try:
+        return parse_int(text)
+    except LineError:
+        value = parse_float(text)
+        if value != int(value):
+            raise LineError(f"not a whole number: {text[:40]!r}") from None
+        return int(value)
+
+
+def parse_nemo(lines: Iterable[str], source: str) -> Iterator[Event]:
+    """Events from a NeMo 2 log, yielded as each line is read."""
+    return iter_events(NemoLogParser(source), lines)
