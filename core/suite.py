@@ -367,3 +367,13 @@ def completed_results(spec: SuiteSpec, directory: Path) -> list[Path]:
     """Result files of the suite's completed runs, in matrix order."""
     return [directory / RUNS_DIR / run.id / "result.json" for run in expand(spec)
             if run_status(directory / RUNS_DIR / run.id)[0] == "completed"]
+
+
+def report_groups(spec: SuiteSpec, directory: Path) -> dict[str, list[Path]]:
+    """Completed result files grouped by model, precision and methodology (one report each)."""
+    groups: dict[str, list[Path]] = {}
+    for run in expand(spec):
+        path = directory / RUNS_DIR / run.id / "result.json"
+        if run_status(path.parent)[0] == "completed":
+            groups.setdefault(f"{run.model}-{run.precision}-{run.methodology}", []).append(path)
+    return groups

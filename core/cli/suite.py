@@ -92,3 +92,39 @@ def status(directory: Path, as_json: bool) -> None:
         echo_json({"runs": rows})
         return
     _print_overview(rows)
+
+
+@suite.command("report")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("-o", "--output", "output_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where to write the reports (default: DIRECTORY/report).")
+@click.option("--format", "formats", default="md,html,csv,json", show_default=True,
+              help="Comma-separated report formats: md, html, csv, json.")
+@click.option("--json", "as_json", is_flag=True, help="Print the written reports as JSON.")
+def report(directory: Path, output_dir: Path | None, formats: str, as_json: bool) -> None:
+    """Compare the completed runs of the suite in DIRECTORY, repeats aggregated.
+
+    One report per model × precision × methodology (the runs a fair comparison
+    may put side by side), written to OUTPUT/<model>-<precision>-<methodology>/.
+    """
+    from tprimat.compare import build_comparison, write_report
+    from tprimat.compare.report import parse_formats
+    from tprimat.config import load_config
+    from tprimat.suite import SUITE_FILE, load_suite, report_groups
+
+    spec = load_suite(directory / SUITE_FILE)
+    groups = report_groups(spec, directory)
+    if not groups:
+        raise click.ClickException(f"no completed runs in {directory} yet")
+    chosen = parse_formats(formats)
+    base = load_config(spec.config) if spec.config else load_config()
+    target = output_dir or directory / "report"
+    written = {}
+    for name, paths in groups.items():
+        comparison = build_comparison(paths, cost=base.cost)
+        files = write_report(comparison, target / name, chosen)
+        written[name] = {"runs": len(paths), "files": {k: str(v) for k, v in files.items()}}
+        if not as_json:
+            click.echo(f"{name}: {len(paths)} completed run(s) -> {target / name}")
+    if as_json:
+        echo_json({"reports": written})

@@ -190,3 +190,25 @@ def test_the_same_suite_file_reopens_its_directory(tmp_path):
     path.write_text(SUITE + 'config = "bench.toml"\n')
     first = init_suite_dir(path, tmp_path / "out")
     assert init_suite_dir(path, tmp_path / "out") == first
+
+
+def test_report_writes_one_comparison_per_model_and_precision(suite_file, tmp_path):
+    directory = tmp_path / "out"
+    spec = init_suite_dir(suite_file, directory)
+    run_suite(spec, directory, launcher=Launcher())
+    result = CliRunner().invoke(cli, ["suite", "report", str(directory), "--format", "md,csv",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    reports = json.loads(result.output)["reports"]
+    assert sorted(reports) == ["llama3.1-tiny-bf16-iso", "llama3.1-tiny-fp32-iso",
+                               "qwen2.5-tiny-bf16-iso", "qwen2.5-tiny-fp32-iso"]
+    assert all(entry["runs"] == 2 for entry in reports.values())  # the two repeats
+    text = Path(reports["qwen2.5-tiny-fp32-iso"]["files"]["report.md"]).read_text()
+    assert "qwen2.5-tiny" in text and "R1, R2" in text
+
+
+def test_report_without_completed_runs_is_an_error(suite_file, tmp_path):
+    directory = tmp_path / "out"
+    init_suite_dir(suite_file, directory)
+    result = CliRunner().invoke(cli, ["suite", "report", str(directory)])
+    assert result.exit_code == 1 and "no completed runs" in result.output
