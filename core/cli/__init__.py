@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "models": "tprimat.cli.models:models",
     "detect": "tprimat.cli.detect:detect",
     "config": "tprimat.cli.config:config",
+    "prepare-data": "tprimat.cli.prepare_data:prepare_data",
 }
 
 

@@ -1,0 +1,101 @@
+"""``dataset.json``: the description of a prepared dataset, and reading it back.
+
+The file sits in the dataset directory (``data/<dataset>/<family>/``) next to
+``tokenized/`` and ``tokenizer/``; paths in it are relative to that directory
+so the directory can be copied between machines as a whole.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tprimat.errors import TprimatError
+
+if TYPE_CHECKING:
+    from tprimat.plans import PreparedDataset
+
+DATASET_JSON = "dataset.json"
+FORMAT = "tprimat-dataset"
+FORMAT_VERSION = 1
+
+
+class PreparedDatasetError(TprimatError):
+    """A prepared dataset that is missing or whose ``dataset.json`` is invalid."""
+
+
+def dataset_json_path(path: str | Path) -> Path:
+    path = Path(path).expanduser()
+    return path if path.suffix == ".json" else path / DATASET_JSON
+
+
+def write_dataset_json(directory: Path, record: dict[str, Any]) -> Path:
+    from tprimat.atomic import atomic_write_text
+
+    body = {"format": FORMAT, "version": FORMAT_VERSION, **record}
+    return atomic_write_text(directory / DATASET_JSON, json.dumps(body, indent=2) + "\n")
+
+
+def read_dataset_json(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """``(json path, content)`` after checking the format and required keys."""
+    json_path = dataset_json_path(path)
+    if not json_path.is_file():
+        if Path(path).expanduser().is_dir():
+            raise PreparedDatasetError(
+                f"{path} is not a prepared dataset: no {DATASET_JSON} (make one with "
+                "`tprimat prepare-data`)"
+            )
+        raise PreparedDatasetError(f"prepared dataset {path} does not exist")
+    try:
+        data = json.loads(json_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise PreparedDatasetError(f"{json_path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise PreparedDatasetError(f"{json_path}: not a tprimat dataset description")
+    if data.get("version") != FORMAT_VERSION:
+        raise PreparedDatasetError(
+            f"{json_path}: dataset format version {data.get('version')!r}, this tprimat reads "
+            f"{FORMAT_VERSION}"
+        )
+    required = {
+        "path_prefix": str,
+        "tokenizer": str,
+        "fingerprint": str,
+        "documents": int,
+        "tokens": int,
+        "vocab_size": int,
+    }
+    for key, kind in required.items():
+        value = data.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise PreparedDatasetError(
+                f"{json_path}: {key!r} must be a {kind.__name__}, got {value!r}"
+            )
+    if not data["fingerprint"].startswith("sha256:"):
+        raise PreparedDatasetError(f"{json_path}: fingerprint is not a sha256 digest")
+    return json_path, data
+
+
+def load_prepared(path: str | Path) -> PreparedDataset:
+    """The :class:`~tprimat.plans.PreparedDataset` described by a dataset directory or its json."""
+    from tprimat.plans import PreparedDataset
+
+    json_path, data = read_dataset_json(path)
+    base = json_path.parent.resolve()
+    prefix = (base / data["path_prefix"]).resolve()
+    for suffix in (".bin", ".idx"):
+        if not Path(f"{prefix}{suffix}").is_file():
+            raise PreparedDatasetError(f"{json_path}: data file {prefix}{suffix} is missing")
+    tokenizer = data["tokenizer"]
+    local = base / tokenizer
+    if local.is_dir():
+        tokenizer = str(local.resolve())
+    return PreparedDataset(
+        path_prefix=prefix,
+        tokenizer=tokenizer,
+        fingerprint=data["fingerprint"],
+        documents=data["documents"],
+        tokens=data["tokens"],
+        vocab_size=data["vocab_size"],
+    )
