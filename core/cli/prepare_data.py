@@ -77,7 +77,7 @@ class _ConsoleReporter:
               help="A hub corpus: bc (BookCorpus) or c4 (C4 English), read with `datasets`.")
 @click.option("--input", "input_path", type=click.Path(exists=True, path_type=Path),
               help="A local .jsonl/.json/.parquet/.txt file or a directory of them.")
-@click.option("--model", required=True, help="Model whose tokenizer and vocabulary to use.")
+@click.option("--model", help="Model whose tokenizer and vocabulary to use (required).")
 @click.option("--tokenizer", help="Tokenizer directory or hub id (default: the model's own).")
 @click.option("--max-documents", type=click.IntRange(min=1),
               help="Stop after this many source documents (default: all).")
@@ -100,8 +100,11 @@ class _ConsoleReporter:
               help="Drop exact duplicate documents.")
 @click.option("--chunk-documents", type=click.IntRange(min=1), default=4096, show_default=True,
               help="Documents per tokenization chunk (the unit of resumption).")
+@click.option("--check", "check_path", type=click.Path(path_type=Path),
+              help="Only re-verify a prepared dataset directory and recompute its fingerprint.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (no progress).")
 def prepare_data(
+    check_path: Path | None,
     dataset: str | None,
     input_path: Path | None,
     model: str,
@@ -123,11 +126,24 @@ def prepare_data(
 
     Writes a Megatron indexed dataset (.bin/.idx) and dataset.json to
     OUTPUT/<name>/<family>/; re-running skips finished steps.  Point a benchmark
-    at it with `--set data.dataset=OUTPUT/<name>/<family>`.
+    at it with `--set data.dataset=OUTPUT/<name>/<family>`.  With --check DIR,
+    re-verify a prepared dataset (for example after copying it to another
+    machine) and recompute its fingerprint.
     """
     from tprimat.data.clean import CleanOptions
     from tprimat.data.pipeline import PrepareError, PrepareOptions, prepare
 
+    if check_path is not None:
+        from tprimat.data import check_prepared
+
+        checked = check_prepared(check_path)
+        if as_json:
+            echo_json({"ok": True, **checked})
+        else:
+            click.echo(f"{check_path}: every check passed; fingerprint {checked['fingerprint']}")
+        return
+    if not model:
+        raise PrepareError("--model is required")
     if (dataset is None) == (input_path is None):
         raise PrepareError("give exactly one of --dataset (bc, c4) or --input PATH")
     options = PrepareOptions(
@@ -138,7 +154,7 @@ def prepare_data(
         tokenizer=tokenizer,
         max_documents=max_documents,
         output=output,
-        workers=workers or os.cpu_count() or 1,
+        workers=workers or len(os.sched_getaffinity(0)) or 1,
         clean=CleanOptions(
             normalize=normalize, min_chars=min_chars, min_words=min_words, dedup=dedup
         ),

@@ -99,3 +99,71 @@ def load_prepared(path: str | Path) -> PreparedDataset:
         tokens=data["tokens"],
         vocab_size=data["vocab_size"],
     )
+
+
+def check_prepared(path: str | Path) -> dict[str, Any]:
+    """Re-verify a prepared dataset and recompute its fingerprint from the files on disk.
+
+    Runs every check of :func:`tprimat.data.verify.verify_dataset` (with the
+    tokenizer copied next to the data) and raises :class:`PreparedDatasetError`
+    when the recomputed fingerprint differs from the one in ``dataset.json``,
+    naming the files whose digests changed.  Returns the recomputed inputs.
+    """
+    from tprimat.data.tokenizer import sha256_file
+    from tprimat.data.verify import fingerprint_inputs, fingerprint_of, verify_dataset
+
+    prepared = load_prepared(path)
+    json_path, data = read_dataset_json(path)
+    tokenizer_dir = Path(prepared.tokenizer)
+    if not tokenizer_dir.is_dir():
+        raise PreparedDatasetError(f"{json_path}: tokenizer directory {tokenizer_dir} is missing")
+    recorded = data.get("fingerprint_inputs") or {}
+    names = sorted(recorded.get("tokenizer_sha256") or {})
+    missing = [n for n in names if not (tokenizer_dir / n).is_file()]
+    if missing:
+        raise PreparedDatasetError(f"{json_path}: tokenizer files missing: {', '.join(missing)}")
+    hashes = {n: sha256_file(tokenizer_dir / n) for n in names}
+    decode = None
+    if (tokenizer_dir / "tokenizer.json").is_file():
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:  # pragma: no cover - the data extra brings tokenizers
+            Tokenizer = None
+        if Tokenizer is not None:
+            tokenizer = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+
+            def decode(ids):
+                return tokenizer.decode(ids, skip_special_tokens=False)
+
+    summary = verify_dataset(
+        prepared.path_prefix,
+        vocab_size=prepared.vocab_size,
+        eos_id=data.get("eos_id") if isinstance(data.get("eos_id"), int) else None,
+        documents=prepared.documents,
+        tokens=prepared.tokens,
+        decode=decode,
+    )
+    inputs = fingerprint_inputs(
+        prepared.path_prefix,
+        hashes,
+        documents=summary["documents"],
+        tokens=summary["tokens"],
+        dtype=summary["dtype"],
+    )
+    fingerprint = fingerprint_of(inputs)
+    if fingerprint != prepared.fingerprint:
+        changed = [
+            key
+            for key in ("bin_sha256", "idx_sha256", "dtype", "documents", "tokens")
+            if recorded.get(key) != inputs[key]
+        ]
+        changed += [
+            f"tokenizer/{n}"
+            for n in names
+            if recorded["tokenizer_sha256"].get(n) != hashes[n]
+        ]
+        raise PreparedDatasetError(
+            f"{json_path}: fingerprint mismatch: recorded {prepared.fingerprint}, files give "
+            f"{fingerprint} (changed: {', '.join(changed) or 'fingerprint inputs'})"
+        )
+    return {"fingerprint": fingerprint, **inputs}

@@ -94,3 +94,17 @@ def test_gated_tokenizer_offline_is_a_clear_error(setup, monkeypatch):
                                       "llama3.1-8b", "--output", str(tmp_path / "d")])
     assert result.exit_code == 2
     assert "meta-llama/Llama-3.1-8B" in result.output and "offline" in result.output
+
+
+def test_check_mode(setup):
+    tmp_path, tokenizer, source = setup
+    made = json.loads(invoke("prepare-data", "--input", str(source), "--model", "llama3.1-tiny",
+                             "--tokenizer", str(tokenizer), "--output", str(tmp_path / "data"),
+                             "--workers", "1", "--json").output)
+    result = invoke("prepare-data", "--check", made["directory"], "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.output)["fingerprint"] == made["fingerprint"]
+    idx = Path(made["path_prefix"] + ".idx")
+    idx.write_bytes(idx.read_bytes()[:-3])
+    broken = CliRunner().invoke(cli, ["prepare-data", "--check", made["directory"]])
+    assert broken.exit_code == 2 and "check 'idx.size' failed" in broken.output

@@ -232,3 +232,31 @@ def test_hub_corpus_is_fetched_once_and_the_token_is_written_nowhere(
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=unreachable))
     assert prepare(opts) == first
+
+
+def test_check_recomputes_the_fingerprint_and_names_what_changed(
+    tmp_path, documents, llama_like_tokenizer
+):
+    import shutil
+
+    from tprimat.data import PreparedDatasetError, check_prepared
+
+    prepared = prepare(options(tmp_path, corpus(tmp_path, documents), llama_like_tokenizer))
+    root = prepared.path_prefix.parent.parent
+    copy = tmp_path / "elsewhere" / "ds"
+    shutil.copytree(root, copy)  # a dataset directory moves between machines as a whole
+    assert check_prepared(copy)["fingerprint"] == prepared.fingerprint
+    assert load_prepared(copy).fingerprint == prepared.fingerprint
+
+    binf = Path(f"{load_prepared(copy).path_prefix}.bin")
+    data = bytearray(binf.read_bytes())
+    data[4], data[6] = data[6], data[4]  # swap two token bytes: same size, ids still valid
+    binf.write_bytes(bytes(data))
+    with pytest.raises(PreparedDatasetError, match=r"fingerprint mismatch.*changed: bin_sha256"):
+        check_prepared(copy)
+    shutil.rmtree(copy)
+    shutil.copytree(root, copy)
+    config = copy / "tokenizer" / "tokenizer_config.json"
+    config.write_text(config.read_text().replace("2048", "4096"))
+    with pytest.raises(PreparedDatasetError, match="tokenizer/tokenizer_config.json"):
+        check_prepared(copy)
