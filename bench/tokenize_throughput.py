@@ -28,6 +28,7 @@ import os
 import platform
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import sysconfig
@@ -191,11 +192,13 @@ def main() -> None:
     parser.add_argument("--size-mb", type=float, default=100.0)
     parser.add_argument("--tokenizer", type=Path, help="a Hugging Face tokenizer directory")
     parser.add_argument("--vocab-size", type=int, default=32000)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)) or 1)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/tprimat-bench-tokenize"))
     parser.add_argument("--megatron-path", type=Path, default=os.environ.get("MEGATRON_PATH"))
     parser.add_argument("--megatron-python", default=os.environ.get("MEGATRON_PYTHON",
                                                                      sys.executable))
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs of each tool, alternating which goes first; medians reported")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     script = args.megatron_path and args.megatron_path / "tools" / "preprocess_data.py"
@@ -215,9 +218,21 @@ def main() -> None:
     corpus_mb = corpus.stat().st_size / 1e6
     print(f"corpus {corpus} ({corpus_mb:.1f} MB), tokenizer {tokenizer}, workers {args.workers}",
           file=sys.stderr)
-    mine = run_tprimat(corpus, tokenizer, args.workers, args.workdir / "tprimat")
-    theirs = run_megatron(corpus, tokenizer, args.workers, args.workdir / "megatron",
-                          args.megatron_path, args.megatron_python)
+    runs = []
+    for attempt in range(args.repeat):
+        # alternate the order so that neither tool always runs on a warmer page cache
+        order = ("tprimat", "megatron") if attempt % 2 == 0 else ("megatron", "tprimat")
+        run = {}
+        for tool in order:
+            if tool == "tprimat":
+                run[tool] = run_tprimat(corpus, tokenizer, args.workers, args.workdir / "tprimat")
+            else:
+                run[tool] = run_megatron(corpus, tokenizer, args.workers,
+                                         args.workdir / "megatron", args.megatron_path,
+                                         args.megatron_python)
+        run["load_average_1m"] = os.getloadavg()[0]
+        runs.append(run)
+    mine, theirs = runs[-1]["tprimat"], runs[-1]["megatron"]
     identical = all(
         sha256(Path(mine["prefix"] + s)) == sha256(Path(theirs["prefix"] + s))
         for s in (".bin", ".idx")
@@ -227,17 +242,24 @@ def main() -> None:
         capture_output=True, text=True,
     ).stdout.strip() or "unknown"
 
+    def median(values):
+        return statistics.median(values)
+
+    tokens = mine["tokens"]
     rows = [
-        ("tprimat prepare-data (all six steps)", mine["wall_s"], mine["tokens"]),
-        ("tprimat tokenize step only", mine["tokenize_s"], mine["tokens"]),
-        ("Megatron-LM preprocess_data.py", theirs["wall_s"], theirs["tokens"]),
+        ("tprimat prepare-data (all six steps)", median([r["tprimat"]["wall_s"] for r in runs])),
+        ("tprimat tokenize step only", median([r["tprimat"]["tokenize_s"] for r in runs])),
+        ("Megatron-LM preprocess_data.py", median([r["megatron"]["wall_s"] for r in runs])),
     ]
-    print(f"{'tool':<40} {'wall s':>9} {'tokens':>13} {'tokens/s':>12} {'MB/s':>7}")
-    for name, seconds, tokens in rows:
+    print(f"{'tool (median of ' + str(len(runs)) + ')':<40} {'wall s':>9} {'tokens':>13} "
+          f"{'tokens/s':>12} {'MB/s':>7}")
+    for name, seconds in rows:
         print(f"{name:<40} {seconds:>9.2f} {tokens:>13,} {tokens / seconds:>12,.0f} "
               f"{corpus_mb / seconds:>7.2f}")
-    ratio = (mine["tokens"] / mine["wall_s"]) / (theirs["tokens"] / theirs["wall_s"])
-    print(f"tprimat end-to-end / Megatron-LM tokens/s: {ratio:.2f}x")
+    ratios = [r["megatron"]["wall_s"] / r["tprimat"]["wall_s"] for r in runs]
+    ratio = median(ratios)
+    print("tprimat end-to-end / Megatron-LM tokens/s per run: "
+          + ", ".join(f"{x:.2f}x" for x in ratios) + f" (median {ratio:.2f}x)")
     print(f"outputs byte-identical: {'yes' if identical else 'NO'}")
     results = {
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
@@ -248,9 +270,9 @@ def main() -> None:
         "tokenizer": str(tokenizer),
         "workers": args.workers,
         "megatron_commit": megatron_commit,
-        "tprimat": mine,
-        "megatron": theirs,
-        "ratio_end_to_end": round(ratio, 3),
+        "runs": runs,
+        "ratios_end_to_end": [round(x, 3) for x in ratios],
+        "ratio_end_to_end_median": round(ratio, 3),
         "byte_identical": identical,
     }
     if args.json:
