@@ -318,7 +318,9 @@ def prepare(options: PrepareOptions, reporter: Reporter | None = None):
         reporter.step("tokenize", "skipped", f"{record['tokens']} tokens already made")
         reporter.step("write", "skipped", str(prefix))
     else:
-        parts_dir = tok_dir / f"parts-{token_key[:16]}"
+        # parts are only valid for the same inputs cut into the same chunks
+        parts_key = _digest({"tokens": token_key, "chunk_documents": options.chunk_documents})
+        parts_dir = tok_dir / f"parts-{parts_key[:16]}"
         if tok_dir.is_dir():
             import shutil
 

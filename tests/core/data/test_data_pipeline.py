@@ -260,3 +260,16 @@ def test_check_recomputes_the_fingerprint_and_names_what_changed(
     config.write_text(config.read_text().replace("2048", "4096"))
     with pytest.raises(PreparedDatasetError, match="tokenizer/tokenizer_config.json"):
         check_prepared(copy)
+
+
+def test_parts_of_another_chunk_size_are_not_reused(tmp_path, documents, llama_like_tokenizer):
+    source = corpus(tmp_path, documents)
+    reference = prepare(options(tmp_path / "ref", source, llama_like_tokenizer))
+    with pytest.raises(KeyboardInterrupt):
+        prepare(options(tmp_path, source, llama_like_tokenizer), Recorder(stop_after_chunks=2))
+    resumed = Recorder()
+    result = prepare(options(tmp_path, source, llama_like_tokenizer, chunk_documents=50), resumed)
+    detail = [d for n, s, d in resumed.events if n == "tokenize" and s == "done"][0]
+    assert "(0 kept from an earlier run)" in detail
+    assert result.fingerprint == reference.fingerprint
+    assert len(list(result.path_prefix.parent.glob("parts-*"))) == 0
