@@ -39,6 +39,7 @@ class HubCorpus:
     name: str | None
     split: str
     text_field: str
+    default_documents: int  # read this many unless --max-documents says otherwise
     revision: str | None = None
     description: str = ""
 
@@ -52,6 +53,7 @@ HUB_CORPORA: dict[str, HubCorpus] = {
         name=None,
         split="train",
         text_field="text",
+        default_documents=10_000_000,  # about 150M Llama 3 tokens
         revision="refs/convert/parquet",
         description="BookCorpus (one row per sentence-split line of a book)",
     ),
@@ -61,6 +63,7 @@ HUB_CORPORA: dict[str, HubCorpus] = {
         name="en",
         split="train",
         text_field="text",
+        default_documents=1_000_000,  # about 500M Llama 3 tokens
         description="C4 English (Colossal Clean Crawled Corpus, one row per web page)",
     ),
 }

@@ -191,7 +191,8 @@ def _documents(options: PrepareOptions) -> Iterable[str]:
     from tprimat.data.fetch import HUB_CORPORA, iter_hub_documents, iter_local_documents
 
     if options.dataset is not None:
-        yield from iter_hub_documents(HUB_CORPORA[options.dataset], options.max_documents)
+        corpus = HUB_CORPORA[options.dataset]
+        yield from iter_hub_documents(corpus, _max_documents(options))
         return
     assert options.input is not None
     documents = iter_local_documents(
@@ -203,6 +204,15 @@ def _documents(options: PrepareOptions) -> Iterable[str]:
         if options.max_documents is not None and count >= options.max_documents:
             return
         yield text
+
+
+def _max_documents(options: PrepareOptions) -> int | None:
+    """The document limit: as asked, else the hub corpus's default, else all."""
+    from tprimat.data.fetch import HUB_CORPORA
+
+    if options.max_documents is not None or options.dataset is None:
+        return options.max_documents
+    return HUB_CORPORA[options.dataset].default_documents
 
 
 def dataset_directory(options: PrepareOptions, model, tokenizer_info) -> Path:
@@ -225,6 +235,11 @@ def prepare(options: PrepareOptions, reporter: Reporter | None = None):
     from tprimat.models import UnknownModelError, get_model
 
     reporter = reporter or Reporter()
+    import importlib.util
+
+    for module in ("numpy", "tokenizers"):
+        if importlib.util.find_spec(module) is None:
+            raise PrepareError(f"prepare-data needs {module}: pip install 'tprimat[data]'")
     try:
         model = get_model(options.model)
     except UnknownModelError as exc:
@@ -245,7 +260,8 @@ def prepare(options: PrepareOptions, reporter: Reporter | None = None):
 
     # 1. fetch
     source = _source_description(options)
-    fetch_key = _digest({"source": source, "max_documents": options.max_documents})
+    max_documents = _max_documents(options)
+    fetch_key = _digest({"source": source, "max_documents": max_documents})
     raw_file = raw_dir / "documents.jsonl"
     record = _read_step(raw_dir)
     if _output_ok(raw_dir, record, fetch_key, raw_file):
@@ -259,7 +275,7 @@ def prepare(options: PrepareOptions, reporter: Reporter | None = None):
             "step": "fetch",
             "inputs_digest": fetch_key,
             "source": source,
-            "max_documents": options.max_documents,
+            "max_documents": max_documents,
             "documents": count,
             "bytes": raw_file.stat().st_size,
             "sha256": digest,

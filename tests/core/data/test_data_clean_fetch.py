@@ -108,3 +108,12 @@ def test_local_errors(tmp_path):
     (tmp_path / "latin.txt").write_bytes(b"caf\xe9\n")
     with pytest.raises(FetchError, match="not UTF-8"):
         list(iter_local_documents(tmp_path / "latin.txt"))
+
+
+def test_document_limits():
+    from tprimat.data.pipeline import PrepareOptions, _max_documents
+
+    assert _max_documents(PrepareOptions(model="m", dataset="c4")) == 1_000_000
+    assert _max_documents(PrepareOptions(model="m", dataset="bc")) == 10_000_000
+    assert _max_documents(PrepareOptions(model="m", dataset="bc", max_documents=5)) == 5
+    assert _max_documents(PrepareOptions(model="m", input="x.jsonl")) is None
