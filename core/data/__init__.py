@@ -10,6 +10,16 @@ the tokenizer libraries are imported only by the functions that use them.
 
 from __future__ import annotations
 
-from tprimat.data.prepared import PreparedDatasetError, check_prepared, load_prepared
+from tprimat.data.prepared import (
+    PreparedDatasetError,
+    check_model_compatibility,
+    check_prepared,
+    load_prepared,
+)
 
-__all__ = ["PreparedDatasetError", "check_prepared", "load_prepared"]
+__all__ = [
+    "PreparedDatasetError",
+    "check_model_compatibility",
+    "check_prepared",
+    "load_prepared",
+]

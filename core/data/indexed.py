@@ -207,30 +207,33 @@ class IndexedReader:
         for path, check in ((idx, "idx.exists"), (binf, "bin.exists")):
             if not path.is_file():
                 raise IndexedDatasetError(check, path, "file not found")
-        raw = idx.read_bytes()
-        if len(raw) < HEADER_SIZE:
+        size = idx.stat().st_size
+        if size < HEADER_SIZE:
             raise IndexedDatasetError(
-                "idx.header", idx, f"{len(raw)} bytes, shorter than the {HEADER_SIZE}-byte header"
+                "idx.header", idx, f"{size} bytes, shorter than the {HEADER_SIZE}-byte header"
             )
-        if raw[: len(MAGIC)] != MAGIC:
+        # mapped, not read: an index of millions of documents stays in the page cache
+        raw = np.memmap(idx, dtype=np.uint8, mode="r")
+        header = bytes(raw[:HEADER_SIZE])
+        if header[: len(MAGIC)] != MAGIC:
             raise IndexedDatasetError(
-                "idx.header", idx, f"magic is {raw[: len(MAGIC)]!r}, expected {MAGIC!r}"
+                "idx.header", idx, f"magic is {header[: len(MAGIC)]!r}, expected {MAGIC!r}"
             )
         offset = len(MAGIC)
-        (version,) = struct.unpack_from("<Q", raw, offset)
+        (version,) = struct.unpack_from("<Q", header, offset)
         if version != VERSION:
             raise IndexedDatasetError("idx.version", idx, f"version {version}, expected {VERSION}")
-        (code,) = struct.unpack_from("<B", raw, offset + 8)
+        (code,) = struct.unpack_from("<B", header, offset + 8)
         if code not in DTYPE_CODES:
             raise IndexedDatasetError("idx.dtype", idx, f"unknown dtype code {code}")
         self.dtype = DTYPE_CODES[code]
-        sequences, documents = struct.unpack_from("<QQ", raw, offset + 9)
+        sequences, documents = struct.unpack_from("<QQ", header, offset + 9)
         expected = HEADER_SIZE + sequences * (4 + 8) + documents * 8
-        if len(raw) != expected:
+        if size != expected:
             raise IndexedDatasetError(
                 "idx.size",
                 idx,
-                f"{len(raw)} bytes, but {sequences} sequences and {documents} document-index "
+                f"{size} bytes, but {sequences} sequences and {documents} document-index "
                 f"entries need {expected} (truncated or corrupted index)",
             )
         self.sequence_count = int(sequences)

@@ -167,3 +167,33 @@ def check_prepared(path: str | Path) -> dict[str, Any]:
             f"{fingerprint} (changed: {', '.join(changed) or 'fingerprint inputs'})"
         )
     return {"fingerprint": fingerprint, **inputs}
+
+
+def check_model_compatibility(path: str | Path, model) -> None:
+    """Refuse to train ``model`` (a name or ``ModelSpec``) on a dataset made for another one.
+
+    Two rules: the dataset was tokenized for the same model family (token ids of
+    a Llama tokenizer mean nothing to a Qwen embedding, and the reverse), and its
+    vocabulary fits in the model's embedding (every id is below ``vocab_size``,
+    which the verify step checked).
+    """
+    from tprimat.models import ModelSpec, UnknownModelError, get_model
+
+    if not isinstance(model, ModelSpec):
+        try:
+            model = get_model(str(model))
+        except UnknownModelError as exc:
+            raise PreparedDatasetError(str(exc)) from None
+    json_path, data = read_dataset_json(path)
+    family = data.get("model_family")
+    if family and family != model.family:
+        raise PreparedDatasetError(
+            f"{json_path}: tokenized for the {family} family "
+            f"({data.get('tokenizer_source', 'unknown tokenizer')}), but {model.name} is a "
+            f"{model.family} model; prepare the data for {model.name}"
+        )
+    if data["vocab_size"] > model.vocab_size:
+        raise PreparedDatasetError(
+            f"{json_path}: its tokenizer has {data['vocab_size']} tokens, more than the "
+            f"{model.vocab_size} {model.name} embeds"
+        )

@@ -73,3 +73,18 @@ def test_missing_and_broken(tmp_path):
     (tmp_path / "dataset.json").write_text("{not json")
     with pytest.raises(TprimatError, match="not valid JSON"):
         load_prepared(tmp_path)
+
+
+def test_model_compatibility(tmp_path):
+    from tprimat.data import check_model_compatibility
+    from tprimat.models import get_model
+
+    root = make(tmp_path, model_family="qwen2", tokenizer_source="Qwen/Qwen2.5-7B",
+                vocab_size=151665)
+    check_model_compatibility(root, "qwen2.5-7b")
+    with pytest.raises(PreparedDatasetError, match="tokenized for the qwen2 family"):
+        check_model_compatibility(root, get_model("llama3.1-8b"))
+    with pytest.raises(PreparedDatasetError, match="151665 tokens, more than the 4096"):
+        check_model_compatibility(root, "qwen2.5-tiny")
+    with pytest.raises(PreparedDatasetError, match="unknown model"):
+        check_model_compatibility(root, "gpt-9")
