@@ -75,3 +75,22 @@ def test_prepared_dataset_reads_back(tmp_path, megatron_indexed, documents, llam
     assert len(dataset) == len(documents) == prepared.documents
     for i, text in enumerate(documents):
         assert dataset[i].tolist() == tokenizer.encode(text).ids + [eos]
+
+
+def test_large_vocabulary_gives_int32_that_megatron_reads(tmp_path, megatron_indexed, documents):
+    from tiny_corpus import train_tokenizer, write_jsonl
+    from tokenizers import Tokenizer
+    from tprimat.data.pipeline import PrepareOptions, prepare
+
+    big = train_tokenizer(tmp_path / "big", documents, extra_special_tokens=66000)
+    prepared = prepare(
+        PrepareOptions(model="llama3.1-8b", input=write_jsonl(tmp_path / "c.jsonl", documents),
+                       tokenizer=str(big), output=tmp_path / "data")
+    )
+    assert prepared.vocab_size > 65500
+    dataset = megatron_indexed.IndexedDataset(str(prepared.path_prefix))
+    assert dataset.index.dtype == np.int32
+    tokenizer = Tokenizer.from_file(str(big / "tokenizer.json"))
+    eos = tokenizer.token_to_id("<|end_of_text|>")
+    for i in (0, len(documents) - 1):
+        assert dataset[i].tolist() == tokenizer.encode(documents[i]).ids + [eos]
