@@ -227,7 +227,12 @@ def dataset_directory(options: PrepareOptions, model, tokenizer_info) -> Path:
 def prepare(options: PrepareOptions, reporter: Reporter | None = None):
     """Run the pipeline; returns the :class:`~tprimat.plans.PreparedDataset` it made."""
     from tprimat import __version__
-    from tprimat.data.indexed import bin_path, idx_path, token_dtype_for_vocab
+    from tprimat.data.indexed import (
+        IndexedDatasetError,
+        bin_path,
+        idx_path,
+        token_dtype_for_vocab,
+    )
     from tprimat.data.prepared import load_prepared, write_dataset_json
     from tprimat.data.tokenize import tokenize_to_parts, write_parts
     from tprimat.data.tokenizer import copy_tokenizer, load_tokenizer
@@ -394,14 +399,22 @@ def prepare(options: PrepareOptions, reporter: Reporter | None = None):
 
     # 5. verify
     reporter.step("verify", "start")
-    summary = verify_dataset(
-        prefix,
-        vocab_size=info.vocab_size,
-        eos_id=info.eos_id,
-        documents=tok_record["documents"],
-        tokens=tok_record["tokens"],
-        decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=False),
-    )
+    try:
+        summary = verify_dataset(
+            prefix,
+            vocab_size=info.vocab_size,
+            eos_id=info.eos_id,
+            documents=tok_record["documents"],
+            tokens=tok_record["tokens"],
+            decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=False),
+        )
+    except IndexedDatasetError as exc:
+        raise PrepareError(
+            f"{exc} (the data was changed after it was written; remove {tok_dir} to make it "
+            "again)"
+            if done
+            else str(exc)
+        ) from None
     sample = (summary["sample"] or "")[:60]
     reporter.step("verify", "done", f"all checks passed; document 0 begins {sample!r}")
 

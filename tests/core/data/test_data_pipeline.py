@@ -273,3 +273,13 @@ def test_parts_of_another_chunk_size_are_not_reused(tmp_path, documents, llama_l
     assert "(0 kept from an earlier run)" in detail
     assert result.fingerprint == reference.fingerprint
     assert len(list(result.path_prefix.parent.glob("parts-*"))) == 0
+
+
+def test_damaged_data_is_reported_on_rerun(tmp_path, documents, llama_like_tokenizer):
+    prepared = prepare(options(tmp_path, corpus(tmp_path, documents), llama_like_tokenizer))
+    idx = Path(f"{prepared.path_prefix}.idx")
+    raw = bytearray(idx.read_bytes())
+    raw[0:3] = b"BAD"
+    idx.write_bytes(bytes(raw))
+    with pytest.raises(PrepareError, match=r"check 'idx.header' failed.*remove .*tokenized"):
+        prepare(options(tmp_path, corpus(tmp_path, documents), llama_like_tokenizer))
