@@ -20,10 +20,21 @@ class _ConsoleReporter:
         self._task = None
         self._tokens = 0
         self._started = 0.0
+        self._status = None
+
+    def documents_done(self, step: str, documents: int) -> None:
+        if self._status is not None:
+            self._status.update(f"{step}: {documents:,} documents")
 
     def step(self, name: str, status: str, detail: str = "") -> None:
         if status == "start":
+            if name in ("fetch", "clean"):
+                self._status = self.console.status(f"{name}: starting", spinner="dots")
+                self._status.start()
             return  # the done/skipped line follows; tokenizing shows a progress bar meanwhile
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
         word = "skipped" if status == "skipped" else "done"
         text = f"[bold]{name:<11}[/bold] {word}"
         self.console.print(text + (f": {detail}" if detail else ""), highlight=False)
@@ -70,6 +81,13 @@ class _ConsoleReporter:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+
+    def close(self) -> None:
+        """Stop any spinner or bar (also when a step fails)."""
+        self.tokenize_end()
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
 
 
 @click.command("prepare-data")
@@ -164,7 +182,10 @@ def prepare_data(
         chunk_documents=chunk_documents,
     )
     reporter = _ConsoleReporter(quiet=as_json)
-    prepared = prepare(options, reporter)
+    try:
+        prepared = prepare(options, reporter)
+    finally:
+        reporter.close()
     directory = prepared.path_prefix.parent.parent
     summary = {
         "directory": str(directory),

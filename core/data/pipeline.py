@@ -26,11 +26,12 @@ an interruption.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,9 @@ class Reporter:
     def step(self, name: str, status: str, detail: str = "") -> None:
         """``status`` is ``start``, ``done`` or ``skipped``."""
 
+    def documents_done(self, step: str, documents: int) -> None:
+        """Running count of documents written by ``fetch`` or ``clean`` (every 10,000)."""
+
     def tokenize_start(self, total_documents: int) -> None:
         pass
 
@@ -123,7 +127,9 @@ def _write_step(directory: Path, record: dict[str, Any]) -> None:
     atomic_write_text(directory / "step.json", json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
-def _write_jsonl(path: Path, texts: Iterable[str]) -> tuple[int, str]:
+def _write_jsonl(
+    path: Path, texts: Iterable[str], progress: Callable[[int], None] | None = None
+) -> tuple[int, str]:
     """Write documents as JSON lines atomically; (count, sha256 of the file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.partial")
@@ -135,6 +141,8 @@ def _write_jsonl(path: Path, texts: Iterable[str]) -> tuple[int, str]:
             digest.update(line)
             handle.write(line)
             count += 1
+            if progress is not None and count % 10_000 == 0:
+                progress(count)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
@@ -240,8 +248,6 @@ def prepare(options: PrepareOptions, reporter: Reporter | None = None):
     from tprimat.models import UnknownModelError, get_model
 
     reporter = reporter or Reporter()
-    import importlib.util
-
     for module in ("numpy", "tokenizers"):
         if importlib.util.find_spec(module) is None:
             raise PrepareError(f"prepare-data needs {module}: pip install 'tprimat[data]'")
@@ -273,7 +279,9 @@ def prepare(options: PrepareOptions, reporter: Reporter | None = None):
         reporter.step("fetch", "skipped", f"{record['documents']} documents already fetched")
     else:
         reporter.step("fetch", "start")
-        count, digest = _write_jsonl(raw_file, _documents(options))
+        count, digest = _write_jsonl(
+            raw_file, _documents(options), lambda n: reporter.documents_done("fetch", n)
+        )
         if count == 0:
             raise PrepareError("the source yielded no documents")
         record = {
@@ -299,7 +307,9 @@ def prepare(options: PrepareOptions, reporter: Reporter | None = None):
         reporter.step("clean", "start")
         stats = CleanStats()
         count, digest = _write_jsonl(
-            clean_file, clean_documents(_iter_jsonl(raw_file), options.clean, stats)
+            clean_file,
+            clean_documents(_iter_jsonl(raw_file), options.clean, stats),
+            lambda n: reporter.documents_done("clean", n),
         )
         if count == 0:
             raise PrepareError(f"every document was dropped by the filters: {stats.dropped}")
