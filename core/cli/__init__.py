@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "import-legacy": "tprimat.cli.import_legacy:import_legacy",
     "compare": "tprimat.cli.compare:compare",
     "parse": "tprimat.cli.parse:parse",
+    "prepare-data": "tprimat.cli.prepare_data:prepare_data",
 }
 
 
