@@ -7,7 +7,8 @@ way its iterations arrived.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import attrs
 
@@ -35,8 +36,13 @@ def assemble_result(
     warmup_iterations: int = 2,
     exclude_profiled: bool = True,
     tensor_parallel: int = 1,
+    ceiling: Mapping[str, Any] | None = None,
 ) -> Result:
-    """Fill in per-iteration throughput, summarise, and record what was left out."""
+    """Fill in per-iteration throughput, summarise, and record what was left out.
+
+    ``ceiling`` is the latest ``tprimat microbench`` summary of the run's device
+    (recorded in the run manifest), for MAMF utilisation next to MFU.
+    """
     hardware = hardware or Hardware()
     provenance = provenance or Provenance()
     finished = with_throughput(
@@ -59,6 +65,7 @@ def assemble_result(
         warmup_iterations=warmup_iterations,
         exclude_profiled=exclude_profiled,
         tensor_parallel=tensor_parallel,
+        ceiling=ceiling,
     )
     provenance = attrs.evolve(provenance, notes=[*provenance.notes, *notes])
     return Result(

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -132,6 +133,40 @@ def _ranges(numbers: Iterable[int]) -> str:
     return ", ".join(spans)
 
 
+def mamf_utilisation(tflops_per_gpu: float | None, mamf_tflops: float | None) -> float | None:
+    """Achieved model TFLOP/s per GPU ÷ the measured maximum achievable matmul TFLOP/s.
+
+    A fraction (0.5 is half of the ceiling), like MFU.  None when either
+    figure is missing, not finite, or the ceiling is not positive; a negative
+    achieved figure is an error upstream and gives None too.
+    """
+    if tflops_per_gpu is None or mamf_tflops is None:
+        return None
+    if not (math.isfinite(tflops_per_gpu) and math.isfinite(mamf_tflops)):
+        return None
+    if mamf_tflops <= 0 or tflops_per_gpu < 0:
+        return None
+    return tflops_per_gpu / mamf_tflops
+
+
+def _against_ceiling(
+    ceiling: Mapping[str, Any] | None, tflops: float | None, precision: str | None, notes: list[str]
+) -> dict[str, Any]:
+    """MAMF and MAMF utilisation from a microbench summary, or nothing with a note."""
+    if not ceiling:
+        return {}
+    mamf = (ceiling.get("mamf_tflops") or {}).get(precision or "")
+    if not isinstance(mamf, int | float):
+        notes.append(f"microbench {ceiling.get('path', '')} has no {precision} matmul ceiling")
+        return {}
+    utilisation = mamf_utilisation(tflops, float(mamf))
+    return {
+        "mamf_tflops": float(mamf),
+        "mamf_utilisation": utilisation,
+        "mamf_source": str(ceiling.get("path") or ceiling.get("created_at") or "microbench"),
+    }
+
+
 def _peak(values: Iterable[float | None]) -> float | None:
     present = [v for v in values if v is not None and math.isfinite(v)]
     return max(present) if present else None
@@ -148,8 +183,14 @@ def summarize(
     warmup_iterations: int,
     exclude_profiled: bool = True,
     tensor_parallel: int = 1,
+    ceiling: Mapping[str, Any] | None = None,
 ) -> tuple[Summary, list[str]]:
-    """The run's summary from its (throughput-filled) records, plus notes for provenance."""
+    """The run's summary from its (throughput-filled) records, plus notes for provenance.
+
+    ``ceiling`` is a ``tprimat microbench`` summary of the same device: when it
+    has a maximum achievable matmul figure for the run's precision, the
+    summary reports achieved TFLOP/s against it too ("MAMF utilisation").
+    """
     measured, notes = select_measured(
         records, warmup_iterations=warmup_iterations, exclude_profiled=exclude_profiled
     )
@@ -206,6 +247,7 @@ def summarize(
         peak_tflops=peak,
         peak_source=peak_source,
         mfu=mfu,
+        **_against_ceiling(ceiling, tflops, precision, notes),
         mem_max_allocated_gib=_peak(
             r.mem_max_allocated_gib if r.mem_max_allocated_gib is not None else r.mem_allocated_gib
             for r in records

@@ -151,6 +151,9 @@ class Summary:
     peak_tflops: float | None = None
     peak_source: str | None = None
     mfu: float | None = None
+    mamf_tflops: float | None = None  # measured max achievable matmul TFLOP/s of this device
+    mamf_utilisation: float | None = None  # tflops_per_gpu / mamf_tflops
+    mamf_source: str | None = None  # the microbench result it came from
     mem_max_allocated_gib: float | None = None
     mem_max_reserved_gib: float | None = None
     mem_device_used_gib: float | None = None

@@ -8,7 +8,6 @@ its measured ceiling with :func:`mamf_utilisation`.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import statistics
@@ -19,6 +18,7 @@ from typing import Any
 
 from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError
+from tprimat.metrics import mamf_utilisation  # noqa: F401  (re-exported: defined with the other figures)
 from tprimat.peaks import find_device, lookup_peak
 
 KIND = "tprimat.microbench"
@@ -36,22 +36,6 @@ def default_directory() -> Path:
     if configured:
         return Path(configured).expanduser()
     return Path.home() / ".cache" / "tprimat" / "microbench"
-
-
-def mamf_utilisation(tflops_per_gpu: float | None, mamf_tflops: float | None) -> float | None:
-    """Achieved model TFLOP/s per GPU ÷ the measured maximum achievable matmul TFLOP/s.
-
-    A fraction (0.5 is half of the ceiling), like MFU.  None when either
-    figure is missing, not finite, or the ceiling is not positive; a negative
-    achieved figure is an error upstream and gives None too.
-    """
-    if tflops_per_gpu is None or mamf_tflops is None:
-        return None
-    if not (math.isfinite(tflops_per_gpu) and math.isfinite(mamf_tflops)):
-        return None
-    if mamf_tflops <= 0 or tflops_per_gpu < 0:
-        return None
-    return tflops_per_gpu / mamf_tflops
 
 
 def _ok(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

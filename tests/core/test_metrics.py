@@ -141,3 +141,22 @@ def test_unknown_precision_gives_no_mfu_rather_than_a_guessed_peak():
                              hardware=Hardware(device_name="NVIDIA H100 80GB HBM3"))
     assert result.summary.tflops_per_gpu is not None and result.summary.mfu is None
     assert any("precision unknown" in note for note in result.provenance.notes)
+
+
+def test_mamf_utilisation_against_a_measured_ceiling():
+    records = [IterationRecord(iteration=i, step_time_s=10.0) for i in range(1, 6)]
+    ceiling = {"mamf_tflops": {"bf16": 650.0}, "path": "microbench-h100.json"}
+    result = assemble_result(run=_run(), config=_config(), records=records,
+                             hardware=Hardware(device_name="NVIDIA H100 80GB HBM3"), ceiling=ceiling)
+    s = result.summary
+    assert s.mamf_tflops == 650.0 and s.mamf_source == "microbench-h100.json"
+    assert s.mamf_utilisation == pytest.approx(s.tflops_per_gpu / 650.0)
+    assert s.mfu == pytest.approx(s.tflops_per_gpu / 989.4)  # the datasheet MFU stays
+
+
+def test_no_ceiling_for_the_precision_is_noted():
+    records = [IterationRecord(iteration=i, step_time_s=10.0) for i in range(1, 6)]
+    result = assemble_result(run=_run(), config=_config(precision="fp8"), records=records,
+                             ceiling={"mamf_tflops": {"bf16": 650.0}, "path": "m.json"})
+    assert result.summary.mamf_utilisation is None
+    assert any("no fp8 matmul ceiling" in n for n in result.provenance.notes)
