@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "models": "tprimat.cli.models:models",
     "detect": "tprimat.cli.detect:detect",
     "config": "tprimat.cli.config:config",
+    "run": "tprimat.cli.run:run",
 }
 
 
