@@ -164,7 +164,7 @@ def parse_amd_smi_monitor(text: str) -> list[GpuReading]:
             if key is None:
                 continue
             number = _value(cell)
-            if key.startswith("mem_") and number is not None:
+            if key in ("mem_used", "mem_total") and number is not None:
                 unit = cell.split()[-1].upper() if " " in cell else "MB"
                 number = number * _AMD_SMI_MEMORY_UNITS.get(unit, MIB) / GIB
             values[key] = number

@@ -206,6 +206,13 @@ def _structure_int(value: Any, _: type) -> int:
     return value
 
 
+def _structure_bool(value: Any, _: type) -> bool:
+    # Registered explicitly: bool is a subclass of int, so the int hook would otherwise take it.
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
 def _structure_str(value: Any, _: type) -> str:
     if not isinstance(value, str):
         raise ValueError(f"expected a string, got {value!r}")
@@ -223,6 +230,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_unstructure_hook(float, _unstructure_float)
     converter.register_structure_hook(float, _structure_float)
     converter.register_structure_hook(int, _structure_int)
+    converter.register_structure_hook(bool, _structure_bool)
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(float | str | None, _structure_reported)
     for cls in (RunInfo, Hardware, Software, ResultConfig, IterationRecord, Stats, Summary,
