@@ -47,7 +47,8 @@ def test_nvidia_smi_csv_noheader_nounits_in_query_order():
 
 
 def test_amd_smi_monitor_columns_with_units():
-    readings = parse_amd_smi_monitor(fixture("amd-smi_monitor_-ptumv_8xMI300X_amdsmi-CHANGELOG_excerpt.txt"))
+    text = fixture("amd-smi_monitor_-ptumv_8xMI300X_amdsmi-CHANGELOG_excerpt.txt")
+    readings = parse_amd_smi_monitor(text)
     assert len(readings) == 8
     assert readings[0].power_w == 171 and readings[7].power_w == 175
     assert readings[0].utilization_pct == 0
@@ -57,7 +58,8 @@ def test_amd_smi_monitor_columns_with_units():
 
 
 def test_amd_smi_monitor_partitioned_device_count():
-    text = fixture("amd-smi_monitor_-p-t-v_MI300X_partitioned-32-devices_amdsmi-CHANGELOG_excerpt.txt")
+    text = fixture(
+        "amd-smi_monitor_-p-t-v_MI300X_partitioned-32-devices_amdsmi-CHANGELOG_excerpt.txt")
     readings = parse_amd_smi_monitor(text)
     assert [r.index for r in readings] == list(range(32))
     assert readings[0].power_w == 248

@@ -33,7 +33,8 @@ from tprimat.schema import IterationRecord, load_result
 
 JOB = r"""
 import sys, time
-n, sleep, code, hang_after = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+n, sleep = int(sys.argv[1]), float(sys.argv[2])
+code, hang_after = int(sys.argv[3]), int(sys.argv[4])
 print("fake job starting", flush=True)
 for i in range(1, n + 1):
     if hang_after and i > hang_after:
@@ -74,8 +75,9 @@ class FakeBackend:
         o = context.options
         argv = (sys.executable, "-c", JOB, str(context.config.benchmark.iterations),
                 str(o.get("sleep", 0.0)), str(o.get("code", 0)), str(o.get("hang_after", 0)))
+        job = f"iterations: {context.config.benchmark.iterations}\n"
         return LaunchPlan(argv=argv, env={"FAKE_JOB": "1", "HF_TOKEN": SECRET},
-                          files={"job.yaml": f"iterations: {context.config.benchmark.iterations}\n"},
+                          files={"job.yaml": job},
                           description="a fake job")
 
     @hookimpl
