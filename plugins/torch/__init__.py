@@ -32,21 +32,21 @@ def register_backends() -> list[BackendSpec]:
 
 @hookimpl
 def prepare_data(backend, dataset, config):
-    from tprimat.plugins.torch.launch import data_arguments
+    from tprimat.plugins.torch.launcher import data_arguments
 
     return data_arguments(dataset, config)
 
 
 @hookimpl
 def profile(backend, context):
-    from tprimat.plugins.torch.launch import profile_plan
+    from tprimat.plugins.torch.launcher import profile_plan
 
     return profile_plan(context)
 
 
 @hookimpl
 def launch(backend, context):
-    from tprimat.plugins.torch.launch import plan
+    from tprimat.plugins.torch.launcher import plan
 
     return plan(context)
 
@@ -56,3 +56,7 @@ def parse_metrics(backend, lines, source):
     from tprimat.plugins.torch.protocol import parse_lines
 
     return parse_lines(lines, source)
+
+# Submodules are not named after hooks (``launch``, ``profile``): importing
+# ``tprimat.plugins.torch.launch`` would rebind this module's ``launch`` hook
+# to the submodule and hide the hook from every later registry.
