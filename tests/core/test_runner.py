@@ -115,6 +115,7 @@ def request(tmp_path: Path, *extra: str, iterations: int = 6, **options) -> RunR
                       options=options)
 
 
+@pytest.mark.slow
 def test_completed_run_writes_every_file_and_a_valid_result(tmp_path):
     registry = make_registry()
     outcome = run(prepare(request(tmp_path), registry), registry)
@@ -150,6 +151,7 @@ def test_dry_run_prints_the_exact_command_and_writes_nothing(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_non_zero_exit_is_failed_with_the_log_tail(tmp_path):
     registry = make_registry()
     outcome = run(prepare(request(tmp_path, iterations=3, code=3), registry), registry)
@@ -161,6 +163,7 @@ def test_non_zero_exit_is_failed_with_the_log_tail(tmp_path):
     assert "log: fake job done" in notes
 
 
+@pytest.mark.slow
 def test_hung_job_is_killed_after_the_timeout(tmp_path):
     registry = make_registry()
     started = time.monotonic()
@@ -173,6 +176,7 @@ def test_hung_job_is_killed_after_the_timeout(tmp_path):
     assert any("launch.timeout_s = 1.5" in n for n in result.provenance.notes)
 
 
+@pytest.mark.slow
 def test_sigint_midway_leaves_an_interrupted_result_with_the_iterations_so_far(tmp_path):
     registry = make_registry()
     prepared = prepare(request(tmp_path, iterations=200, sleep=0.05), registry)
@@ -202,6 +206,7 @@ def test_sigint_midway_leaves_an_interrupted_result_with_the_iterations_so_far(t
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
 
 
+@pytest.mark.slow
 def test_parser_failure_keeps_the_run_and_says_so(tmp_path):
     registry = make_registry(fail_parser_at=4)
     result = run(prepare(request(tmp_path), registry), registry).result
@@ -210,6 +215,7 @@ def test_parser_failure_keeps_the_run_and_says_so(tmp_path):
     assert any("only 3 of 6" in n for n in result.provenance.notes)
 
 
+@pytest.mark.slow
 def test_profiled_iterations_are_marked_and_energy_comes_from_the_monitor(tmp_path):
     registry = make_registry()
 
