@@ -17,6 +17,7 @@ against real outputs.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import io
 import json
@@ -499,14 +500,14 @@ def integrate_power(series: Sequence[tuple[float, float]], start_s: float,
     if series[0][0] > start_s or series[-1][0] < end_s:
         return None
 
-    def power_at(t: float) -> float:
-        for (t0, p0), (t1, p1) in zip(series, series[1:], strict=False):
-            if t0 <= t <= t1:
-                return p0 if t1 == t0 else p0 + (p1 - p0) * (t - t0) / (t1 - t0)
-        raise ValueError("outside the series")
+    times = [t for t, _ in series]
 
-    points = [(start_s, power_at(start_s))]
-    points += [(t, p) for t, p in series if start_s < t < end_s]
-    points.append((end_s, power_at(end_s)))
+    def power_at(t: float) -> float:
+        i = max(1, bisect.bisect_left(times, t))
+        (t0, p0), (t1, p1) = series[i - 1], series[i]
+        return p0 if t1 == t0 else p0 + (p1 - p0) * (t - t0) / (t1 - t0)
+
+    first, last = bisect.bisect_right(times, start_s), bisect.bisect_left(times, end_s)
+    points = [(start_s, power_at(start_s)), *series[first:last], (end_s, power_at(end_s))]
     return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(points, points[1:],
                                                                           strict=False))

@@ -172,3 +172,23 @@ def test_command_sampler_parses_tool_output_and_refuses_empty_output():
 
     with pytest.raises(SamplerUnavailable):
         CommandSampler("amd-smi", ["amd-smi"], parse_amd_smi_monitor, runner=lambda argv: None)
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(st.lists(st.tuples(st.floats(0.01, 10), st.floats(0, 1000)), min_size=2, max_size=30),
+       st.floats(0, 1), st.floats(0, 1), st.floats(0, 1))
+def test_energy_is_additive_over_split_windows(steps, a, b, c):
+    series, t = [], 0.0
+    for dt, watts in steps:
+        series.append((t, watts))
+        t += dt
+    start, middle, end = sorted(x * series[-1][0] for x in (a, b, c))
+    if not start < middle < end:
+        return
+    whole = integrate_power(series, start, end)
+    parts = integrate_power(series, start, middle) + integrate_power(series, middle, end)
+    assert whole == pytest.approx(parts, rel=1e-9, abs=1e-6)
+    assert 0 <= whole <= max(w for _, w in series) * (end - start) + 1e-6

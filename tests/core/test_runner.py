@@ -24,7 +24,7 @@ from tprimat import hookimpl
 from tprimat.backend import BackendSpec, Requirements
 from tprimat.metrics import describe
 from tprimat.monitor import GpuMonitor, GpuReading
-from tprimat.plans import LaunchPlan, ProfilePlan
+from tprimat.plans import DataArguments, LaunchPlan, PreparedDataset, ProfilePlan
 from tprimat.platform import PlatformInfo
 from tprimat.records import ParseIssue
 from tprimat.registry import Registry
@@ -64,6 +64,10 @@ class FakeBackend:
     def detect_platform(self):
         return PlatformInfo(platform="nvidia", device_name="NVIDIA H100 80GB HBM3",
                             device_count=8, source="test")
+
+    @hookimpl
+    def prepare_data(self, backend, dataset, config):
+        return DataArguments(args=("--data-path", str(dataset.path_prefix)))
 
     @hookimpl
     def profile(self, backend, context):
@@ -272,3 +276,25 @@ def test_default_backend_falls_back_to_torch_when_the_platform_default_is_unusab
     assert backend == "torch" and "amd_primus" in reason
     assert resolve_backend(usable, None, PlatformInfo(platform="cpu"))[0] == "torch"
     assert resolve_backend(usable, "amd_primus", PlatformInfo(platform="cpu"))[0] == "amd_primus"
+
+
+@pytest.mark.slow
+def test_a_prepared_dataset_reaches_the_backend_and_its_fingerprint_the_result(
+        tmp_path, monkeypatch):
+    import types
+
+    dataset = PreparedDataset(path_prefix=tmp_path / "web" / "text_document", tokenizer="tok",
+                              fingerprint="sha256:0123abcd", documents=3, tokens=999,
+                              vocab_size=128256)
+    module = types.ModuleType("tprimat.data")
+    module.load_prepared = lambda path: dataset if Path(path) == tmp_path / "web" else None
+    monkeypatch.setitem(sys.modules, "tprimat.data", module)
+    registry = make_registry()
+    prepared = prepare(request(tmp_path, f'data.dataset="{tmp_path / "web"}"', iterations=2),
+                       registry)
+    assert prepared.context.data == DataArguments(
+        args=("--data-path", str(tmp_path / "web" / "text_document")))
+    result = run(prepared, registry).result
+    assert result.run.dataset == "web"
+    assert result.config.dataset_fingerprint == "sha256:0123abcd"
+    assert result.config.config_fingerprint == prepared.config.fingerprint("sha256:0123abcd")

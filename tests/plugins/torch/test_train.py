@@ -84,3 +84,37 @@ def test_the_model_learns_a_fixed_batch_and_every_line_parses(monkeypatch):
     assert all(r.step_time_s > 0 and r.mem_rss_gib > 0 and r.grad_norm > 0 for r in records)
     assert records[0].lr == pytest.approx(0.003)  # warm-up of one iteration
     assert records[-1].lr == pytest.approx(config.training.min_lr)
+
+
+def test_dataset_batches_give_each_rank_its_slice_of_every_global_batch(monkeypatch):
+    """The prepared-data path up to the reader (the reader itself is tprimat.data's)."""
+    import sys
+    import types
+
+    import numpy as np
+
+    class Sequences:
+        def __init__(self, path_prefix, seq_length, seed):
+            assert (path_prefix, seq_length, seed) == ("/d/text", 7, 11)
+
+        def __len__(self):
+            return 100
+
+        def __getitem__(self, i):
+            return np.full(8, i, dtype=np.int64)  # sample i is all i's
+
+    module = types.ModuleType("tprimat.data.sequences")
+    module.PackedSequences = Sequences
+    monkeypatch.setitem(sys.modules, "tprimat.data", types.ModuleType("tprimat.data"))
+    monkeypatch.setitem(sys.modules, "tprimat.data.sequences", module)
+    from tprimat.plugins.torch.train import DatasetBatches
+
+    def rank(r):
+        return DatasetBatches(path_prefix="/d/text", micro_batch_size=2, seq_length=7, seed=11,
+                              dp_rank=r, micro_batches=2, global_batch_size=8, device="cpu")
+
+    zero, one = rank(0), rank(1)
+    firsts = [zero.next()[:, 0].tolist() for _ in range(3)]
+    assert firsts == [[0, 1], [2, 3], [8, 9]]  # iteration 2 starts at sample 8
+    assert one.next()[:, 0].tolist() == [4, 5] and one.next()[:, 0].tolist() == [6, 7]
+    assert zero.next().dtype == torch.int64
