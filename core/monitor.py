@@ -419,17 +419,21 @@ class GpuMonitor:
         return None if self.sampler is None else self.sampler.name
 
     def start(self) -> GpuMonitor:
+        """Take a first sample now (before the job starts), then sample on a thread."""
         if self.sampler is not None and self._thread is None:
+            self.sample_once()
             self._thread = threading.Thread(target=self._loop, name="tprimat-gpu-monitor",
                                             daemon=True)
             self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop the thread after a last sample (after the job ended), and release the tool."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
+            self.sample_once()
         if self.sampler is not None:
             self.sampler.close()
 

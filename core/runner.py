@@ -273,14 +273,25 @@ def describe_plan(prepared: PreparedRun) -> str:
 # -- executing ------------------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """A pre-exec function asking Linux to kill the child when the runner dies.
 
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
+    libc is resolved here, in the parent: the child between fork and exec must
+    not import anything (another thread may hold the import lock).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def hook() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+    return hook
 
 
 class ProcessExecution:
@@ -309,7 +320,7 @@ class ProcessExecution:
         self.proc = subprocess.Popen(
             list(self.plan.argv), cwd=self.plan.cwd, env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-            bufsize=1, start_new_session=True, preexec_fn=_die_with_parent,
+            bufsize=1, start_new_session=True, preexec_fn=_die_with_parent_hook(),
         )
         self.started = time.monotonic()
         self._reader = threading.Thread(target=self._read, name="tprimat-log-tee", daemon=True)
