@@ -210,6 +210,8 @@ def prepare(request: RunRequest, registry: Any) -> PreparedRun:
     output = Path(request.output)
     run_id = request.run_id or new_run_id(backend, model.name, output)
     run_dir = (output / run_id).absolute()
+    if run_dir.exists():
+        raise RunError(f"run directory {run_dir} already exists; choose another --run-id")
     dataset = _load_dataset(config)
     data = None
     if dataset is not None:

@@ -28,7 +28,14 @@ from tprimat.plans import DataArguments, LaunchPlan, PreparedDataset, ProfilePla
 from tprimat.platform import PlatformInfo
 from tprimat.records import ParseIssue
 from tprimat.registry import Registry
-from tprimat.runner import RunRequest, describe_plan, prepare, resolve_backend, run
+from tprimat.runner import (
+    RunError,
+    RunRequest,
+    describe_plan,
+    prepare,
+    resolve_backend,
+    run,
+)
 from tprimat.schema import IterationRecord, load_result
 
 JOB = r"""
@@ -153,6 +160,9 @@ def test_dry_run_prints_the_exact_command_and_writes_nothing(tmp_path):
     assert "--- job.yaml\niterations: 6" in text
     assert "[training]\nmicro_batch_size = 2\nglobal_batch_size = 16\nseq_length = 1024" in text
     assert not (tmp_path / "runs").exists()
+    (tmp_path / "runs" / "r1").mkdir(parents=True)
+    with pytest.raises(RunError, match="already exists"):
+        prepare(request(tmp_path), registry)
 
 
 @pytest.mark.slow
