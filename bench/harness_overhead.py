@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -96,6 +95,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
+    from tprimat.metrics import describe
     from tprimat.registry import Registry
     from tprimat.runner import RunRequest, effective_config
 
@@ -106,9 +106,9 @@ def main() -> None:
     bare, harness = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args.repeats):
-            bare.append(statistics.median(bare_loop(config, warmup)))
-            harness.append(statistics.median(through_tprimat(args, Path(tmp), f"r{repeat}")))
-    b, h = statistics.median(bare), statistics.median(harness)
+            bare.append(describe(bare_loop(config, warmup)).median)
+            harness.append(describe(through_tprimat(args, Path(tmp), f"r{repeat}")).median)
+    b, h = describe(bare).median, describe(harness).median
     print(f"model {config.benchmark.model}, {config.training.global_batch_size}x"
           f"{config.training.seq_length} tokens/step, {config.precision.dtype}, "
           f"{config.benchmark.iterations} steps ({warmup} warm-up) x {args.repeats} repeats, "

@@ -216,6 +216,14 @@ def parse_rocm_smi_json(text: str) -> list[GpuReading]:
 # -- samplers --------------------------------------------------------------------------------
 
 
+def _try(function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)``, or None if the library raises (a reading it cannot give)."""
+    try:
+        return function(*args)
+    except Exception:
+        return None
+
+
 class NvmlSampler:
     """NVML through ``pynvml`` (the ``nvidia-ml-py`` package)."""
 
@@ -232,37 +240,26 @@ class NvmlSampler:
         except Exception as exc:
             raise SamplerUnavailable(f"NVML: {exc}") from None
 
-    def _get(self, call: Callable[[], Any]) -> Any:
-        try:
-            return call()
-        except Exception:
-            return None
-
     def read(self) -> list[GpuReading]:
         n = self.nvml
         readings = []
         for index, handle in enumerate(self.handles):
-            power = self._get(lambda h=handle: n.nvmlDeviceGetPowerUsage(h))  # milliwatts
-            util = self._get(lambda h=handle: n.nvmlDeviceGetUtilizationRates(h))
-            memory = self._get(lambda h=handle: n.nvmlDeviceGetMemoryInfo(h))
+            power = _try(n.nvmlDeviceGetPowerUsage, handle)  # milliwatts
+            util = _try(n.nvmlDeviceGetUtilizationRates, handle)
+            memory = _try(n.nvmlDeviceGetMemoryInfo, handle)
             readings.append(GpuReading(
                 index=index,
                 power_w=None if power is None else power / 1000.0,
                 utilization_pct=None if util is None else float(util.gpu),
                 mem_used_gib=None if memory is None else memory.used / GIB,
                 mem_total_gib=None if memory is None else memory.total / GIB,
-                sm_clock_mhz=_value(self._get(
-                    lambda h=handle: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))),
-                mem_clock_mhz=_value(self._get(
-                    lambda h=handle: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM))),
+                sm_clock_mhz=_value(_try(n.nvmlDeviceGetClockInfo, handle, n.NVML_CLOCK_SM)),
+                mem_clock_mhz=_value(_try(n.nvmlDeviceGetClockInfo, handle, n.NVML_CLOCK_MEM)),
             ))
         return readings
 
     def close(self) -> None:
-        try:
-            self.nvml.nvmlShutdown()
-        except Exception:
-            pass
+        _try(self.nvml.nvmlShutdown)
 
 
 class AmdSmiSampler:
@@ -282,24 +279,18 @@ class AmdSmiSampler:
         if not self.handles:
             raise SamplerUnavailable("amdsmi: no GPU")
 
-    def _get(self, call: Callable[[], Any]) -> Any:
-        try:
-            return call()
-        except Exception:
-            return None
-
     def read(self) -> list[GpuReading]:
         a = self.amdsmi
         readings = []
         for index, handle in enumerate(self.handles):
-            power = self._get(lambda h=handle: a.amdsmi_get_power_info(h)) or {}
+            power = _try(a.amdsmi_get_power_info, handle) or {}
             watts = next((_value(power.get(k)) for k in
                           ("current_socket_power", "average_socket_power", "socket_power")
                           if _value(power.get(k)) is not None), None)
-            activity = self._get(lambda h=handle: a.amdsmi_get_gpu_activity(h)) or {}
-            vram = self._get(lambda h=handle: a.amdsmi_get_gpu_vram_usage(h)) or {}
-            gfx = self._get(lambda h=handle: a.amdsmi_get_clock_info(h, a.AmdSmiClkType.GFX)) or {}
-            mem = self._get(lambda h=handle: a.amdsmi_get_clock_info(h, a.AmdSmiClkType.MEM)) or {}
+            activity = _try(a.amdsmi_get_gpu_activity, handle) or {}
+            vram = _try(a.amdsmi_get_gpu_vram_usage, handle) or {}
+            gfx = _try(a.amdsmi_get_clock_info, handle, a.AmdSmiClkType.GFX) or {}
+            mem = _try(a.amdsmi_get_clock_info, handle, a.AmdSmiClkType.MEM) or {}
             readings.append(GpuReading(
                 index=index,
                 power_w=watts,
@@ -312,10 +303,7 @@ class AmdSmiSampler:
         return readings
 
     def close(self) -> None:
-        try:
-            self.amdsmi.amdsmi_shut_down()
-        except Exception:
-            pass
+        _try(self.amdsmi.amdsmi_shut_down)
 
 
 class CommandSampler:

@@ -192,3 +192,50 @@ def test_energy_is_additive_over_split_windows(steps, a, b, c):
     parts = integrate_power(series, start, middle) + integrate_power(series, middle, end)
     assert whole == pytest.approx(parts, rel=1e-9, abs=1e-6)
     assert 0 <= whole <= max(w for _, w in series) * (end - start) + 1e-6
+
+
+def test_nvml_sampler_converts_milliwatts_and_bytes(monkeypatch):
+    import sys
+    import types
+
+    nvml = types.ModuleType("pynvml")
+    nvml.NVML_CLOCK_SM, nvml.NVML_CLOCK_MEM = 1, 2
+    nvml.nvmlInit = lambda: None
+    nvml.nvmlShutdown = lambda: None
+    nvml.nvmlDeviceGetCount = lambda: 2
+    nvml.nvmlDeviceGetHandleByIndex = lambda i: f"h{i}"
+    nvml.nvmlDeviceGetPowerUsage = lambda h: 312_450 if h == "h0" else 1 / 0
+    nvml.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=97, memory=40)
+    nvml.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(used=40 * GIB, total=80 * GIB)
+    nvml.nvmlDeviceGetClockInfo = lambda h, kind: 1980 if kind == 1 else 2619
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    from tprimat.monitor import NvmlSampler
+
+    first, second = NvmlSampler().read()
+    assert first == GpuReading(index=0, power_w=312.45, utilization_pct=97.0, mem_used_gib=40.0,
+                               mem_total_gib=80.0, sm_clock_mhz=1980.0, mem_clock_mhz=2619.0)
+    assert second.power_w is None  # the library failed for this reading: absent, not zero
+
+
+def test_amdsmi_sampler_prefers_current_power_and_reads_mib(monkeypatch):
+    import sys
+    import types
+
+    amd = types.ModuleType("amdsmi")
+    amd.AmdSmiClkType = types.SimpleNamespace(GFX="gfx", MEM="mem")
+    amd.amdsmi_init = lambda: None
+    amd.amdsmi_shut_down = lambda: None
+    amd.amdsmi_get_processor_handles = lambda: ["a", "b"]
+    amd.amdsmi_get_power_info = lambda h: (
+        {"current_socket_power": 742, "average_socket_power": 700} if h == "a"
+        else {"current_socket_power": "N/A", "average_socket_power": 650})
+    amd.amdsmi_get_gpu_activity = lambda h: {"gfx_activity": 99, "umc_activity": 40}
+    amd.amdsmi_get_gpu_vram_usage = lambda h: {"vram_used": 2048, "vram_total": 196608}
+    amd.amdsmi_get_clock_info = lambda h, kind: {"clk": 2100 if kind == "gfx" else 1300}
+    monkeypatch.setitem(sys.modules, "amdsmi", amd)
+    from tprimat.monitor import AmdSmiSampler
+
+    a, b = AmdSmiSampler().read()
+    assert (a.power_w, b.power_w) == (742.0, 650.0)
+    assert a.mem_used_gib == 2.0 and a.mem_total_gib == 192.0
+    assert (a.utilization_pct, a.sm_clock_mhz, a.mem_clock_mhz) == (99.0, 2100.0, 1300.0)
