@@ -112,3 +112,20 @@ def test_sigint_midway_leaves_an_interrupted_result(tmp_path):
     assert 3 <= len(result.iterations) < 500
     assert [r.iteration for r in result.iterations] == list(range(1, len(result.iterations) + 1))
     assert any("interrupted by the user" in n for n in result.provenance.notes)
+
+
+def test_no_arguments_on_a_cpu_machine_trains_a_tiny_model_within_a_minute(tmp_path):
+    from tprimat.registry import Registry
+
+    if Registry.from_environment().detect_platform().platform != "cpu":
+        pytest.skip("the no-argument default differs on a GPU machine")
+    started = time.monotonic()
+    out = invoke("--output", str(tmp_path), "--run-id", "default")
+    elapsed = time.monotonic() - started
+    assert out.exit_code == 0, out.output
+    result = load_result(tmp_path / "default" / "result.json")
+    assert result.run.status == "completed" and result.run.model == "llama3.1-tiny"
+    assert len(result.iterations) == result.config.settings["benchmark"]["iterations"]
+    assert result.summary.tokens_per_s_per_gpu is not None
+    assert "no GPU found: the CPU preset" in result.provenance.notes[0]
+    assert elapsed < 60
