@@ -39,7 +39,8 @@ class LiveView:
         self.console.print(
             f"[bold]tprimat run[/] {prepared.context.run_id}: {prepared.backend} · "
             f"{prepared.model.name} · {c.world_size} process(es) · "
-            f"{c.training.global_batch_size}×{c.training.seq_length} tokens/iteration"
+            f"{c.training.global_batch_size}×{c.training.seq_length} tokens/iteration",
+            highlight=False,
         )
         self.console.print(f"run directory: {prepared.run_dir}", highlight=False)
         if self.console.is_terminal:
@@ -113,7 +114,8 @@ def summary_table(result: Result) -> Table:
             ("max allocated", s.mem_max_allocated_gib), ("max reserved", s.mem_max_reserved_gib),
             ("device used", s.mem_device_used_gib), ("RSS", s.mem_rss_gib)) if v is not None)
          or "—"),
-        ("energy", _fmt(s.energy_per_token_j, ".4g", " J/token")),
+        ("energy", _fmt(s.energy_per_token_j, ".4g", " J/token")
+         if s.energy_per_token_j is not None else "— (no power samples for every iteration)"),
         ("final loss", _fmt(s.final_loss, ".4f")),
     ]
     for what, value in rows:
