@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+import attrs
 import pytest
 
 from tprimat import hookimpl
@@ -42,7 +43,8 @@ JOB = r"""
 import sys, time
 n, sleep = int(sys.argv[1]), float(sys.argv[2])
 code, hang_after = int(sys.argv[3]), int(sys.argv[4])
-print("fake job starting", flush=True)
+import os
+print(f"fake job starting pid={os.getpid()}", flush=True)
 for i in range(1, n + 1):
     if hang_after and i > hang_after:
         time.sleep(3600)
@@ -188,6 +190,24 @@ def test_hung_job_is_killed_after_the_timeout(tmp_path):
     assert result.run.status == "failed"
     assert [r.iteration for r in result.iterations] == [1, 2]
     assert any("launch.timeout_s = 1.5" in n for n in result.provenance.notes)
+    log = (tmp_path / "runs" / "r1" / "logs" / "launcher.log").read_text()
+    pid = int(re.search(r"pid=(\d+)", log).group(1))
+    with pytest.raises(ProcessLookupError):  # the hung job did not outlive the run
+        os.kill(pid, 0)
+
+
+@pytest.mark.slow
+def test_a_node_other_than_rank_0_keeps_its_logs_and_leaves_the_result_to_node_0(tmp_path):
+    registry = make_registry()
+    two_nodes = attrs.evolve(request(tmp_path, "launch.nnodes=2", "training.global_batch_size=32",
+                                     iterations=2), node_rank=1)
+    prepared = prepare(two_nodes, registry)
+    outcome = run(prepared, registry)
+    run_dir = tmp_path / "runs" / "r1"
+    assert outcome.result is None and outcome.result_path is None
+    assert not (run_dir / "result.json").exists()
+    assert "step 2" in (run_dir / "logs" / "node1.log").read_text()
+    assert (run_dir / "manifest.json").exists()
 
 
 @pytest.mark.slow
