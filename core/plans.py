@@ -51,6 +51,9 @@ class LaunchContext:
     data: DataArguments | None = None  # None: mock data
     node_rank: int = 0
     options: dict[str, Any] = attrs.Factory(dict)  # backend-specific CLI options, e.g. primus_path
+    # The backend's own ``profile`` answer when profiling is on (None: not profiling).  The
+    # backend's ``launch`` applies its args/overrides/env; the runner reads the rest.
+    profile: ProfilePlan | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "compare": "tprimat.cli.compare:compare",
     "parse": "tprimat.cli.parse:parse",
     "prepare-data": "tprimat.cli.prepare_data:prepare_data",
+    "run": "tprimat.cli.run:run",
 }
 
 

@@ -1,0 +1,57 @@
+"""``tprimat run``: train, measure and write ``runs/<run-id>/result.json``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tprimat.cli.output import registry_from
+
+
+@click.command()
+@click.option("--backend", help="Backend to run (default: the platform's, else torch).")
+@click.option("--model", help="Registered model (see `tprimat models`); default from the config.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True),
+              help="A benchmark config file layered over the defaults.")
+@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
+              help="Override one value (repeatable), e.g. --set training.seq_length=4096.")
+@click.option("--iterations", type=click.IntRange(min=1), help="Training iterations to run.")
+@click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=Path("runs"),
+              show_default=True, help="Directory that holds the run directories.")
+@click.option("--run-id", help="Name of the run directory (default: time-backend-model).")
+@click.option("--nproc-per-node", type=click.IntRange(min=1), help="Processes (GPUs) per node.")
+@click.option("--nnodes", type=click.IntRange(min=1), help="Number of nodes.")
+@click.option("--node-rank", type=click.IntRange(min=0), default=0, show_default=True,
+              help="This node's rank (multi-node: run once per node).")
+@click.option("--master-addr", help="Rendezvous address (node rank 0's host).")
+@click.option("--master-port", type=click.IntRange(1, 65535), help="Rendezvous port.")
+@click.option("--profile", is_flag=True, help="Collect torch.profiler traces (profile.* settings).")
+@click.option("--dry-run", is_flag=True,
+              help="Print the exact command, environment, files and config; run nothing.")
+@click.pass_context
+def run(ctx: click.Context, backend, model, config_file, overrides, iterations, output, run_id,
+        nproc_per_node, nnodes, node_rank, master_addr, master_port, profile, dry_run) -> None:
+    """Train a model for N iterations, measure every one, write a result.
+
+    With no options on a machine without a GPU this trains a tiny model on
+    the torch backend in well under a minute.
+    """
+    from tprimat import runner
+
+    request = runner.RunRequest(
+        backend=backend, model=model, config_file=config_file, overrides=tuple(overrides),
+        iterations=iterations, output=output, run_id=run_id, nproc_per_node=nproc_per_node,
+        nnodes=nnodes, node_rank=node_rank, master_addr=master_addr, master_port=master_port,
+        profile=profile,
+    )
+    registry = registry_from(ctx)
+    prepared = runner.prepare(request, registry)
+    if dry_run:
+        click.echo(runner.describe_plan(prepared), nl=False)
+        return
+    from tprimat.live import LiveView
+
+    outcome = runner.run(prepared, registry, view=LiveView())
+    if outcome.result is not None and outcome.result.run.status != "completed":
+        ctx.exit(1)

@@ -1,0 +1,62 @@
+"""``torch``: plain PyTorch (transformers models, DDP or FSDP2) on AMD, NVIDIA or CPU.
+
+The framework-neutral reference: the same training program on every vendor,
+so that hardware differences can be told apart from framework differences.
+It is the default backend where no vendor backend is available (a CPU-only
+machine runs a tiny model).  The trainer is :mod:`tprimat.plugins.torch.train`,
+launched by torchrun; its per-iteration lines are read back by
+:mod:`tprimat.plugins.torch.protocol`.
+"""
+
+from __future__ import annotations
+
+from tprimat import hookimpl
+from tprimat.backend import BackendSpec, Requirements
+
+BACKEND = BackendSpec(
+    name="torch",
+    platform="any",
+    framework="pytorch",
+    description="PyTorch + transformers (DDP/FSDP2) on any device; the reference and CPU default",
+    requires=Requirements(
+        python=("torch", "transformers"),
+        hint="pip install 'tprimat[ml]' (torch 2.13.0 and transformers)",
+    ),
+)
+
+
+@hookimpl
+def register_backends() -> list[BackendSpec]:
+    return [BACKEND]
+
+
+@hookimpl
+def prepare_data(backend, dataset, config):
+    from tprimat.plugins.torch.launcher import data_arguments
+
+    return data_arguments(dataset, config)
+
+
+@hookimpl
+def profile(backend, context):
+    from tprimat.plugins.torch.launcher import profile_plan
+
+    return profile_plan(context)
+
+
+@hookimpl
+def launch(backend, context):
+    from tprimat.plugins.torch.launcher import plan
+
+    return plan(context)
+
+
+@hookimpl
+def parse_metrics(backend, lines, source):
+    from tprimat.plugins.torch.protocol import parse_lines
+
+    return parse_lines(lines, source)
+
+# Submodules are not named after hooks (``launch``, ``profile``): importing
+# ``tprimat.plugins.torch.launch`` would rebind this module's ``launch`` hook
+# to the submodule and hide the hook from every later registry.

@@ -1,0 +1,108 @@
+"""The torch backend's launch plan: torchrun on :mod:`tprimat.plugins.torch.train`.
+
+The plan is an exact command line; the core runner executes it.  torchrun
+(``python -m torch.distributed.run``) writes each local rank's output to
+``logs/ranks/`` in the run directory (``--log-dir``/``--tee``) and forwards
+it to its own output, which the runner tees and parses.  Single node uses a
+standalone rendezvous on a free port; several nodes use the static
+``--master-addr``/``--master-port`` rendezvous, one ``tprimat run`` per node.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tprimat.config import BenchmarkConfig
+from tprimat.errors import TprimatError
+from tprimat.plans import DataArguments, LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
+from tprimat.plugins.torch.schedule import profiled_iterations
+
+TRAIN_MODULE = "tprimat.plugins.torch.train"
+TRACE_DIR = "traces"
+RANK_LOG_DIR = "logs/ranks"
+
+
+class UnsupportedSetting(TprimatError):
+    """A benchmark setting the torch backend cannot honour (it refuses rather than ignores)."""
+
+
+def check_supported(config: BenchmarkConfig) -> list[str]:
+    """Raise for settings the torch backend cannot run; return notes on settings it ignores."""
+    p = config.parallel
+    if p.tensor > 1 or p.pipeline > 1 or p.context > 1:
+        raise UnsupportedSetting(
+            "the torch backend is data-parallel only (DDP or FSDP2): set parallel.tensor, "
+            "parallel.pipeline and parallel.context to 1, or use a Megatron-family backend"
+        )
+    if config.precision.dtype == "fp8":
+        raise UnsupportedSetting(
+            "the torch backend trains in bf16 or fp32; precision.dtype = fp8 needs a "
+            "Transformer Engine backend (amd_primus, nvd_megatron, nvd_nemo)"
+        )
+    if config.training.recompute == "selective":
+        raise UnsupportedSetting(
+            "the torch backend recomputes whole decoder layers only: use "
+            "training.recompute = none or full"
+        )
+    notes = []
+    if p.sequence_parallel:
+        notes.append("parallel.sequence_parallel has no effect without tensor parallelism")
+    return notes
+
+
+def profile_plan(context: LaunchContext) -> ProfilePlan:
+    prof = context.config.profile
+    return ProfilePlan(
+        args=("--profile-dir", str(context.run_dir / TRACE_DIR)),
+        trace_globs=(f"{TRACE_DIR}/*.pt.trace.json", f"{TRACE_DIR}/*.pt.trace.json.gz"),
+        profiled_iterations=profiled_iterations(
+            wait=prof.wait, warmup=prof.warmup, active=prof.active, repeat=prof.repeat,
+            iterations=context.config.benchmark.iterations,
+        ),
+    )
+
+
+def data_arguments(dataset: PreparedDataset, config: BenchmarkConfig) -> DataArguments:
+    return DataArguments(args=("--data-prefix", str(dataset.path_prefix)))
+
+
+def torchrun_argv(context: LaunchContext, python: str | None = None) -> list[str]:
+    """The torchrun part of the command line, for this node."""
+    launch = context.config.launch
+    argv = [python or sys.executable, "-m", "torch.distributed.run"]
+    if launch.nnodes == 1:
+        argv += ["--standalone", "--nnodes", "1"]
+    else:
+        argv += [
+            "--nnodes", str(launch.nnodes),
+            "--node-rank", str(context.node_rank),
+            "--master-addr", launch.master_addr,
+            "--master-port", str(launch.master_port),
+        ]
+    argv += [
+        "--nproc-per-node", str(launch.nproc_per_node),
+        "--log-dir", str(context.run_dir / RANK_LOG_DIR),
+        "--tee", "3",
+    ]
+    return argv
+
+
+def plan(context: LaunchContext) -> LaunchPlan:
+    notes = check_supported(context.config)
+    argv = torchrun_argv(context)
+    argv += ["-m", TRAIN_MODULE, "--config", str(context.run_dir / "config.toml")]
+    env = {"PYTHONUNBUFFERED": "1"}
+    if context.data is not None:
+        argv += list(context.data.args)
+        env.update(context.data.env)
+    if context.profile is not None:
+        argv += list(context.profile.args)
+        env.update(context.profile.env)
+    description = (
+        f"torchrun: {context.config.launch.nnodes} node(s) x "
+        f"{context.config.launch.nproc_per_node} process(es), "
+        f"{context.config.parallel.strategy}, {context.model.hf_architecture}"
+    )
+    if notes:
+        description += "; " + "; ".join(notes)
+    return LaunchPlan(argv=tuple(argv), env=env, description=description)

@@ -1,0 +1,436 @@
+"""The torch backend's trainer: one process per device, started by torchrun.
+
+    python -m torch.distributed.run ... -m tprimat.plugins.torch.train --config <run>/config.toml
+
+Every setting comes from the benchmark config the runner wrote.  Each
+iteration trains on ``global_batch_size`` sequences (micro-batches with
+gradient accumulation), then synchronises the device once and stops the
+clock; nothing inside the step waits on the device.  Rank 0 prints one
+``TPRIMAT_ITER`` line per iteration with what was measured (see
+:mod:`tprimat.plugins.torch.protocol`); throughput is computed by the core
+from those lines, like for every other backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import math
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any, NoReturn
+
+from tprimat.config import BenchmarkConfig, load_config
+from tprimat.models import get_model
+from tprimat.plugins.torch.protocol import format_info, format_iteration
+from tprimat.plugins.torch.schedule import lr_at, profiled_iterations
+
+GIB = 2**30
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m tprimat.plugins.torch.train",
+        description="Train a registered model for the iterations of a tprimat benchmark config.",
+    )
+    parser.add_argument("--config", required=True, help="the run's config.toml")
+    parser.add_argument("--data-prefix", help="a prepared dataset's <prefix> (.bin/.idx)")
+    parser.add_argument("--profile-dir", help="write torch.profiler traces here")
+    parser.add_argument(
+        "--fixed-batch", action="store_true",
+        help="train on the same mock batches every iteration (checks that the model learns)",
+    )
+    return parser.parse_args(argv)
+
+
+# -- data -------------------------------------------------------------------------------
+
+
+class MockBatches:
+    """Seeded, uniformly random token ids in ``[0, vocab)``, generated on the device.
+
+    Never zeros or a constant: a constant input makes some kernels (and some
+    hardware) look faster than they are on text.  Each data-parallel rank
+    draws its own stream.
+    """
+
+    def __init__(self, *, vocab_size: int, micro_batch_size: int, seq_length: int, seed: int,
+                 rank: int, device: Any, fixed: bool = False, micro_batches: int = 1) -> None:
+        import torch
+
+        self.shape = (micro_batch_size, seq_length + 1)
+        self.vocab_size = vocab_size
+        self.device = device
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(seed * 1_000_003 + rank)
+        self.fixed = [self._draw() for _ in range(micro_batches)] if fixed else None
+        self.count = 0
+
+    def _draw(self) -> Any:
+        import torch
+
+        return torch.randint(0, self.vocab_size, self.shape, device=self.device,
+                             generator=self.generator)
+
+    def next(self) -> Any:
+        self.count += 1
+        if self.fixed is not None:
+            return self.fixed[(self.count - 1) % len(self.fixed)]
+        return self._draw()
+
+
+class DatasetBatches:
+    """Micro-batches read from a prepared dataset, each rank its own slice of every global batch."""
+
+    def __init__(self, *, path_prefix: str, micro_batch_size: int, seq_length: int, seed: int,
+                 dp_rank: int, micro_batches: int, global_batch_size: int, device: Any) -> None:
+        from tprimat.data.sequences import PackedSequences
+
+        self.samples = PackedSequences(path_prefix, seq_length, seed)
+        if len(self.samples) == 0:
+            raise SystemExit(f"dataset {path_prefix} has no sequence of {seq_length + 1} tokens")
+        self.mbs = micro_batch_size
+        self.offset = dp_rank * micro_batches * micro_batch_size
+        self.global_batch_size = global_batch_size
+        self.per_iteration = micro_batches
+        self.device = device
+        self.count = 0
+
+    def next(self) -> Any:
+        import numpy as np
+        import torch
+
+        iteration, micro = divmod(self.count, self.per_iteration)
+        self.count += 1
+        start = iteration * self.global_batch_size + self.offset + micro * self.mbs
+        rows = [self.samples[(start + j) % len(self.samples)] for j in range(self.mbs)]
+        batch = torch.from_numpy(np.stack(rows).astype(np.int64))
+        return batch.to(self.device, non_blocking=True)
+
+
+# -- distributed setup -------------------------------------------------------------------
+
+
+class Environment:
+    """Rank, world and device of this process (torchrun's variables; one process without them)."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        if torch.cuda.is_available():
+            self.device = torch.device("cuda", self.local_rank)
+            torch.cuda.set_device(self.device)
+            self.dist_backend = "nccl"  # RCCL on ROCm builds
+        else:
+            self.device = torch.device("cpu")
+            self.dist_backend = "gloo"
+        self.gpu = self.device.type == "cuda"
+        self.distributed = self.world_size > 1
+        if self.distributed:
+            import torch.distributed as dist
+
+            kwargs = {"device_id": self.device} if self.gpu else {}
+            dist.init_process_group(self.dist_backend, **kwargs)
+
+    def close(self) -> None:
+        if self.distributed:
+            import torch.distributed as dist
+
+            dist.barrier()  # every rank finishes its outstanding collectives first
+            dist.destroy_process_group()
+
+
+def _collectives_version(env: Environment) -> str | None:
+    import torch
+
+    if not env.gpu:
+        return "gloo" if env.distributed else None
+    try:
+        version = torch.cuda.nccl.version()
+    except Exception:
+        return None
+    text = ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
+    return ("RCCL " if torch.version.hip else "NCCL ") + text
+
+
+def _wrap(model: Any, config: BenchmarkConfig, env: Environment) -> Any:
+    import torch
+
+    if config.training.recompute == "full":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if env.distributed:
+        if config.parallel.strategy == "fsdp2":
+            from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+            policy = MixedPrecisionPolicy()
+            if config.precision.dtype == "bf16" and env.gpu:
+                policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+                                              reduce_dtype=torch.float32)
+            for layer in model.model.layers:
+                fully_shard(layer, mp_policy=policy)
+            fully_shard(model, mp_policy=policy)
+        else:
+            from torch.nn.parallel import DistributedDataParallel
+
+            model = DistributedDataParallel(
+                model, device_ids=[env.local_rank] if env.gpu else None,
+                gradient_as_bucket_view=True,
+            )
+    if config.kernels.compile:
+        model = torch.compile(model)
+    return model
+
+
+def _optimizer(model: Any, config: BenchmarkConfig, env: Environment) -> Any:
+    import torch
+
+    t = config.training
+    decay, no_decay = [], []
+    for parameter in model.parameters():
+        if parameter.requires_grad:
+            # Norm weights and biases are not decayed (as Megatron does).
+            (decay if parameter.ndim >= 2 else no_decay).append(parameter)
+    groups = [{"params": decay, "weight_decay": t.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.adam_beta1, t.adam_beta2),
+                             eps=t.adam_eps, fused=env.gpu)
+
+
+def _attention_context(config: BenchmarkConfig, env: Environment) -> Any:
+    """Restrict SDPA to the configured kernel family on GPUs (CPU picks its own)."""
+    if not env.gpu or config.kernels.attention_backend in ("auto", "unfused"):
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    if config.kernels.attention_backend == "flash":
+        return sdpa_kernel([SDPBackend.FLASH_ATTENTION])
+    return sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION])
+
+
+def _rss_gib() -> float | None:
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / GIB
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB
+
+
+def _memory(env: Environment) -> dict[str, float | None]:
+    import torch
+
+    if not env.gpu:
+        return {"mem_rss_gib": _rss_gib()}
+    free, total = torch.cuda.mem_get_info(env.device)
+    return {
+        "mem_allocated_gib": torch.cuda.memory_allocated(env.device) / GIB,
+        "mem_max_allocated_gib": torch.cuda.max_memory_allocated(env.device) / GIB,
+        "mem_reserved_gib": torch.cuda.memory_reserved(env.device) / GIB,
+        "mem_max_reserved_gib": torch.cuda.max_memory_reserved(env.device) / GIB,
+        "mem_device_used_gib": (total - free) / GIB,
+        "mem_device_total_gib": total / GIB,
+    }
+
+
+def _profiler(config: BenchmarkConfig, env: Environment, directory: str | None) -> Any:
+    if directory is None or env.rank not in config.profile.ranks:
+        return contextlib.nullcontext()
+    import torch
+
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    p = config.profile
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if env.gpu:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+
+    def write_trace(prof: Any) -> None:
+        prof.export_chrome_trace(
+            str(Path(directory) / f"rank{env.rank}.step{prof.step_num}.pt.trace.json")
+        )
+
+    return torch.profiler.profile(
+        activities=activities,
+        schedule=torch.profiler.schedule(wait=p.wait, warmup=p.warmup, active=p.active,
+                                         repeat=p.repeat),
+        on_trace_ready=write_trace,
+    )
+
+
+# -- the loop -----------------------------------------------------------------------------
+
+
+def train(config: BenchmarkConfig, args: argparse.Namespace,
+          emit: Any = None) -> Iterator[dict[str, Any]]:
+    """Run the configured iterations; yield each iteration's measurements (on every rank)."""
+    import torch
+    import torch.nn.functional as F
+
+    from tprimat.plugins.torch.model import build_model
+
+    emit = emit or (lambda line: print(line, flush=True))
+    env = Environment()
+    try:
+        if env.world_size != config.world_size:
+            raise SystemExit(
+                f"this job has {env.world_size} processes but the config says "
+                f"launch.nnodes x launch.nproc_per_node = {config.world_size}"
+            )
+        spec = get_model(config.benchmark.model)
+        t = config.training
+        dp = env.world_size  # data parallel only
+        micro_batches = t.global_batch_size // (t.micro_batch_size * dp)
+        model = build_model(spec, config, env.device)
+        model.train()
+        model = _wrap(model, config, env)
+        optimizer = _optimizer(model, config, env)
+        params = [p for p in model.parameters() if p.requires_grad]
+        if args.data_prefix:
+            batches: Any = DatasetBatches(
+                path_prefix=args.data_prefix, micro_batch_size=t.micro_batch_size,
+                seq_length=t.seq_length, seed=config.benchmark.seed, dp_rank=env.rank,
+                micro_batches=micro_batches, global_batch_size=t.global_batch_size,
+                device=env.device,
+            )
+        else:
+            batches = MockBatches(
+                vocab_size=spec.vocab_size, micro_batch_size=t.micro_batch_size,
+                seq_length=t.seq_length, seed=config.benchmark.seed, rank=env.rank,
+                device=env.device, fixed=args.fixed_batch, micro_batches=micro_batches,
+            )
+        use_bf16 = config.precision.dtype == "bf16"
+        autocast = (torch.autocast(env.device.type, dtype=torch.bfloat16) if use_bf16
+                    else contextlib.nullcontext())
+        profiled = set()
+        if args.profile_dir:
+            p = config.profile
+            profiled = set(profiled_iterations(wait=p.wait, warmup=p.warmup, active=p.active,
+                                               repeat=p.repeat,
+                                               iterations=config.benchmark.iterations))
+        if env.rank == 0:
+            emit(format_info({
+                "torch_version": torch.__version__,
+                "transformers_version": metadata.version("transformers"),
+                "world_size": env.world_size,
+                "device_name": torch.cuda.get_device_name(env.device) if env.gpu else "cpu",
+                "collectives": _collectives_version(env),
+                "strategy": config.parallel.strategy if env.distributed else "single process",
+                "dtype": "bf16 autocast" if use_bf16 else "fp32",
+                "attention": model_attention(config, env),
+                "dataset": args.data_prefix or "mock",
+                "micro_batches_per_rank": micro_batches,
+            }))
+        no_sync = getattr(model, "no_sync", None)
+        set_sync = getattr(model, "set_requires_gradient_sync", None)
+        clip = t.clip_grad if t.clip_grad > 0 else math.inf
+        decay_iterations = t.lr_decay_iterations or config.benchmark.iterations
+        loss_sum = torch.zeros((), device=env.device)
+        with _profiler(config, env, args.profile_dir) as prof, _attention_context(config, env):
+            for iteration in range(1, config.benchmark.iterations + 1):
+                lr = lr_at(iteration, lr=t.lr, min_lr=t.min_lr, warmup=t.lr_warmup_iterations,
+                           decay_iterations=decay_iterations, style=t.lr_decay_style)
+                if env.gpu:
+                    torch.cuda.reset_peak_memory_stats(env.device)
+                start = time.perf_counter()
+                loss_sum.zero_()
+                for micro in range(micro_batches):
+                    last = micro == micro_batches - 1
+                    sync = contextlib.nullcontext()
+                    if no_sync is not None and not last:
+                        sync = no_sync()
+                    elif set_sync is not None:
+                        set_sync(last)
+                    tokens = batches.next()
+                    with sync:
+                        with autocast:
+                            logits = model(input_ids=tokens[:, :-1]).logits
+                        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
+                                               tokens[:, 1:].reshape(-1))
+                        (loss / micro_batches).backward()
+                    loss_sum += loss.detach()
+                grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                if env.distributed:
+                    torch.distributed.all_reduce(loss_sum)
+                if env.gpu:
+                    torch.cuda.synchronize(env.device)  # the one sync, at the boundary
+                step_time = time.perf_counter() - start
+                finished = datetime.now(UTC)
+                if hasattr(grad_norm, "full_tensor"):
+                    grad_norm = grad_norm.full_tensor()
+                values = {
+                    "iteration": iteration,
+                    "step_time_s": step_time,
+                    "loss": loss_sum.item() / (micro_batches * env.world_size),
+                    "lr": lr,
+                    "grad_norm": float(grad_norm.item()),
+                    "global_batch_size": t.global_batch_size,
+                    "consumed_samples": iteration * t.global_batch_size,
+                    "profiled": iteration in profiled,
+                    "timestamp": finished.isoformat(timespec="microseconds"),
+                    **_memory(env),
+                }
+                if env.rank == 0:
+                    emit(format_iteration(values))
+                if prof is not None and hasattr(prof, "step"):
+                    prof.step()
+                yield values
+    finally:
+        env.close()
+
+
+def model_attention(config: BenchmarkConfig, env: Environment) -> str:
+    from tprimat.plugins.torch.model import ATTENTION_IMPLEMENTATION
+
+    implementation = ATTENTION_IMPLEMENTATION[config.kernels.attention_backend]
+    if implementation == "sdpa" and env.gpu and config.kernels.attention_backend != "auto":
+        return f"sdpa ({config.kernels.attention_backend} kernels only)"
+    return implementation
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this worker if its launcher dies, so no worker outlives a run."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    args = parse_args(argv)
+    _die_with_parent()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    config = load_config(args.config)
+    done = 0
+    try:
+        for values in train(config, args):
+            done = values["iteration"]
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        print(f"tprimat: training interrupted after iteration {done}", file=sys.stderr, flush=True)
+        os._exit(130)
+    # Every measurement has been printed.  Leave without the interpreter's teardown: with
+    # FSDP2 on gloo, destroying the C++ process-group threads at exit can abort the process
+    # (SIGABRT, "terminate called without an active exception") after a complete run.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

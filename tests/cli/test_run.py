@@ -1,0 +1,131 @@
+"""``tprimat run`` end to end on CPU: the torch backend through torchrun, as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from tprimat.cli import cli
+from tprimat.config import load_config
+from tprimat.metrics import describe
+from tprimat.schema import load_result
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
+
+SHORT = ["--set", "training.seq_length=64", "--set", "training.global_batch_size=4",
+         "--set", "training.micro_batch_size=1", "--set", "monitor.interval_s=0.2"]
+
+
+def invoke(*args: str):
+    result = CliRunner().invoke(cli, ["run", *args], catch_exceptions=False)
+    return result
+
+
+@pytest.mark.parametrize("model, nproc, strategy, profile", [
+    ("llama3.1-tiny", 1, "ddp", True),
+    ("qwen2.5-tiny", 2, "ddp", False),
+    ("llama3.1-tiny", 2, "fsdp2", False),
+])
+def test_run_trains_and_writes_a_valid_result(tmp_path, model, nproc, strategy, profile):
+    args = ["--model", model, "--nproc-per-node", str(nproc), "--iterations", "5",
+            "--output", str(tmp_path), "--run-id", "r", *SHORT,
+            "--set", f'parallel.strategy="{strategy}"']
+    if profile:
+        args += ["--profile", "--set", "profile.wait=1", "--set", "profile.warmup=1",
+                 "--set", "profile.active=1"]
+    out = invoke(*args)
+    assert out.exit_code == 0, out.output
+    run_dir = tmp_path / "r"
+    result = load_result(run_dir / "result.json")
+    assert result.run.status == "completed"
+    assert result.run.backend == "torch" and result.run.model == model
+    assert result.config.world_size == nproc
+    assert [r.iteration for r in result.iterations] == [1, 2, 3, 4, 5]
+    assert all(r.loss is not None and r.mem_rss_gib for r in result.iterations)
+    # The summary's tokens/s/GPU is exactly what the per-iteration records give.
+    measured = [r for r in result.iterations[2:] if not r.profiled]
+    assert result.summary.tokens_per_s_per_gpu == describe(
+        4 * 64 / r.step_time_s / nproc for r in measured)
+    assert result.summary.tokens_per_s_per_gpu.count == len(measured)
+    assert result.software.torch.startswith("2.13.0")
+    assert load_config(run_dir / "config.toml").parallel.strategy == strategy
+    assert "tok/s/GPU" in out.output and "result:" in out.output
+    rank_logs = list((run_dir / "logs" / "ranks").rglob("stdout.log"))
+    assert len(rank_logs) == nproc
+    if profile:
+        assert [r.iteration for r in result.iterations if r.profiled] == [2, 3]
+        traces = list((run_dir / "traces").glob("rank0.*.pt.trace.json"))
+        assert len(traces) == 1 and traces[0].stat().st_size > 0
+        assert f"traces/{traces[0].name}" in result.provenance.inputs
+
+
+def test_dry_run_prints_the_torchrun_command_and_the_effective_config(tmp_path):
+    out = invoke("--model", "qwen2.5-tiny", "--nproc-per-node", "2", "--output", str(tmp_path),
+                 "--run-id", "d", "--set", "training.seq_length=128", "--dry-run")
+    assert out.exit_code == 0, out.output
+    run_dir = tmp_path / "d"
+    command = shlex.join([
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+        "--nproc-per-node", "2", "--log-dir", f"{run_dir}/logs/ranks", "--tee", "3",
+        "-m", "tprimat.plugins.torch.train", "--config", f"{run_dir}/config.toml",
+    ])
+    assert f"\n## command\n{command}\n" in out.output
+    assert 'model = "qwen2.5-tiny"' in out.output and "seq_length = 128" in out.output
+    assert "nproc_per_node = 2" in out.output
+    assert not run_dir.exists()
+
+
+def test_sigint_midway_leaves_an_interrupted_result(tmp_path):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from tprimat.cli import main; main()", "run",
+         "--iterations", "500", "--output", str(tmp_path), "--run-id", "i", *SHORT],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )
+    result_path = tmp_path / "i" / "result.json"
+    deadline = time.monotonic() + 120
+    seen = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            seen = len(load_result(result_path).iterations)
+        except Exception:
+            seen = 0
+        if seen >= 3:
+            break
+        time.sleep(0.2)
+    assert seen >= 3, "the run never reported iterations"
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=90)
+    assert proc.returncode == 1, output
+    result = load_result(result_path)
+    assert result.run.status == "interrupted"
+    assert 3 <= len(result.iterations) < 500
+    assert [r.iteration for r in result.iterations] == list(range(1, len(result.iterations) + 1))
+    assert any("interrupted by the user" in n for n in result.provenance.notes)
+
+
+def test_no_arguments_on_a_cpu_machine_trains_a_tiny_model_within_a_minute(tmp_path):
+    from tprimat.registry import Registry
+
+    if Registry.from_environment().detect_platform().platform != "cpu":
+        pytest.skip("the no-argument default differs on a GPU machine")
+    started = time.monotonic()
+    out = invoke("--output", str(tmp_path), "--run-id", "default")
+    elapsed = time.monotonic() - started
+    assert out.exit_code == 0, out.output
+    result = load_result(tmp_path / "default" / "result.json")
+    assert result.run.status == "completed" and result.run.model == "llama3.1-tiny"
+    assert len(result.iterations) == result.config.settings["benchmark"]["iterations"]
+    assert result.summary.tokens_per_s_per_gpu is not None
+    assert "no GPU found: the CPU preset" in result.provenance.notes[0]
+    assert elapsed < 60
