@@ -51,6 +51,7 @@ class LaunchContext:
     data: DataArguments | None = None  # None: mock data
     node_rank: int = 0
     options: dict[str, Any] = attrs.Factory(dict)  # backend-specific CLI options, e.g. primus_path
+    profile: ProfilePlan | None = None  # what the profile hook asked for; the launch carries it
 
 
 @attrs.frozen(kw_only=True)
@@ -62,6 +63,9 @@ class LaunchPlan:
     cwd: Path | None = None
     files: dict[str, str] = attrs.Factory(dict)  # run-dir-relative path -> text to write
     description: str = ""
+    methodology: str = "iso"  # iso | tuned, as applied to this plan
+    deviations: tuple[str, ...] = ()  # every setting a tuned plan changes relative to iso
+    notes: tuple[str, ...] = ()  # facts a reader of the dry run should know (versions, fallbacks)
 
 
 @attrs.frozen(kw_only=True)

@@ -25,3 +25,17 @@ BACKEND = BackendSpec(
 @hookimpl
 def register_backends() -> list[BackendSpec]:
     return [BACKEND]
+
+
+@hookimpl
+def launch(backend, context):
+    from tprimat.plugins.nvd_nemo.launch import plan
+
+    return plan(context)
+
+
+@hookimpl
+def prepare_data(backend, dataset, config):
+    from tprimat.plugins.nvd_nemo.data import data_arguments
+
+    return data_arguments(dataset, config)
