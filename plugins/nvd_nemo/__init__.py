@@ -27,15 +27,17 @@ def register_backends() -> list[BackendSpec]:
     return [BACKEND]
 
 
-@hookimpl
-def launch(backend, context):
+# Named apart from the ``launch`` submodule: importing a submodule binds its name on
+# this package and would hide a function of the same name from the plugin manager.
+@hookimpl(specname="launch")
+def plan_launch(backend, context):
     from tprimat.plugins.nvd_nemo.launch import plan
 
     return plan(context)
 
 
-@hookimpl
-def prepare_data(backend, dataset, config):
+@hookimpl(specname="prepare_data")
+def map_prepared_data(backend, dataset, config):
     from tprimat.plugins.nvd_nemo.data import data_arguments
 
     return data_arguments(dataset, config)

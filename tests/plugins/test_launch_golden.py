@@ -128,3 +128,14 @@ def test_multi_node_rendezvous_reaches_the_launcher(backend, tmp_path, registry)
         pairs = dict(zip(argv[1:11:2], argv[2:11:2], strict=True))
         assert pairs == {"--nnodes": "4", "--node-rank": "3", "--master-addr": "10.1.2.3",
                          "--master-port": "29611", "--nproc-per-node": "8"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hooks_stay_registered_after_their_submodules_are_imported(backend):
+    import importlib
+
+    importlib.import_module(f"tprimat.plugins.{backend}.launch")
+    importlib.import_module(f"tprimat.plugins.{backend}.data")
+    fresh = Registry.from_environment({})
+    assert fresh.implements(backend, "launch")
+    assert fresh.implements(backend, "prepare_data")
