@@ -131,6 +131,11 @@ def resolve(
             f"methodology 'tuned' needs a preset for device {device_name or 'unknown'!r}; "
             f"shipped presets: {known}. Use benchmark.methodology = \"iso\" or add a preset."
         )
+    frozen = sorted(FROZEN_KEYS & set(chosen.config))
+    if frozen:
+        raise PresetError(
+            f"preset {chosen.name} changes {', '.join(frozen)}, which tuned runs must keep"
+        )
     data = config.to_dict()
     deviations: list[Deviation] = []
     for dotted, value in chosen.config.items():

@@ -139,3 +139,24 @@ def test_hooks_stay_registered_after_their_submodules_are_imported(backend):
     fresh = Registry.from_environment({})
     assert fresh.implements(backend, "launch")
     assert fresh.implements(backend, "prepare_data")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tuned_plans_carry_their_deviations(backend, tmp_path, registry):
+    context, _ = context_for(backend, "llama3.1-8b", tmp_path, ['benchmark.methodology="tuned"'])
+    iso_context, _ = context_for(backend, "llama3.1-8b", tmp_path / "iso", [])
+    plan = registry.launch(backend, context=context)
+    iso = registry.launch(backend, context=iso_context)
+    assert plan.methodology == "tuned" and iso.methodology == "iso" and iso.deviations == ()
+    assert plan.deviations, "a tuned plan lists what it changed"
+    assert any(n.startswith("tuned preset ") for n in plan.notes)
+    for deviation in plan.deviations:  # every env deviation is really in the environment
+        if deviation.startswith("env."):
+            name = deviation[4:].split(":")[0]
+            assert name in plan.env and name not in iso.env
+    if backend == "nvd_megatron":
+        argv = list(plan.argv)
+        assert argv[argv.index("--context-parallel-size") + 1] == "2"
+    if backend == "amd_megatron":
+        argv = list(plan.argv)
+        assert argv[argv.index("--micro-batch-size") + 1] == "2"
