@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Literal
 
 import attrs
-
 from tprimat.errors import TprimatError
 
 Platform = Literal["amd", "nvidia", "any"]
@@ -103,7 +102,7 @@ class BackendUnavailableError(TprimatError):
 
 
 def require_available(spec: BackendSpec) -> None:
-    """Raise a one-line :class:`BackendUnavailableError` naming what is missing and how to get it."""
+    """Raise a one-line :class:`BackendUnavailableError`: what is missing, how to get it."""
     availability = check_availability(spec)
     if availability.state == "available":
         return

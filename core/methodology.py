@@ -39,7 +39,7 @@ class PresetError(TprimatError):
 class Deviation:
     """One setting a tuned run changes relative to ``iso``."""
 
-    setting: str  # "training.micro_batch_size", "env.GPU_MAX_HW_QUEUES", "primus.enable_primus_turbo"
+    setting: str  # "training.micro_batch_size", "env.GPU_MAX_HW_QUEUES", "amd_primus.<key>"
     iso: Any
     tuned: Any
 

@@ -141,7 +141,7 @@ def parallel_args(config: BenchmarkConfig) -> list[str]:
         "--pipeline-model-parallel-size", str(p.pipeline),
         "--context-parallel-size", str(p.context),
     ]
-    # Megatron turns sequence parallelism off (with a warning) when TP is 1; say it only when it acts.
+    # Megatron turns sequence parallelism off (with a warning) at TP 1: say it only when it acts.
     if p.sequence_parallel and p.tensor > 1:
         args.append("--sequence-parallel")
     if p.distributed_optimizer:
@@ -151,7 +151,8 @@ def parallel_args(config: BenchmarkConfig) -> list[str]:
     if p.overlap_param_gather:
         if not p.distributed_optimizer:
             raise MegatronArgsError(
-                "parallel.overlap_param_gather needs parallel.distributed_optimizer = true in Megatron-LM"
+                "parallel.overlap_param_gather needs parallel.distributed_optimizer = true "
+                "in Megatron-LM"
             )
         args.append("--overlap-param-gather")
     return args

@@ -22,7 +22,7 @@ SPLIT = "100,0,0"
 
 
 def vocab_divisor(tokenizer_vocab: int, model_vocab: int, tensor_parallel: int) -> int:
-    """The smallest multiple of 128 that pads ``tokenizer_vocab`` like a mock-data run pads the model.
+    """The smallest multiple of 128 padding ``tokenizer_vocab`` as a mock-data run pads the model.
 
     The target is ``model_vocab`` padded to 128 × TP, the embedding a mock-data
     run builds, so both kinds of run do the same work at any TP size.

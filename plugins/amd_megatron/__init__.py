@@ -17,7 +17,10 @@ BACKEND = BackendSpec(
         executables=("torchrun",),
         env=("MEGATRON_PATH",),
         devices=("amd-gpu",),
-        hint="use the ROCm Primus image (docker/amd.Dockerfile) and set MEGATRON_PATH to a ROCm Megatron-LM checkout",
+        hint=(
+            "use the ROCm Primus image (docker/amd.Dockerfile), which sets MEGATRON_PATH to "
+            "its Megatron-LM ($PRIMUS_PATH/third_party/Megatron-LM)"
+        ),
     ),
 )
 

@@ -50,7 +50,8 @@ def primus_path(context: LaunchContext) -> Path:
     given = context.options.get("primus_path") or os.environ.get("PRIMUS_PATH")
     if not given:
         raise PrimusError(
-            f"Primus not found: set PRIMUS_PATH (or pass --primus-path) to a Primus checkout; {HINT}"
+            "Primus not found: set PRIMUS_PATH (or pass --primus-path) to a Primus checkout; "
+            + HINT
         )
     path = Path(given)
     if not (path / "examples" / "megatron" / "configs").is_dir():
@@ -75,10 +76,12 @@ def base_experiment(path: Path, gpu: str, model: ModelSpec, config: BenchmarkCon
         primus_model = PRIMUS_MODELS[model.name]
     except KeyError:
         raise PrimusError(
-            f"Primus ships no experiment for model {model.name}; supported: {', '.join(PRIMUS_MODELS)}"
+            f"Primus ships no experiment for model {model.name}; "
+            f"supported: {', '.join(PRIMUS_MODELS)}"
         ) from None
     precision = "FP8" if config.precision.dtype == "fp8" else "BF16"
-    file = path / "examples" / "megatron" / "configs" / gpu / f"{primus_model}-{precision}-pretrain.yaml"
+    configs = path / "examples" / "megatron" / "configs"
+    file = configs / gpu / f"{primus_model}-{precision}-pretrain.yaml"
     if not file.is_file():
         raise PrimusError(f"Primus experiment {file} does not exist in this Primus checkout")
     return file
@@ -253,7 +256,8 @@ def launcher_argv(path: Path, config_file: Path) -> tuple[list[str], dict[str, s
 
 def plan(context: LaunchContext) -> LaunchPlan:
     path = primus_path(context)
-    resolved = resolve(context.config, backend="amd_primus", device_name=context.platform.device_name)
+    device = context.platform.device_name
+    resolved = resolve(context.config, backend="amd_primus", device_name=device)
     config = resolved.config
     gpu = gpu_config_dir(context)
     base_file = base_experiment(path, gpu, context.model, config)

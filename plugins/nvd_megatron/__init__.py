@@ -17,7 +17,10 @@ BACKEND = BackendSpec(
         executables=("torchrun",),
         env=("MEGATRON_PATH",),
         devices=("nvidia-gpu",),
-        hint="use the NeMo image (docker/nvd.Dockerfile) and set MEGATRON_PATH to a Megatron-LM checkout",
+        hint=(
+            "use the NeMo image (docker/nvd.Dockerfile), which sets MEGATRON_PATH to "
+            "its Megatron-LM (/opt/megatron-lm)"
+        ),
     ),
 )
 

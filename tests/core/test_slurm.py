@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
 from tprimat.slurm import (
     SlurmError,
     SlurmOptions,
@@ -96,10 +95,15 @@ def test_sacct_parsing():
     assert parse_sacct("") == (None, None)
 
 
+@functools.cache
 def _slurm_up() -> bool:
     if shutil.which("sbatch") is None:
         return False
-    return subprocess.run(["sinfo", "-h"], capture_output=True, check=False).returncode == 0
+    try:
+        done = subprocess.run(["sinfo", "-h"], capture_output=True, check=False, timeout=5)
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
 
 
 @pytest.mark.slurm
@@ -148,3 +152,32 @@ def test_a_failing_job_reports_its_exit_code(tmp_path):
                             options=SlurmOptions())
     result = follow_job(submission.job_id, run_dir=tmp_path, poll_s=0.3, timeout_s=60)
     assert result.state == "FAILED" and result.exit_code == 3 and not result.ok
+
+
+def test_run_options_for_the_submission_stay_out_of_the_node_command():
+    from tprimat.slurm import node_run_args
+
+    argv = ["--backend", "amd_primus", "--slurm", "--nodes", "4", "--gpus-per-node=8",
+            "--partition", "mi300x", "--time", "02:00:00", "--account", "perf", "--dry-run",
+            "--master-port", "29611", "--config", "bench.toml", "--set", "training.seq_length=4096"]
+    assert node_run_args(argv) == ["--backend", "amd_primus", "--config", "bench.toml",
+                                   "--set", "training.seq_length=4096"]
+
+
+def test_submit_from_cli_dry_run(tmp_path, monkeypatch):
+    from tprimat.slurm import submit_from_cli
+
+    monkeypatch.chdir(tmp_path)
+    submission = submit_from_cli(
+        ["--backend", "nvd_nemo", "--slurm", "--nodes", "2", "--config", "b.toml"],
+        run_dir=tmp_path / "run", options=SlurmOptions(nodes=2, gpus_per_node=8),
+        master_port=29612, dry_run=True,
+    )
+    assert submission.job_id is None
+    assert "#SBATCH --nodes=2" in submission.script
+    assert "#SBATCH --gpus-per-node=8" in submission.script
+    assert "export MASTER_PORT=29612" in submission.script
+    last = submission.node_script.splitlines()[-1]
+    assert last.startswith("exec tprimat run --backend nvd_nemo --config b.toml --nnodes")
+    assert "--slurm" not in last and "--nodes" not in last.replace("--nnodes", "")
+    assert f"cd {tmp_path}" in submission.node_script

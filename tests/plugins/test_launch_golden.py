@@ -14,7 +14,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from tprimat.config import load_config
 from tprimat.models import get_model
 from tprimat.plans import LaunchContext
@@ -37,7 +36,8 @@ def fake_megatron(root: Path) -> Path:
     """A directory shaped like a Megatron-LM core 0.15 checkout (launch only checks paths)."""
     (root / "megatron" / "core").mkdir(parents=True)
     (root / "pretrain_gpt.py").write_text("")
-    (root / "megatron" / "core" / "package_info.py").write_text("MAJOR = 0\nMINOR = 15\nPATCH = 0\n")
+    info = root / "megatron" / "core" / "package_info.py"
+    info.write_text("MAJOR = 0\nMINOR = 15\nPATCH = 0\n")
     return root
 
 
@@ -49,7 +49,9 @@ def fake_primus(root: Path) -> Path:
     return root
 
 
-def context_for(backend: str, model: str, tmp_path: Path, overrides=()) -> tuple[LaunchContext, dict]:
+def context_for(
+    backend: str, model: str, tmp_path: Path, overrides=()
+) -> tuple[LaunchContext, dict]:
     config = load_config(None, [f'benchmark.model="{model}"', *overrides])
     run_dir = tmp_path / "runs" / "r1"
     options: dict = {}

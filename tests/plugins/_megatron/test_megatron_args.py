@@ -98,7 +98,9 @@ def test_qwen_architecture_has_qkv_bias_and_no_rope_scaling():
     assert built.padded_vocab_size == 152064
 
 
-@pytest.mark.parametrize(("version", "expected"), [((0, 15), 128255), ((0, 17), 128255), ((0, 18), 128256)])
+@pytest.mark.parametrize(
+    ("version", "expected"), [((0, 15), 128255), ((0, 17), 128255), ((0, 18), 128256)]
+)
 def test_mock_tokenizer_vocabulary_equals_the_models(version, expected):
     # Up to core 0.17 the NullTokenizer adds an EOD token to --vocab-size; from 0.18 it does not.
     assert null_tokenizer_vocab_arg(128256, version) == expected
@@ -115,7 +117,8 @@ def test_config_fields_land():
         "training.lr_warmup_iterations=3", "training.lr_decay_style=\"linear\"",
         "training.weight_decay=0.05", "training.adam_beta2=0.98", "training.adam_eps=1e-6",
         "training.clip_grad=0.5", "training.init_method_std=0.008", "parallel.tensor=2",
-        "parallel.sequence_parallel=true", "precision.dtype=\"fp8\"", "kernels.attention_backend=\"fused\"",
+        "parallel.sequence_parallel=true", "precision.dtype=\"fp8\"",
+        "kernels.attention_backend=\"fused\"",
         "parallel.overlap_param_gather=false",
     ])
     args = as_dict(build_megatron_args(config, get_model("llama3.1-8b")).args)
@@ -128,7 +131,8 @@ def test_config_fields_land():
     assert args["--adam-eps"] == "1e-06" and args["--clip-grad"] == "0.5"
     assert args["--init-method-std"] == "0.008"
     assert args["--tensor-model-parallel-size"] == "2" and "--sequence-parallel" in args
-    assert "--bf16" in args and args["--fp8-format"] == "hybrid" and args["--fp8-recipe"] == "delayed"
+    assert "--bf16" in args and args["--fp8-format"] == "hybrid"
+    assert args["--fp8-recipe"] == "delayed"
     assert args["--attention-backend"] == "fused"
     assert "--use-distributed-optimizer" in args and "--overlap-grad-reduce" in args
     assert "--overlap-param-gather" not in args
@@ -169,7 +173,8 @@ def test_prepared_data_uses_the_dataset_tokenizer_and_keeps_the_model_vocab(tmp_
     assert args["--data-path"] == str(tmp_path / "qwen_text_document")
     assert args["--tokenizer-type"] == "HuggingFaceTokenizer"
     assert args["--tokenizer-model"] == str(tmp_path / "tok")
-    assert args["--make-vocab-size-divisible-by"] == "512"  # 151665 -> 152064, the model's embedding
+    # 151665 tokens padded to 152064, the model's embedding
+    assert args["--make-vocab-size-divisible-by"] == "512"
     from tprimat.plans import DataArguments
 
     built = build_megatron_args(config, get_model("qwen2.5-7b"), data=DataArguments(args=data_args))

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tprimat.config import load_config
 from tprimat.models import get_model
 from tprimat.plans import LaunchContext
@@ -78,7 +77,8 @@ def test_recipe_builds_and_every_default_field_lands(tmp_path, name):
     data = resolved["data"]
     assert data["class"] == "MockDataModule" and data["tokenizer"] == "NullTokenizer"
     assert data["tokenizer_vocab_size"] == spec.vocab_size  # the real vocabulary: real FLOPs
-    assert (data["seq_length"], data["micro_batch_size"], data["global_batch_size"]) == (8192, 1, 128)
+    batch = (data["seq_length"], data["micro_batch_size"], data["global_batch_size"])
+    assert batch == (8192, 1, 128)
     trainer = resolved["trainer"]
     assert trainer["max_steps"] == 50 and trainer["log_every_n_steps"] == 1
     assert trainer["limit_val_batches"] == 0 and trainer["enable_checkpointing"] is False

@@ -214,6 +214,7 @@ def resolve(recipe) -> dict:
     strategy = trainer.strategy
     plugin = trainer.plugins
     sched = recipe.optim.lr_scheduler
+    tokenizer = getattr(data, "tokenizer", None)
     return {
         "model_class": recipe.model.config.__fn_or_cls__.__name__,
         "model": {k: _jsonable(v) for k, v in model.items()},
@@ -234,7 +235,7 @@ def resolve(recipe) -> dict:
                  "micro_batch_size": data.micro_batch_size,
                  "global_batch_size": data.global_batch_size,
                  "tokenizer": type(data.tokenizer).__name__ if hasattr(data, "tokenizer") else None,
-                 "tokenizer_vocab_size": getattr(getattr(data, "tokenizer", None), "vocab_size", None),
+                 "tokenizer_vocab_size": getattr(tokenizer, "vocab_size", None),
                  "paths": _jsonable(getattr(data, "paths", None))},
         "log": {k: _jsonable(v) for k, v in recipe.log.__arguments__.items()},
         "resume": _jsonable(recipe.resume),
