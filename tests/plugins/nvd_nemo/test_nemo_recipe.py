@@ -122,3 +122,47 @@ def test_non_default_fields_land(tmp_path):
     assert resolved["data"]["micro_batch_size"] == 2
     assert resolved["trainer"]["max_steps"] == 30
     assert resolved["ddp"]["overlap_grad_reduce"] is False
+
+
+def test_prepared_dataset_reaches_the_pretraining_data_module(tmp_path):
+    """A real Megatron .bin/.idx (written by megatron-core) and a real local HF tokenizer."""
+    import numpy as np
+    import torch
+    from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tprimat.plans import PreparedDataset
+    from tprimat.plugins.nvd_nemo.data import data_arguments
+    from transformers import PreTrainedTokenizerFast
+
+    prefix = tmp_path / "tiny_text_document"
+    builder = IndexedDatasetBuilder(f"{prefix}.bin", dtype=np.int32)
+    for start in range(16):
+        builder.add_document(torch.arange(start, start + 40, dtype=torch.int32) % 5, [40])
+    builder.finalize(f"{prefix}.idx")
+    vocab = {"[UNK]": 0, "a": 1, "b": 2, "c": 3, "<eos>": 4}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", eos_token="<eos>"
+                            ).save_pretrained(tmp_path / "tokenizer")
+
+    config = load_config(None, ['benchmark.model="llama3.1-8b"'])
+    dataset = PreparedDataset(path_prefix=prefix, tokenizer=str(tmp_path / "tokenizer"),
+                              fingerprint="sha256:test", documents=16, tokens=640, vocab_size=5)
+    run_dir = tmp_path / "run"
+    context = LaunchContext(run_id="nemo-data", run_dir=run_dir, config=config,
+                            model=get_model("llama3.1-8b"), platform=H100,
+                            data=data_arguments(dataset, config))
+    launch_plan = plan(context)
+    run_dir.mkdir()
+    for name, text in launch_plan.files.items():
+        (run_dir / name).write_text(text)
+    done = subprocess.run([sys.executable, str(run_dir / SCRIPT), "--settings",
+                           str(run_dir / SETTINGS), "--dry-run"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    resolved = json.loads(done.stdout)
+    data = resolved["data"]
+    assert data["class"] == "PreTrainingDataModule"
+    assert data["paths"] == [str(prefix)] and data["split"] == "100,0,0"
+    assert data["tokenizer"] == "AutoTokenizer" and data["tokenizer_vocab_size"] == 5
+    assert resolved["model"]["vocab_size"] == 128256  # the model's embedding, not the tokenizer's

@@ -236,7 +236,8 @@ def resolve(recipe) -> dict:
                  "global_batch_size": data.global_batch_size,
                  "tokenizer": type(data.tokenizer).__name__ if hasattr(data, "tokenizer") else None,
                  "tokenizer_vocab_size": getattr(tokenizer, "vocab_size", None),
-                 "paths": _jsonable(getattr(data, "paths", None))},
+                 "paths": _jsonable(recipe.data.__arguments__.get("paths")),
+                 "split": _jsonable(recipe.data.__arguments__.get("split"))},
         "log": {k: _jsonable(v) for k, v in recipe.log.__arguments__.items()},
         "resume": _jsonable(recipe.resume),
     }
