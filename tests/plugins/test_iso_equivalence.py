@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-
+from test_launch_golden import context_for  # sibling test module
 from tprimat.registry import Registry
-
-from test_launch_golden import context_for  # noqa: I001  (sibling test module)
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +84,8 @@ SWITCHES = {
     "--use-distributed-optimizer": "use_distributed_optimizer",
     "--overlap-grad-reduce": "overlap_grad_reduce",
     "--overlap-param-gather": "overlap_param_gather", "--bf16": "bf16",
-    "--cross-entropy-loss-fusion": "cross_entropy_loss_fusion", "--log-throughput": "log_throughput",
+    "--cross-entropy-loss-fusion": "cross_entropy_loss_fusion",
+    "--log-throughput": "log_throughput",
     "--mock-data": "mock_data", "--group-query-attention": "group_query_attention",
 }
 NEGATED = {"--disable-bias-linear": "add_bias_linear", "--no-rope-fusion": "apply_rope_fusion",
