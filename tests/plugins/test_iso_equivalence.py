@@ -112,3 +112,58 @@ def test_primus_gets_the_same_settings_as_megatron(registry, tmp_path, model, ov
     for flag, key in NEGATED.items():
         assert o[key] is (flag not in megatron), flag
     assert o["tokenizer_type"] == megatron["--tokenizer-type"]
+
+
+NEMO_PAIRS = {
+    "--num-layers": ("architecture", "num_layers"),
+    "--hidden-size": ("architecture", "hidden_size"),
+    "--ffn-hidden-size": ("architecture", "ffn_hidden_size"),
+    "--num-attention-heads": ("architecture", "num_attention_heads"),
+    "--num-query-groups": ("architecture", "num_query_groups"),
+    "--kv-channels": ("architecture", "kv_channels"),
+    "--norm-epsilon": ("architecture", "layernorm_epsilon"),
+    "--rotary-base": ("architecture", "rotary_base"),
+    "--rope-scaling-factor": ("architecture", "scale_factor"),
+    "--micro-batch-size": (None, "micro_batch_size"),
+    "--global-batch-size": (None, "global_batch_size"), "--seq-length": (None, "seq_length"),
+    "--train-iters": (None, "max_steps"), "--seed": (None, "seed"),
+    "--init-method-std": (None, "init_method_std"),
+    "--lr": ("optimizer", "lr"), "--min-lr": ("optimizer", "min_lr"),
+    "--lr-warmup-iters": ("optimizer", "warmup_steps"),
+    "--lr-decay-style": ("optimizer", "decay_style"),
+    "--lr-decay-iters": ("optimizer", "decay_steps"),
+    "--weight-decay": ("optimizer", "weight_decay"), "--adam-beta1": ("optimizer", "adam_beta1"),
+    "--adam-beta2": ("optimizer", "adam_beta2"), "--adam-eps": ("optimizer", "adam_eps"),
+    "--clip-grad": ("optimizer", "clip_grad"),
+    "--tensor-model-parallel-size": ("parallel", "tensor"),
+    "--pipeline-model-parallel-size": ("parallel", "pipeline"),
+    "--context-parallel-size": ("parallel", "context"),
+    "--fp8-format": (None, "fp8_format"), "--attention-backend": ("kernels", "attention_backend"),
+}
+
+
+@pytest.mark.parametrize("model", ["llama3.1-8b", "qwen2.5-7b"])
+@pytest.mark.parametrize("overrides", OVERRIDES)
+def test_nemo_gets_the_same_settings_as_megatron(registry, tmp_path, model, overrides):
+    import json
+
+    mctx, _ = context_for("nvd_megatron", model, tmp_path / "m", overrides)
+    nctx, _ = context_for("nvd_nemo", model, tmp_path / "n", overrides)
+    megatron = _argv_dict(registry.launch("nvd_megatron", context=mctx).argv)
+    s = json.loads(registry.launch("nvd_nemo", context=nctx).files["nemo_settings.json"])
+    for flag, (section, key) in NEMO_PAIRS.items():
+        if flag not in megatron:
+            continue
+        value = s[key] if section is None else s[section][key]
+        assert str(value) == megatron[flag] or float(value) == float(megatron[flag]), flag
+    assert s["parallel"]["sequence_parallel"] is ("--sequence-parallel" in megatron)
+    assert s["parallel"]["distributed_optimizer"] is ("--use-distributed-optimizer" in megatron)
+    assert s["precision"] == ("fp8" if "--fp8-format" in megatron else "bf16")
+    assert s["architecture"]["add_qkv_bias"] is ("--add-qkv-bias" in megatron)
+    assert s["recompute"]["granularity"] == megatron.get("--recompute-granularity")
+    # the same embedding: Megatron pads the NullTokenizer's vocabulary, NeMo is given the result
+    from tprimat.models import get_model
+
+    spec = get_model(model)
+    assert s["padded_vocab_size"] == spec.padded_vocab_size(s["parallel"]["tensor"])
+    assert int(megatron["--vocab-size"]) + 1 == spec.vocab_size  # core 0.15: NullTokenizer adds 1
