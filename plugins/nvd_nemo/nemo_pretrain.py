@@ -243,12 +243,26 @@ def resolve(recipe) -> dict:
     }
 
 
+def _has_module(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--settings", default=str(Path(__file__).with_name("nemo_settings.json")))
     parser.add_argument("--dry-run", action="store_true",
                         help="build the recipe and print it as JSON; do not train")
     args = parser.parse_args(argv)
+    lacking = [m for m in ("nemo", "nemo_run", "megatron.core") if not _has_module(m)]
+    if lacking:
+        print(f"nemo_pretrain.py: {', '.join(lacking)} not importable in {sys.executable}; "
+              "run inside the NeMo image (docker/nvd.Dockerfile)", file=sys.stderr)
+        return 2
     settings = load_settings(args.settings)
     recipe = build_recipe(settings)
     if args.dry_run:

@@ -162,3 +162,22 @@ def test_tuned_plans_carry_their_deviations(backend, tmp_path, registry):
     if backend == "amd_megatron":
         argv = list(plan.argv)
         assert argv[argv.index("--micro-batch-size") + 1] == "2"
+
+
+def test_nemo_script_without_nemo_says_so_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    context, _ = context_for("nvd_nemo", "llama3.1-8b", tmp_path)
+    from tprimat.plugins.nvd_nemo.launch import plan
+
+    launch_plan = plan(context)
+    for name, text in launch_plan.files.items():
+        (tmp_path / name).write_text(text)
+    # -I: an isolated interpreter that cannot see NeMo even where it is installed
+    done = subprocess.run([sys.executable, "-I", "-S", str(tmp_path / "nemo_pretrain.py"),
+                           "--settings", str(tmp_path / "nemo_settings.json"), "--dry-run"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "docker/nvd.Dockerfile" in done.stderr
