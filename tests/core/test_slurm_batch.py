@@ -181,3 +181,33 @@ def test_submit_from_cli_dry_run(tmp_path, monkeypatch):
     assert last.startswith("exec tprimat run --backend nvd_nemo --config b.toml --nnodes")
     assert "--slurm" not in last and "--nodes" not in last.replace("--nnodes", "")
     assert f"cd {tmp_path}" in submission.node_script
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_submit_from_cli_runs_one_node_command_with_the_allocation_rendezvous(tmp_path,
+                                                                             monkeypatch):
+    from tprimat.slurm import submit_from_cli
+
+    if not _slurm_up():
+        if os.environ.get("CI"):
+            pytest.fail("no SLURM: CI starts one with .ci/slurm-up.sh before the slurm tests")
+        pytest.skip("no SLURM here (start one with .ci/slurm-up.sh)")
+    # A stand-in for the tprimat executable that reports the arguments it was given.
+    program = tmp_path / "tprimat-standin"
+    program.write_text("#!/bin/bash\necho \"argv: $*\"\necho \"NODE_RANK=$NODE_RANK\"\n")
+    program.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    submission = submit_from_cli(
+        ["--backend", "torch", "--slurm", "--nodes", "1", "--config", "tiny.toml"],
+        run_dir=tmp_path / "run", options=SlurmOptions(nodes=1), master_port=29613,
+        program=str(program),
+    )
+    result = follow_job(submission.job_id, run_dir=tmp_path / "run", poll_s=0.3, timeout_s=60)
+    assert result.ok, result
+    text = "".join(p.read_text() for p in result.logs)
+    host = subprocess.run(["scontrol", "show", "hostnames", "localhost"], capture_output=True,
+                          text=True, check=False).stdout.strip() or "localhost"
+    assert (f"argv: run --backend torch --config tiny.toml --nnodes 1 --node-rank 0 "
+            f"--master-addr {host} --master-port 29613") in text
+    assert "NODE_RANK=0" in text
