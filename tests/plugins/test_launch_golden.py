@@ -181,3 +181,23 @@ def test_nemo_script_without_nemo_says_so_in_one_line(tmp_path):
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert "docker/nvd.Dockerfile" in done.stderr
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_prepared_dataset_reaches_each_backends_launch(backend, tmp_path, registry):
+    import attrs
+
+    from tprimat.plans import DataArguments, PreparedDataset
+
+    config = load_config(None, ['benchmark.model="qwen2.5-7b"'])
+    dataset = PreparedDataset(path_prefix=tmp_path / "data" / "qwen_text_document",
+                              tokenizer=str(tmp_path / "tokenizer"), fingerprint="sha256:0",
+                              documents=3, tokens=300, vocab_size=151665)
+    data = registry.prepare_data(backend, dataset=dataset, config=config)
+    assert isinstance(data, DataArguments)
+    context, _ = context_for(backend, "qwen2.5-7b", tmp_path)
+    plan = registry.launch(backend, context=attrs.evolve(context, data=data))
+    generated = " ".join(plan.argv) + " ".join(plan.files.values())
+    assert str(dataset.path_prefix) in generated and str(tmp_path / "tokenizer") in generated
+    assert "NullTokenizer" not in " ".join(plan.argv)
+    assert "--mock-data" not in plan.argv
