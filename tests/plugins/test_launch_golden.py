@@ -186,7 +186,6 @@ def test_nemo_script_without_nemo_says_so_in_one_line(tmp_path):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_prepared_dataset_reaches_each_backends_launch(backend, tmp_path, registry):
     import attrs
-
     from tprimat.plans import DataArguments, PreparedDataset
 
     config = load_config(None, ['benchmark.model="qwen2.5-7b"'])
