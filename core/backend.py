@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 import attrs
+
 from tprimat.errors import TprimatError
 
 Platform = Literal["amd", "nvidia", "any"]

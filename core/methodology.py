@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Any
 
 import attrs
+
 from tprimat.config import BenchmarkConfig, ConfigError, config_from_dict
 from tprimat.errors import TprimatError
 

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
+
 from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError
 from tprimat.secrets import is_secret_name

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import attrs
+
 from tprimat.config import BenchmarkConfig
 from tprimat.errors import TprimatError
 from tprimat.models import ModelSpec

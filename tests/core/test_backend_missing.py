@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 import pytest
+
 from tprimat.backend import BackendUnavailableError, require_available
 from tprimat.errors import TprimatError
 from tprimat.registry import Registry

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tprimat.config import load_config
 from tprimat.methodology import FROZEN_KEYS, Preset, PresetError, preset_for, presets, resolve
 

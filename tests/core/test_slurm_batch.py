@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+
 from tprimat.slurm import (
     SlurmError,
     SlurmOptions,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 from test_launch_golden import context_for  # sibling test module
+
 from tprimat.registry import Registry
 
 

@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from tprimat.config import load_config
 from tprimat.models import get_model
 from tprimat.plans import LaunchContext
@@ -186,6 +187,7 @@ def test_nemo_script_without_nemo_says_so_in_one_line(tmp_path):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_prepared_dataset_reaches_each_backends_launch(backend, tmp_path, registry):
     import attrs
+
     from tprimat.plans import DataArguments, PreparedDataset
 
     config = load_config(None, ['benchmark.model="qwen2.5-7b"'])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from tprimat.config import load_config
 from tprimat.models import get_model
 from tprimat.plans import PreparedDataset

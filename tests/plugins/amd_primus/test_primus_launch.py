@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from tprimat.config import load_config
 from tprimat.errors import TprimatError
 from tprimat.models import get_model

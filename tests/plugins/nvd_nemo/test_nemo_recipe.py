@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tprimat.config import load_config
 from tprimat.models import get_model
 from tprimat.plans import LaunchContext
@@ -130,9 +131,10 @@ def test_prepared_dataset_reaches_the_pretraining_data_module(tmp_path):
     import torch
     from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
     from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
     from tprimat.plans import PreparedDataset
     from tprimat.plugins.nvd_nemo.data import data_arguments
-    from transformers import PreTrainedTokenizerFast
 
     prefix = tmp_path / "tiny_text_document"
     builder = IndexedDatasetBuilder(f"{prefix}.bin", dtype=np.int32)
