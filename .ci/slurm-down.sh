@@ -3,7 +3,9 @@
 # each by the pid file it wrote.
 set -uo pipefail
 ROOT=${SLURM_TEST_ROOT:-/tmp/tprimat-slurm}
-scancel --user="$(id -un)" >/dev/null 2>&1 || true
+if [ -s "$ROOT/run/slurmctld.pid" ]; then  # only jobs on the cluster started here
+    scancel --user="$(id -un)" >/dev/null 2>&1 || true
+fi
 stop() {
     local pidfile=$1
     [ -s "$pidfile" ] || return 0

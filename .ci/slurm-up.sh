@@ -26,8 +26,16 @@ if ! pgrep -u munge -x munged >/dev/null; then
     runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid
 fi
 
+MARKER="# tprimat single-node test cluster (.ci/slurm-up.sh)"
+if [ -s /etc/slurm/slurm.conf ] && ! grep -qxF "$MARKER" /etc/slurm/slurm.conf \
+        && [ "${SLURM_TEST_FORCE:-0}" != 1 ]; then
+    echo "/etc/slurm/slurm.conf belongs to another SLURM; not replacing it" \
+         "(SLURM_TEST_FORCE=1 to override)" >&2
+    exit 1
+fi
 mkdir -p /etc/slurm
 cat > /etc/slurm/slurm.conf <<CONF
+$MARKER
 ClusterName=tprimat
 SlurmctldHost=${NODE}(127.0.0.1)
 SlurmUser=root
