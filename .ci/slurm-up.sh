@@ -13,6 +13,13 @@ if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
     apt-get install -y -qq slurm-wlm munge >/dev/null
 fi
 
+MARKER="# tprimat single-node test cluster (.ci/slurm-up.sh)"
+if [ -s /etc/slurm/slurm.conf ] && ! grep -qxF "$MARKER" /etc/slurm/slurm.conf \
+        && [ "${SLURM_TEST_FORCE:-0}" != 1 ]; then
+    echo "/etc/slurm/slurm.conf belongs to another SLURM; not replacing it" \
+         "(SLURM_TEST_FORCE=1 to override)" >&2
+    exit 1
+fi
 mkdir -p "$ROOT"/{ctld,spool,log,run} /run/munge /var/log/munge /var/lib/munge /etc/munge
 chown munge:munge /run/munge /var/log/munge /var/lib/munge /etc/munge
 chmod 0755 /run/munge
@@ -26,13 +33,6 @@ if ! pgrep -u munge -x munged >/dev/null; then
     runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid
 fi
 
-MARKER="# tprimat single-node test cluster (.ci/slurm-up.sh)"
-if [ -s /etc/slurm/slurm.conf ] && ! grep -qxF "$MARKER" /etc/slurm/slurm.conf \
-        && [ "${SLURM_TEST_FORCE:-0}" != 1 ]; then
-    echo "/etc/slurm/slurm.conf belongs to another SLURM; not replacing it" \
-         "(SLURM_TEST_FORCE=1 to override)" >&2
-    exit 1
-fi
 mkdir -p /etc/slurm
 cat > /etc/slurm/slurm.conf <<CONF
 $MARKER
