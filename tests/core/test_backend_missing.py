@@ -14,7 +14,7 @@ from tprimat.registry import Registry
     ("amd_primus", "$PRIMUS_PATH", "docker/amd.Dockerfile"),
     ("amd_megatron", "$MEGATRON_PATH", "docker/amd.Dockerfile"),
     ("nvd_megatron", "$MEGATRON_PATH", "docker/nvd.Dockerfile"),
-    ("nvd_nemo", "python package nemo", "docker/nvd.Dockerfile"),
+    ("nvd_nemo", "nvidia-gpu", "docker/nvd.Dockerfile"),
 ])
 def test_missing_framework_names_what_and_how(backend, needs, hint, monkeypatch):
     monkeypatch.delenv("PRIMUS_PATH", raising=False)
