@@ -18,6 +18,8 @@ from typing import Literal
 
 import attrs
 
+from tprimat.errors import TprimatError
+
 Platform = Literal["amd", "nvidia", "any"]
 
 #: Device checks by name: each is a cheap test of this machine's device nodes.
@@ -94,3 +96,19 @@ def check_availability(spec: BackendSpec) -> Availability:
     if lacking:
         return Availability(state="missing", detail=", ".join(lacking), hint=spec.requires.hint)
     return Availability(state="available")
+
+
+class BackendUnavailableError(TprimatError):
+    """A backend whose framework, tools or devices this machine lacks (exit code 2)."""
+
+
+def require_available(spec: BackendSpec) -> None:
+    """Raise a one-line :class:`BackendUnavailableError`: what is missing, how to get it."""
+    availability = check_availability(spec)
+    if availability.state == "available":
+        return
+    message = f"backend {spec.name} ({spec.framework}) cannot run on this machine: "
+    message += f"{availability.state}: {availability.detail}"
+    if availability.hint:
+        message += f". To get it: {availability.hint}"
+    raise BackendUnavailableError(message)

@@ -65,6 +65,9 @@ class LaunchPlan:
     cwd: Path | None = None
     files: dict[str, str] = attrs.Factory(dict)  # run-dir-relative path -> text to write
     description: str = ""
+    methodology: str = "iso"  # iso | tuned, as applied to this plan
+    deviations: tuple[str, ...] = ()  # every setting a tuned plan changes relative to iso
+    notes: tuple[str, ...] = ()  # facts a reader of the dry run should know (versions, fallbacks)
 
 
 @attrs.frozen(kw_only=True)

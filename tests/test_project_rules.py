@@ -103,3 +103,13 @@ def test_an_installed_broken_plugin_shows_as_error_without_breaking_the_listing(
     assert errors["broken_import"].startswith("error: import failed: ModuleNotFoundError")
     assert errors["broken_hooks"].startswith("error: invalid hooks")
     assert {"amd_primus", "nvd_nemo"} <= {b["name"] for b in data["backends"]}
+
+
+def test_no_plugin_submodule_is_named_after_a_hook():
+    """Importing ``plugins/x/launch.py`` would rebind ``launch`` on the plugin package to the
+    submodule and silently unregister the hook function of the same name."""
+    hooks = set(_hook_names())
+    for module in (ROOT / "plugins").glob("*/*.py"):
+        if module.parent.name.startswith("_"):
+            continue  # shared helper packages are not plugins and implement no hooks
+        assert module.stem not in hooks, f"{module} is named after the {module.stem} hook"

@@ -20,7 +20,10 @@ BACKEND = BackendSpec(
         executables=("torchrun",),
         env=("MEGATRON_PATH",),
         devices=("amd-gpu",),
-        hint="use the ROCm Primus image (docker/amd.Dockerfile) and set MEGATRON_PATH to a ROCm Megatron-LM checkout",
+        hint=(
+            "use the ROCm Primus image (docker/amd.Dockerfile), which sets MEGATRON_PATH to "
+            "its Megatron-LM ($PRIMUS_PATH/third_party/Megatron-LM)"
+        ),
     ),
 )
 
@@ -30,12 +33,31 @@ def register_backends() -> list[BackendSpec]:
     return [BACKEND]
 
 
+# Implementations live in submodules that are never named after a hook: importing
+# ``tprimat.plugins.amd_megatron.launch`` would rebind ``launch`` on this package to the
+# submodule and hide the hook function from the plugin manager.
+
+
+@hookimpl
+def prepare_data(backend, dataset, config):
+    from tprimat.plugins.amd_megatron.data import data_arguments
+
+    return data_arguments(dataset, config)
+
+
 @hookimpl
 def profile(backend, context):
     """Profile the config's iteration window with this backend's own torch-profiler settings."""
-    from tprimat.plugins.amd_megatron.profile import profile_plan
+    from tprimat.plugins.amd_megatron.profiling import profile_plan
 
     return profile_plan(context)
+
+
+@hookimpl
+def launch(backend, context):
+    from tprimat.plugins.amd_megatron.launcher import plan
+
+    return plan(context)
 
 
 @hookimpl

@@ -20,7 +20,10 @@ BACKEND = BackendSpec(
         executables=("torchrun",),
         env=("MEGATRON_PATH",),
         devices=("nvidia-gpu",),
-        hint="use the NeMo image (docker/nvd.Dockerfile) and set MEGATRON_PATH to a Megatron-LM checkout",
+        hint=(
+            "use the NeMo image (docker/nvd.Dockerfile), which sets MEGATRON_PATH to "
+            "its Megatron-LM (/opt/megatron-lm)"
+        ),
     ),
 )
 
@@ -30,12 +33,31 @@ def register_backends() -> list[BackendSpec]:
     return [BACKEND]
 
 
+# Implementations live in submodules that are never named after a hook: importing
+# ``tprimat.plugins.nvd_megatron.launch`` would rebind ``launch`` on this package to the
+# submodule and hide the hook function from the plugin manager.
+
+
+@hookimpl
+def prepare_data(backend, dataset, config):
+    from tprimat.plugins.nvd_megatron.data import data_arguments
+
+    return data_arguments(dataset, config)
+
+
 @hookimpl
 def profile(backend, context):
     """Profile the config's iteration window with this backend's own torch-profiler settings."""
-    from tprimat.plugins.nvd_megatron.profile import profile_plan
+    from tprimat.plugins.nvd_megatron.profiling import profile_plan
 
     return profile_plan(context)
+
+
+@hookimpl
+def launch(backend, context):
+    from tprimat.plugins.nvd_megatron.launcher import plan
+
+    return plan(context)
 
 
 @hookimpl

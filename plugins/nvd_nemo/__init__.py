@@ -30,12 +30,31 @@ def register_backends() -> list[BackendSpec]:
     return [BACKEND]
 
 
+# Implementations live in submodules that are never named after a hook: importing
+# ``tprimat.plugins.nvd_nemo.launch`` would rebind ``launch`` on this package to the
+# submodule and hide the hook function from the plugin manager.
+
+
+@hookimpl
+def prepare_data(backend, dataset, config):
+    from tprimat.plugins.nvd_nemo.data import data_arguments
+
+    return data_arguments(dataset, config)
+
+
 @hookimpl
 def profile(backend, context):
     """Profile the config's iteration window with this backend's own torch-profiler settings."""
-    from tprimat.plugins.nvd_nemo.profile import profile_plan
+    from tprimat.plugins.nvd_nemo.profiling import profile_plan
 
     return profile_plan(context)
+
+
+@hookimpl
+def launch(backend, context):
+    from tprimat.plugins.nvd_nemo.launcher import plan
+
+    return plan(context)
 
 
 @hookimpl

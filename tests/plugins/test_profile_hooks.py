@@ -48,7 +48,7 @@ def _flags_in(path: Path) -> set[str]:
 @pytest.mark.parametrize("version", ["core_v0.12.0.txt", "core_v0.15.0.txt", "core_v0.19.0.txt",
                                      "main_2026-08-22.txt"])
 def test_every_megatron_profile_flag_exists_in_megatron(tmp_path, version):
-    from tprimat.plugins.nvd_megatron.profile import nsys_plan, profile_plan
+    from tprimat.plugins.nvd_megatron.profiling import nsys_plan, profile_plan
 
     flags = _flags_in(MEGATRON_ARGS / version)
     ctx = context(tmp_path)
@@ -58,7 +58,7 @@ def test_every_megatron_profile_flag_exists_in_megatron(tmp_path, version):
 
 
 def test_nsys_plan_uses_the_cuda_profiler_range_not_the_torch_profiler(tmp_path):
-    from tprimat.plugins.nvd_megatron.profile import nsys_plan
+    from tprimat.plugins.nvd_megatron.profiling import nsys_plan
 
     plan = nsys_plan(context(tmp_path))
     assert "--use-pytorch-profiler" not in plan.args and plan.args[0] == "--profile"
@@ -80,7 +80,7 @@ def test_hook_profile_primus_overrides(registry, tmp_path):
 
 
 def test_every_primus_key_exists_in_primus_module_configs(tmp_path):
-    from tprimat.plugins.amd_primus.profile import profile_overrides
+    from tprimat.plugins.amd_primus.profiling import profile_overrides
 
     text = "\n".join(p.read_text() for p in PRIMUS_YAML.glob("*.yaml"))
     keys = set(re.findall(r"^([a-z_0-9]+):", text, re.M))
@@ -89,7 +89,7 @@ def test_every_primus_key_exists_in_primus_module_configs(tmp_path):
 
 
 def test_hook_profile_nemo_callback_and_recipe_lines(registry, tmp_path):
-    from tprimat.plugins.nvd_nemo.profile import nsys_plan, recipe_lines
+    from tprimat.plugins.nvd_nemo.profiling import nsys_plan, recipe_lines
 
     ctx = context(tmp_path)
     plan = registry.profile("nvd_nemo", context=ctx)
@@ -122,7 +122,7 @@ def test_hook_profile_nemo_callback_and_recipe_lines(registry, tmp_path):
     ],
 )
 def test_impossible_windows_are_config_errors(tmp_path, overrides, message):
-    from tprimat.plugins.amd_primus.profile import profile_plan
+    from tprimat.plugins.amd_primus.profiling import profile_plan
 
     with pytest.raises(ConfigError, match=message):
         profile_plan(context(tmp_path, *overrides))

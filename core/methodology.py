@@ -1,0 +1,178 @@
+"""The two benchmark methodologies: ``iso`` and ``tuned``.
+
+``iso`` runs the config exactly as written on every platform.  ``tuned`` starts
+from the same config and applies a per-device preset (``presets/<name>.toml``):
+each platform's own recommended settings.  Every difference from ``iso`` is a
+:class:`Deviation` that the launch plan carries and the result records, so a
+tuned number always says what was changed and on whose advice.
+
+A preset may change how the work is laid out and executed (micro-batch,
+parallel layout, kernels, environment, framework switches) but never *what*
+is computed: the fields in :func:`tprimat.config.fair_fields` (model,
+dataset, sequence length, global batch, precision) are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from importlib import resources
+from typing import Any
+
+import attrs
+
+from tprimat.config import BenchmarkConfig, ConfigError, config_from_dict
+from tprimat.errors import TprimatError
+
+#: Config keys a preset may never change (they define the work being compared).
+FROZEN_KEYS = frozenset({
+    "benchmark.model", "benchmark.methodology", "benchmark.iterations", "benchmark.seed",
+    "data.dataset", "data.tokenizer", "training.seq_length", "training.global_batch_size",
+    "precision.dtype", "precision.fp8_recipe",
+})
+
+
+class PresetError(TprimatError):
+    """A missing or invalid tuned preset."""
+
+
+@attrs.frozen(kw_only=True)
+class Deviation:
+    """One setting a tuned run changes relative to ``iso``."""
+
+    setting: str  # "training.micro_batch_size", "env.GPU_MAX_HW_QUEUES", "amd_primus.<key>"
+    iso: Any
+    tuned: Any
+
+    def __str__(self) -> str:
+        return f"{self.setting}: {_show(self.iso)} -> {_show(self.tuned)}"
+
+
+def _show(value: Any) -> str:
+    return "unset" if value is None else json.dumps(value)
+
+
+@attrs.frozen(kw_only=True)
+class Preset:
+    """A device's tuned settings, and where they come from."""
+
+    name: str
+    devices: tuple[str, ...]  # substrings of the device name, matched case-insensitively
+    platform: str  # amd | nvidia
+    source: str  # the public vendor material the values are taken from
+    config: dict[str, Any] = attrs.Factory(dict)  # "section.key" -> value
+    env: dict[str, str] = attrs.Factory(dict)
+    backends: dict[str, dict[str, Any]] = attrs.Factory(dict)  # backend -> {args, overrides, env}
+
+
+@attrs.frozen(kw_only=True)
+class Resolved:
+    """The effective settings of one run under its methodology."""
+
+    methodology: str
+    config: BenchmarkConfig
+    preset: str | None = None
+    source: str | None = None
+    env: dict[str, str] = attrs.Factory(dict)
+    args: tuple[str, ...] = ()
+    overrides: dict[str, Any] = attrs.Factory(dict)
+    deviations: tuple[Deviation, ...] = ()
+
+
+def _load(name: str) -> Preset:
+    text = resources.files("tprimat").joinpath("presets", name).read_text(encoding="utf-8")
+    data = tomllib.loads(text)
+    head = data.get("preset", {})
+    try:
+        preset = Preset(
+            name=head["name"],
+            devices=tuple(head["devices"]),
+            platform=head["platform"],
+            source=head["source"],
+            config=dict(data.get("config", {})),
+            env={k: str(v) for k, v in data.get("env", {}).items()},
+            backends=dict(data.get("backends", {})),
+        )
+    except KeyError as exc:
+        raise PresetError(f"preset {name}: missing [preset] key {exc.args[0]}") from None
+    frozen = sorted(FROZEN_KEYS & set(preset.config))
+    if frozen:
+        raise PresetError(f"preset {name} changes {', '.join(frozen)}, which tuned runs must keep")
+    return preset
+
+
+def presets() -> list[Preset]:
+    """Every shipped preset."""
+    folder = resources.files("tprimat").joinpath("presets")
+    return [_load(entry.name) for entry in sorted(folder.iterdir(), key=lambda e: e.name)
+            if entry.name.endswith(".toml")]
+
+
+def preset_for(device_name: str | None) -> Preset | None:
+    """The preset whose device names match ``device_name`` (None: no preset)."""
+    if not device_name:
+        return None
+    name = device_name.lower()
+    for preset in presets():
+        if any(device.lower() in name for device in preset.devices):
+            return preset
+    return None
+
+
+def resolve(
+    config: BenchmarkConfig, *, backend: str, device_name: str | None, preset: Preset | None = None
+) -> Resolved:
+    """Apply the config's methodology for ``backend`` on a device called ``device_name``."""
+    if config.benchmark.methodology == "iso":
+        return Resolved(methodology="iso", config=config)
+    chosen = preset or preset_for(device_name)
+    if chosen is None:
+        known = ", ".join(f"{p.name} ({'/'.join(p.devices)})" for p in presets())
+        raise PresetError(
+            f"methodology 'tuned' needs a preset for device {device_name or 'unknown'!r}; "
+            f"shipped presets: {known}. Use benchmark.methodology = \"iso\" or add a preset."
+        )
+    frozen = sorted(FROZEN_KEYS & set(chosen.config))
+    if frozen:
+        raise PresetError(
+            f"preset {chosen.name} changes {', '.join(frozen)}, which tuned runs must keep"
+        )
+    data = config.to_dict()
+    deviations: list[Deviation] = []
+    for dotted, value in chosen.config.items():
+        section, _, key = dotted.partition(".")
+        if section not in data or key not in data[section]:
+            raise PresetError(f"preset {chosen.name}: unknown config key {dotted}")
+        if data[section][key] != value:
+            deviations.append(Deviation(setting=dotted, iso=data[section][key], tuned=value))
+            data[section][key] = value
+    try:
+        tuned_config = config_from_dict(data)
+    except ConfigError as exc:
+        raise PresetError(f"preset {chosen.name} does not fit this config: {exc}") from None
+    section = chosen.backends.get(backend, {})
+    env = {**chosen.env, **{k: str(v) for k, v in section.get("env", {}).items()}}
+    deviations += [Deviation(setting=f"env.{k}", iso=None, tuned=v) for k, v in sorted(env.items())]
+    args = tuple(section.get("args", ()))
+    if args:
+        deviations.append(Deviation(setting="args", iso=None, tuned=list(args)))
+    overrides = dict(section.get("overrides", {}))
+    deviations += [
+        Deviation(setting=f"{backend}.{k}", iso=None, tuned=v) for k, v in sorted(overrides.items())
+    ]
+    return Resolved(
+        methodology="tuned", config=tuned_config, preset=chosen.name, source=chosen.source,
+        env=env, args=args, overrides=overrides, deviations=tuple(deviations),
+    )
+
+
+def provenance_notes(plan: Any) -> list[str]:
+    """Lines for a result's provenance that record a launch plan's methodology and deviations.
+
+    ``plan`` is a :class:`tprimat.plans.LaunchPlan`; a tuned result without
+    these lines would hide what was changed.
+    """
+    notes = [f"methodology: {plan.methodology}"]
+    notes += [f"tuned deviation: {d}" for d in plan.deviations]
+    notes += [n for n in plan.notes if n.startswith("tuned preset ")]
+    return notes

@@ -1,0 +1,63 @@
+"""Prepared-dataset arguments shared by the Megatron-family backends.
+
+A dataset made by ``tprimat prepare-data`` is a Megatron ``.bin``/``.idx``
+pair plus the Hugging Face tokenizer it was tokenized with.  Megatron sizes
+the embedding from that tokenizer (``len(tokenizer)``) padded to a multiple
+of ``--make-vocab-size-divisible-by`` × TP; :func:`vocab_divisor` picks the
+multiple that makes the padded vocabulary equal the model's real one (e.g.
+Qwen 2.5's 151,665-token tokenizer and 152,064-row embedding), so real-data
+runs have the same FLOPs as mock-data runs.
+"""
+
+from __future__ import annotations
+
+from tprimat.config import BenchmarkConfig
+from tprimat.errors import TprimatError
+from tprimat.models import get_model
+from tprimat.plans import PreparedDataset
+from tprimat.plugins._megatron.args import VOCAB_DIVISIBLE_BY
+
+#: Every token trains; nothing is held out (evaluation is off in benchmarks).
+SPLIT = "100,0,0"
+
+
+def vocab_divisor(tokenizer_vocab: int, model_vocab: int, tensor_parallel: int) -> int:
+    """The smallest multiple of 128 padding ``tokenizer_vocab`` as a mock-data run pads the model.
+
+    The target is ``model_vocab`` padded to 128 × TP, the embedding a mock-data
+    run builds, so both kinds of run do the same work at any TP size.
+    """
+    if tokenizer_vocab > model_vocab:
+        raise TprimatError(
+            f"the dataset's tokenizer has {tokenizer_vocab} tokens, more than the model's "
+            f"{model_vocab}-row embedding: it was prepared for another model"
+        )
+    multiple = VOCAB_DIVISIBLE_BY * tensor_parallel
+    target = -(-model_vocab // multiple) * multiple
+    divisor = VOCAB_DIVISIBLE_BY
+    while divisor * tensor_parallel <= target:
+        step = divisor * tensor_parallel
+        if -(-tokenizer_vocab // step) * step == target:
+            return divisor
+        divisor += VOCAB_DIVISIBLE_BY
+    raise TprimatError(
+        f"no --make-vocab-size-divisible-by pads a {tokenizer_vocab}-token tokenizer to the "
+        f"model's {target}-row padded embedding at tensor parallel size {tensor_parallel}"
+    )
+
+
+def dataset_tokenizer(dataset: PreparedDataset, config: BenchmarkConfig) -> str:
+    return config.data.tokenizer or dataset.tokenizer
+
+
+def megatron_data_args(dataset: PreparedDataset, config: BenchmarkConfig) -> tuple[str, ...]:
+    """``--data-path``, the split, and the dataset's own Hugging Face tokenizer."""
+    model = get_model(config.benchmark.model)
+    divisor = vocab_divisor(dataset.vocab_size, model.vocab_size, config.parallel.tensor)
+    return (
+        "--data-path", str(dataset.path_prefix),
+        "--split", SPLIT,
+        "--tokenizer-type", "HuggingFaceTokenizer",
+        "--tokenizer-model", dataset_tokenizer(dataset, config),
+        "--make-vocab-size-divisible-by", str(divisor),
+    )

@@ -1,0 +1,11 @@
+"""Prepared dataset → Megatron-LM ``--data-path`` and tokenizer arguments."""
+
+from __future__ import annotations
+
+from tprimat.config import BenchmarkConfig
+from tprimat.plans import DataArguments, PreparedDataset
+from tprimat.plugins._megatron.data import megatron_data_args
+
+
+def data_arguments(dataset: PreparedDataset, config: BenchmarkConfig) -> DataArguments:
+    return DataArguments(args=megatron_data_args(dataset, config))

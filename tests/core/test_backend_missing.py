@@ -1,0 +1,46 @@
+"""A backend whose framework is missing says what is missing and how to get it: exit 2, one line."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from tprimat.backend import BackendUnavailableError, require_available
+from tprimat.errors import TprimatError
+from tprimat.registry import Registry
+
+
+@pytest.mark.parametrize(("backend", "needs", "hint"), [
+    ("amd_primus", "$PRIMUS_PATH", "docker/amd.Dockerfile"),
+    ("amd_megatron", "$MEGATRON_PATH", "docker/amd.Dockerfile"),
+    ("nvd_megatron", "$MEGATRON_PATH", "docker/nvd.Dockerfile"),
+    ("nvd_nemo", "nvidia-gpu", "docker/nvd.Dockerfile"),
+])
+def test_missing_framework_names_what_and_how(backend, needs, hint, monkeypatch):
+    monkeypatch.delenv("PRIMUS_PATH", raising=False)
+    monkeypatch.delenv("MEGATRON_PATH", raising=False)
+    spec = Registry.from_environment({}).backend(backend).spec
+    with pytest.raises(BackendUnavailableError) as caught:
+        require_available(spec)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert needs in message and hint in message and backend in message
+    assert isinstance(caught.value, TprimatError) and caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize("backend", ["amd_megatron", "nvd_megatron"])
+def test_launch_without_megatron_says_where_to_point(backend, monkeypatch, tmp_path):
+    from tprimat.config import load_config
+    from tprimat.models import get_model
+    from tprimat.plans import LaunchContext
+    from tprimat.platform import PlatformInfo
+
+    monkeypatch.delenv("MEGATRON_PATH", raising=False)
+    context = LaunchContext(run_id="r", run_dir=tmp_path, config=load_config(None, []),
+                            model=get_model("llama3.1-8b"), platform=PlatformInfo(platform="cpu"))
+    registry = Registry.from_environment({})
+    with pytest.raises(TprimatError, match="set MEGATRON_PATH .*pretrain_gpt.py.*Dockerfile"):
+        registry.launch(backend, context=context)
+    context = attrs.evolve(context, options={"megatron_path": str(tmp_path)})
+    with pytest.raises(TprimatError, match="pretrain_gpt.py does not exist"):
+        registry.launch(backend, context=context)

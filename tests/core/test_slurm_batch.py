@@ -1,0 +1,214 @@
+"""The SLURM job scripts, state parsing, and a real job on a local SLURM (marker ``slurm``)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tprimat.slurm import (
+    SlurmError,
+    SlurmOptions,
+    follow_job,
+    parse_sacct,
+    parse_scontrol_job,
+    render_node_script,
+    render_sbatch,
+    submit_run,
+    tprimat_node_command,
+)
+
+
+def test_sbatch_script_has_resources_rendezvous_and_one_task_per_node(tmp_path):
+    options = SlurmOptions(nodes=4, gpus_per_node=8, partition="mi300x", time="01:00:00",
+                           account="perf", extra=("--exclusive",))
+    script = render_sbatch(run_dir=tmp_path, options=options, master_port=29611,
+                           env={"HSA_NO_SCRATCH_RECLAIM": "1"})
+    lines = script.splitlines()
+    assert lines[0] == "#!/bin/bash"
+    for directive in ("--nodes=4", "--ntasks-per-node=1", "--gpus-per-node=8",
+                      "--partition=mi300x", "--time=01:00:00", "--account=perf", "--exclusive",
+                      f"--output={tmp_path}/slurm-%j.out", "--export=ALL"):
+        assert f"#SBATCH {directive}" in lines
+    assert 'MASTER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | head -n 1)"' in lines
+    assert "export MASTER_PORT=29611" in lines
+    assert 'export NNODES="${SLURM_JOB_NUM_NODES}"' in lines
+    assert "export HSA_NO_SCRATCH_RECLAIM=1" in lines
+    assert lines[-1].startswith("srun --ntasks-per-node=1 --kill-on-bad-exit=1 ")
+    assert lines[-1].endswith(f"bash {tmp_path}/slurm_node.sh")
+    # directives must come before the first command, or sbatch ignores them
+    first_command = next(i for i, line in enumerate(lines[1:], 1) if not line.startswith("#"))
+    assert all(not line.startswith("#SBATCH") for line in lines[first_command:])
+
+
+def test_secrets_are_never_written_into_the_job(tmp_path):
+    with pytest.raises(SlurmError, match="HF_TOKEN looks like a secret"):
+        render_sbatch(run_dir=tmp_path, options=SlurmOptions(), master_port=1,
+                      env={"HF_TOKEN": "hf_abc"})
+
+
+def test_node_script_fills_the_rendezvous_on_each_node(tmp_path):
+    command = tprimat_node_command(["--backend", "torch", "--config", "my run.toml"])
+    script = render_node_script(command, cwd=tmp_path)
+    assert 'export NODE_RANK="${SLURM_NODEID}"' in script
+    assert ("exec tprimat run --backend torch --config 'my run.toml' --nnodes \"${NNODES}\" "
+            "--node-rank \"${NODE_RANK}\" --master-addr \"${MASTER_ADDR}\" "
+            "--master-port \"${MASTER_PORT}\"") in script
+
+
+def test_node_script_runs_in_bash_with_the_values_substituted(tmp_path):
+    script = tmp_path / "node.sh"
+    script.write_text(render_node_script(
+        [sys.executable, "-c", "import sys; print(sys.argv[1:])", "rank={node_rank}",
+         "{master_addr}:{master_port}", "$HOME `x`"]))
+    env = {**os.environ, "SLURM_NODEID": "2", "MASTER_ADDR": "n1", "MASTER_PORT": "7"}
+    out = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    assert out.strip() == "['rank=2', 'n1:7', '$HOME `x`']"
+
+
+def test_dry_run_writes_scripts_and_submits_nothing(tmp_path):
+    submission = submit_run(node_command=["true"], run_dir=tmp_path / "run",
+                            options=SlurmOptions(nodes=2), dry_run=True)
+    assert submission.job_id is None
+    assert submission.sbatch_path.read_text() == submission.script
+    assert "#SBATCH --nodes=2" in submission.script
+    assert submission.node_path.read_text().endswith("exec true\n")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("JobId=12 JobName=x JobState=COMPLETED Reason=None ExitCode=0:0", ("COMPLETED", 0)),
+    ("JobId=12 JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0", ("FAILED", 3)),
+    ("JobId=12 JobState=CANCELLED ExitCode=0:15", ("CANCELLED", 143)),
+    ("slurm_load_jobs error: Invalid job id specified", (None, None)),
+])
+def test_scontrol_parsing(text, expected):
+    assert parse_scontrol_job(text) == expected
+
+
+def test_sacct_parsing():
+    assert parse_sacct("COMPLETED|0:0\n") == ("COMPLETED", 0)
+    assert parse_sacct("CANCELLED by 0|0:9\n") == ("CANCELLED", 137)
+    assert parse_sacct("") == (None, None)
+
+
+@functools.cache
+def _slurm_up() -> bool:
+    if shutil.which("sbatch") is None:
+        return False
+    try:
+        done = subprocess.run(["sinfo", "-h"], capture_output=True, check=False, timeout=5)
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_real_two_task_job_round_trips(tmp_path):
+    if not _slurm_up():
+        if os.environ.get("CI"):
+            pytest.fail("no SLURM: CI starts one with .ci/slurm-up.sh before the slurm tests")
+        pytest.skip("no SLURM here (start one with .ci/slurm-up.sh)")
+    run_dir = tmp_path / "run"
+    code = ("import os, sys; print('node', sys.argv[1], 'of', sys.argv[2], 'master', sys.argv[3],"
+            " 'task', os.environ['SLURM_PROCID'])")
+    submission = submit_run(
+        node_command=[sys.executable, "-c", code, "{node_rank}", "{nnodes}", "{master_addr}"],
+        run_dir=run_dir, options=SlurmOptions(nodes=1, job_name="tprimat-test"), master_port=29555,
+    )
+    assert submission.job_id
+    states: list[str] = []
+    result = follow_job(submission.job_id, run_dir=run_dir, poll_s=0.3, timeout_s=120,
+                        on_state=states.append)
+    assert result.ok, (result, [p.read_text() for p in result.logs])
+    texts = "".join(p.read_text() for p in result.logs)
+    assert "node 0 of 1 master" in texts and "task 0" in texts
+    assert states[-1] == "COMPLETED"
+
+    # The same machinery with two tasks on the one node (a second srun step).
+    two = run_dir / "two.sbatch"
+    two.write_text("#!/bin/bash\n#SBATCH --ntasks=2\n"
+                   f"#SBATCH --output={run_dir}/two-%j.out\n"
+                   "srun bash -c 'echo task $SLURM_PROCID of $SLURM_NTASKS'\n")
+    job = subprocess.run(["sbatch", "--parsable", str(two)], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    follow_job(job, run_dir=run_dir, poll_s=0.3, timeout_s=60)
+    out = (run_dir / f"two-{job}.out").read_text()
+    assert "task 0 of 2" in out and "task 1 of 2" in out
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_failing_job_reports_its_exit_code(tmp_path):
+    if not _slurm_up():
+        if os.environ.get("CI"):
+            pytest.fail("no SLURM: CI starts one with .ci/slurm-up.sh before the slurm tests")
+        pytest.skip("no SLURM here (start one with .ci/slurm-up.sh)")
+    submission = submit_run(node_command=["bash", "-c", "exit 3"], run_dir=tmp_path,
+                            options=SlurmOptions())
+    result = follow_job(submission.job_id, run_dir=tmp_path, poll_s=0.3, timeout_s=60)
+    assert result.state == "FAILED" and result.exit_code == 3 and not result.ok
+
+
+def test_run_options_for_the_submission_stay_out_of_the_node_command():
+    from tprimat.slurm import node_run_args
+
+    argv = ["--backend", "amd_primus", "--slurm", "--nodes", "4", "--gpus-per-node=8",
+            "--partition", "mi300x", "--time", "02:00:00", "--account", "perf", "--dry-run",
+            "--master-port", "29611", "--config", "bench.toml", "--set", "training.seq_length=4096"]
+    assert node_run_args(argv) == ["--backend", "amd_primus", "--config", "bench.toml",
+                                   "--set", "training.seq_length=4096"]
+
+
+def test_submit_from_cli_dry_run(tmp_path, monkeypatch):
+    from tprimat.slurm import submit_from_cli
+
+    monkeypatch.chdir(tmp_path)
+    submission = submit_from_cli(
+        ["--backend", "nvd_nemo", "--slurm", "--nodes", "2", "--config", "b.toml"],
+        run_dir=tmp_path / "run", options=SlurmOptions(nodes=2, gpus_per_node=8),
+        master_port=29612, dry_run=True,
+    )
+    assert submission.job_id is None
+    assert "#SBATCH --nodes=2" in submission.script
+    assert "#SBATCH --gpus-per-node=8" in submission.script
+    assert "export MASTER_PORT=29612" in submission.script
+    last = submission.node_script.splitlines()[-1]
+    assert last.startswith("exec tprimat run --backend nvd_nemo --config b.toml --nnodes")
+    assert "--slurm" not in last and "--nodes" not in last.replace("--nnodes", "")
+    assert f"cd {tmp_path}" in submission.node_script
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_submit_from_cli_runs_one_node_command_with_the_allocation_rendezvous(tmp_path,
+                                                                             monkeypatch):
+    from tprimat.slurm import submit_from_cli
+
+    if not _slurm_up():
+        if os.environ.get("CI"):
+            pytest.fail("no SLURM: CI starts one with .ci/slurm-up.sh before the slurm tests")
+        pytest.skip("no SLURM here (start one with .ci/slurm-up.sh)")
+    # A stand-in for the tprimat executable that reports the arguments it was given.
+    program = tmp_path / "tprimat-standin"
+    program.write_text("#!/bin/bash\necho \"argv: $*\"\necho \"NODE_RANK=$NODE_RANK\"\n")
+    program.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    submission = submit_from_cli(
+        ["--backend", "torch", "--slurm", "--nodes", "1", "--config", "tiny.toml"],
+        run_dir=tmp_path / "run", options=SlurmOptions(nodes=1), master_port=29613,
+        program=str(program),
+    )
+    result = follow_job(submission.job_id, run_dir=tmp_path / "run", poll_s=0.3, timeout_s=60)
+    assert result.ok, result
+    text = "".join(p.read_text() for p in result.logs)
+    host = subprocess.run(["scontrol", "show", "hostnames", "localhost"], capture_output=True,
+                          text=True, check=False).stdout.strip() or "localhost"
+    assert (f"argv: run --backend torch --config tiny.toml --nnodes 1 --node-rank 0 "
+            f"--master-addr {host} --master-port 29613") in text
+    assert "NODE_RANK=0" in text

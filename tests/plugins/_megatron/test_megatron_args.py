@@ -1,0 +1,202 @@
+"""The shared Megatron-LM argument builder: architecture, semantics, and flags that really exist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tprimat.config import load_config
+from tprimat.models import get_model
+from tprimat.plans import PreparedDataset
+from tprimat.plugins._megatron.args import (
+    MegatronArgsError,
+    build_megatron_args,
+    detect_version,
+    flags,
+    null_tokenizer_vocab_arg,
+    parse_version,
+)
+from tprimat.plugins._megatron.data import megatron_data_args, vocab_divisor
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "megatron_args"
+TARGETS = {
+    (0, 12): "core_v0.12.0.txt",
+    (0, 15): "core_v0.15.0.txt",
+    (0, 19): "core_v0.19.0.txt",
+    (0, 20): "main_2026-08-22.txt",
+}
+
+CONFIG_VARIANTS = [
+    [],
+    ["precision.dtype=\"fp8\"", "training.recompute=\"full\"", "parallel.tensor=2",
+     "parallel.sequence_parallel=true", "kernels.fused_rope=false", "kernels.fused_swiglu=false"],
+    ["training.recompute=\"selective\"", "parallel.pipeline=2", "parallel.context=2",
+     "precision.dtype=\"fp32\"", "training.lr_decay_style=\"constant\""],
+]
+
+
+def accepted(version: tuple[int, int]) -> set[str]:
+    return set((FIXTURES / TARGETS[version]).read_text().split())
+
+
+def as_dict(args) -> dict[str, str | None]:
+    """Flag -> value (None for switches); a repeated flag keeps its last value, like argparse."""
+    out: dict[str, str | None] = {}
+    words = list(args)
+    for i, word in enumerate(words):
+        if word.startswith("--"):
+            nxt = words[i + 1] if i + 1 < len(words) else None
+            out[word] = None if nxt is None or nxt.startswith("--") else nxt
+    return out
+
+
+@pytest.mark.parametrize("version", sorted(TARGETS))
+@pytest.mark.parametrize("model", ["llama3.1-8b", "qwen2.5-7b"])
+@pytest.mark.parametrize("overrides", CONFIG_VARIANTS)
+def test_every_flag_exists_in_the_targeted_megatron(version, model, overrides):
+    config = load_config(None, [f'benchmark.model="{model}"', *overrides])
+    built = build_megatron_args(config, get_model(model), version=version)
+    unknown = sorted(set(flags(built.args)) - accepted(version))
+    assert unknown == []
+
+
+def test_a_flag_megatron_does_not_know_is_caught():
+    # The check itself can fail: a removed flag is reported against newer releases.
+    assert "--no-async-tensor-model-parallel-allreduce" in accepted((0, 12))
+    assert "--no-async-tensor-model-parallel-allreduce" not in accepted((0, 19))
+
+
+def test_llama_architecture_is_complete():
+    config = load_config(None, [])
+    args = as_dict(build_megatron_args(config, get_model("llama3.1-8b")).args)
+    assert args["--num-layers"] == "32"
+    assert args["--hidden-size"] == "4096"
+    assert args["--ffn-hidden-size"] == "14336"
+    assert args["--num-attention-heads"] == "32"
+    assert args["--num-query-groups"] == "8" and "--group-query-attention" in args
+    assert args["--kv-channels"] == "128"
+    assert "--swiglu" in args and args["--normalization"] == "RMSNorm"
+    assert args["--norm-epsilon"] == "1e-05"
+    assert args["--position-embedding-type"] == "rope" and args["--rotary-base"] == "500000"
+    assert "--use-rope-scaling" in args and args["--rope-scaling-factor"] == "8"
+    assert "--untie-embeddings-and-output-weights" in args and "--disable-bias-linear" in args
+    assert "--add-qkv-bias" not in args
+    assert args["--hidden-dropout"] == "0" and args["--attention-dropout"] == "0"
+    assert args["--log-interval"] == "1" and "--log-throughput" in args
+    assert args["--eval-iters"] == "0"
+
+
+def test_qwen_architecture_has_qkv_bias_and_no_rope_scaling():
+    config = load_config(None, ['benchmark.model="qwen2.5-7b"'])
+    built = build_megatron_args(config, get_model("qwen2.5-7b"))
+    args = as_dict(built.args)
+    assert "--add-qkv-bias" in args
+    assert args["--num-query-groups"] == "4"
+    assert args["--rotary-base"] == "1000000"
+    assert args["--norm-epsilon"] == "1e-06"
+    assert "--use-rope-scaling" not in args
+    assert built.padded_vocab_size == 152064
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"), [((0, 15), 128255), ((0, 17), 128255), ((0, 18), 128256)]
+)
+def test_mock_tokenizer_vocabulary_equals_the_models(version, expected):
+    # Up to core 0.17 the NullTokenizer adds an EOD token to --vocab-size; from 0.18 it does not.
+    assert null_tokenizer_vocab_arg(128256, version) == expected
+    config = load_config(None, [])
+    args = as_dict(build_megatron_args(config, get_model("llama3.1-8b"), version=version).args)
+    assert args["--tokenizer-type"] == "NullTokenizer" and "--mock-data" in args
+    assert args["--vocab-size"] == str(expected)
+
+
+def test_config_fields_land():
+    config = load_config(None, [
+        "training.micro_batch_size=2", "training.global_batch_size=64", "training.seq_length=4096",
+        "benchmark.iterations=30", "benchmark.seed=7", "training.lr=1e-4", "training.min_lr=1e-5",
+        "training.lr_warmup_iterations=3", "training.lr_decay_style=\"linear\"",
+        "training.weight_decay=0.05", "training.adam_beta2=0.98", "training.adam_eps=1e-6",
+        "training.clip_grad=0.5", "training.init_method_std=0.008", "parallel.tensor=2",
+        "parallel.sequence_parallel=true", "precision.dtype=\"fp8\"",
+        "kernels.attention_backend=\"fused\"",
+        "parallel.overlap_param_gather=false",
+    ])
+    args = as_dict(build_megatron_args(config, get_model("llama3.1-8b")).args)
+    assert args["--micro-batch-size"] == "2" and args["--global-batch-size"] == "64"
+    assert args["--seq-length"] == "4096" and args["--train-iters"] == "30"
+    assert args["--seed"] == "7" and args["--lr"] == "0.0001" and args["--min-lr"] == "1e-05"
+    assert args["--lr-warmup-iters"] == "3" and args["--lr-decay-style"] == "linear"
+    assert args["--lr-decay-iters"] == "30"  # 0 in the config: decay over the whole run
+    assert args["--weight-decay"] == "0.05" and args["--adam-beta2"] == "0.98"
+    assert args["--adam-eps"] == "1e-06" and args["--clip-grad"] == "0.5"
+    assert args["--init-method-std"] == "0.008"
+    assert args["--tensor-model-parallel-size"] == "2" and "--sequence-parallel" in args
+    assert "--bf16" in args and args["--fp8-format"] == "hybrid"
+    assert args["--fp8-recipe"] == "delayed"
+    assert args["--attention-backend"] == "fused"
+    assert "--use-distributed-optimizer" in args and "--overlap-grad-reduce" in args
+    assert "--overlap-param-gather" not in args
+
+
+def test_overlap_param_gather_needs_the_distributed_optimizer():
+    config = load_config(None, ["parallel.distributed_optimizer=false"])
+    with pytest.raises(MegatronArgsError, match="distributed_optimizer"):
+        build_megatron_args(config, get_model("llama3.1-8b"))
+
+
+def test_non_llama3_rope_scaling_is_refused():
+    import attrs
+
+    odd = attrs.evolve(get_model("llama3.1-8b"), rope_scaling={"rope_type": "yarn", "factor": 4.0})
+    with pytest.raises(MegatronArgsError, match="Llama 3.1 scaling"):
+        build_megatron_args(load_config(None, []), odd)
+
+
+def test_version_reading(tmp_path):
+    assert parse_version("core_v0.15.0") == (0, 15)
+    assert parse_version("0.19.0rc1") == (0, 19)
+    info = tmp_path / "megatron" / "core"
+    info.mkdir(parents=True)
+    (info / "package_info.py").write_text("MAJOR = 0\nMINOR = 13\nPATCH = 1\n")
+    assert detect_version(tmp_path) == (0, 13)
+    assert detect_version(tmp_path / "nowhere") is None
+
+
+def test_prepared_data_uses_the_dataset_tokenizer_and_keeps_the_model_vocab(tmp_path):
+    dataset = PreparedDataset(
+        path_prefix=tmp_path / "qwen_text_document", tokenizer=str(tmp_path / "tok"),
+        fingerprint="sha256:x", documents=10, tokens=1000, vocab_size=151665,
+    )
+    config = load_config(None, ['benchmark.model="qwen2.5-7b"'])
+    data_args = megatron_data_args(dataset, config)
+    args = as_dict(data_args)
+    assert args["--data-path"] == str(tmp_path / "qwen_text_document")
+    assert args["--tokenizer-type"] == "HuggingFaceTokenizer"
+    assert args["--tokenizer-model"] == str(tmp_path / "tok")
+    # 151665 tokens padded to 152064, the model's embedding
+    assert args["--make-vocab-size-divisible-by"] == "512"
+    from tprimat.plans import DataArguments
+
+    built = build_megatron_args(config, get_model("qwen2.5-7b"), data=DataArguments(args=data_args))
+    full = as_dict(built.args)
+    assert "--mock-data" not in full and "--vocab-size" not in full
+    assert list(built.args).count("--make-vocab-size-divisible-by") == 1
+    unknown = set(flags(built.args)) - accepted((0, 15))
+    assert not unknown
+
+
+@pytest.mark.parametrize(("tok", "model", "tp", "padded"), [
+    (151665, 152064, 1, 152064), (128256, 128256, 1, 128256), (128256, 128256, 4, 128512),
+    (151665, 152064, 8, 152576), (4000, 4096, 1, 4096),
+])
+def test_vocab_divisor_pads_like_a_mock_run(tok, model, tp, padded):
+    step = vocab_divisor(tok, model, tp) * tp
+    assert -(-tok // step) * step == padded
+
+
+def test_a_tokenizer_larger_than_the_model_is_refused():
+    from tprimat.errors import TprimatError
+
+    with pytest.raises(TprimatError, match="another model"):
+        vocab_divisor(200000, 152064, 1)

@@ -1,0 +1,164 @@
+"""The Primus experiment: real Primus keys, every config field pinned, launcher choice, errors."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tprimat.config import load_config
+from tprimat.errors import TprimatError
+from tprimat.models import get_model
+from tprimat.plans import LaunchContext, PreparedDataset, ProfilePlan
+from tprimat.platform import PlatformInfo
+from tprimat.plugins.amd_primus.data import data_arguments
+from tprimat.plugins.amd_primus.launcher import EXPERIMENT_FILE, plan
+
+PRIMUS_TREE = Path(__file__).resolve().parents[2] / "fixtures" / "primus_configs"
+MI300X = PlatformInfo(platform="amd", device_name="AMD Instinct MI300X", source="test")
+MI355X = PlatformInfo(platform="amd", device_name="AMD Instinct MI355X", source="test")
+
+
+def _yaml_keys(file: Path) -> set[str]:
+    data = yaml.safe_load(file.read_text()) or {}
+    keys = set(data) - {"extends"}
+    for parent in data.get("extends", []) or []:
+        keys |= _yaml_keys(file.parent / parent)
+    return keys
+
+
+def primus_keys() -> set[str]:
+    """Every key Primus's Megatron trainer and model configs define (the override vocabulary)."""
+    keys: set[str] = set()
+    for folder in ("primus/configs/modules/megatron", "primus/configs/models/megatron"):
+        for file in (PRIMUS_TREE / folder).glob("*.yaml"):
+            keys |= _yaml_keys(file)
+    return keys
+
+
+@pytest.fixture
+def primus(tmp_path) -> Path:
+    root = tmp_path / "Primus"
+    shutil.copytree(PRIMUS_TREE, root)
+    (root / "runner").mkdir()
+    (root / "runner" / "primus-cli").write_text("")
+    return root
+
+
+def context(primus: Path, tmp_path: Path, overrides=(), platform=MI300X, **kw) -> LaunchContext:
+    config = load_config(None, list(overrides))
+    return LaunchContext(run_id="r7", run_dir=tmp_path / "run", config=config,
+                         model=get_model(config.benchmark.model), platform=platform,
+                         options={"primus_path": str(primus)}, **kw)
+
+
+def overrides_of(launch_plan) -> dict:
+    return yaml.safe_load(launch_plan.files[EXPERIMENT_FILE])["modules"]["pre_trainer"]["overrides"]
+
+
+@pytest.mark.parametrize("model", ["llama3.1-8b", "qwen2.5-7b"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp8"])
+def test_every_override_is_a_real_primus_key(primus, tmp_path, model, dtype):
+    ctx = context(primus, tmp_path, [f'benchmark.model="{model}"', f'precision.dtype="{dtype}"',
+                                     'training.recompute="full"'])
+    unknown = sorted(set(overrides_of(plan(ctx))) - primus_keys())
+    assert unknown == []
+
+
+def test_a_key_primus_does_not_know_would_be_caught():
+    keys = primus_keys()
+    assert "seq_length" in keys and "mock_data" in keys and "use_rope_scaling" in keys
+    assert "sequence_length" not in keys
+
+
+def test_seq_length_and_architecture_are_pinned_not_left_to_primus(primus, tmp_path):
+    ctx = context(primus, tmp_path, ['benchmark.model="qwen2.5-7b"', "training.seq_length=4096"])
+    o = overrides_of(plan(ctx))
+    assert o["seq_length"] == 4096  # Primus's Qwen experiment would read $PRIMUS_SEQ_LENGTH (2048)
+    assert o["add_qkv_bias"] is True  # Primus's Qwen 2.5 model file leaves it off
+    assert o["num_query_groups"] == 4 and o["rotary_base"] == 1000000
+    assert o["norm_epsilon"] == 1e-6
+    assert o["vocab_size"] == 152063 and o["tokenizer_type"] == "NullTokenizer"  # core < 0.18
+    llama = overrides_of(plan(context(primus, tmp_path, [])))
+    assert llama["use_rope_scaling"] is True and llama["rope_scaling_factor"] == 8.0
+    assert llama["norm_epsilon"] == 1e-5  # Primus's experiment says 1e-6; Llama 3.1 uses 1e-5
+
+
+def test_config_fields_land_in_the_overrides(primus, tmp_path):
+    ctx = context(primus, tmp_path, [
+        "benchmark.iterations=20", "training.micro_batch_size=2", "training.global_batch_size=64",
+        "parallel.tensor=2", "parallel.sequence_parallel=true", 'precision.dtype="fp8"',
+        'training.recompute="selective"', "kernels.fused_rope=false", "benchmark.seed=9",
+    ])
+    launch_plan = plan(ctx)
+    o = overrides_of(launch_plan)
+    assert (o["train_iters"], o["micro_batch_size"], o["global_batch_size"]) == (20, 2, 64)
+    assert o["tensor_model_parallel_size"] == 2 and o["sequence_parallel"] is True
+    assert o["fp8"] == "hybrid" and o["bf16"] is True and o["fp8_recipe"] == "delayed"
+    assert o["recompute_granularity"] == "selective" and o["apply_rope_fusion"] is False
+    assert o["seed"] == 9 and o["log_interval"] == 1 and o["log_throughput"] is True
+    assert o["eval_iters"] == 0 and o["save"] is None and o["mock_data"] is True
+    assert "FP8-pretrain.yaml" in launch_plan.files[EXPERIMENT_FILE].splitlines()[1]
+
+
+def test_mi355x_uses_primus_mi355x_experiment(primus, tmp_path):
+    launch_plan = plan(context(primus, tmp_path, [], platform=MI355X))
+    assert "configs/MI355X/llama3.1_8B-BF16-pretrain.yaml" in launch_plan.notes[0]
+
+
+def test_run_pretrain_sh_is_the_fallback_launcher(primus, tmp_path):
+    (primus / "runner" / "primus-cli").unlink()
+    (primus / "examples" / "run_pretrain.sh").write_text("")
+    launch_plan = plan(context(primus, tmp_path, []))
+    assert launch_plan.argv == ("bash", str(primus / "examples" / "run_pretrain.sh"))
+    assert launch_plan.env["EXP"] == str(tmp_path / "run" / EXPERIMENT_FILE)
+    assert launch_plan.env["HSA_NO_SCRATCH_RECLAIM"] == "1"
+
+
+def test_a_config_tree_without_a_launcher_is_refused_with_a_hint(primus, tmp_path):
+    (primus / "runner" / "primus-cli").unlink()
+    with pytest.raises(TprimatError, match="neither .*primus-cli nor .*run_pretrain.sh"):
+        plan(context(primus, tmp_path, []))
+
+
+def test_missing_primus_path_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.delenv("PRIMUS_PATH", raising=False)
+    config = load_config(None, [])
+    ctx = LaunchContext(run_id="r", run_dir=tmp_path, config=config, model=get_model("llama3.1-8b"),
+                        platform=MI300X)
+    with pytest.raises(TprimatError, match=r"set PRIMUS_PATH .*docker/amd\.Dockerfile"):
+        plan(ctx)
+
+
+def test_prepared_dataset_switches_mock_data_off(primus, tmp_path):
+    config = load_config(None, ['benchmark.model="qwen2.5-7b"'])
+    dataset = PreparedDataset(path_prefix=tmp_path / "d" / "text_document", tokenizer="/tok",
+                              fingerprint="sha256:1", documents=1, tokens=10, vocab_size=151665)
+    ctx = context(primus, tmp_path, ['benchmark.model="qwen2.5-7b"'],
+                  data=data_arguments(dataset, config))
+    o = overrides_of(plan(ctx))
+    assert o["mock_data"] is False and o["train_data_path"] == str(tmp_path / "d" / "text_document")
+    assert o["tokenizer_type"] == "HuggingFaceTokenizer" and o["tokenizer_model"] == "/tok"
+    assert o["make_vocab_size_divisible_by"] == 512 and o["vocab_size"] is None
+
+
+def test_profile_overrides_are_carried(primus, tmp_path):
+    profile = ProfilePlan(overrides={"profile": True, "use_pytorch_profiler": True},
+                          env={"PRIMUS_X": "1"})
+    launch_plan = plan(context(primus, tmp_path, [], profile=profile))
+    o = overrides_of(launch_plan)
+    assert o["profile"] is True and o["use_pytorch_profiler"] is True
+    assert launch_plan.env["PRIMUS_X"] == "1"
+
+
+def test_tuned_lists_every_deviation(primus, tmp_path):
+    launch_plan = plan(context(primus, tmp_path, ['benchmark.methodology="tuned"']))
+    assert launch_plan.methodology == "tuned"
+    assert "training.micro_batch_size: 1 -> 2" in launch_plan.deviations
+    assert 'env.GPU_MAX_HW_QUEUES: unset -> "2"' in launch_plan.deviations
+    assert "amd_primus.use_turbo_attention: unset -> true" in launch_plan.deviations
+    o = overrides_of(launch_plan)
+    assert o["micro_batch_size"] == 2 and o["use_turbo_attention"] is True
+    assert launch_plan.env["GPU_MAX_HW_QUEUES"] == "2"

@@ -1,0 +1,170 @@
+"""Under ``iso`` the backends run the same settings: compared plan against plan."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from tests.plugins.test_launch_golden import context_for
+
+from tprimat.registry import Registry
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return Registry.from_environment({})
+
+
+def _argv_dict(argv) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    words = list(argv)
+    for i, word in enumerate(words):
+        if word.startswith("--"):
+            nxt = words[i + 1] if i + 1 < len(words) else None
+            out[word] = None if nxt is None or nxt.startswith("--") else nxt
+    return out
+
+
+OVERRIDES = [[], ['precision.dtype="fp8"', "parallel.tensor=2", "parallel.sequence_parallel=true",
+                  'training.recompute="full"']]
+
+
+@pytest.mark.parametrize("model", ["llama3.1-8b", "qwen2.5-7b"])
+@pytest.mark.parametrize("overrides", OVERRIDES)
+def test_amd_and_nvidia_megatron_differ_only_in_what_rocm_needs(registry, tmp_path, model,
+                                                                overrides):
+    amd_ctx, amd_rep = context_for("amd_megatron", model, tmp_path / "a", overrides)
+    nvd_ctx, nvd_rep = context_for("nvd_megatron", model, tmp_path / "n", overrides)
+    amd = registry.launch("amd_megatron", context=amd_ctx)
+    nvd = registry.launch("nvd_megatron", context=nvd_ctx)
+    strip = {amd_ctx.options["megatron_path"]: "M", nvd_ctx.options["megatron_path"]: "M"}
+
+    def norm(words):
+        out = []
+        for w in words:
+            for old, new in strip.items():
+                w = w.replace(old, new)
+            out.append(w)
+        return out
+
+    assert norm(amd.argv) == norm(nvd.argv)
+    extra = {k: v for k, v in amd.env.items() if nvd.env.get(k) != v}
+    assert set(extra) - {"PYTHONPATH"} == {"HSA_NO_SCRATCH_RECLAIM"}
+    assert set(nvd.env) - set(amd.env) == set()
+
+
+# Megatron flag -> Primus override key, and how a switch maps to a value.
+PAIRS = {
+    "--num-layers": "num_layers", "--hidden-size": "hidden_size",
+    "--ffn-hidden-size": "ffn_hidden_size", "--num-attention-heads": "num_attention_heads",
+    "--num-query-groups": "num_query_groups", "--kv-channels": "kv_channels",
+    "--norm-epsilon": "norm_epsilon", "--rotary-base": "rotary_base",
+    "--rope-scaling-factor": "rope_scaling_factor",
+    "--max-position-embeddings": "max_position_embeddings",
+    "--micro-batch-size": "micro_batch_size", "--global-batch-size": "global_batch_size",
+    "--seq-length": "seq_length", "--train-iters": "train_iters", "--seed": "seed",
+    "--lr": "lr", "--min-lr": "min_lr", "--lr-warmup-iters": "lr_warmup_iters",
+    "--lr-decay-style": "lr_decay_style", "--lr-decay-iters": "lr_decay_iters",
+    "--weight-decay": "weight_decay", "--adam-beta1": "adam_beta1", "--adam-beta2": "adam_beta2",
+    "--adam-eps": "adam_eps", "--clip-grad": "clip_grad", "--init-method-std": "init_method_std",
+    "--tensor-model-parallel-size": "tensor_model_parallel_size",
+    "--pipeline-model-parallel-size": "pipeline_model_parallel_size",
+    "--context-parallel-size": "context_parallel_size",
+    "--recompute-granularity": "recompute_granularity",
+    "--recompute-method": "recompute_method", "--recompute-num-layers": "recompute_num_layers",
+    "--fp8-format": "fp8", "--fp8-recipe": "fp8_recipe",
+    "--fp8-amax-history-len": "fp8_amax_history_len",
+    "--fp8-amax-compute-algo": "fp8_amax_compute_algo",
+    "--attention-backend": "attention_backend", "--vocab-size": "vocab_size",
+    "--make-vocab-size-divisible-by": "make_vocab_size_divisible_by",
+    "--log-interval": "log_interval", "--eval-iters": "eval_iters",
+}
+SWITCHES = {
+    "--swiglu": "swiglu", "--use-rope-scaling": "use_rope_scaling",
+    "--untie-embeddings-and-output-weights": "untie_embeddings_and_output_weights",
+    "--add-qkv-bias": "add_qkv_bias", "--sequence-parallel": "sequence_parallel",
+    "--use-distributed-optimizer": "use_distributed_optimizer",
+    "--overlap-grad-reduce": "overlap_grad_reduce",
+    "--overlap-param-gather": "overlap_param_gather", "--bf16": "bf16",
+    "--cross-entropy-loss-fusion": "cross_entropy_loss_fusion",
+    "--log-throughput": "log_throughput",
+    "--mock-data": "mock_data", "--group-query-attention": "group_query_attention",
+}
+NEGATED = {"--disable-bias-linear": "add_bias_linear", "--no-rope-fusion": "apply_rope_fusion",
+           "--no-bias-swiglu-fusion": "bias_swiglu_fusion"}
+
+
+@pytest.mark.parametrize("model", ["llama3.1-8b", "qwen2.5-7b"])
+@pytest.mark.parametrize("overrides", [*OVERRIDES, ["kernels.fused_rope=false",
+                                                    "kernels.fused_swiglu=false"]])
+def test_primus_gets_the_same_settings_as_megatron(registry, tmp_path, model, overrides):
+    mctx, _ = context_for("amd_megatron", model, tmp_path / "m", overrides)
+    pctx, _ = context_for("amd_primus", model, tmp_path / "p", overrides)
+    megatron = _argv_dict(registry.launch("amd_megatron", context=mctx).argv)
+    primus_plan = registry.launch("amd_primus", context=pctx)
+    primus = yaml.safe_load(primus_plan.files["primus_experiment.yaml"])
+    o = primus["modules"]["pre_trainer"]["overrides"]
+    for flag, key in PAIRS.items():
+        if flag in megatron:
+            assert str(o[key]) == megatron[flag] or float(o[key]) == float(megatron[flag]), flag
+        elif key in ("recompute_granularity", "recompute_method", "recompute_num_layers", "fp8"):
+            assert o[key] is None, key
+    for flag, key in SWITCHES.items():
+        assert bool(o.get(key)) == (flag in megatron), flag
+    for flag, key in NEGATED.items():
+        assert o[key] is (flag not in megatron), flag
+    assert o["tokenizer_type"] == megatron["--tokenizer-type"]
+
+
+NEMO_PAIRS = {
+    "--num-layers": ("architecture", "num_layers"),
+    "--hidden-size": ("architecture", "hidden_size"),
+    "--ffn-hidden-size": ("architecture", "ffn_hidden_size"),
+    "--num-attention-heads": ("architecture", "num_attention_heads"),
+    "--num-query-groups": ("architecture", "num_query_groups"),
+    "--kv-channels": ("architecture", "kv_channels"),
+    "--norm-epsilon": ("architecture", "layernorm_epsilon"),
+    "--rotary-base": ("architecture", "rotary_base"),
+    "--rope-scaling-factor": ("architecture", "scale_factor"),
+    "--micro-batch-size": (None, "micro_batch_size"),
+    "--global-batch-size": (None, "global_batch_size"), "--seq-length": (None, "seq_length"),
+    "--train-iters": (None, "max_steps"), "--seed": (None, "seed"),
+    "--init-method-std": (None, "init_method_std"),
+    "--lr": ("optimizer", "lr"), "--min-lr": ("optimizer", "min_lr"),
+    "--lr-warmup-iters": ("optimizer", "warmup_steps"),
+    "--lr-decay-style": ("optimizer", "decay_style"),
+    "--lr-decay-iters": ("optimizer", "decay_steps"),
+    "--weight-decay": ("optimizer", "weight_decay"), "--adam-beta1": ("optimizer", "adam_beta1"),
+    "--adam-beta2": ("optimizer", "adam_beta2"), "--adam-eps": ("optimizer", "adam_eps"),
+    "--clip-grad": ("optimizer", "clip_grad"),
+    "--tensor-model-parallel-size": ("parallel", "tensor"),
+    "--pipeline-model-parallel-size": ("parallel", "pipeline"),
+    "--context-parallel-size": ("parallel", "context"),
+    "--fp8-format": (None, "fp8_format"), "--attention-backend": ("kernels", "attention_backend"),
+}
+
+
+@pytest.mark.parametrize("model", ["llama3.1-8b", "qwen2.5-7b"])
+@pytest.mark.parametrize("overrides", OVERRIDES)
+def test_nemo_gets_the_same_settings_as_megatron(registry, tmp_path, model, overrides):
+    import json
+
+    mctx, _ = context_for("nvd_megatron", model, tmp_path / "m", overrides)
+    nctx, _ = context_for("nvd_nemo", model, tmp_path / "n", overrides)
+    megatron = _argv_dict(registry.launch("nvd_megatron", context=mctx).argv)
+    s = json.loads(registry.launch("nvd_nemo", context=nctx).files["nemo_settings.json"])
+    for flag, (section, key) in NEMO_PAIRS.items():
+        if flag not in megatron:
+            continue
+        value = s[key] if section is None else s[section][key]
+        assert str(value) == megatron[flag] or float(value) == float(megatron[flag]), flag
+    assert s["parallel"]["sequence_parallel"] is ("--sequence-parallel" in megatron)
+    assert s["parallel"]["distributed_optimizer"] is ("--use-distributed-optimizer" in megatron)
+    assert s["precision"] == ("fp8" if "--fp8-format" in megatron else "bf16")
+    assert s["architecture"]["add_qkv_bias"] is ("--add-qkv-bias" in megatron)
+    assert s["recompute"]["granularity"] == megatron.get("--recompute-granularity")
+    # the same embedding: Megatron pads the NullTokenizer's vocabulary, NeMo is given the result
+    from tprimat.models import get_model
+
+    spec = get_model(model)
+    assert s["padded_vocab_size"] == spec.padded_vocab_size(s["parallel"]["tensor"])
+    assert int(megatron["--vocab-size"]) + 1 == spec.vocab_size  # core 0.15: NullTokenizer adds 1
