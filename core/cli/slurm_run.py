@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,8 +71,13 @@ def submit_and_follow(
     run_id = run_id or runner.new_run_id(backend or "default", str(config["benchmark"]["model"]),
                                          output)
     run_dir = (output / run_id).absolute()
-    if run_dir.exists() and not dry_run:
-        raise runner.RunError(f"run directory {run_dir} already exists; choose another --run-id")
+    if not dry_run:
+        if run_dir.exists():
+            raise runner.RunError(
+                f"run directory {run_dir} already exists; choose another --run-id")
+        if shutil.which("sbatch") is None:
+            raise slurm.SlurmError("sbatch not found on PATH: run --slurm on a SLURM login node "
+                                   "(--dry-run prints the job script anywhere)")
     args = node_run_arguments(
         backend=backend, model=model, config_file=config_file, overrides=overrides,
         iterations=iterations, output=output, run_id=run_id,
@@ -94,7 +100,7 @@ def submit_and_follow(
     job_id = submission.job_id
     assert job_id is not None
     click.echo(f"submitted SLURM job {job_id}; run directory {run_dir}")
-    click.echo(f"node command: {shlex.join(command)}")
+    click.echo(f"each node runs: {shlex.join(command)}")
     try:
         ended = slurm.follow_job(job_id, run_dir=run_dir,
                                  on_state=lambda state: click.echo(f"job {job_id}: {state}"))
