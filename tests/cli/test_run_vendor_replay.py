@@ -50,10 +50,12 @@ PRIMUS_TREE = TESTS / "fixtures" / "primus_configs"
 
 #: The stand-in launcher: replays $REPLAY_LOG, records its argv, exits as told.
 STAND_IN = r'''
-import os, re, signal, sys, time
+import json, os, re, signal, sys, time
 
+# What it was started with: arguments, which of them were files already, cwd, environment.
 with open(os.environ["REPLAY_ARGV_FILE"], "w") as out:
-    out.write("\n".join(sys.argv[1:]))
+    json.dump({"argv": sys.argv[1:], "files": [a for a in sys.argv[1:] if os.path.isfile(a)],
+               "cwd": os.getcwd(), "env": dict(os.environ)}, out)
 
 def stop(signum, frame):
     # torchrun forwards SIGINT to its workers and exits with 128 + 2
@@ -130,6 +132,9 @@ class Bench:
     primus: Path
     argv_file: Path
 
+    def launched(self) -> dict:
+        return json.loads(self.argv_file.read_text())
+
     def args(self, case: Case, *extra: str) -> list[str]:
         args = ["run", "--backend", case.backend, "--iterations", str(case.iterations),
                 "--output", str(self.tmp / "runs"), "--run-id", "r"]
@@ -184,7 +189,7 @@ def bench(tmp_path, monkeypatch) -> Bench:
         return real_check(spec, environ)
 
     monkeypatch.setattr(backend_module, "check_availability", check)
-    argv_file = tmp_path / "launcher-argv.txt"
+    argv_file = tmp_path / "launcher-argv.json"
     monkeypatch.setenv("REPLAY_ARGV_FILE", str(argv_file))
     for key in ("REPLAY_EXIT", "REPLAY_STOP_AFTER", "REPLAY_HANG", "REPLAY_DELAY"):
         monkeypatch.delenv(key, raising=False)
@@ -211,8 +216,10 @@ def test_a_replayed_run_gives_the_parsers_numbers(bench, name):
     assert result.run.backend == case.backend
     assert len(result.iterations) >= case.iterations
     assert result.summary.tokens_per_s_per_gpu is not None
-    # The runner started exactly the plan's command, and wrote the plan's files first.
-    launched = bench.argv_file.read_text().splitlines()
+    # The runner started exactly the plan's command, in its directory, with its environment,
+    # after writing the plan's files.
+    started = bench.launched()
+    launched, env, existing = started["argv"], started["env"], started["files"]
     config_words = (bench.run_dir / "config.toml").read_text()
     assert 'methodology = "iso"' in config_words
     notes = result.provenance.notes
@@ -220,18 +227,25 @@ def test_a_replayed_run_gives_the_parsers_numbers(bench, name):
     if name in ("nvd_megatron", "amd_megatron"):
         assert launched[launched.index("--nproc-per-node") + 1] == dict(
             s.split("=") for s in case.settings)["launch.nproc_per_node"]
-        assert str(bench.megatron / "pretrain_gpt.py") in launched
+        assert str(bench.megatron / "pretrain_gpt.py") in existing
         assert launched[launched.index("--global-batch-size") + 1] == "80"
+        assert started["cwd"] == str(bench.megatron)
+        assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+        assert ("HSA_NO_SCRATCH_RECLAIM" in env) == (name == "amd_megatron")
         assert any(n.startswith("launch plan: Megatron-core 0.16") for n in notes)
     elif name == "amd_primus":
         experiment = bench.run_dir / "primus_experiment.yaml"
         assert launched == ["direct", "--", "train", "pretrain", "--config", str(experiment)]
+        assert existing == [str(experiment)]
         assert "seq_length: 4096" in experiment.read_text()
+        assert started["cwd"] == str(bench.primus)
+        assert (env["NNODES"], env["NODE_RANK"], env["GPUS_PER_NODE"]) == ("1", "0", "8")
+        assert env["HSA_NO_SCRATCH_RECLAIM"] == "1"
     else:
-        settings = json.loads((bench.run_dir / "nemo_settings.json").read_text())
-        assert str(bench.run_dir / "nemo_pretrain.py") in launched
-        assert (bench.run_dir / "nemo_pretrain.py").is_file()
-        assert "512" in json.dumps(settings)
+        settings = bench.run_dir / "nemo_settings.json"
+        script = bench.run_dir / "nemo_pretrain.py"
+        assert existing == [str(script), str(settings)]
+        assert json.loads(settings.read_text())["global_batch_size"] == 512
     # The same log through `tprimat parse`'s path and the same config gives the same numbers.
     config = load_config(bench.run_dir / "config.toml")
     parsed = parse_logs([LOGS / case.log], registry=Registry.from_environment(),
@@ -317,7 +331,7 @@ def test_dry_run_prints_command_environment_and_files_and_writes_nothing(bench, 
     assert "# methodology: iso" in text
     assert "NOT RUNNABLE HERE" not in text  # this test's machine has what it needs
     assert not bench.run_dir.exists()
-    assert not bench.argv_file.exists()
+    assert not bench.argv_file.exists()  # nothing was started
 
 
 def test_megatron_path_option_stands_for_the_variable(bench):
@@ -325,7 +339,7 @@ def test_megatron_path_option_stands_for_the_variable(bench):
     case = CASES["nvd_megatron"]
     out = bench.invoke(case, "--megatron-path", str(bench.megatron))
     assert out.exit_code == 0, out.output
-    assert str(bench.megatron / "pretrain_gpt.py") in bench.argv_file.read_text().splitlines()
+    assert str(bench.megatron / "pretrain_gpt.py") in bench.launched()["files"]
     assert load_result(bench.run_dir / "result.json").run.status == "completed"
 
 
