@@ -383,3 +383,14 @@ def test_a_missing_framework_is_one_line_exit_2_and_dry_run_still_works(
     assert dry.exit_code == 0, dry.output
     flagged = [line for line in dry.output.splitlines() if line.startswith("# NOT RUNNABLE")]
     assert len(flagged) == 1 and missing in flagged[0] and hint in flagged[0]
+
+
+def test_a_log_with_another_global_batch_than_the_config_is_failed(bench):
+    """Throughput comes from the config: a job that trained another workload is not measured."""
+    case = CASES["nvd_megatron"]
+    out = bench.invoke(case, "--set", "training.global_batch_size=64")  # the log says 80
+    assert out.exit_code == 1, out.output
+    result = load_result(bench.run_dir / "result.json")
+    assert result.run.status == "failed"
+    [note] = [n for n in result.provenance.notes if n.startswith("the job's log does not match")]
+    assert "the config says 64" in note and "80" in note
