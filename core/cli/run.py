@@ -62,6 +62,18 @@ def run(ctx: click.Context, backend, model, config_file, overrides, iterations, 
         options["megatron_path"] = str(Path(megatron_path).absolute())
     if primus_path:
         options["primus_path"] = str(Path(primus_path).absolute())
+    from tprimat.errors import TprimatError
+
+    if slurm and (nnodes is not None or node_rank != 0 or master_addr is not None):
+        raise TprimatError("--slurm takes the nodes, node ranks and master address from the "
+                           "allocation: use --nodes instead of --nnodes/--node-rank/--master-addr")
+    submit_only = {"--nodes": nodes != 1, "--gpus-per-node": gpus_per_node is not None,
+                   "--partition": partition is not None, "--time": time_limit is not None,
+                   "--account": account is not None}
+    if not slurm and any(submit_only.values()):
+        given = ", ".join(name for name, used in submit_only.items() if used)
+        raise TprimatError(f"{given}: only with --slurm (without it, use --nproc-per-node and "
+                           "--nnodes/--node-rank/--master-addr on each node)")
     if slurm:
         from tprimat.cli.slurm_run import submit_and_follow
 

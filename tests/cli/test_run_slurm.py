@@ -102,3 +102,13 @@ def test_a_real_slurm_job_trains_and_its_result_comes_back(tmp_path, monkeypatch
         assert (run_dir / name).is_file(), name
     ranks = {p.parent.name for p in (run_dir / "logs" / "ranks").rglob("stdout.log")}
     assert ranks == {"0", "1"}  # torchrun's per-rank output, two processes
+
+
+def test_rendezvous_options_conflict_with_slurm_and_resources_need_it():
+    out = CliRunner().invoke(cli, ["run", "--slurm", "--nnodes", "2", "--dry-run"])
+    assert out.exit_code == 2 and "use --nodes instead of --nnodes" in out.output
+    out = CliRunner().invoke(cli, ["run", "--partition", "p", "--time", "1:00", "--dry-run"])
+    assert out.exit_code == 2
+    assert out.output.strip() == ("Error: --partition, --time: only with --slurm (without it, "
+                                  "use --nproc-per-node and --nnodes/--node-rank/--master-addr "
+                                  "on each node)")
