@@ -394,3 +394,24 @@ def test_a_log_with_another_global_batch_than_the_config_is_failed(bench):
     assert result.run.status == "failed"
     [note] = [n for n in result.provenance.notes if n.startswith("the job's log does not match")]
     assert "the config says 64" in note and "80" in note
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_node_rank_1_of_2_gets_the_rendezvous_and_leaves_the_result_to_node_0(bench, name):
+    case = CASES[name]
+    # Primus's replayed global batch (8) does not divide over 16 GPUs; node 1 writes no result.
+    batch = ["--set", "training.global_batch_size=16"] if name == "amd_primus" else []
+    out = bench.invoke(case, "--nnodes", "2", "--node-rank", "1", "--master-addr", "10.1.2.3",
+                       "--master-port", "29611", *batch, REPLAY_DELAY="0")
+    assert out.exit_code == 0, out.output
+    started = bench.launched()
+    if name == "amd_primus":  # Primus's launcher starts torchrun from these
+        env = started["env"]
+        assert (env["NNODES"], env["NODE_RANK"], env["MASTER_ADDR"], env["MASTER_PORT"]) == (
+            "2", "1", "10.1.2.3", "29611")
+    else:
+        argv = started["argv"]
+        assert argv[:8] == ["--nnodes", "2", "--node-rank", "1", "--master-addr", "10.1.2.3",
+                            "--master-port", "29611"]
+    assert (bench.run_dir / "logs" / "node1.log").is_file()
+    assert not (bench.run_dir / "result.json").exists()
