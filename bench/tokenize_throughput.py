@@ -35,6 +35,8 @@ import sysconfig
 import time
 from pathlib import Path
 
+from tprimat.platform import cpu_model
+
 LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -121,16 +123,6 @@ def train_tokenizer(corpus: Path, directory: Path, vocab_size: int) -> None:
     (directory / "special_tokens_map.json").write_text(
         json.dumps({"bos_token": bos, "eos_token": eos})
     )
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def sha256(path: Path) -> str:
@@ -263,7 +255,7 @@ def main() -> None:
     print(f"outputs byte-identical: {'yes' if identical else 'NO'}")
     results = {
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
-        "machine": f"{cpu_model()}, {os.cpu_count()} logical CPUs, {platform.system()}",
+        "machine": f"{cpu_model() or platform.machine()}, {os.cpu_count()} logical CPUs, {platform.system()}",
         "python": platform.python_version(),
         "corpus_mb": round(corpus_mb, 1),
         "corpus_sha256": sha256(corpus),

@@ -94,7 +94,7 @@ def _run(argv: list[str], timeout: float = 10.0) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def _cpu_model() -> str | None:
+def cpu_model() -> str | None:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -137,7 +137,7 @@ def _detect_nvidia() -> PlatformInfo | None:
         stack="cuda",
         stack_version=parse_cuda_version(_run(["nvidia-smi"]) or ""),
         hostname=socket.gethostname(),
-        cpu=_cpu_model(),
+        cpu=cpu_model(),
         source="nvidia-smi",
         notes=notes,
     )
@@ -179,7 +179,7 @@ def _detect_amd() -> PlatformInfo | None:
         stack="rocm",
         stack_version=_rocm_version(),
         hostname=socket.gethostname(),
-        cpu=_cpu_model(),
+        cpu=cpu_model(),
         source="rocm-smi" if text else "/dev/kfd",
         notes=notes,
     )
@@ -192,11 +192,11 @@ def detect() -> PlatformInfo:
         return found
     return PlatformInfo(
         platform="cpu",
-        device_name=_cpu_model(),
+        device_name=cpu_model(),
         device_count=os.cpu_count() or 1,
         memory_per_device_gib=_host_memory_gib(),
         hostname=socket.gethostname(),
-        cpu=_cpu_model(),
+        cpu=cpu_model(),
         source="/proc",
         notes=("no GPU found (no nvidia-smi answer, no /dev/kfd)",),
     )

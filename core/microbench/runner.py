@@ -64,9 +64,9 @@ def select_devices(torch: Any, requested: str = "auto") -> list[Any]:
 def describe_device(torch: Any, device: Any) -> dict[str, Any]:
     """Identity of one device as the runtime reports it."""
     if device.type == "cpu":
-        from tprimat.platform import _cpu_model
+        from tprimat.platform import cpu_model
 
-        return {"index": 0, "type": "cpu", "name": _cpu_model() or "cpu",
+        return {"index": 0, "type": "cpu", "name": cpu_model() or "cpu",
                 "threads": torch.get_num_threads()}
     props = torch.cuda.get_device_properties(device.index)
     info = {"index": device.index, "type": "gpu", "name": props.name,
