@@ -9,7 +9,6 @@ user would start there, so a login node's missing GPU never shapes the run.
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 import sys
@@ -56,20 +55,19 @@ def submit_and_follow(
     account: str | None, master_port: int | None, dry_run: bool,
 ) -> None:
     from tprimat import runner, slurm
-    from tprimat.config import ConfigError, default_config_dict, load_config
+    from tprimat.config import load_config
     from tprimat.schema import load_result
 
-    # Only the model (for the run's name) and the rendezvous port are read here; the nodes
-    # decide the effective config (a login node without GPUs would add the CPU preset).
-    flags = [f"benchmark.model={json.dumps(model)}"] if model else []
-    try:
-        config = load_config(config_file, [*overrides, *flags]).to_dict()
-    except ConfigError:
-        config = default_config_dict()
-    port = master_port or int(config["launch"]["master_port"])
+    # The config is checked here, before anything is submitted, but only the model (for the
+    # run's name) and the rendezvous port are taken from it: the nodes decide the effective
+    # config (a login node without GPUs would add the CPU preset).
+    nproc = nproc_per_node or gpus_per_node
+    flags = runner.RunRequest(model=model, iterations=iterations,
+                              nproc_per_node=nproc).flag_overrides()
+    config = load_config(config_file, [*overrides, *flags])
+    port = master_port or config.launch.master_port
     output = Path(output)
-    run_id = run_id or runner.new_run_id(backend or "default", str(config["benchmark"]["model"]),
-                                         output)
+    run_id = run_id or runner.new_run_id(backend or "default", config.benchmark.model, output)
     run_dir = (output / run_id).absolute()
     if not dry_run:
         if run_dir.exists():
@@ -81,7 +79,7 @@ def submit_and_follow(
     args = node_run_arguments(
         backend=backend, model=model, config_file=config_file, overrides=overrides,
         iterations=iterations, output=output, run_id=run_id,
-        nproc_per_node=nproc_per_node or gpus_per_node, profile=profile, options=options,
+        nproc_per_node=nproc, profile=profile, options=options,
     )
     # The job runs this very installation: the interpreter that submitted it.
     command = [sys.executable, "-m", *slurm.tprimat_node_command(args, program="tprimat.cli")]

@@ -112,3 +112,13 @@ def test_rendezvous_options_conflict_with_slurm_and_resources_need_it():
     assert out.output.strip() == ("Error: --partition, --time: only with --slurm (without it, "
                                   "use --nproc-per-node and --nnodes/--node-rank/--master-addr "
                                   "on each node)")
+
+
+def test_a_bad_config_is_refused_before_anything_is_submitted(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(cli, ["run", "--slurm", "--gpus-per-node", "8",
+                                   "--set", "training.global_batch_size=12",
+                                   "--set", "training.micro_batch_size=1"])
+    assert out.exit_code == 2
+    assert "not divisible by micro_batch_size × data-parallel size = 8" in out.output
+    assert not (tmp_path / "runs").exists()
