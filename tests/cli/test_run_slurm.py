@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -122,3 +124,36 @@ def test_a_bad_config_is_refused_before_anything_is_submitted(tmp_path, monkeypa
     assert out.exit_code == 2
     assert "not divisible by micro_batch_size × data-parallel size = 8" in out.output
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@pytest.mark.torch
+def test_ctrl_c_while_following_cancels_the_job(tmp_path):
+    pytest.importorskip("torch")
+    if not _slurm_up():
+        if os.environ.get("CI"):
+            pytest.fail("no SLURM: CI starts one with .ci/slurm-up.sh before the slurm tests")
+        pytest.skip("no SLURM here (start one with .ci/slurm-up.sh)")
+    from tprimat.slurm import job_state
+
+    args = [a if a != "4" else "100000" for a in TINY]  # far more iterations than the test waits
+    proc = subprocess.Popen([sys.executable, "-m", "tprimat.cli", "run", "--slurm",
+                             "--run-id", "job", *args], cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if line.rstrip().endswith(": RUNNING"):
+            break
+    job_id = next(line.split()[3].rstrip(";") for line in lines
+                  if line.startswith("submitted SLURM job"))
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1, "".join(lines) + rest
+    assert f"job {job_id} cancelled (scancel)" in rest
+    deadline = time.monotonic() + 30
+    while job_state(job_id)[0] != "CANCELLED":  # the cluster keeps ended jobs (MinJobAge)
+        assert time.monotonic() < deadline, job_state(job_id)
+        time.sleep(0.3)
