@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -40,8 +40,13 @@ class Requirements:
     devices: tuple[str, ...] = ()  # keys of DEVICE_CHECKS, e.g. "nvidia-gpu"
     hint: str = ""  # how to get what is missing (an image, an install command)
 
-    def missing(self) -> list[str]:
-        """Everything this machine lacks, in a stable order (empty: available)."""
+    def missing(self, environ: Mapping[str, str] | None = None) -> list[str]:
+        """Everything this machine lacks, in a stable order (empty: available).
+
+        ``environ`` replaces ``os.environ`` for the ``env`` requirements (a
+        ``--megatron-path`` option stands for ``$MEGATRON_PATH``).
+        """
+        environ = os.environ if environ is None else environ
         lacking: list[str] = []
         for module in self.python:
             if importlib.util.find_spec(module) is None:
@@ -50,7 +55,7 @@ class Requirements:
             if shutil.which(program) is None:
                 lacking.append(f"executable {program}")
         for name in self.env:
-            value = os.environ.get(name)
+            value = environ.get(name)
             if not value:
                 lacking.append(f"${name}")
             elif not Path(value).is_dir():
@@ -87,10 +92,12 @@ class Availability:
         return self.state if self.state == "available" else f"{self.state}: {self.detail}"
 
 
-def check_availability(spec: BackendSpec) -> Availability:
+def check_availability(
+    spec: BackendSpec, environ: Mapping[str, str] | None = None
+) -> Availability:
     """Whether ``spec`` can run on this machine, from cheap checks only."""
     try:
-        lacking = spec.requires.missing()
+        lacking = spec.requires.missing(environ)
     except Exception as exc:  # a broken finder or odd environment must not break listing
         return Availability(state="error", detail=f"{type(exc).__name__}: {exc}")
     if lacking:
@@ -102,9 +109,9 @@ class BackendUnavailableError(TprimatError):
     """A backend whose framework, tools or devices this machine lacks (exit code 2)."""
 
 
-def require_available(spec: BackendSpec) -> None:
+def require_available(spec: BackendSpec, environ: Mapping[str, str] | None = None) -> None:
     """Raise a one-line :class:`BackendUnavailableError`: what is missing, how to get it."""
-    availability = check_availability(spec)
+    availability = check_availability(spec, environ)
     if availability.state == "available":
         return
     message = f"backend {spec.name} ({spec.framework}) cannot run on this machine: "

@@ -327,6 +327,18 @@ def _check_workload(
     return problems
 
 
+def check_workload(
+    workload: ResultConfig, records: list[IterationRecord], facts: dict[str, Any], declared_by: str
+) -> list[str]:
+    """Where a log disagrees with ``workload`` (global batch, sequence length, world size).
+
+    ``declared_by`` names where the workload comes from (e.g. "the config");
+    ``tprimat run`` checks a live job's output with this, as ``tprimat parse`` does.
+    """
+    declared = dict.fromkeys(("global_batch_size", "seq_length", "world_size"), declared_by)
+    return _check_workload(workload, records, facts, declared)
+
+
 # -- status ----------------------------------------------------------------------------------
 
 

@@ -87,6 +87,8 @@ class RunRequest:
     master_port: int | None = None
     profile: bool = False
     options: dict[str, Any] = attrs.Factory(dict)
+    #: The per-node run of a submitted SLURM job: its run directory exists (it holds the job).
+    in_slurm_job: bool = False
 
     def flag_overrides(self) -> list[str]:
         """The dedicated flags as ``section.key=value`` overrides (they win over ``--set``)."""
@@ -117,10 +119,21 @@ class PreparedRun:
     profile: ProfilePlan | None
     dataset: PreparedDataset | None
     notes: tuple[str, ...] = ()
+    #: ``None``: the backend can run here; else one line saying what is missing and how to get it.
+    unavailable: str | None = None
 
     @property
     def run_dir(self) -> Path:
         return self.context.run_dir
+
+
+def launch_plan_notes(plan: LaunchPlan) -> list[str]:
+    """The plan's methodology, every tuned deviation and its notes, for the result's provenance."""
+    from tprimat.methodology import provenance_notes
+
+    notes = provenance_notes(plan)
+    notes += [f"launch plan: {note}" for note in plan.notes if note not in notes]
+    return notes
 
 
 @attrs.frozen(kw_only=True)
@@ -210,7 +223,7 @@ def prepare(request: RunRequest, registry: Any) -> PreparedRun:
     output = Path(request.output)
     run_id = request.run_id or new_run_id(backend, model.name, output)
     run_dir = (output / run_id).absolute()
-    if run_dir.exists():
+    if run_dir.exists() and not request.in_slurm_job:
         raise RunError(f"run directory {run_dir} already exists; choose another --run-id")
     dataset = _load_dataset(config)
     data = None
@@ -233,8 +246,40 @@ def prepare(request: RunRequest, registry: Any) -> PreparedRun:
     return PreparedRun(
         request=request, backend=backend, backend_reason=reason, config=config, model=model,
         platform=platform, context=context, plan=plan, profile=profile, dataset=dataset,
-        notes=tuple(notes),
+        notes=tuple(notes), unavailable=unavailable_reason(registry, backend, context.options),
     )
+
+
+#: Backend options that stand for an environment variable a backend requires.
+OPTION_ENV = {"megatron_path": "MEGATRON_PATH", "primus_path": "PRIMUS_PATH"}
+
+
+def requirement_environ(options: dict[str, Any]) -> dict[str, str]:
+    """The environment the availability check sees: ``--megatron-path`` counts as the variable."""
+    environ = dict(os.environ)
+    for option, variable in OPTION_ENV.items():
+        if options.get(option):
+            environ[variable] = str(options[option])
+    return environ
+
+
+def require_backend(registry: Any, backend: str, options: dict[str, Any]) -> None:
+    """Raise a one-line error (exit code 2) when ``backend`` cannot run on this machine."""
+    from tprimat import backend as backends
+
+    registered = registry.backend(backend)
+    if registered.conflict:
+        raise RunError(f"backend {backend} cannot run here: {registered.conflict}")
+    backends.require_available(registered.spec, requirement_environ(options))
+
+
+def unavailable_reason(registry: Any, backend: str, options: dict[str, Any]) -> str | None:
+    """What :func:`require_backend` would say, or ``None`` when the backend can run here."""
+    try:
+        require_backend(registry, backend, options)
+    except TprimatError as exc:
+        return str(exc)
+    return None
 
 
 def describe_plan(prepared: PreparedRun) -> str:
@@ -247,8 +292,15 @@ def describe_plan(prepared: PreparedRun) -> str:
     ]
     if plan.description:
         lines.append(f"# plan: {plan.description}")
+    if prepared.unavailable:
+        lines.append(f"# NOT RUNNABLE HERE: {prepared.unavailable}")
     for note in prepared.notes:
         lines.append(f"# note: {note}")
+    lines.append(f"# methodology: {plan.methodology}")
+    for deviation in plan.deviations:
+        lines.append(f"# tuned deviation: {deviation}")
+    for note in plan.notes:
+        lines.append(f"# plan note: {note}")
     lines += ["", "## command", redact_text(shlex.join(plan.argv))]
     if plan.cwd is not None:
         lines.append(f"(in {plan.cwd})")
@@ -462,7 +514,7 @@ class Runner:
         self.monitor_factory = monitor_factory
         self.collector = EventCollector()
         self.arrivals: dict[int, float] = {}
-        self.notes: list[str] = list(prepared.notes)
+        self.notes: list[str] = list(prepared.notes) + launch_plan_notes(prepared.plan)
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         self.manifest: Manifest | None = None
         self.monitor: Any = None
@@ -475,7 +527,7 @@ class Runner:
     def _write_inputs(self) -> None:
         p = self.prepared
         run_dir = p.run_dir
-        run_dir.mkdir(parents=True, exist_ok=False)
+        run_dir.mkdir(parents=True, exist_ok=p.request.in_slurm_job)
         from tprimat.atomic import atomic_write_text
 
         atomic_write_text(run_dir / "config.toml", dump_toml(p.config))
@@ -495,7 +547,11 @@ class Runner:
                    "launch_command": redact_text(shlex.join(p.plan.argv)),
                    "launch_env": redact_env(p.plan.env)},
         )
-        write_manifest(manifest, run_dir)
+        node = p.context.node_rank
+        # Every node of a SLURM job writes into the one shared run directory: node 0's
+        # manifest is the run's, the others' go beside it.
+        shared = p.request.in_slurm_job and node != 0
+        write_manifest(manifest, run_dir / "nodes" / f"node{node}" if shared else run_dir)
         self.manifest = manifest
         for name, text in p.plan.files.items():
             atomic_write_text(run_dir / name, text)
@@ -705,17 +761,33 @@ class Runner:
             notes.append("the job exited 0 but no iteration was read from its output; "
                          "last log lines follow")
             return "failed", notes + tail
+        problems = self.workload_problems()
+        if problems:
+            notes.append("the job's log does not match the config, so the throughput computed "
+                         "from the config is not the job's: " + "; ".join(problems))
+            return "failed", notes
         if done < wanted and self.writes_result:
             notes.append(f"only {done} of {wanted} iterations were read from the output")
         return "completed", notes
+
+    def workload_problems(self) -> list[str]:
+        """Global batch and sequence length the log states that differ from the config's."""
+        from tprimat.collect import is_memory_only
+        from tprimat.parse import check_workload
+
+        c = self.prepared.config
+        # World size has its own note (build_result); a log may state it per node.
+        facts = {k: f.value for k, f in self.collector.facts.items() if k != "world_size"}
+        timed = [r for r in self.collector.records if not is_memory_only(r)]
+        workload = ResultConfig(
+            model=self.prepared.model.name, seq_length=c.training.seq_length,
+            global_batch_size=c.training.global_batch_size, micro_batch_size=None,
+            world_size=None, precision=None, methodology=c.benchmark.methodology)
+        return check_workload(workload, timed, facts, "the config")
 
 
 def run(prepared: PreparedRun, registry: Any, *, view: Any = None,
         monitor_factory: Callable[..., Any] | None = None) -> RunOutcome:
     """Execute a prepared run (see :func:`prepare`)."""
-    backend = registry.backend(prepared.backend)
-    availability = backend.availability()
-    if availability.state != "available":
-        hint = f" ({availability.hint})" if availability.hint else ""
-        raise RunError(f"backend {prepared.backend} cannot run here: {availability}{hint}")
+    require_backend(registry, prepared.backend, prepared.context.options)
     return Runner(prepared, registry, view=view, monitor_factory=monitor_factory).run()

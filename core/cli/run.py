@@ -29,9 +29,27 @@ from tprimat.cli.output import registry_from
 @click.option("--profile", is_flag=True, help="Collect torch.profiler traces (profile.* settings).")
 @click.option("--dry-run", is_flag=True,
               help="Print the exact command, environment, files and config; run nothing.")
+@click.option("--megatron-path", type=click.Path(file_okay=False, exists=True),
+              help="Megatron-LM checkout (amd_megatron, nvd_megatron; default $MEGATRON_PATH).")
+@click.option("--primus-path", type=click.Path(file_okay=False, exists=True),
+              help="Primus checkout (amd_primus; default $PRIMUS_PATH).")
+@click.option("--slurm", is_flag=True,
+              help="Submit the run as a SLURM batch job (one task per node), follow it, "
+                   "collect its logs and result.")
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="--slurm: nodes to allocate.")
+@click.option("--gpus-per-node", type=click.IntRange(min=1),
+              help="--slurm: GPUs to allocate per node (also the processes per node).")
+@click.option("--partition", help="--slurm: partition.")
+@click.option("--time", "time_limit", metavar="TIME", help="--slurm: time limit, e.g. 01:00:00.")
+@click.option("--account", help="--slurm: account to charge.")
+@click.option("--slurm-node", is_flag=True, hidden=True,
+              help="Internal: this is one node's run inside a submitted SLURM job.")
 @click.pass_context
 def run(ctx: click.Context, backend, model, config_file, overrides, iterations, output, run_id,
-        nproc_per_node, nnodes, node_rank, master_addr, master_port, profile, dry_run) -> None:
+        nproc_per_node, nnodes, node_rank, master_addr, master_port, profile, dry_run,
+        megatron_path, primus_path, slurm, nodes, gpus_per_node, partition, time_limit, account,
+        slurm_node) -> None:
     """Train a model for N iterations, measure every one, write a result.
 
     With no options on a machine without a GPU this trains a tiny model on
@@ -39,11 +57,39 @@ def run(ctx: click.Context, backend, model, config_file, overrides, iterations, 
     """
     from tprimat import runner
 
+    options = {}
+    if megatron_path:
+        options["megatron_path"] = str(Path(megatron_path).absolute())
+    if primus_path:
+        options["primus_path"] = str(Path(primus_path).absolute())
+    from tprimat.errors import TprimatError
+
+    if slurm and (nnodes is not None or node_rank != 0 or master_addr is not None):
+        raise TprimatError("--slurm takes the nodes, node ranks and master address from the "
+                           "allocation: use --nodes instead of --nnodes/--node-rank/--master-addr")
+    submit_only = {"--nodes": nodes != 1, "--gpus-per-node": gpus_per_node is not None,
+                   "--partition": partition is not None, "--time": time_limit is not None,
+                   "--account": account is not None}
+    if not slurm and any(submit_only.values()):
+        given = ", ".join(name for name, used in submit_only.items() if used)
+        raise TprimatError(f"{given}: only with --slurm (without it, use --nproc-per-node and "
+                           "--nnodes/--node-rank/--master-addr on each node)")
+    if slurm:
+        from tprimat.cli.slurm_run import submit_and_follow
+
+        submit_and_follow(
+            ctx, backend=backend, model=model, config_file=config_file, overrides=overrides,
+            iterations=iterations, output=output, run_id=run_id, profile=profile,
+            options=options, nodes=nodes, gpus_per_node=gpus_per_node,
+            nproc_per_node=nproc_per_node, partition=partition, time_limit=time_limit, account=account,
+            master_port=master_port, dry_run=dry_run,
+        )
+        return
     request = runner.RunRequest(
         backend=backend, model=model, config_file=config_file, overrides=tuple(overrides),
         iterations=iterations, output=output, run_id=run_id, nproc_per_node=nproc_per_node,
         nnodes=nnodes, node_rank=node_rank, master_addr=master_addr, master_port=master_port,
-        profile=profile,
+        profile=profile, options=options, in_slurm_job=slurm_node,
     )
     registry = registry_from(ctx)
     prepared = runner.prepare(request, registry)

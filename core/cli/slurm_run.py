@@ -1,0 +1,127 @@
+"""``tprimat run --slurm``: submit one run as a SLURM job, follow it, collect its result.
+
+The submitting machine (often a login node without GPUs) decides only what
+the job needs: the run directory, the resources and the rendezvous port.
+Everything else (the backend, the platform, the effective config, the launch
+plan) is decided on the allocated nodes by the same ``tprimat run`` that a
+user would start there, so a login node's missing GPU never shapes the run.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+def node_run_arguments(
+    *, backend: str | None, model: str | None, config_file: str | None,
+    overrides: tuple[str, ...], iterations: int | None, output: Path, run_id: str,
+    nproc_per_node: int | None, profile: bool, options: dict[str, Any],
+) -> list[str]:
+    """The ``tprimat run`` arguments every node of the job gets (absolute paths)."""
+    args: list[str] = []
+    if backend:
+        args += ["--backend", backend]
+    if model:
+        args += ["--model", model]
+    if config_file:
+        args += ["--config", str(Path(config_file).absolute())]
+    for override in overrides:
+        args += ["--set", override]
+    if iterations is not None:
+        args += ["--iterations", str(iterations)]
+    if nproc_per_node is not None:
+        args += ["--nproc-per-node", str(nproc_per_node)]
+    if profile:
+        args.append("--profile")
+    if options.get("megatron_path"):
+        args += ["--megatron-path", str(options["megatron_path"])]
+    if options.get("primus_path"):
+        args += ["--primus-path", str(options["primus_path"])]
+    args += ["--output", str(Path(output).absolute()), "--run-id", run_id, "--slurm-node"]
+    return args
+
+
+def submit_and_follow(
+    ctx: click.Context, *, backend: str | None, model: str | None, config_file: str | None,
+    overrides: tuple[str, ...], iterations: int | None, output: Path, run_id: str | None,
+    profile: bool, options: dict[str, Any], nodes: int, gpus_per_node: int | None,
+    nproc_per_node: int | None, partition: str | None, time_limit: str | None,
+    account: str | None, master_port: int | None, dry_run: bool,
+) -> None:
+    from tprimat import runner, slurm
+    from tprimat.config import load_config
+    from tprimat.schema import load_result
+
+    # The config is checked here, before anything is submitted, but only the model (for the
+    # run's name) and the rendezvous port are taken from it: the nodes decide the effective
+    # config (a login node without GPUs would add the CPU preset).
+    nproc = nproc_per_node or gpus_per_node
+    flags = runner.RunRequest(model=model, iterations=iterations,
+                              nproc_per_node=nproc).flag_overrides()
+    config = load_config(config_file, [*overrides, *flags])
+    port = master_port or config.launch.master_port
+    output = Path(output)
+    run_id = run_id or runner.new_run_id(backend or "default", config.benchmark.model, output)
+    run_dir = (output / run_id).absolute()
+    if not dry_run:
+        if run_dir.exists():
+            raise runner.RunError(
+                f"run directory {run_dir} already exists; choose another --run-id")
+        if shutil.which("sbatch") is None:
+            raise slurm.SlurmError("sbatch not found on PATH: run --slurm on a SLURM login node "
+                                   "(--dry-run prints the job script anywhere)")
+    args = node_run_arguments(
+        backend=backend, model=model, config_file=config_file, overrides=overrides,
+        iterations=iterations, output=output, run_id=run_id,
+        nproc_per_node=nproc, profile=profile, options=options,
+    )
+    # The job runs this very installation: the interpreter that submitted it.
+    command = [sys.executable, "-m", *slurm.tprimat_node_command(args, program="tprimat.cli")]
+    job_options = slurm.SlurmOptions(nodes=nodes, gpus_per_node=gpus_per_node,
+                                     partition=partition, time=time_limit, account=account)
+    if dry_run:
+        click.echo(f"# SLURM job for run {run_id} (nothing submitted)")
+        click.echo(f"# --- {run_dir / slurm.SBATCH_FILE}")
+        click.echo(slurm.render_sbatch(run_dir=run_dir, options=job_options, master_port=port),
+                   nl=False)
+        click.echo(f"# --- {run_dir / slurm.NODE_FILE}")
+        click.echo(slurm.render_node_script(command, cwd=Path.cwd()), nl=False)
+        return
+    submission = slurm.submit_run(node_command=command, run_dir=run_dir, options=job_options,
+                                  master_port=port, cwd=Path.cwd())
+    job_id = submission.job_id
+    assert job_id is not None
+    click.echo(f"submitted SLURM job {job_id}; run directory {run_dir}")
+    click.echo(f"each node runs: {shlex.join(command)}")
+    try:
+        ended = slurm.follow_job(job_id, run_dir=run_dir,
+                                 on_state=lambda state: click.echo(f"job {job_id}: {state}"))
+    except KeyboardInterrupt:
+        import subprocess
+
+        subprocess.run(["scancel", job_id], check=False)
+        click.echo(f"job {job_id} cancelled (scancel); its partial result stays in {run_dir}")
+        ctx.exit(1)
+    for log in ended.logs:
+        click.echo(f"log: {log}")
+    result_path = run_dir / runner.RESULT_NAME
+    if not result_path.exists():
+        click.echo(f"job {job_id} ended {ended.state} (exit code {ended.exit_code}) "
+                   "without a result")
+        ctx.exit(1)
+    result = load_result(result_path)
+    from rich.console import Console
+
+    from tprimat.live import summary_table
+
+    Console().print(summary_table(result))
+    click.echo(f"job {job_id} ended {ended.state} (exit code {ended.exit_code}); "
+               f"result: {result_path}")
+    if result.run.status != "completed" or not ended.ok:
+        ctx.exit(1)
