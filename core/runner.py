@@ -466,6 +466,7 @@ class Runner:
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         self.manifest: Manifest | None = None
         self.monitor: Any = None
+        self.traces: list[Any] = []  # tprimat.trace.collect.CollectedTrace, after the run
         node = prepared.context.node_rank
         single = prepared.config.launch.nnodes == 1
         self.log_rel = "logs/launcher.log" if single else f"logs/node{node}.log"
@@ -499,6 +500,27 @@ class Runner:
         self.manifest = manifest
         for name, text in p.plan.files.items():
             atomic_write_text(run_dir / name, text)
+
+    def _collect_traces(self) -> None:
+        """Move the profiler's traces into ``traces/``, named by rank (:mod:`tprimat.trace.collect`)."""
+        p = self.prepared
+        if p.profile is None or not p.profile.trace_globs:
+            return
+        from tprimat.trace.collect import collect_traces
+
+        try:
+            self.traces, notes = collect_traces(p.run_dir, p.profile.trace_globs,
+                                                ranks=p.config.profile.ranks)
+        except OSError as exc:
+            self.notes.append(f"profiler traces could not be collected: {exc}")
+            return
+        self.notes.extend(notes)
+        if self.traces:
+            self.notes.append("profiler traces collected into traces/: " + ", ".join(
+                f"{t.path} (from {t.source})" for t in self.traces))
+        else:
+            self.notes.append("profiling was on but no trace matched "
+                              + ", ".join(p.profile.trace_globs))
 
     def _start_monitor(self) -> None:
         p = self.prepared
@@ -583,6 +605,7 @@ class Runner:
         if self.monitor is not None and (p.run_dir / "monitor.jsonl").exists():
             inputs.append("monitor.jsonl")
         if p.profile is not None:
+            inputs.extend(trace.path for trace in self.traces)
             for pattern in p.profile.trace_globs:
                 inputs.extend(sorted(str(path.relative_to(p.run_dir))
                                      for path in p.run_dir.glob(pattern)))
@@ -667,6 +690,7 @@ class Runner:
                 execution.proc.wait()
             if self.monitor is not None:
                 self.monitor.stop()
+        self._collect_traces()
         if start_error is not None:
             status: RunStatus = "failed"
             extra = [f"the job could not be started: {start_error}"]
