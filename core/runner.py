@@ -87,6 +87,7 @@ class RunRequest:
     master_port: int | None = None
     profile: bool = False
     options: dict[str, Any] = attrs.Factory(dict)
+    system_profiler: str | None = None  # "nsys" | "rocprofv3": every worker runs under it
 
     def flag_overrides(self) -> list[str]:
         """The dedicated flags as ``section.key=value`` overrides (they win over ``--set``)."""
@@ -230,11 +231,28 @@ def prepare(request: RunRequest, registry: Any) -> PreparedRun:
         profile = registry.profile(backend, context=context)
         context = attrs.evolve(context, profile=profile)
     plan = registry.launch(backend, context=context)
+    if request.system_profiler:
+        plan, note = with_system_profiler(plan, request.system_profiler, run_dir)
+        notes.append(note)
     return PreparedRun(
         request=request, backend=backend, backend_reason=reason, config=config, model=model,
         platform=platform, context=context, plan=plan, profile=profile, dataset=dataset,
         notes=tuple(notes),
     )
+
+
+#: Where a system profiler's per-worker reports go, relative to the run directory.
+SYSPROF_DIR = "sysprof"
+
+
+def with_system_profiler(plan: LaunchPlan, tool: str, run_dir: Path) -> tuple[LaunchPlan, str]:
+    """The plan with every torchrun worker wrapped by ``tool`` (:mod:`tprimat.sysprof`), and a note."""
+    from tprimat.sysprof import SystemProfiler, apply_system_profiler
+
+    profiler = SystemProfiler(tool=tool, output_dir=run_dir / SYSPROF_DIR)
+    wrapped = apply_system_profiler(plan, profiler)
+    return wrapped, (f"every training worker runs under {tool} (torchrun --no-python); "
+                     f"one report per rank in {run_dir / SYSPROF_DIR}")
 
 
 def describe_plan(prepared: PreparedRun) -> str:
@@ -500,6 +518,8 @@ class Runner:
         self.manifest = manifest
         for name, text in p.plan.files.items():
             atomic_write_text(run_dir / name, text)
+        if p.request.system_profiler:
+            (run_dir / SYSPROF_DIR).mkdir(exist_ok=True)
 
     def _collect_traces(self) -> None:
         """Move the profiler's traces into ``traces/``, named by rank (:mod:`tprimat.trace.collect`)."""

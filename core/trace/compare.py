@@ -295,6 +295,8 @@ def summarize_side(
     top_acc: dict[str, dict[str, list[Any]]] = defaultdict(dict)
     notes = []
     for result in analyses:
+        if result.get("temporal") is None:
+            raise TprimatError(f"{label}: {Path(result['file']).name}: {result.get('note')}")
         window = result["window"]
         n_steps = len(window.get("steps") or []) if window["mode"] != "all" else 1
         if window["mode"] == "all":
