@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -47,7 +48,8 @@ def test_report_compares_the_runs_gpu_traces(tmp_path):
                               labels=("8× H100-SXM · NeMo", "8× MI300X · Primus"))
     assert "### 8× MI300X · Primus vs 8× H100-SXM · NeMo" in section
     assert expected.to_markdown().strip() in section
-    assert (report / "traces_1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if importlib.util.find_spec("matplotlib") is not None:  # the figure needs the plot extra
+        assert (report / "traces_1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.slow
