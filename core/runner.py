@@ -227,12 +227,26 @@ def prepare(request: RunRequest, registry: Any) -> PreparedRun:
         data=data, node_rank=request.node_rank, options=dict(request.options),
     )
     profile = None
+    if request.system_profiler:
+        context = attrs.evolve(context, system_profiler=request.system_profiler)
     if config.profile.enabled:
         profile = registry.profile(backend, context=context)
+    elif request.system_profiler == "nsys":
+        from tprimat.config import ConfigError
+
+        try:  # a backend that can open a CUDA profiler range over the window answers with it
+            candidate = registry.profile(backend, context=context)
+        except ConfigError as exc:
+            candidate = None
+            notes.append(f"no capture range: the profile window does not fit this run ({exc})")
+        profile = candidate if candidate is not None and candidate.capture_range else None
+    if profile is not None:
         context = attrs.evolve(context, profile=profile)
     plan = registry.launch(backend, context=context)
     if request.system_profiler:
-        plan, note = with_system_profiler(plan, request.system_profiler, run_dir)
+        capture = profile is not None and profile.capture_range
+        plan, note = with_system_profiler(plan, request.system_profiler, run_dir,
+                                          capture_range=capture)
         notes.append(note)
     return PreparedRun(
         request=request, backend=backend, backend_reason=reason, config=config, model=model,
@@ -245,14 +259,22 @@ def prepare(request: RunRequest, registry: Any) -> PreparedRun:
 SYSPROF_DIR = "sysprof"
 
 
-def with_system_profiler(plan: LaunchPlan, tool: str, run_dir: Path) -> tuple[LaunchPlan, str]:
-    """The plan with every torchrun worker wrapped by ``tool`` (:mod:`tprimat.sysprof`), and a note."""
+def with_system_profiler(plan: LaunchPlan, tool: str, run_dir: Path, *,
+                         capture_range: bool = False) -> tuple[LaunchPlan, str]:
+    """The plan with every torchrun worker wrapped by ``tool`` (:mod:`tprimat.sysprof`), and a note.
+
+    ``capture_range``: the backend opens a CUDA profiler range over the profile window
+    (``ProfilePlan.capture_range``), so Nsight Systems records only that range.
+    """
     from tprimat.sysprof import SystemProfiler, apply_system_profiler
 
-    profiler = SystemProfiler(tool=tool, output_dir=run_dir / SYSPROF_DIR)
+    profiler = SystemProfiler(tool=tool, output_dir=run_dir / SYSPROF_DIR,
+                              capture_range=capture_range)
     wrapped = apply_system_profiler(plan, profiler)
-    return wrapped, (f"every training worker runs under {tool} (torchrun --no-python); "
-                     f"one report per rank in {run_dir / SYSPROF_DIR}")
+    scope = ("only the profile window (the backend's cudaProfilerStart/Stop range)"
+             if capture_range else "the whole worker")
+    return wrapped, (f"every training worker runs under {tool} (torchrun --no-python), "
+                     f"recording {scope}; one report per rank in {run_dir / SYSPROF_DIR}")
 
 
 def describe_plan(prepared: PreparedRun) -> str:
@@ -280,8 +302,10 @@ def describe_plan(prepared: PreparedRun) -> str:
         lines.append(f"--- {name}")
         lines.append(redact_text(text).rstrip("\n"))
     if prepared.profile is not None:
-        lines += ["", "## profiling",
-                  f"traces: {', '.join(prepared.profile.trace_globs) or '(backend default)'}",
+        traces = ", ".join(prepared.profile.trace_globs) or "(backend default)"
+        if prepared.profile.capture_range:
+            traces = "none (a CUDA profiler range over the window, for the system profiler)"
+        lines += ["", "## profiling", f"traces: {traces}",
                   "profiled iterations (left out of statistics): "
                   + (", ".join(map(str, prepared.profile.profiled_iterations)) or "none")]
     lines += ["", "## effective config",

@@ -65,7 +65,7 @@ def nsys_plan(context: LaunchContext) -> ProfilePlan:
         "kwargs": {"start_step": start, "end_step": end, "ranks": list(window.ranks), "gen_shape": False},
     }
     return ProfilePlan(overrides={"callbacks": [callback]},
-                       profiled_iterations=record_iterations(window.excluded))
+                       profiled_iterations=record_iterations(window.excluded), capture_range=True)
 
 
 def recipe_lines(plan: ProfilePlan, recipe: str = "recipe") -> list[str]:

@@ -157,3 +157,44 @@ def test_profile_collects_real_cpu_traces_and_analyses_them_consistently(tmp_pat
             if rank["rank"] == 0:  # rank 0's timings are the ones its log reports
                 assert step["host_us"] >= step_time[step["step"] + 1] * 1e6
                 assert step["host_us"] < step_time[step["step"] + 1] * 1e6 + 2e6
+
+
+def test_nsys_records_only_the_window_where_the_backend_opens_a_cuda_profiler_range(tmp_path):
+    """nvd_megatron / nvd_nemo under nsys without --profile: a cudaProfilerApi capture range."""
+    fake_megatron = tmp_path / "megatron"
+    fake_megatron.mkdir()
+    (fake_megatron / "pretrain_gpt.py").write_text("")
+    env = {"MEGATRON_PATH": str(fake_megatron)}
+    common = ["--model", "llama3.1-8b", "--output", str(tmp_path / "runs"), "--dry-run",
+              "--set", "benchmark.iterations=20"]
+    megatron = invoke("run", "--backend", "nvd_megatron", "--run-id", "m", "--system-profiler",
+                      "nsys", *common, env=env)
+    assert megatron.exit_code == 0, megatron.output
+    argv = command_line(megatron.output)
+    assert "--capture-range=cudaProfilerApi" in argv and "--capture-range-end=stop" in argv
+    # Megatron-LM's --profile without --use-pytorch-profiler opens the CUDA profiler range.
+    start = argv.index("--profile-step-start")
+    assert argv[start:start + 4] == ["--profile-step-start", "4", "--profile-step-end", "6"]
+    assert "--profile" in argv and "--use-pytorch-profiler" not in argv
+    assert "profiled iterations (left out of statistics): 3, 4, 5, 6" in megatron.output
+
+    nemo = invoke("run", "--backend", "nvd_nemo", "--run-id", "n", "--system-profiler", "nsys",
+                  *common)
+    assert nemo.exit_code == 0, nemo.output
+    assert "--capture-range=cudaProfilerApi" in command_line(nemo.output)
+    settings = nemo.output.split("--- nemo_settings.json\n", 1)[1].split("\n---", 1)[0]
+    callbacks = json.loads(settings.split("\n## ", 1)[0])["profile"]["callbacks"]
+    assert callbacks == [{"target": "nemo.lightning.pytorch.callbacks.NsysCallback",
+                          "kwargs": {"start_step": 2, "end_step": 5, "ranks": [0],
+                                     "gen_shape": False}}]
+
+    # With the torch profiler on, its traces are kept and nsys records the whole worker.
+    both = invoke("run", "--backend", "nvd_megatron", "--run-id", "b", "--profile",
+                  "--system-profiler", "nsys", *common, env=env)
+    argv = command_line(both.output)
+    assert "--use-pytorch-profiler" in argv
+    assert not any(a.startswith("--capture-range") for a in argv)
+    # rocprofv3 has no capture range: the torch backend's profile plan is not used for it.
+    rocprof = invoke("run", "--backend", "torch", "--run-id", "t", "--system-profiler",
+                     "rocprofv3", *common)
+    assert "--profile-dir" not in command_line(rocprof.output)
