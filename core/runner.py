@@ -303,6 +303,8 @@ def describe_plan(prepared: PreparedRun) -> str:
         lines.append(redact_text(text).rstrip("\n"))
     if prepared.profile is not None:
         traces = ", ".join(prepared.profile.trace_globs) or "(backend default)"
+        if prepared.profile.trace_globs:
+            traces += ", moved after the run into traces/rank-<N>.pt.trace.json[.gz]"
         if prepared.profile.capture_range:
             traces = "none (a CUDA profiler range over the window, for the system profiler)"
         lines += ["", "## profiling", f"traces: {traces}",
