@@ -54,6 +54,10 @@ class LaunchContext:
     # The backend's own ``profile`` answer when profiling is on (None: not profiling).  The
     # backend's ``launch`` applies its args/overrides/env; the runner reads the rest.
     profile: ProfilePlan | None = None
+    # The system profiler the workers will run under ("nsys" | "rocprofv3"), when one is asked
+    # for.  With "nsys" and the torch profiler off, a backend that can open a CUDA profiler
+    # range over the profile window answers ``profile`` with that range (capture_range=True).
+    system_profiler: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -79,3 +83,6 @@ class ProfilePlan:
     env: dict[str, str] = attrs.Factory(dict)
     trace_globs: tuple[str, ...] = ()  # where traces appear, relative to the run directory
     profiled_iterations: tuple[int, ...] = ()  # left out of the statistics
+    # True: the plan opens and closes a CUDA profiler range (cudaProfilerStart/Stop) over the
+    # window instead of running the torch profiler; nsys then records only that range.
+    capture_range: bool = False

@@ -89,6 +89,7 @@ class RunRequest:
     options: dict[str, Any] = attrs.Factory(dict)
     #: The per-node run of a submitted SLURM job: its run directory exists (it holds the job).
     in_slurm_job: bool = False
+    system_profiler: str | None = None  # "nsys" | "rocprofv3": every worker runs under it
 
     def flag_overrides(self) -> list[str]:
         """The dedicated flags as ``section.key=value`` overrides (they win over ``--set``)."""
@@ -239,10 +240,27 @@ def prepare(request: RunRequest, registry: Any) -> PreparedRun:
         data=data, node_rank=request.node_rank, options=dict(request.options),
     )
     profile = None
+    if request.system_profiler:
+        context = attrs.evolve(context, system_profiler=request.system_profiler)
     if config.profile.enabled:
         profile = registry.profile(backend, context=context)
+    elif request.system_profiler == "nsys":
+        from tprimat.config import ConfigError
+
+        try:  # a backend that can open a CUDA profiler range over the window answers with it
+            candidate = registry.profile(backend, context=context)
+        except ConfigError as exc:
+            candidate = None
+            notes.append(f"no capture range: the profile window does not fit this run ({exc})")
+        profile = candidate if candidate is not None and candidate.capture_range else None
+    if profile is not None:
         context = attrs.evolve(context, profile=profile)
     plan = registry.launch(backend, context=context)
+    if request.system_profiler:
+        capture = profile is not None and profile.capture_range
+        plan, note = with_system_profiler(plan, request.system_profiler, run_dir,
+                                          capture_range=capture)
+        notes.append(note)
     return PreparedRun(
         request=request, backend=backend, backend_reason=reason, config=config, model=model,
         platform=platform, context=context, plan=plan, profile=profile, dataset=dataset,
@@ -280,6 +298,26 @@ def unavailable_reason(registry: Any, backend: str, options: dict[str, Any]) -> 
     except TprimatError as exc:
         return str(exc)
     return None
+#: Where a system profiler's per-worker reports go, relative to the run directory.
+SYSPROF_DIR = "sysprof"
+
+
+def with_system_profiler(plan: LaunchPlan, tool: str, run_dir: Path, *,
+                         capture_range: bool = False) -> tuple[LaunchPlan, str]:
+    """The plan with every torchrun worker wrapped by ``tool`` (:mod:`tprimat.sysprof`), and a note.
+
+    ``capture_range``: the backend opens a CUDA profiler range over the profile window
+    (``ProfilePlan.capture_range``), so Nsight Systems records only that range.
+    """
+    from tprimat.sysprof import SystemProfiler, apply_system_profiler
+
+    profiler = SystemProfiler(tool=tool, output_dir=run_dir / SYSPROF_DIR,
+                              capture_range=capture_range)
+    wrapped = apply_system_profiler(plan, profiler)
+    scope = ("only the profile window (the backend's cudaProfilerStart/Stop range)"
+             if capture_range else "the whole worker")
+    return wrapped, (f"every training worker runs under {tool} (torchrun --no-python), "
+                     f"recording {scope}; one report per rank in {run_dir / SYSPROF_DIR}")
 
 
 def describe_plan(prepared: PreparedRun) -> str:
@@ -314,8 +352,12 @@ def describe_plan(prepared: PreparedRun) -> str:
         lines.append(f"--- {name}")
         lines.append(redact_text(text).rstrip("\n"))
     if prepared.profile is not None:
-        lines += ["", "## profiling",
-                  f"traces: {', '.join(prepared.profile.trace_globs) or '(backend default)'}",
+        traces = ", ".join(prepared.profile.trace_globs) or "(backend default)"
+        if prepared.profile.trace_globs:
+            traces += ", moved after the run into traces/rank-<N>.pt.trace.json[.gz]"
+        if prepared.profile.capture_range:
+            traces = "none (a CUDA profiler range over the window, for the system profiler)"
+        lines += ["", "## profiling", f"traces: {traces}",
                   "profiled iterations (left out of statistics): "
                   + (", ".join(map(str, prepared.profile.profiled_iterations)) or "none")]
     lines += ["", "## effective config",
@@ -518,6 +560,7 @@ class Runner:
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         self.manifest: Manifest | None = None
         self.monitor: Any = None
+        self.traces: list[Any] = []  # tprimat.trace.collect.CollectedTrace, after the run
         node = prepared.context.node_rank
         single = prepared.config.launch.nnodes == 1
         self.log_rel = "logs/launcher.log" if single else f"logs/node{node}.log"
@@ -555,6 +598,29 @@ class Runner:
         self.manifest = manifest
         for name, text in p.plan.files.items():
             atomic_write_text(run_dir / name, text)
+        if p.request.system_profiler:
+            (run_dir / SYSPROF_DIR).mkdir(exist_ok=True)
+
+    def _collect_traces(self) -> None:
+        """Move the profiler's traces into ``traces/``, named by rank (:mod:`tprimat.trace.collect`)."""
+        p = self.prepared
+        if p.profile is None or not p.profile.trace_globs:
+            return
+        from tprimat.trace.collect import collect_traces
+
+        try:
+            self.traces, notes = collect_traces(p.run_dir, p.profile.trace_globs,
+                                                ranks=p.config.profile.ranks)
+        except OSError as exc:
+            self.notes.append(f"profiler traces could not be collected: {exc}")
+            return
+        self.notes.extend(notes)
+        if self.traces:
+            self.notes.append("profiler traces collected into traces/: " + ", ".join(
+                f"{t.path} (from {t.source})" for t in self.traces))
+        else:
+            self.notes.append("profiling was on but no trace matched "
+                              + ", ".join(p.profile.trace_globs))
 
     def _start_monitor(self) -> None:
         p = self.prepared
@@ -639,6 +705,7 @@ class Runner:
         if self.monitor is not None and (p.run_dir / "monitor.jsonl").exists():
             inputs.append("monitor.jsonl")
         if p.profile is not None:
+            inputs.extend(trace.path for trace in self.traces)
             for pattern in p.profile.trace_globs:
                 inputs.extend(sorted(str(path.relative_to(p.run_dir))
                                      for path in p.run_dir.glob(pattern)))
@@ -723,6 +790,7 @@ class Runner:
                 execution.proc.wait()
             if self.monitor is not None:
                 self.monitor.stop()
+        self._collect_traces()
         if start_error is not None:
             status: RunStatus = "failed"
             extra = [f"the job could not be started: {start_error}"]

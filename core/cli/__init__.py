@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "parse": "tprimat.cli.parse:parse",
     "prepare-data": "tprimat.cli.prepare_data:prepare_data",
     "run": "tprimat.cli.run:run",
+    "profile": "tprimat.cli.profile:profile",
 }
 
 

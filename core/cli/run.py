@@ -27,6 +27,9 @@ from tprimat.cli.output import registry_from
 @click.option("--master-addr", help="Rendezvous address (node rank 0's host).")
 @click.option("--master-port", type=click.IntRange(1, 65535), help="Rendezvous port.")
 @click.option("--profile", is_flag=True, help="Collect torch.profiler traces (profile.* settings).")
+@click.option("--system-profiler", type=click.Choice(["nsys", "rocprofv3"]),
+              help="Run every training worker under Nsight Systems or rocprofv3 "
+                   "(reports in the run's sysprof/).")
 @click.option("--dry-run", is_flag=True,
               help="Print the exact command, environment, files and config; run nothing.")
 @click.option("--megatron-path", type=click.Path(file_okay=False, exists=True),
@@ -49,7 +52,7 @@ from tprimat.cli.output import registry_from
 def run(ctx: click.Context, backend, model, config_file, overrides, iterations, output, run_id,
         nproc_per_node, nnodes, node_rank, master_addr, master_port, profile, dry_run,
         megatron_path, primus_path, slurm, nodes, gpus_per_node, partition, time_limit, account,
-        slurm_node) -> None:
+        slurm_node, system_profiler=None) -> None:
     """Train a model for N iterations, measure every one, write a result.
 
     With no options on a machine without a GPU this trains a tiny model on
@@ -90,14 +93,17 @@ def run(ctx: click.Context, backend, model, config_file, overrides, iterations, 
         iterations=iterations, output=output, run_id=run_id, nproc_per_node=nproc_per_node,
         nnodes=nnodes, node_rank=node_rank, master_addr=master_addr, master_port=master_port,
         profile=profile, options=options, in_slurm_job=slurm_node,
+        system_profiler=system_profiler,
     )
     registry = registry_from(ctx)
     prepared = runner.prepare(request, registry)
+    ctx.meta["tprimat.prepared_run"] = prepared  # read by `tprimat profile`
     if dry_run:
         click.echo(runner.describe_plan(prepared), nl=False)
         return
     from tprimat.live import LiveView
 
     outcome = runner.run(prepared, registry, view=LiveView())
+    ctx.meta["tprimat.run_outcome"] = outcome
     if outcome.result is not None and outcome.result.run.status != "completed":
         ctx.exit(1)

@@ -28,6 +28,16 @@ def _ms(us: float) -> str:
     return f"{us / 1000.0:.3f}"
 
 
+def _no_gpu(r: dict, who: str, scope: str) -> None:
+    """A trace without GPU activity: say so, and show only what was measured (host step times)."""
+    click.echo(f"{Path(r['file']).name} — {who}, {r['device'] or 'no GPU'}, {scope}")
+    click.echo(f"  {r['note']}")
+    if r["steps"]:
+        print_table("host step times", ("step", "host ms"),
+                    [(s["step"], _ms(s["host_us"])) for s in r["steps"]])
+    click.echo("")
+
+
 @trace.command("analyze")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True, path_type=str))
 @click.option(
@@ -60,7 +70,8 @@ def analyze(traces: tuple[str, ...], steps: str | None, top: int, hta_rounding: 
         return
     from tprimat.trace.categories import LABELS
 
-    if len(results) > 1:
+    gpu_results = [r for r in results if r["temporal"] is not None]
+    if len(gpu_results) > 1:
         print_table(
             "ranks (ms; communication and memcpy/memset: exposed)",
             ("rank", "device", "total", "idle", "compute", "communication", "memcpy/memset", "kernels"),
@@ -75,7 +86,7 @@ def analyze(traces: tuple[str, ...], steps: str | None, top: int, hta_rounding: 
                     _ms(r["temporal"]["memory_us"]),
                     r["launches"]["kernels"],
                 )
-                for r in results
+                for r in gpu_results
             ],
         )
 
@@ -87,6 +98,9 @@ def analyze(traces: tuple[str, ...], steps: str | None, top: int, hta_rounding: 
         else:
             scope = f"steps {window['steps'][0]}..{window['steps'][-1]}" if window["steps"] else "no steps"
         t = r["temporal"]
+        if t is None:
+            _no_gpu(r, who, scope)
+            continue
         total = t["total_us"]
         title = f"{Path(r['file']).name} — {who}, {r['device'] or 'unknown device'}, {scope}"
         rows = [

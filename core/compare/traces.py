@@ -61,5 +61,10 @@ def trace_section(comparison: Comparison, out_dir: Path) -> list[Block]:
             if (out_dir / name).is_file():
                 blocks.append(Image(name, f"Trace comparison: {label} vs {comparison.baseline}"))
         except Exception as exc:  # an optional section must not lose the rest of the report
-            blocks.append(Paragraph(f"The trace comparison failed: {type(exc).__name__}: {exc}"))
+            if type(exc).__name__ != "NoGpuActivityError":
+                blocks.append(Paragraph(f"The trace comparison failed: {type(exc).__name__}: {exc}"))
+                continue
+            blocks.append(Paragraph(
+                "The traces record no GPU activity (CPU-only profiles), so there is no GPU time "
+                f"to attribute; no kernel-level comparison is shown ({exc})."))
     return blocks

@@ -395,7 +395,7 @@ def analyze_trace(
                     "launches": item["launches"],
                 }
             )
-    return {
+    out = {
         "file": str(trace.path),
         "rank": trace.rank,
         "world_size": trace.world_size,
@@ -404,9 +404,26 @@ def analyze_trace(
         "window": window,
         "activities": len(indices),
         "activities_in_file": len(trace.ts),
+        "gpu_activity": len(trace.ts) > 0,
+        "note": None,
         **result,
         "steps": per_step,
     }
+    if not len(trace.ts):
+        # A CPU-only profile (no CUDA/HIP activity recorded): there is no GPU time to break
+        # down, and zeros would read as measurements.  Host step times stay (they are measured).
+        out["note"] = NO_GPU_NOTE
+        out["temporal"] = None
+        out["busy_us"] = None
+        out["communication"] = None
+        for step in per_step:
+            step["temporal"] = None
+    return out
+
+
+#: Why a trace without GPU activity has no temporal breakdown.
+NO_GPU_NOTE = ("no GPU activity in this trace (a CPU-only profile, or the profiler recorded no "
+               "CUDA/HIP activity): there is no GPU time breakdown; only host step times are measured")
 
 
 def analyze_paths(

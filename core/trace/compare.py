@@ -281,6 +281,10 @@ def _side_text(side: SideSummary) -> str:
     return f"{device}; rank(s) {ranks}; {steps}{host}; {len(side.files)} file(s)"
 
 
+class NoGpuActivityError(TprimatError):
+    """A trace set with no GPU activity (a CPU-only profile): there is no GPU time to compare."""
+
+
 def summarize_side(
     analyses: Sequence[dict[str, Any]], label: str, top: int = 3
 ) -> SideSummary:
@@ -295,6 +299,8 @@ def summarize_side(
     top_acc: dict[str, dict[str, list[Any]]] = defaultdict(dict)
     notes = []
     for result in analyses:
+        if result.get("temporal") is None:
+            raise NoGpuActivityError(f"{label}: {Path(result['file']).name}: {result.get('note')}")
         window = result["window"]
         n_steps = len(window.get("steps") or []) if window["mode"] != "all" else 1
         if window["mode"] == "all":

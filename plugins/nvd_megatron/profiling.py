@@ -15,4 +15,4 @@ def profile_plan(context: LaunchContext) -> ProfilePlan:
 def nsys_plan(context: LaunchContext) -> ProfilePlan:
     """The same window as a CUDA profiler range, for ``nsys --capture-range=cudaProfilerApi``."""
     args, window = megatron_profile_args(context.config, "", pytorch_profiler=False)
-    return ProfilePlan(args=args, profiled_iterations=window.excluded)
+    return ProfilePlan(args=args, profiled_iterations=window.excluded, capture_range=True)

@@ -44,9 +44,14 @@ def prepare_data(backend, dataset, config):
 
 @hookimpl
 def profile(backend, context):
-    """Profile the config's iteration window with this backend's own torch-profiler settings."""
-    from tprimat.plugins.nvd_nemo.profiling import profile_plan
+    """Profile the config's iteration window with this backend's own torch-profiler settings.
 
+    Under Nsight Systems without the torch profiler, the same window as a CUDA profiler range.
+    """
+    from tprimat.plugins.nvd_nemo.profiling import nsys_plan, profile_plan
+
+    if context.system_profiler == "nsys" and not context.config.profile.enabled:
+        return nsys_plan(context)
     return profile_plan(context)
 
 

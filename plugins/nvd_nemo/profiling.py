@@ -10,7 +10,14 @@ profiler range over the same steps instead.
 
 The plan's ``overrides`` carry the callback as data under ``"callbacks"``
 (``{"target": ..., "kwargs": {...}}``); :func:`recipe_lines` renders the exact
-Python lines the generated recipe script adds.
+Python lines equivalent to what the generated script (``nemo_pretrain.py``,
+``add_callbacks``) does with them: it reads the callbacks from
+``nemo_settings.json`` (``"profile"``), imports each target, creates the trace
+directory (the callback refuses a missing one) and appends it to
+``recipe.trainer.callbacks``.
+
+NeMo's ``global_step`` is 0-based, the parsed records number iterations
+``global_step + 1``: ``profiled_iterations`` is in the records' numbering.
 """
 
 from __future__ import annotations
@@ -41,8 +48,13 @@ def profile_plan(context: LaunchContext) -> ProfilePlan:
     return ProfilePlan(
         overrides={"callbacks": [callback], "profile_ranks": list(window.ranks)},
         trace_globs=TRACE_GLOBS,
-        profiled_iterations=window.excluded,
+        profiled_iterations=record_iterations(window.excluded),
     )
+
+
+def record_iterations(steps: tuple[int, ...]) -> tuple[int, ...]:
+    """0-based global steps as the iteration numbers of the parsed records (global_step + 1)."""
+    return tuple(step + 1 for step in steps)
 
 
 def nsys_plan(context: LaunchContext) -> ProfilePlan:
@@ -52,7 +64,8 @@ def nsys_plan(context: LaunchContext) -> ProfilePlan:
         "target": NSYS_CALLBACK,
         "kwargs": {"start_step": start, "end_step": end, "ranks": list(window.ranks), "gen_shape": False},
     }
-    return ProfilePlan(overrides={"callbacks": [callback]}, profiled_iterations=window.excluded)
+    return ProfilePlan(overrides={"callbacks": [callback]},
+                       profiled_iterations=record_iterations(window.excluded), capture_range=True)
 
 
 def recipe_lines(plan: ProfilePlan, recipe: str = "recipe") -> list[str]:
@@ -65,6 +78,9 @@ def recipe_lines(plan: ProfilePlan, recipe: str = "recipe") -> list[str]:
         module, _, name = callback["target"].rpartition(".")
         kwargs = ", ".join(f"{key}={_literal(value)}" for key, value in callback["kwargs"].items())
         lines.append(f"from {module} import {name}")
+        if callback["kwargs"].get("trace_dir"):
+            lines.append("import os")
+            lines.append(f"os.makedirs({_literal(callback['kwargs']['trace_dir'])}, exist_ok=True)")
         lines.append(f"if {recipe}.trainer.callbacks is None:")
         lines.append(f"    {recipe}.trainer.callbacks = []")
         lines.append(f"{recipe}.trainer.callbacks.append(run.Config({name}, {kwargs}))")

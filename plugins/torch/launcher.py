@@ -18,7 +18,7 @@ from tprimat.plans import DataArguments, LaunchContext, LaunchPlan, PreparedData
 from tprimat.plugins.torch.schedule import profiled_iterations
 
 TRAIN_MODULE = "tprimat.plugins.torch.train"
-TRACE_DIR = "traces"
+TRACE_DIR = "torch_profile"  # the runner collects traces into traces/
 RANK_LOG_DIR = "logs/ranks"
 
 

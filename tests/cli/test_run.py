@@ -64,9 +64,13 @@ def test_run_trains_and_writes_a_valid_result(tmp_path, model, nproc, strategy, 
     assert len(rank_logs) == nproc
     if profile:
         assert [r.iteration for r in result.iterations if r.profiled] == [2, 3]
-        traces = list((run_dir / "traces").glob("rank0.*.pt.trace.json"))
-        assert len(traces) == 1 and traces[0].stat().st_size > 0
-        assert f"traces/{traces[0].name}" in result.provenance.inputs
+        # Written into torch_profile/, collected into traces/ under the rank's name.
+        assert [p.name for p in (run_dir / "traces").iterdir()] == ["rank-0.pt.trace.json"]
+        assert (run_dir / "traces" / "rank-0.pt.trace.json").stat().st_size > 0
+        assert not list((run_dir / "torch_profile").iterdir())
+        assert "traces/rank-0.pt.trace.json" in result.provenance.inputs
+        assert any("from torch_profile/rank0.step3.pt.trace.json" in n
+                   for n in result.provenance.notes)
 
 
 def test_dry_run_prints_the_torchrun_command_and_the_effective_config(tmp_path):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from tests.plugins.test_launch_golden import context_for
 
+from tests.plugins.test_launch_golden import context_for
 from tprimat.registry import Registry
 
 

@@ -98,7 +98,7 @@ def test_hook_profile_nemo_callback_and_recipe_lines(registry, tmp_path):
         "target": "nemo.lightning.pytorch.callbacks.PytorchProfilerCallback",
         "kwargs": {"start_step": 2, "end_step": 5, "warmup_steps": 1, "active_steps": 2,
                    "trace_dir": str(ctx.run_dir / "torch_profile")}}
-    assert plan.profiled_iterations == (2, 3, 4, 5)  # 0-based global steps
+    assert plan.profiled_iterations == (3, 4, 5, 6)  # records: global_step + 1
     assert plan.trace_globs == ("torch_profile/device/rank-*.json",)
     lines = recipe_lines(plan)
     assert lines[0] == "from nemo.lightning.pytorch.callbacks import PytorchProfilerCallback"
@@ -126,3 +126,37 @@ def test_impossible_windows_are_config_errors(tmp_path, overrides, message):
 
     with pytest.raises(ConfigError, match=message):
         profile_plan(context(tmp_path, *overrides))
+
+
+def test_nemo_launch_carries_the_callback_and_the_script_applies_it(registry, tmp_path):
+    """The settings file holds the plan's callback; the script's add_callbacks appends it (no NeMo needed)."""
+    import importlib.util
+    import json
+    import types
+
+    from tprimat.plugins.nvd_nemo.launcher import SCRIPT, SETTINGS
+
+    ctx = context(tmp_path, "training.global_batch_size=8")
+    ctx = LaunchContext(run_id=ctx.run_id, run_dir=ctx.run_dir, config=ctx.config, model=ctx.model,
+                        platform=PlatformInfo(platform="nvidia", device_name="NVIDIA H100 80GB HBM3"),
+                        profile=registry.profile("nvd_nemo", context=ctx))
+    launch = registry.launch("nvd_nemo", context=ctx)
+    settings = json.loads(launch.files[SETTINGS])
+    assert settings["profile"]["callbacks"] == ctx.profile.overrides["callbacks"]
+
+    spec = importlib.util.spec_from_loader("nemo_pretrain_under_test", loader=None)
+    script = importlib.util.module_from_spec(spec)
+    exec(compile(launch.files[SCRIPT], SCRIPT, "exec"), script.__dict__)
+
+    class Config:  # nemo_run.Config's shape: the class and its keyword arguments
+        def __init__(self, fn, **kwargs):
+            self.__fn_or_cls__, self.__arguments__ = fn, kwargs
+
+    recipe = types.SimpleNamespace(trainer=types.SimpleNamespace(callbacks=None))
+    callbacks = [{"target": "collections.OrderedDict", "kwargs": {**c["kwargs"]}}
+                 for c in settings["profile"]["callbacks"]]
+    script.add_callbacks(types.SimpleNamespace(Config=Config), recipe, callbacks)
+    (added,) = recipe.trainer.callbacks
+    assert added.__fn_or_cls__.__name__ == "OrderedDict"
+    assert added.__arguments__ == ctx.profile.overrides["callbacks"][0]["kwargs"]
+    assert Path(added.__arguments__["trace_dir"]).is_dir()  # NeMo refuses a missing trace_dir

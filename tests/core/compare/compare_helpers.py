@@ -4,8 +4,8 @@
   ``tprimat import-legacy`` (precision bf16 given on import, as the earlier scripts' config used).
 * ``window_result``: a result assembled (``assemble_result``) from a window of a real run's
   recorded step times; two windows of one run stand in for two repeats of a system.
-* ``tests/fixtures/compare/torch_cpu/``: results of ``tprimat run --backend torch`` on CPU go
-  here once that backend exists (see its README.md); ``test_compare_torch_cpu_results`` uses them.
+* ``tests/fixtures/compare/torch_cpu/``: run directories of ``tprimat run --backend torch`` on CPU
+  (how they were made: its PROVENANCE.md); ``test_compare_torch_cpu_results`` uses them.
 """
 
 from __future__ import annotations

@@ -347,12 +347,44 @@ def test_report_without_matplotlib_says_so(legacy_dir, tmp_path, monkeypatch):
 
 
 def test_compare_torch_cpu_results(tmp_path):
-    """Results of `tprimat run --backend torch` on CPU, once they are committed there."""
+    """Results of `tprimat run --backend torch` on CPU (1 vs 2 processes, two repeats each), by hand."""
     results = sorted(TORCH_CPU.rglob("result.json"))
-    if not results:
-        pytest.skip("no torch CPU results in tests/fixtures/compare/torch_cpu yet")
-    comparison = build_comparison(results, cost=COST, allow_mismatch=True)
+    assert len(results) == 4, "tests/fixtures/compare/torch_cpu holds four run directories"
+    comparison = build_comparison(results, cost=COST)  # same fields: no --allow-mismatch needed
+    assert len(comparison.groups) == 1
+
+    def by_hand(path: Path) -> float:
+        data = json.loads(path.read_text())
+        world = data["config"]["world_size"]
+        tokens = data["config"]["global_batch_size"] * data["config"]["seq_length"]
+        measured = [r["step_time_s"] for r in data["iterations"]
+                    if r["iteration"] > 2 and not r["profiled"]]  # warm-up 2 (cpu.toml)
+        assert len(measured) == 8
+        return statistics.median(tokens / t / world for t in measured)
+
+    one = [by_hand(p) for p in results if "-1proc-" in p.parent.name]
+    two = [by_hand(p) for p in results if "-2proc-" in p.parent.name]
+    assert [s.label for s in comparison.systems] == [comparison.baseline, *(
+        s.label for s in comparison.systems[1:])]
+    single = next(s for s in comparison.systems if s.world_size == 1)
+    double = next(s for s in comparison.systems if s.world_size == 2)
+    assert single.tokens_per_s_per_gpu.n == double.tokens_per_s_per_gpu.n == 2
+    assert single.tokens_per_s_per_gpu.median == pytest.approx(statistics.median(one), rel=1e-12)
+    assert double.tokens_per_s_per_gpu.median == pytest.approx(statistics.median(two), rel=1e-12)
+    assert (single.tokens_per_s_per_gpu.min, single.tokens_per_s_per_gpu.max) == pytest.approx(
+        (min(one), max(one)), rel=1e-12)
+    base, other = (single, double) if comparison.baseline == single.label else (double, single)
+    base_values, other_values = (one, two) if base is single else (two, one)
+    assert base.ratio is None
+    assert other.ratio.value == pytest.approx(
+        statistics.median(other_values) / statistics.median(base_values), rel=1e-12)
+    assert other.ratio.ci_low is not None and other.ratio.ci_low <= other.ratio.ci_high
     written = write_report(comparison, tmp_path)
-    assert written["report.md"].is_file()
+    text = written["report.md"].read_text()
     for run, row in zip(comparison.runs, comparison.run_rows, strict=True):
         assert row.tokens_per_s_per_gpu == run.result.summary.tokens_per_s_per_gpu.median
+        assert row.tokens_per_s_per_gpu == pytest.approx(by_hand(Path(run.path)), rel=1e-12)
+    assert "no datasheet peak" in text or "no MFU" in text  # a CPU has no peak: no MFU, said so
+    with (tmp_path / "results.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert sorted(float(r["performance"]) for r in rows) == pytest.approx(sorted(one + two))

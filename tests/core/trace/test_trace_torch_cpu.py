@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from tprimat.errors import TprimatError
+
 torch = pytest.importorskip("torch")
 
 
@@ -36,7 +38,13 @@ def test_cpu_trace_from_torch_profiler(tmp_path):
     assert trace.rank == 0  # from the Kineto file-name pattern
     result = analyze_trace(trace)
     assert result["window"]["mode"] == "before-last-step" and result["activities"] == 0
-    assert result["temporal"]["total_us"] == 0
-    assert analyze_trace(trace, steps=parse_steps("3"))["window"]["steps"] == [3]
-    same = compare_traces([path], [path], labels=("x", "y"))
-    assert same.delta_us == 0 and same.a.steps == (2, 3, 4)
+    # No GPU activity: no breakdown rather than zeros that would read as measured.
+    assert result["gpu_activity"] is False and result["temporal"] is None
+    assert "no GPU activity" in result["note"]
+    one = analyze_trace(trace, steps=parse_steps("3"))
+    assert one["window"]["steps"] == [3]
+    (step,) = one["steps"]
+    assert step["temporal"] is None
+    assert step["host_us"] == next(s.dur for s in trace.steps if s.number == 3) > 0
+    with pytest.raises(TprimatError, match="no GPU activity"):
+        compare_traces([path], [path], labels=("x", "y"))

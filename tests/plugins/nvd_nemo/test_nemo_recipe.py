@@ -168,3 +168,54 @@ def test_prepared_dataset_reaches_the_pretraining_data_module(tmp_path):
     assert data["paths"] == [str(prefix)] and data["split"] == "100,0,0"
     assert data["tokenizer"] == "AutoTokenizer" and data["tokenizer_vocab_size"] == 5
     assert resolved["model"]["vocab_size"] == 128256  # the model's embedding, not the tokenizer's
+
+
+def test_profiler_callback_lands_in_the_recipe(tmp_path):
+    """With profiling on, NeMo's PytorchProfilerCallback is on the trainer with the plan's window."""
+    from tprimat.plugins.nvd_nemo.profiling import profile_plan
+
+    config = load_config(None, ['benchmark.model="llama3.1-8b"', "profile.enabled=true",
+                                "benchmark.iterations=20"])
+    run_dir = tmp_path / "run"
+    context = LaunchContext(run_id="nemo-prof", run_dir=run_dir, config=config,
+                            model=get_model("llama3.1-8b"), platform=H100)
+    profile = profile_plan(context)
+    launch_plan = plan(LaunchContext(run_id="nemo-prof", run_dir=run_dir, config=config,
+                                     model=get_model("llama3.1-8b"), platform=H100,
+                                     profile=profile))
+    run_dir.mkdir()
+    for name, text in launch_plan.files.items():
+        (run_dir / name).write_text(text)
+    done = subprocess.run([sys.executable, str(run_dir / SCRIPT), "--settings",
+                           str(run_dir / SETTINGS), "--dry-run"],
+                          capture_output=True, text=True, timeout=300, cwd=run_dir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    callbacks = [c for c in json.loads(done.stdout)["callbacks"]
+                 if c["class"] == "PytorchProfilerCallback"]
+    assert callbacks == [{"class": "PytorchProfilerCallback", "start_step": 2, "end_step": 5,
+                          "warmup_steps": 1, "active_steps": 2,
+                          "trace_dir": str(run_dir / "torch_profile")}]
+    assert (run_dir / "torch_profile").is_dir()
+
+
+def test_nsys_callback_lands_in_the_recipe(tmp_path):
+    """Under Nsight Systems without the torch profiler: NeMo's NsysCallback over the same window."""
+    from tprimat.plugins.nvd_nemo.profiling import nsys_plan
+
+    config = load_config(None, ['benchmark.model="llama3.1-8b"', "benchmark.iterations=20"])
+    run_dir = tmp_path / "run"
+    context = LaunchContext(run_id="nemo-nsys", run_dir=run_dir, config=config,
+                            model=get_model("llama3.1-8b"), platform=H100, system_profiler="nsys")
+    launch_plan = plan(LaunchContext(run_id="nemo-nsys", run_dir=run_dir, config=config,
+                                     model=get_model("llama3.1-8b"), platform=H100,
+                                     system_profiler="nsys", profile=nsys_plan(context)))
+    run_dir.mkdir()
+    for name, text in launch_plan.files.items():
+        (run_dir / name).write_text(text)
+    done = subprocess.run([sys.executable, str(run_dir / SCRIPT), "--settings",
+                           str(run_dir / SETTINGS), "--dry-run"],
+                          capture_output=True, text=True, timeout=300, cwd=run_dir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    callbacks = [c for c in json.loads(done.stdout)["callbacks"] if c["class"] == "NsysCallback"]
+    assert callbacks == [{"class": "NsysCallback", "start_step": 2, "end_step": 5, "ranks": [0],
+                          "gen_shape": False}]

@@ -51,14 +51,14 @@ def test_profile_and_data_arguments_reach_the_trainer():
     ctx = context("profile.enabled=true")
     profile = profile_plan(ctx)
     assert profile.profiled_iterations == (3, 4, 5)
-    assert profile.trace_globs[0] == "traces/*.pt.trace.json"
+    assert profile.trace_globs[0] == "torch_profile/*.pt.trace.json"
     dataset = PreparedDataset(path_prefix=Path("/data/web/text_document"), tokenizer="t",
                               fingerprint="sha256:x", documents=1, tokens=10, vocab_size=100)
     data = data_arguments(dataset, ctx.config)
     assert data == DataArguments(args=("--data-prefix", "/data/web/text_document"))
     argv = plan(context(profile=profile, data=data)).argv
     assert argv[-4:] == ("--data-prefix", "/data/web/text_document", "--profile-dir",
-                         "/runs/r1/traces")
+                         "/runs/r1/torch_profile")
 
 
 @pytest.mark.parametrize("override, words", [

@@ -167,7 +167,27 @@ def build_recipe(s: dict):
             PreTrainingDataModule, paths=data["paths"], split=data["split"], seed=s["seed"],
             tokenizer=run.Config(AutoTokenizer, pretrained_model_name=data["tokenizer"]), **batch,
         )
+    add_callbacks(run, recipe, (s.get("profile") or {}).get("callbacks", []))
     return recipe
+
+
+def add_callbacks(run, recipe, callbacks: list) -> None:
+    """Append the settings' callbacks (``{"target": "module.Class", "kwargs": {...}}``) to the trainer.
+
+    NeMo's profiler callback refuses a trace directory that does not exist yet,
+    so it is created here.
+    """
+    import importlib
+
+    for callback in callbacks:
+        module, _, name = callback["target"].rpartition(".")
+        cls = getattr(importlib.import_module(module), name)
+        kwargs = dict(callback["kwargs"])
+        if kwargs.get("trace_dir"):
+            Path(kwargs["trace_dir"]).mkdir(parents=True, exist_ok=True)
+        if recipe.trainer.callbacks is None:
+            recipe.trainer.callbacks = []
+        recipe.trainer.callbacks.append(run.Config(cls, **kwargs))
 
 
 def _jsonable(value):
@@ -240,6 +260,10 @@ def resolve(recipe) -> dict:
                  "split": _jsonable(recipe.data.__arguments__.get("split"))},
         "log": {k: _jsonable(v) for k, v in recipe.log.__arguments__.items()},
         "resume": _jsonable(recipe.resume),
+        "callbacks": [
+            {"class": getattr(c, "__fn_or_cls__", type(c)).__name__,
+             **{k: _jsonable(v) for k, v in getattr(c, "__arguments__", {}).items()}}
+            for c in (trainer.callbacks or [])],
     }
 
 
