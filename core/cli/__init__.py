@@ -15,23 +15,23 @@ from tprimat import __version__
 
 #: command name -> "module:attribute" of its click command, in help order.
 COMMANDS: dict[str, str] = {
+    "run": "tprimat.cli.run:run",
+    "parse": "tprimat.cli.parse:parse",
+    "compare": "tprimat.cli.compare:compare",
+    "prepare-data": "tprimat.cli.prepare_data:prepare_data",
+    "profile": "tprimat.cli.profile:profile",
+    "trace": "tprimat.cli.trace:trace",
+    "microbench": "tprimat.cli.microbench:microbench",
+    "suite": "tprimat.cli.suite:suite",
+    "doctor": "tprimat.cli.doctor:doctor",
+    "bundle": "tprimat.cli.bundle:bundle",
+    "unbundle": "tprimat.cli.bundle:unbundle",
+    "import-legacy": "tprimat.cli.import_legacy:import_legacy",
     "backends": "tprimat.cli.backends:backends",
     "plugins": "tprimat.cli.plugins:plugins",
     "models": "tprimat.cli.models:models",
     "detect": "tprimat.cli.detect:detect",
     "config": "tprimat.cli.config:config",
-    "trace": "tprimat.cli.trace:trace",
-    "microbench": "tprimat.cli.microbench:microbench",
-    "doctor": "tprimat.cli.doctor:doctor",
-    "suite": "tprimat.cli.suite:suite",
-    "bundle": "tprimat.cli.bundle:bundle",
-    "unbundle": "tprimat.cli.bundle:unbundle",
-    "import-legacy": "tprimat.cli.import_legacy:import_legacy",
-    "compare": "tprimat.cli.compare:compare",
-    "parse": "tprimat.cli.parse:parse",
-    "prepare-data": "tprimat.cli.prepare_data:prepare_data",
-    "run": "tprimat.cli.run:run",
-    "profile": "tprimat.cli.profile:profile",
 }
 
 
