@@ -31,6 +31,7 @@ import ctypes
 import hashlib
 import itertools
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -265,13 +266,27 @@ def suite_overview(spec: SuiteSpec, directory: Path) -> list[dict[str, Any]]:
 # -- running --------------------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    """In the child: get SIGKILL if the suite process dies, so no run outlives it."""
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """A pre-exec function: the child gets SIGKILL when the suite process dies.
+
+    libc is resolved here, in the parent (the child between fork and exec must
+    not import anything).  If the suite died before the request took effect,
+    the child has already been adopted by another process and exits at once.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
     try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(137)
+
+    return hook
 
 
 def run_command(spec: SuiteSpec, run: SuiteRun, runs_dir: Path) -> list[str]:
@@ -346,7 +361,7 @@ def run_suite(
 
 
 def _launch_child(argv: list[str]) -> int:
-    process = subprocess.Popen(argv, preexec_fn=_die_with_parent)  # noqa: PLW1509
+    process = subprocess.Popen(argv, preexec_fn=_die_with_parent_hook())  # noqa: PLW1509
     try:
         return process.wait()
     except KeyboardInterrupt:
