@@ -63,6 +63,9 @@ PARTIAL_WRITE_INTERVAL_S = 2.0
 #: Seconds the workers get after SIGINT/SIGTERM/timeout before the group is killed.
 GRACE_S = 40.0
 LOG_TAIL_LINES = 30
+#: Set in the job's environment: the runner's process id, so that a worker started after
+#: its launcher was killed can tell it has been orphaned.
+RUNNER_PID_ENV = "TPRIMAT_RUNNER_PID"
 
 
 class RunError(TprimatError):
@@ -137,6 +140,20 @@ class RunOutcome:
 def cpu_preset() -> dict[str, Any]:
     """The shipped CPU preset (``cpu.toml``)."""
     return tomllib.loads(resources.files("tprimat").joinpath("cpu.toml").read_text("utf-8"))
+
+
+def latest_microbench(platform: PlatformInfo) -> dict[str, Any] | None:
+    """The latest ``tprimat microbench`` summary of this run's device (this host's first).
+
+    Recorded in the manifest under ``extra["microbench"]``; its measured matmul
+    ceiling gives the result's MAMF utilisation.  None without a device name or
+    a matching microbench.
+    """
+    if not platform.device_name:
+        return None
+    from tprimat.microbench.store import latest_for_device
+
+    return latest_for_device(platform.device_name, host=platform.hostname)
 
 
 def resolve_backend(
@@ -290,8 +307,12 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
     except (OSError, AttributeError):
         return None
 
+    parent = os.getpid()
+
     def hook() -> None:
         prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the runner died before the request took effect
+            os._exit(137)
 
     return hook
 
@@ -318,6 +339,7 @@ class ProcessExecution:
     def start(self) -> None:
         env = os.environ.copy()
         env.update(self.plan.env)
+        env[RUNNER_PID_ENV] = str(os.getpid())  # workers check they still descend from it
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             list(self.plan.argv), cwd=self.plan.cwd, env=env, stdin=subprocess.DEVNULL,
@@ -455,8 +477,10 @@ class Runner:
     """Executes a :class:`PreparedRun` and writes its result."""
 
     def __init__(self, prepared: PreparedRun, registry: Any, *,
-                 view: Any = None, monitor_factory: Callable[..., Any] | None = None) -> None:
+                 view: Any = None, monitor_factory: Callable[..., Any] | None = None,
+                 manifest_extra: dict[str, Any] | None = None) -> None:
         self.prepared = prepared
+        self.manifest_extra = dict(manifest_extra or {})  # e.g. pre-flight findings
         self.registry = registry
         self.view = view
         self.monitor_factory = monitor_factory
@@ -493,8 +517,11 @@ class Runner:
             software=attrs.evolve(manifest.software, extra={**manifest.software.extra, **extra}),
             extra={**manifest.extra, "backend": p.backend, "run_id": p.context.run_id,
                    "launch_command": redact_text(shlex.join(p.plan.argv)),
-                   "launch_env": redact_env(p.plan.env)},
+                   "launch_env": redact_env(p.plan.env), **self.manifest_extra},
         )
+        microbench = latest_microbench(p.platform)
+        if microbench is not None:
+            manifest = attrs.evolve(manifest, extra={**manifest.extra, "microbench": microbench})
         write_manifest(manifest, run_dir)
         self.manifest = manifest
         for name, text in p.plan.files.items():
@@ -607,6 +634,7 @@ class Runner:
             hardware=self.manifest.hardware, software=_software(self.manifest, self.collector),
             provenance=provenance, warmup_iterations=c.benchmark.warmup_iterations,
             exclude_profiled=c.benchmark.exclude_profiled, tensor_parallel=c.parallel.tensor,
+            ceiling=self.manifest.extra.get("microbench"),
         )
 
     @property
@@ -711,11 +739,13 @@ class Runner:
 
 
 def run(prepared: PreparedRun, registry: Any, *, view: Any = None,
-        monitor_factory: Callable[..., Any] | None = None) -> RunOutcome:
+        monitor_factory: Callable[..., Any] | None = None,
+        manifest_extra: dict[str, Any] | None = None) -> RunOutcome:
     """Execute a prepared run (see :func:`prepare`)."""
     backend = registry.backend(prepared.backend)
     availability = backend.availability()
     if availability.state != "available":
         hint = f" ({availability.hint})" if availability.hint else ""
         raise RunError(f"backend {prepared.backend} cannot run here: {availability}{hint}")
-    return Runner(prepared, registry, view=view, monitor_factory=monitor_factory).run()
+    return Runner(prepared, registry, view=view, monitor_factory=monitor_factory,
+                  manifest_extra=manifest_extra).run()
