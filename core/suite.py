@@ -289,7 +289,69 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
     return hook
 
 
-def run_command(spec: SuiteSpec, run: SuiteRun, runs_dir: Path) -> list[str]:
+LAUNCH_FILE = "launch.json"
+
+#: ``tprimat run --slurm`` options a suite passes through to every run (option -> value type).
+SLURM_OPTIONS = {"--nodes": int, "--gpus-per-node": int, "--partition": str, "--time": str,
+                 "--account": str}
+
+
+@attrs.frozen(kw_only=True)
+class SuiteLaunch:
+    """How each run is started: locally (default) or as a SLURM job; strict pre-flight or not.
+
+    Not part of a run's id (where a run executes does not change what it runs).
+    Kept in the suite directory (``launch.json``) so that ``tprimat suite
+    resume`` starts the remaining runs the same way.
+    """
+
+    slurm: bool = False
+    slurm_options: tuple[tuple[str, str], ...] = ()  # (option, value), e.g. ("--nodes", "2")
+    strict: bool = False
+
+    def run_args(self) -> list[str]:
+        argv = ["--strict"] if self.strict else []
+        if self.slurm:
+            argv.append("--slurm")
+            for option, value in self.slurm_options:
+                argv += [option, value]
+        return argv
+
+    def save(self, directory: Path) -> None:
+        atomic_write_text(directory / LAUNCH_FILE, json.dumps({
+            "slurm": self.slurm, "slurm_options": [list(o) for o in self.slurm_options],
+            "strict": self.strict}, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, directory: Path) -> SuiteLaunch:
+        path = directory / LAUNCH_FILE
+        if not path.exists():
+            return cls()
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            options = tuple((str(o), str(v)) for o, v in data.get("slurm_options", []))
+            unknown = [o for o, _ in options if o not in SLURM_OPTIONS]
+            if unknown:
+                raise ValueError(f"unknown option {unknown[0]}")
+            return cls(slurm=bool(data.get("slurm")), slurm_options=options,
+                       strict=bool(data.get("strict")))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            raise SuiteError(f"{path}: unreadable ({exc}); delete it and pass the launch "
+                             "options again") from None
+
+
+def slurm_launch(options: dict[str, Any], *, strict: bool = False) -> SuiteLaunch:
+    """A SLURM launch from option values keyed like ``nodes`` or ``gpus_per_node``."""
+    pairs = []
+    for option in SLURM_OPTIONS:
+        value = options.get(option[2:].replace("-", "_"))
+        if value is not None:
+            pairs.append((option, str(value)))
+    return SuiteLaunch(slurm=True, slurm_options=tuple(pairs), strict=strict)
+
+
+def run_command(spec: SuiteSpec, run: SuiteRun, runs_dir: Path,
+                launch: SuiteLaunch | None = None) -> list[str]:
     """The exact ``tprimat run`` invocation for one suite run."""
     argv = [sys.executable, "-m", "tprimat.cli", "run", "--backend", run.backend,
             "--output", str(runs_dir), "--run-id", run.id]
@@ -297,6 +359,8 @@ def run_command(spec: SuiteSpec, run: SuiteRun, runs_dir: Path) -> list[str]:
         argv += ["--config", spec.config]
     for override in run.overrides(spec):
         argv += ["--set", override]
+    if launch is not None:
+        argv += launch.run_args()
     return argv
 
 
@@ -322,6 +386,7 @@ def run_suite(
     *,
     announce: Announce | None = None,
     launcher: Callable[[list[str]], int] | None = None,
+    launch: SuiteLaunch | None = None,
 ) -> dict[str, int]:
     """Run every unfinished run of the suite in order; return counts by final status."""
     runs_dir = directory / RUNS_DIR
@@ -343,7 +408,7 @@ def run_suite(
         state.save()
         if announce:
             announce("start", run, counts(spec, directory))
-        code = launcher(run_command(spec, run, runs_dir))
+        code = launcher(run_command(spec, run, runs_dir, launch))
         # Counted only once the run has ended by itself: a suite killed mid-run does not
         # use up the run's attempts.
         state.attempts[run.id] = attempts + 1
