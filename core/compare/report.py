@@ -452,7 +452,7 @@ def systems_for_terminal(c: Comparison) -> list[list[str]]:
         rows.append([s.label, ", ".join(s.run_keys), _median(s.tokens_per_s_per_gpu, ",.1f"),
                      _ci(s.tokens_per_s_per_gpu, ",.1f"),
                      "baseline" if s.ratio is None else f"{s.ratio.value:.3f}×",
-                     _median(s.mfu, ".1%")])
+                     _median(s.mfu, ".1%"), _median(s.mamf_utilisation, ".1%")])
     return rows
 
 

@@ -132,6 +132,7 @@ def test_compare_shows_mamf_utilisation_and_preflight_findings(tmp_path, env, mi
     out = CliRunner().invoke(cli, ["compare", str(tmp_path / "runs"), "-o", str(report),
                                    "--format", "md,csv,json"])
     assert out.exit_code == 0, out.output
+    assert "MAMF" in out.stdout  # the terminal table too
     text = (report / "report.md").read_text()
     assert "| MAMF utilisation | measured ceiling (TFLOP/s) |" in text
     assert "## Pre-flight findings" in text
