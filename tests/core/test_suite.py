@@ -286,6 +286,8 @@ def test_strict_refuses_to_start_with_exit_code_2_and_runs_are_strict_too(suite_
 
     _quiet(monkeypatch)
     monkeypatch.setattr(doctor, "check_free_disk", lambda probe, output_dir: [])
+    for check in ("check_gpu_processes", "check_power_cap", "check_numa_balancing"):
+        monkeypatch.setattr(doctor, check, lambda probe: [])
     launched: list[list[str]] = []
     monkeypatch.setattr(suite_module, "_launch_child", lambda argv: (launched.append(argv),
                                                                      write_run(argv), 0)[2])
