@@ -10,7 +10,8 @@ import pytest
 
 from tprimat.plugins.torch.train import _runner_is_ancestor
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
 
 PROGRAM = ("from tprimat.plugins.torch.train import _die_with_parent; _die_with_parent(); "
            "print('alive', flush=True)")
