@@ -317,6 +317,14 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
     return hook
 
 
+def kill_leftovers() -> list[int]:
+    """Kill what the job left behind outside its process group (launchers such as torchrun
+    start workers in sessions of their own); they carry this runner's pid in their environment."""
+    from tprimat.orphans import kill_marked
+
+    return kill_marked(RUNNER_PID_ENV, str(os.getpid()))
+
+
 class ProcessExecution:
     """One launch plan's process: started, teed, its lines handed out, stopped on request."""
 
@@ -418,6 +426,7 @@ class ProcessExecution:
         if self._reader is not None:
             self._reader.join(timeout=5)
         self.signal_group(signal.SIGKILL)  # nothing of the group outlives the run
+        kill_leftovers()
         return code
 
 
@@ -693,6 +702,7 @@ class Runner:
             if execution.proc is not None and execution.proc.poll() is None:
                 execution.signal_group(signal.SIGKILL)
                 execution.proc.wait()
+                kill_leftovers()
             if self.monitor is not None:
                 self.monitor.stop()
         if start_error is not None:

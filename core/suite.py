@@ -45,9 +45,12 @@ import attrs
 
 from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError
+from tprimat.orphans import kill_marked
 from tprimat.schema import ResultError, load_result
 
 SUITE_FILE = "suite.toml"
+#: In every process of a suite's run: its run directory, to find what outlived a killed suite.
+SUITE_RUN_ENV = "TPRIMAT_SUITE_RUN"
 STATE_FILE = "state.json"
 RUNS_DIR = "runs"
 ATTEMPTS_DIR = ".attempts"
@@ -392,7 +395,6 @@ def run_suite(
     runs_dir = directory / RUNS_DIR
     runs_dir.mkdir(parents=True, exist_ok=True)
     state = SuiteState.load(directory / STATE_FILE)
-    launcher = launcher or _launch_child
     for run in expand(spec):
         run_dir = runs_dir / run.id
         status, problem = run_status(run_dir)
@@ -401,6 +403,10 @@ def run_suite(
         attempts = state.attempts.get(run.id, 0)
         if attempts >= spec.max_attempts:
             continue
+        marker = str(run_dir.absolute())
+        # Whatever of an earlier attempt is still alive (a suite killed while a framework's
+        # workers ran, which ask for no death signal) must not write into the retried run.
+        kill_marked(SUITE_RUN_ENV, marker)
         if status != "pending" or run_dir.exists():
             if problem:
                 state.last_error[run.id] = problem
@@ -408,7 +414,9 @@ def run_suite(
         state.save()
         if announce:
             announce("start", run, counts(spec, directory))
-        code = launcher(run_command(spec, run, runs_dir, launch))
+        argv = run_command(spec, run, runs_dir, launch)
+        code = launcher(argv) if launcher else _launch_child(argv, {SUITE_RUN_ENV: marker})
+        kill_marked(SUITE_RUN_ENV, marker)
         # Counted only once the run has ended by itself: a suite killed mid-run does not
         # use up the run's attempts.
         state.attempts[run.id] = attempts + 1
@@ -425,8 +433,10 @@ def run_suite(
     return counts(spec, directory)
 
 
-def _launch_child(argv: list[str]) -> int:
-    process = subprocess.Popen(argv, preexec_fn=_die_with_parent_hook())  # noqa: PLW1509
+def _launch_child(argv: list[str], env: dict[str, str] | None = None) -> int:
+    environment = {**os.environ, **(env or {})}
+    process = subprocess.Popen(argv, env=environment,  # noqa: PLW1509
+                               preexec_fn=_die_with_parent_hook())
     try:
         return process.wait()
     except KeyboardInterrupt:

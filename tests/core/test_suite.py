@@ -249,8 +249,10 @@ def test_resume_starts_the_rest_the_way_the_suite_was_started(suite_file, tmp_pa
     directory = tmp_path / "out"
     launched: list[list[str]] = []
 
-    def fail_after_two(argv):
+    def fail_after_two(argv, env=None):
         launched.append(argv)
+        run_dir = Path(argv[argv.index("--output") + 1]) / argv[argv.index("--run-id") + 1]
+        assert env == {"TPRIMAT_SUITE_RUN": str(run_dir.absolute())}  # marks the run's processes
         if len(launched) > 2:
             return 1  # e.g. the scheduler refused the job: no result
         write_run(argv)
@@ -264,7 +266,7 @@ def test_resume_starts_the_rest_the_way_the_suite_was_started(suite_file, tmp_pa
     assert json.loads((directory / "launch.json").read_text())["slurm"] is True
 
     launched.clear()
-    monkeypatch.setattr(suite_module, "_launch_child", lambda argv: (launched.append(argv),
+    monkeypatch.setattr(suite_module, "_launch_child", lambda argv, env=None: (launched.append(argv),
                                                                      write_run(argv), 0)[2])
     again = CliRunner().invoke(cli, ["suite", "resume", str(directory)])
     assert again.exit_code == 0, again.output
@@ -289,7 +291,7 @@ def test_strict_refuses_to_start_with_exit_code_2_and_runs_are_strict_too(suite_
     for check in ("check_gpu_processes", "check_power_cap", "check_numa_balancing"):
         monkeypatch.setattr(doctor, check, lambda probe: [])
     launched: list[list[str]] = []
-    monkeypatch.setattr(suite_module, "_launch_child", lambda argv: (launched.append(argv),
+    monkeypatch.setattr(suite_module, "_launch_child", lambda argv, env=None: (launched.append(argv),
                                                                      write_run(argv), 0)[2])
     monkeypatch.setenv("NCCL_DEBUG", "INFO")
     refused = CliRunner().invoke(cli, ["suite", "run", str(suite_file), "--output",
