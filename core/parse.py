@@ -475,6 +475,7 @@ def parse_logs(
         warmup_iterations=warmup,
         exclude_profiled=config.benchmark.exclude_profiled if config is not None else True,
         tensor_parallel=tensor_parallel,
+        ceiling=manifest.extra.get("microbench") if manifest else None,
     )
     return ParseOutcome(result=result, backend=backend, detected=detected, files=files,
                         collector=collector)

@@ -63,6 +63,9 @@ PARTIAL_WRITE_INTERVAL_S = 2.0
 #: Seconds the workers get after SIGINT/SIGTERM/timeout before the group is killed.
 GRACE_S = 40.0
 LOG_TAIL_LINES = 30
+#: Set in the job's environment: the runner's process id, so that a worker started after
+#: its launcher was killed can tell it has been orphaned.
+RUNNER_PID_ENV = "TPRIMAT_RUNNER_PID"
 
 
 class RunError(TprimatError):
@@ -151,6 +154,20 @@ class RunOutcome:
 def cpu_preset() -> dict[str, Any]:
     """The shipped CPU preset (``cpu.toml``)."""
     return tomllib.loads(resources.files("tprimat").joinpath("cpu.toml").read_text("utf-8"))
+
+
+def latest_microbench(platform: PlatformInfo) -> dict[str, Any] | None:
+    """The latest ``tprimat microbench`` summary of this run's device (this host's first).
+
+    Recorded in the manifest under ``extra["microbench"]``; its measured matmul
+    ceiling gives the result's MAMF utilisation.  None without a device name or
+    a matching microbench.
+    """
+    if not platform.device_name:
+        return None
+    from tprimat.microbench.store import latest_for_device
+
+    return latest_for_device(platform.device_name, host=platform.hostname)
 
 
 def resolve_backend(
@@ -384,10 +401,22 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
     except (OSError, AttributeError):
         return None
 
+    parent = os.getpid()
+
     def hook() -> None:
         prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the runner died before the request took effect
+            os._exit(137)
 
     return hook
+
+
+def kill_leftovers() -> list[int]:
+    """Kill what the job left behind outside its process group (launchers such as torchrun
+    start workers in sessions of their own); they carry this runner's pid in their environment."""
+    from tprimat.orphans import kill_marked
+
+    return kill_marked(RUNNER_PID_ENV, str(os.getpid()))
 
 
 class ProcessExecution:
@@ -412,6 +441,7 @@ class ProcessExecution:
     def start(self) -> None:
         env = os.environ.copy()
         env.update(self.plan.env)
+        env[RUNNER_PID_ENV] = str(os.getpid())  # workers check they still descend from it
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             list(self.plan.argv), cwd=self.plan.cwd, env=env, stdin=subprocess.DEVNULL,
@@ -490,6 +520,7 @@ class ProcessExecution:
         if self._reader is not None:
             self._reader.join(timeout=5)
         self.signal_group(signal.SIGKILL)  # nothing of the group outlives the run
+        kill_leftovers()
         return code
 
 
@@ -549,8 +580,10 @@ class Runner:
     """Executes a :class:`PreparedRun` and writes its result."""
 
     def __init__(self, prepared: PreparedRun, registry: Any, *,
-                 view: Any = None, monitor_factory: Callable[..., Any] | None = None) -> None:
+                 view: Any = None, monitor_factory: Callable[..., Any] | None = None,
+                 manifest_extra: dict[str, Any] | None = None) -> None:
         self.prepared = prepared
+        self.manifest_extra = dict(manifest_extra or {})  # e.g. pre-flight findings
         self.registry = registry
         self.view = view
         self.monitor_factory = monitor_factory
@@ -588,8 +621,11 @@ class Runner:
             software=attrs.evolve(manifest.software, extra={**manifest.software.extra, **extra}),
             extra={**manifest.extra, "backend": p.backend, "run_id": p.context.run_id,
                    "launch_command": redact_text(shlex.join(p.plan.argv)),
-                   "launch_env": redact_env(p.plan.env)},
+                   "launch_env": redact_env(p.plan.env), **self.manifest_extra},
         )
+        microbench = latest_microbench(p.platform)
+        if microbench is not None:
+            manifest = attrs.evolve(manifest, extra={**manifest.extra, "microbench": microbench})
         node = p.context.node_rank
         # Every node of a SLURM job writes into the one shared run directory: node 0's
         # manifest is the run's, the others' go beside it.
@@ -730,6 +766,7 @@ class Runner:
             hardware=self.manifest.hardware, software=_software(self.manifest, self.collector),
             provenance=provenance, warmup_iterations=c.benchmark.warmup_iterations,
             exclude_profiled=c.benchmark.exclude_profiled, tensor_parallel=c.parallel.tensor,
+            ceiling=self.manifest.extra.get("microbench"),
         )
 
     @property
@@ -788,6 +825,7 @@ class Runner:
             if execution.proc is not None and execution.proc.poll() is None:
                 execution.signal_group(signal.SIGKILL)
                 execution.proc.wait()
+                kill_leftovers()
             if self.monitor is not None:
                 self.monitor.stop()
         self._collect_traces()
@@ -855,7 +893,9 @@ class Runner:
 
 
 def run(prepared: PreparedRun, registry: Any, *, view: Any = None,
-        monitor_factory: Callable[..., Any] | None = None) -> RunOutcome:
+        monitor_factory: Callable[..., Any] | None = None,
+        manifest_extra: dict[str, Any] | None = None) -> RunOutcome:
     """Execute a prepared run (see :func:`prepare`)."""
     require_backend(registry, prepared.backend, prepared.context.options)
-    return Runner(prepared, registry, view=view, monitor_factory=monitor_factory).run()
+    return Runner(prepared, registry, view=view, monitor_factory=monitor_factory,
+                  manifest_extra=manifest_extra).run()

@@ -31,6 +31,7 @@ import ctypes
 import hashlib
 import itertools
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -44,9 +45,12 @@ import attrs
 
 from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError
+from tprimat.orphans import kill_marked
 from tprimat.schema import ResultError, load_result
 
 SUITE_FILE = "suite.toml"
+#: In every process of a suite's run: its run directory, to find what outlived a killed suite.
+SUITE_RUN_ENV = "TPRIMAT_SUITE_RUN"
 STATE_FILE = "state.json"
 RUNS_DIR = "runs"
 ATTEMPTS_DIR = ".attempts"
@@ -265,16 +269,92 @@ def suite_overview(spec: SuiteSpec, directory: Path) -> list[dict[str, Any]]:
 # -- running --------------------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    """In the child: get SIGKILL if the suite process dies, so no run outlives it."""
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """A pre-exec function: the child gets SIGKILL when the suite process dies.
+
+    libc is resolved here, in the parent (the child between fork and exec must
+    not import anything).  If the suite died before the request took effect,
+    the child has already been adopted by another process and exits at once.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
     try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(137)
+
+    return hook
 
 
-def run_command(spec: SuiteSpec, run: SuiteRun, runs_dir: Path) -> list[str]:
+LAUNCH_FILE = "launch.json"
+
+#: ``tprimat run --slurm`` options a suite passes through to every run (option -> value type).
+SLURM_OPTIONS = {"--nodes": int, "--gpus-per-node": int, "--partition": str, "--time": str,
+                 "--account": str}
+
+
+@attrs.frozen(kw_only=True)
+class SuiteLaunch:
+    """How each run is started: locally (default) or as a SLURM job; strict pre-flight or not.
+
+    Not part of a run's id (where a run executes does not change what it runs).
+    Kept in the suite directory (``launch.json``) so that ``tprimat suite
+    resume`` starts the remaining runs the same way.
+    """
+
+    slurm: bool = False
+    slurm_options: tuple[tuple[str, str], ...] = ()  # (option, value), e.g. ("--nodes", "2")
+    strict: bool = False
+
+    def run_args(self) -> list[str]:
+        argv = ["--strict"] if self.strict else []
+        if self.slurm:
+            argv.append("--slurm")
+            for option, value in self.slurm_options:
+                argv += [option, value]
+        return argv
+
+    def save(self, directory: Path) -> None:
+        atomic_write_text(directory / LAUNCH_FILE, json.dumps({
+            "slurm": self.slurm, "slurm_options": [list(o) for o in self.slurm_options],
+            "strict": self.strict}, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, directory: Path) -> SuiteLaunch:
+        path = directory / LAUNCH_FILE
+        if not path.exists():
+            return cls()
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            options = tuple((str(o), str(v)) for o, v in data.get("slurm_options", []))
+            unknown = [o for o, _ in options if o not in SLURM_OPTIONS]
+            if unknown:
+                raise ValueError(f"unknown option {unknown[0]}")
+            return cls(slurm=bool(data.get("slurm")), slurm_options=options,
+                       strict=bool(data.get("strict")))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            raise SuiteError(f"{path}: unreadable ({exc}); delete it and pass the launch "
+                             "options again") from None
+
+
+def slurm_launch(options: dict[str, Any], *, strict: bool = False) -> SuiteLaunch:
+    """A SLURM launch from option values keyed like ``nodes`` or ``gpus_per_node``."""
+    pairs = []
+    for option in SLURM_OPTIONS:
+        value = options.get(option[2:].replace("-", "_"))
+        if value is not None:
+            pairs.append((option, str(value)))
+    return SuiteLaunch(slurm=True, slurm_options=tuple(pairs), strict=strict)
+
+
+def run_command(spec: SuiteSpec, run: SuiteRun, runs_dir: Path,
+                launch: SuiteLaunch | None = None) -> list[str]:
     """The exact ``tprimat run`` invocation for one suite run."""
     argv = [sys.executable, "-m", "tprimat.cli", "run", "--backend", run.backend,
             "--output", str(runs_dir), "--run-id", run.id]
@@ -282,6 +362,8 @@ def run_command(spec: SuiteSpec, run: SuiteRun, runs_dir: Path) -> list[str]:
         argv += ["--config", spec.config]
     for override in run.overrides(spec):
         argv += ["--set", override]
+    if launch is not None:
+        argv += launch.run_args()
     return argv
 
 
@@ -307,12 +389,12 @@ def run_suite(
     *,
     announce: Announce | None = None,
     launcher: Callable[[list[str]], int] | None = None,
+    launch: SuiteLaunch | None = None,
 ) -> dict[str, int]:
     """Run every unfinished run of the suite in order; return counts by final status."""
     runs_dir = directory / RUNS_DIR
     runs_dir.mkdir(parents=True, exist_ok=True)
     state = SuiteState.load(directory / STATE_FILE)
-    launcher = launcher or _launch_child
     for run in expand(spec):
         run_dir = runs_dir / run.id
         status, problem = run_status(run_dir)
@@ -321,6 +403,10 @@ def run_suite(
         attempts = state.attempts.get(run.id, 0)
         if attempts >= spec.max_attempts:
             continue
+        marker = str(run_dir.absolute())
+        # Whatever of an earlier attempt is still alive (a suite killed while a framework's
+        # workers ran, which ask for no death signal) must not write into the retried run.
+        kill_marked(SUITE_RUN_ENV, marker)
         if status != "pending" or run_dir.exists():
             if problem:
                 state.last_error[run.id] = problem
@@ -328,7 +414,9 @@ def run_suite(
         state.save()
         if announce:
             announce("start", run, counts(spec, directory))
-        code = launcher(run_command(spec, run, runs_dir))
+        argv = run_command(spec, run, runs_dir, launch)
+        code = launcher(argv) if launcher else _launch_child(argv, {SUITE_RUN_ENV: marker})
+        kill_marked(SUITE_RUN_ENV, marker)
         # Counted only once the run has ended by itself: a suite killed mid-run does not
         # use up the run's attempts.
         state.attempts[run.id] = attempts + 1
@@ -345,8 +433,10 @@ def run_suite(
     return counts(spec, directory)
 
 
-def _launch_child(argv: list[str]) -> int:
-    process = subprocess.Popen(argv, preexec_fn=_die_with_parent)  # noqa: PLW1509
+def _launch_child(argv: list[str], env: dict[str, str] | None = None) -> int:
+    environment = {**os.environ, **(env or {})}
+    process = subprocess.Popen(argv, env=environment,  # noqa: PLW1509
+                               preexec_fn=_die_with_parent_hook())
     try:
         return process.wait()
     except KeyboardInterrupt:

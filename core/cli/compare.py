@@ -64,7 +64,7 @@ def compare(paths: tuple[Path, ...], output_dir: Path, allow_mismatch: bool,
                    "files": {name: str(path) for name, path in written.items()}})
         return
     print_table("Comparison (tokens/s/GPU)",
-                ["system", "runs", "tokens/s/GPU", "95% CI", "ratio", "MFU"],
+                ["system", "runs", "tokens/s/GPU", "95% CI", "ratio", "MFU", "MAMF util."],
                 systems_for_terminal(comparison))
     for skipped in comparison.skipped:
         click.echo(f"skipped {skipped.path}: {skipped.reason}", err=True)

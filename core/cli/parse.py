@@ -151,6 +151,9 @@ def _print_summary(result: Any, outcome: Any) -> None:
         table.add_row("TFLOP/s/GPU (model)", _fmt(s.tflops_per_gpu), "", "", "", "")
     if s.mfu is not None:
         table.add_row("MFU", f"{s.mfu * 100:.1f} %", "", s.peak_source or "", "", "")
+    if s.mamf_utilisation is not None:
+        table.add_row("MAMF utilisation", f"{s.mamf_utilisation * 100:.1f} %", "",
+                      f"of {_fmt(s.mamf_tflops)} TFLOP/s measured ({s.mamf_source})", "", "")
     for key, stats in sorted(s.reported.items()):
         if not any(word in key for word in _THROUGHPUT_WORDS):
             continue  # memory and counters stay in the result file

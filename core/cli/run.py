@@ -48,11 +48,14 @@ from tprimat.cli.output import registry_from
 @click.option("--account", help="--slurm: account to charge.")
 @click.option("--slurm-node", is_flag=True, hidden=True,
               help="Internal: this is one node's run inside a submitted SLURM job.")
+@click.option("--strict", is_flag=True,
+              help="Refuse to start (exit code 2) if the pre-flight checks (`tprimat doctor`) "
+                   "find anything.")
 @click.pass_context
 def run(ctx: click.Context, backend, model, config_file, overrides, iterations, output, run_id,
         nproc_per_node, nnodes, node_rank, master_addr, master_port, profile, dry_run,
         megatron_path, primus_path, slurm, nodes, gpus_per_node, partition, time_limit, account,
-        slurm_node, system_profiler=None) -> None:
+        slurm_node, strict, system_profiler=None) -> None:
     """Train a model for N iterations, measure every one, write a result.
 
     With no options on a machine without a GPU this trains a tiny model on
@@ -101,9 +104,28 @@ def run(ctx: click.Context, backend, model, config_file, overrides, iterations, 
     if dry_run:
         click.echo(runner.describe_plan(prepared), nl=False)
         return
+    findings = preflight(prepared, strict=strict)
     from tprimat.live import LiveView
 
-    outcome = runner.run(prepared, registry, view=LiveView())
+    outcome = runner.run(prepared, registry, view=LiveView(), manifest_extra={"doctor": findings})
     ctx.meta["tprimat.run_outcome"] = outcome
     if outcome.result is not None and outcome.result.run.status != "completed":
         ctx.exit(1)
+
+
+def preflight(prepared, *, strict: bool) -> list[dict[str, str]]:
+    """The `tprimat doctor` checks before a run: warnings on stderr, or a refusal with --strict.
+
+    Returns the findings as recorded in the run manifest (``extra["doctor"]``).
+    """
+    from tprimat.doctor import findings_to_dicts, run_checks, tokenizer_needed
+    from tprimat.errors import TprimatError
+
+    findings = run_checks(output_dir=prepared.run_dir.parent,
+                          tokenizer=tokenizer_needed(prepared.config))
+    for finding in findings:
+        click.echo(f"doctor: {finding.message} — {finding.fix}", err=True)
+    if strict and findings:
+        raise TprimatError(f"refusing to start: the pre-flight checks found {len(findings)} "
+                           "problem(s) (--strict); see `tprimat doctor`")
+    return findings_to_dicts(findings)

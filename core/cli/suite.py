@@ -15,14 +15,50 @@ def suite() -> None:
     """Run, resume and inspect benchmark campaigns (backends × models × precisions × repeats)."""
 
 
-def _print_doctor(strict: bool) -> None:
+def _print_doctor(strict: bool, directory: Path) -> None:
     from tprimat.doctor import run_checks
+    from tprimat.errors import TprimatError
 
-    findings = run_checks()
+    findings = run_checks(output_dir=directory)
     for finding in findings:
         click.echo(f"doctor: {finding.message} — {finding.fix}", err=True)
     if strict and findings:
-        raise click.ClickException("refusing to start: doctor found problems (--strict)")
+        raise TprimatError(f"refusing to start: the pre-flight checks found {len(findings)} "
+                           "problem(s) (--strict); see `tprimat doctor`")
+
+
+def slurm_options(function):
+    """``--slurm`` and the scheduler options passed through to every run's ``tprimat run``."""
+    options = [
+        click.option("--slurm", is_flag=True,
+                     help="Run each run as a SLURM job (`tprimat run --slurm`), one at a time."),
+        click.option("--nodes", type=click.IntRange(min=1), help="SLURM: nodes per run."),
+        click.option("--gpus-per-node", type=click.IntRange(min=1), help="SLURM: GPUs per node."),
+        click.option("--partition", help="SLURM: partition."),
+        click.option("--time", "time_limit", help="SLURM: time limit per run (e.g. 01:00:00)."),
+        click.option("--account", help="SLURM: account."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _launch(directory: Path | None, strict: bool, slurm: bool, scheduler: dict, *,
+            reuse: bool):
+    """The launch options: given ones, else (``reuse``) those the suite was started with."""
+    from tprimat.suite import SuiteLaunch, slurm_launch
+
+    given = {k: v for k, v in scheduler.items() if v is not None}
+    if given and not slurm:
+        names = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise click.UsageError(f"{names} only apply with --slurm")
+    if slurm:
+        return slurm_launch(given, strict=strict)
+    if reuse and directory is not None:
+        saved = SuiteLaunch.load(directory)
+        return SuiteLaunch(slurm=saved.slurm, slurm_options=saved.slurm_options,
+                           strict=strict or saved.strict)
+    return SuiteLaunch(strict=strict)
 
 
 def _announce(event: str, run, totals: dict[str, int]) -> None:
@@ -34,12 +70,16 @@ def _announce(event: str, run, totals: dict[str, int]) -> None:
         click.echo(f"suite: {run.id} ended {event} ({done} completed)", err=True)
 
 
-def _run(directory: Path, strict: bool) -> None:
+def _run(directory: Path, launch) -> None:
     from tprimat.suite import SUITE_FILE, load_suite, run_suite, suite_overview
 
     spec = load_suite(directory / SUITE_FILE)
-    _print_doctor(strict)
-    totals = run_suite(spec, directory, announce=_announce)
+    _print_doctor(launch.strict, directory)
+    launch.save(directory)
+    if launch.slurm:
+        click.echo("suite: each run is submitted as a SLURM job: "
+                   + " ".join(launch.run_args()), err=True)
+    totals = run_suite(spec, directory, announce=_announce, launch=launch)
     _print_overview(suite_overview(spec, directory))
     if totals.get("completed", 0) != sum(totals.values()):
         raise click.ClickException(
@@ -57,27 +97,45 @@ def _print_overview(rows: list[dict]) -> None:
 @click.option("--output", "output_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Suite directory (default: suites/<name>).")
 @click.option("--dry-run", is_flag=True, help="Print the runs and their exact commands; run nothing.")
-@click.option("--strict", is_flag=True, help="Refuse to start if `tprimat doctor` finds anything.")
-def run(suite_file: Path, output_dir: Path | None, dry_run: bool, strict: bool) -> None:
+@click.option("--strict", is_flag=True,
+              help="Refuse to start (exit code 2) if `tprimat doctor` finds anything; every "
+                   "run is started with --strict too.")
+@slurm_options
+def run(suite_file: Path, output_dir: Path | None, dry_run: bool, strict: bool, slurm: bool,
+        nodes, gpus_per_node, partition, time_limit, account) -> None:
     """Run every run of SUITE_FILE that has not completed yet (re-running resumes)."""
     from tprimat.suite import RUNS_DIR, expand, init_suite_dir, load_suite, run_command
 
     spec = load_suite(suite_file)
     directory = output_dir or Path("suites") / spec.name
+    launch = _launch(None, strict, slurm, {"nodes": nodes, "gpus_per_node": gpus_per_node,
+                                           "partition": partition, "time": time_limit,
+                                           "account": account}, reuse=False)
     if dry_run:
         for item in expand(spec):
-            click.echo(f"{item.id}\n  {shlex.join(run_command(spec, item, directory / RUNS_DIR))}")
+            argv = run_command(spec, item, directory / RUNS_DIR, launch)
+            click.echo(f"{item.id}\n  {shlex.join(argv)}")
         return
     init_suite_dir(suite_file, directory)
-    _run(directory, strict)
+    _run(directory, launch)
 
 
 @suite.command("resume")
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("--strict", is_flag=True, help="Refuse to start if `tprimat doctor` finds anything.")
-def resume(directory: Path, strict: bool) -> None:
-    """Continue the suite in DIRECTORY: skip completed runs, retry the rest."""
-    _run(directory, strict)
+@click.option("--strict", is_flag=True,
+              help="Refuse to start (exit code 2) if `tprimat doctor` finds anything.")
+@slurm_options
+def resume(directory: Path, strict: bool, slurm: bool, nodes, gpus_per_node, partition,
+           time_limit, account) -> None:
+    """Continue the suite in DIRECTORY: skip completed runs, retry the rest.
+
+    Runs are started the way the suite was (locally or with --slurm and its
+    options, kept in DIRECTORY/launch.json) unless --slurm is given again.
+    """
+    launch = _launch(directory, strict, slurm, {"nodes": nodes, "gpus_per_node": gpus_per_node,
+                                                "partition": partition, "time": time_limit,
+                                                "account": account}, reuse=True)
+    _run(directory, launch)
 
 
 @suite.command("status")

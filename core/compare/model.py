@@ -116,6 +116,9 @@ class SystemSummary:
     cost: Cost | None
     ratio: Ratio | None  # tokens/s/GPU over the baseline's; None for the baseline itself
     same_config_as_baseline: bool
+    # Achieved TFLOP/s over the measured matmul ceiling (`tprimat microbench`), when recorded.
+    mamf_utilisation: Aggregate | None = None
+    mamf_tflops: list[float] = attrs.Factory(list)
 
 
 @attrs.frozen(kw_only=True)
@@ -142,6 +145,10 @@ class RunRow:
     notes: list[str]
     parser: str | None
     inputs: list[str]
+    mamf_tflops: float | None = None
+    mamf_utilisation: float | None = None
+    # The pre-flight checks recorded in the run's manifest; None when it recorded none.
+    preflight: list[dict[str, str]] | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -192,7 +199,25 @@ def _run_row(run: Run) -> RunRow:
         tflops_per_gpu=s.tflops_per_gpu, mfu=s.mfu, final_loss=s.final_loss,
         notes=list(run.result.provenance.notes), parser=run.result.provenance.parser,
         inputs=list(run.result.provenance.inputs),
+        mamf_tflops=s.mamf_tflops, mamf_utilisation=s.mamf_utilisation,
+        preflight=preflight_findings(Path(run.path)),
     )
+
+
+def preflight_findings(result_path: Path) -> list[dict[str, str]] | None:
+    """The ``tprimat doctor`` findings recorded in the manifest beside a result, if any."""
+    from tprimat.manifest import MANIFEST_NAME, ManifestError, load_manifest
+
+    path = result_path.parent / MANIFEST_NAME
+    if not path.is_file():
+        return None
+    try:
+        recorded = load_manifest(path).extra.get("doctor")
+    except ManifestError:
+        return None
+    if not isinstance(recorded, list):
+        return None
+    return [{k: str(v) for k, v in f.items()} for f in recorded if isinstance(f, dict)]
 
 
 def _cost(tokens: Aggregate | None, device: str, world: int | None, settings: CostSection) -> Cost:
@@ -317,6 +342,8 @@ def build_comparison(
             cost=_cost(tokens, device, world, cost),
             ratio=ratio,
             same_config_as_baseline=members[0].group == baseline_runs[0].group,
+            mamf_utilisation=aggregate([s.mamf_utilisation for s in summaries], interval=False),
+            mamf_tflops=sorted({s.mamf_tflops for s in summaries if s.mamf_tflops is not None}),
         ))
 
     flops = []

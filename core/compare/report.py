@@ -34,8 +34,8 @@ CSV_COLUMNS = (
     "machine_name", "gpu_architecture", "status", "dataname",
     "platform", "device_name", "backend", "framework", "seq_length", "global_batch_size",
     "step_time_median_s", "step_time_p95_s", "step_time_cv", "tflops_per_gpu", "mfu",
-    "measured_iterations", "warmup_iterations", "run_id", "result_file", "config_fingerprint",
-    "group", "system",
+    "mamf_tflops", "mamf_utilisation", "measured_iterations", "warmup_iterations", "run_id",
+    "result_file", "config_fingerprint", "group", "system",
 )
 CSV_METRIC = "tokens_per_s_per_gpu"
 
@@ -143,6 +143,27 @@ def _mfu_notes(c: Comparison) -> list[str]:
     return notes
 
 
+def _preflight_blocks(c: Comparison) -> list[Block]:
+    """Per run, what ``tprimat doctor`` found before it started (from its manifest)."""
+    if all(r.preflight is None for r in c.run_rows):
+        return []
+    lines = []
+    for r in c.run_rows:
+        if r.preflight is None:
+            lines.append(f"{r.key} ({r.system}): not recorded")
+        elif not r.preflight:
+            lines.append(f"{r.key} ({r.system}): none found")
+        else:
+            found = "; ".join(f"{f.get('check', '?')}: {f.get('message', '')}"
+                              for f in r.preflight)
+            lines.append(f"{r.key} ({r.system}): {len(r.preflight)} finding(s) — {found}")
+    return [Heading(2, "Pre-flight findings"),
+            Paragraph("Conditions `tprimat doctor` checks before a run because they distort "
+                      "measurements (busy GPUs, power caps, NUMA balancing, debug switches, "
+                      "…), as recorded in each run's manifest."),
+            Bullets(lines)]
+
+
 def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block] = ()) -> list[
         Block]:
     blocks: list[Block] = [Heading(1, "tprimat comparison report")]
@@ -210,11 +231,21 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
         blocks.append(Paragraph(
             f"{entry['model']} at sequence length {entry['seq_length']}: "
             f"{entry['flops_per_token'] / 1e9:.3f} GFLOP per token, `{entry['formula']}`."))
+    mamf = any(s.mamf_utilisation is not None for s in c.systems)
     blocks.append(Table(
-        ["system", "TFLOP/s/GPU (median)", "MFU", "peak used (TFLOP/s)", "peak source"],
+        ["system", "TFLOP/s/GPU (median)", "MFU",
+         *(["MAMF utilisation", "measured ceiling (TFLOP/s)"] if mamf else []),
+         "peak used (TFLOP/s)", "peak source"],
         [[s.label, _median(s.tflops_per_gpu, ".1f"), _median(s.mfu, ".1%"),
+          *([_median(s.mamf_utilisation, ".1%"),
+             ", ".join(f"{m:.4g}" for m in s.mamf_tflops) or DASH] if mamf else []),
           ", ".join(f"{p:g}" for p in s.peak_tflops) or DASH,
           "; ".join(s.peak_sources) or DASH] for s in c.systems]))
+    if mamf:
+        blocks.append(Paragraph(
+            "MAMF utilisation = achieved model TFLOP/s per GPU ÷ the maximum achievable matmul "
+            "TFLOP/s measured on the same device by `tprimat microbench` (recorded in the run "
+            "manifest), for the run's precision; MFU divides by the datasheet peak instead."))
     missing = _mfu_notes(c)
     if missing:
         blocks.append(Bullets(missing))
@@ -285,14 +316,20 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
                             [[name, *[_value(v) for v in values]]
                              for name, values in c.config_diff]))
 
+    preflight = _preflight_blocks(c)
+    blocks.extend(preflight)
+
     blocks.append(Heading(2, "Runs and provenance"))
+    run_mamf = any(r.mamf_utilisation is not None for r in c.run_rows)
     blocks.append(Table(
         ["run", "system", "group", "result file", "run id", "status", "iterations measured",
-         "warm-up", "tokens/s/GPU", "step time median (s)", "TFLOP/s/GPU", "MFU"],
+         "warm-up", "tokens/s/GPU", "step time median (s)", "TFLOP/s/GPU", "MFU",
+         *(["MAMF utilisation"] if run_mamf else [])],
         [[r.key, r.system, r.group, f"`{r.path}`", r.run_id, r.status,
           f"{r.measured_range} ({r.measured_iterations})", str(r.warmup_iterations),
           _num(r.tokens_per_s_per_gpu, ",.1f"), _num(r.step_time_median_s, ".4f"),
-          _num(r.tflops_per_gpu, ".1f"), _num(r.mfu, ".1%")] for r in c.run_rows]))
+          _num(r.tflops_per_gpu, ".1f"), _num(r.mfu, ".1%"),
+          *([_num(r.mamf_utilisation, ".1%")] if run_mamf else [])] for r in c.run_rows]))
     for r in c.run_rows:
         blocks.append(Heading(3, f"{r.key}: {r.run_id}"))
         items = [f"result: `{r.path}`", f"parser: {r.parser or DASH}"]
@@ -350,6 +387,8 @@ def results_csv(c: Comparison) -> str:
             "step_time_cv": _csv(row.step_time_cv),
             "tflops_per_gpu": _csv(row.tflops_per_gpu),
             "mfu": _csv(row.mfu),
+            "mamf_tflops": _csv(row.mamf_tflops),
+            "mamf_utilisation": _csv(row.mamf_utilisation),
             "measured_iterations": row.measured_iterations,
             "warmup_iterations": row.warmup_iterations,
             "run_id": r.run.id,
@@ -413,7 +452,7 @@ def systems_for_terminal(c: Comparison) -> list[list[str]]:
         rows.append([s.label, ", ".join(s.run_keys), _median(s.tokens_per_s_per_gpu, ",.1f"),
                      _ci(s.tokens_per_s_per_gpu, ",.1f"),
                      "baseline" if s.ratio is None else f"{s.ratio.value:.3f}×",
-                     _median(s.mfu, ".1%")])
+                     _median(s.mfu, ".1%"), _median(s.mamf_utilisation, ".1%")])
     return rows
 
 

@@ -401,14 +401,45 @@ def model_attention(config: BenchmarkConfig, env: Environment) -> str:
     return implementation
 
 
+def _parent_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat[stat.rindex(")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _runner_is_ancestor(runner: int) -> bool:
+    """Whether ``runner`` is still among this process's ancestors (True when unreadable)."""
+    pid: int | None = os.getppid()
+    for _ in range(16):
+        if pid == runner:
+            return True
+        if pid is None:
+            return True  # cannot tell: keep running
+        if pid <= 1:
+            return False
+        pid = _parent_of(pid)
+    return True
+
+
 def _die_with_parent() -> None:
-    """Ask Linux to kill this worker if its launcher dies, so no worker outlives a run."""
+    """Ask Linux to kill this worker if its launcher dies, so no worker outlives a run.
+
+    The request only covers the launcher alive at the time it is made: if
+    torchrun was killed while this worker was starting, the worker has already
+    been adopted by another process.  ``tprimat run`` passes its own process
+    id; a worker no longer descending from it exits at once.
+    """
     if not sys.platform.startswith("linux"):
         return
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
-        pass
+        return
+    runner = os.environ.get("TPRIMAT_RUNNER_PID", "")
+    if runner.isdigit() and not _runner_is_ancestor(int(runner)):
+        os._exit(137)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

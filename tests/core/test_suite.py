@@ -212,3 +212,94 @@ def test_report_without_completed_runs_is_an_error(suite_file, tmp_path):
     init_suite_dir(suite_file, directory)
     result = CliRunner().invoke(cli, ["suite", "report", str(directory)])
     assert result.exit_code == 1 and "no completed runs" in result.output
+
+
+# -- launch options: --strict and --slurm pass through to every run --------------------------
+
+
+def _quiet(monkeypatch):
+    for name in ("NCCL_DEBUG", "CUDA_LAUNCH_BLOCKING", "AMD_LOG_LEVEL", "TORCH_DISTRIBUTED_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_dry_run_with_slurm_passes_the_scheduler_options_to_each_run(suite_file, tmp_path):
+    out = CliRunner().invoke(cli, ["suite", "run", str(suite_file), "--output", str(tmp_path / "o"),
+                                   "--dry-run", "--slurm", "--nodes", "2", "--gpus-per-node", "8",
+                                   "--partition", "mi300x", "--time", "01:00:00",
+                                   "--account", "perf"])
+    assert out.exit_code == 0, out.output
+    commands = [line.strip() for line in out.output.splitlines() if line.startswith("  ")]
+    assert len(commands) == 8
+    for command in commands:
+        assert command.endswith(" --slurm --nodes 2 --gpus-per-node 8 --partition mi300x "
+                                "--time 01:00:00 --account perf")
+        assert " run --backend toy " in command
+    assert not (tmp_path / "o").exists()
+
+
+def test_scheduler_options_need_slurm(suite_file):
+    out = CliRunner().invoke(cli, ["suite", "run", str(suite_file), "--dry-run", "--nodes", "2"])
+    assert out.exit_code == 2 and "--nodes only apply with --slurm" in out.output
+
+
+def test_resume_starts_the_rest_the_way_the_suite_was_started(suite_file, tmp_path, monkeypatch):
+    import tprimat.suite as suite_module
+
+    _quiet(monkeypatch)
+    directory = tmp_path / "out"
+    launched: list[list[str]] = []
+
+    def fail_after_two(argv, env=None):
+        launched.append(argv)
+        run_dir = Path(argv[argv.index("--output") + 1]) / argv[argv.index("--run-id") + 1]
+        assert env == {"TPRIMAT_SUITE_RUN": str(run_dir.absolute())}  # marks the run's processes
+        if len(launched) > 2:
+            return 1  # e.g. the scheduler refused the job: no result
+        write_run(argv)
+        return 0
+
+    monkeypatch.setattr(suite_module, "_launch_child", fail_after_two)
+    first = CliRunner().invoke(cli, ["suite", "run", str(suite_file), "--output", str(directory),
+                                     "--slurm", "--nodes", "2", "--partition", "p1"])
+    assert first.exit_code == 1 and "suite resume" in first.output
+    assert all(a[-5:] == ["--slurm", "--nodes", "2", "--partition", "p1"] for a in launched)
+    assert json.loads((directory / "launch.json").read_text())["slurm"] is True
+
+    launched.clear()
+    monkeypatch.setattr(suite_module, "_launch_child", lambda argv, env=None: (launched.append(argv),
+                                                                     write_run(argv), 0)[2])
+    again = CliRunner().invoke(cli, ["suite", "resume", str(directory)])
+    assert again.exit_code == 0, again.output
+    assert len(launched) == 6
+    assert all(a[-5:] == ["--slurm", "--nodes", "2", "--partition", "p1"] for a in launched)
+
+    # Options given to resume replace the kept ones.
+    (directory / "runs" / expand(load_suite(suite_file))[0].id / "result.json").unlink()
+    launched.clear()
+    assert CliRunner().invoke(cli, ["suite", "resume", str(directory), "--slurm",
+                                    "--partition", "p2"]).exit_code == 0
+    assert [a[-3:] for a in launched] == [["--slurm", "--partition", "p2"]]
+
+
+def test_strict_refuses_to_start_with_exit_code_2_and_runs_are_strict_too(suite_file, tmp_path,
+                                                                         monkeypatch):
+    import tprimat.doctor as doctor
+    import tprimat.suite as suite_module
+
+    _quiet(monkeypatch)
+    monkeypatch.setattr(doctor, "check_free_disk", lambda probe, output_dir: [])
+    for check in ("check_gpu_processes", "check_power_cap", "check_numa_balancing"):
+        monkeypatch.setattr(doctor, check, lambda probe: [])
+    launched: list[list[str]] = []
+    monkeypatch.setattr(suite_module, "_launch_child", lambda argv, env=None: (launched.append(argv),
+                                                                     write_run(argv), 0)[2])
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    refused = CliRunner().invoke(cli, ["suite", "run", str(suite_file), "--output",
+                                       str(tmp_path / "o"), "--strict"])
+    assert refused.exit_code == 2 and "refusing to start" in refused.output
+    assert launched == []
+    monkeypatch.delenv("NCCL_DEBUG")
+    done = CliRunner().invoke(cli, ["suite", "run", str(suite_file), "--output",
+                                    str(tmp_path / "o"), "--strict"])
+    assert done.exit_code == 0, done.output
+    assert len(launched) == 8 and all(a[-1] == "--strict" for a in launched)
