@@ -7,8 +7,6 @@ back complete and valid to the submitting command.
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -63,26 +61,12 @@ def test_no_sbatch_is_one_line_and_exit_2(tmp_path, monkeypatch):
     assert not (tmp_path / "runs").exists()
 
 
-def _slurm_up() -> bool:
-    if shutil.which("sbatch") is None:
-        return False
-    try:
-        done = subprocess.run(["sinfo", "-h"], capture_output=True, check=False, timeout=5)
-    except subprocess.TimeoutExpired:
-        return False
-    return done.returncode == 0
-
-
 @pytest.mark.slurm
 @pytest.mark.slow
 @pytest.mark.torch
-def test_a_real_slurm_job_trains_and_its_result_comes_back(tmp_path, monkeypatch):
+def test_a_real_slurm_job_trains_and_its_result_comes_back(slurm_cluster, tmp_path, monkeypatch):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    if not _slurm_up():
-        if os.environ.get("CI"):
-            pytest.fail("no SLURM: CI starts one with .ci/slurm-up.sh before the slurm tests")
-        pytest.skip("no SLURM here (start one with .ci/slurm-up.sh)")
     monkeypatch.chdir(tmp_path)
     out = CliRunner().invoke(cli, ["run", "--slurm", "--nodes", "1", "--time", "00:05:00",
                                    "--run-id", "job", *TINY], catch_exceptions=False)
@@ -129,12 +113,8 @@ def test_a_bad_config_is_refused_before_anything_is_submitted(tmp_path, monkeypa
 @pytest.mark.slurm
 @pytest.mark.slow
 @pytest.mark.torch
-def test_ctrl_c_while_following_cancels_the_job(tmp_path):
+def test_ctrl_c_while_following_cancels_the_job(slurm_cluster, tmp_path):
     pytest.importorskip("torch")
-    if not _slurm_up():
-        if os.environ.get("CI"):
-            pytest.fail("no SLURM: CI starts one with .ci/slurm-up.sh before the slurm tests")
-        pytest.skip("no SLURM here (start one with .ci/slurm-up.sh)")
     from tprimat.slurm import job_state
 
     args = [a if a != "4" else "100000" for a in TINY]  # far more iterations than the test waits

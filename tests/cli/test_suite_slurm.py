@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 
@@ -25,25 +23,11 @@ set = ["training.seq_length=32", "training.global_batch_size=2", "training.micro
 """
 
 
-def _slurm_up() -> bool:
-    if shutil.which("sbatch") is None:
-        return False
-    try:
-        done = subprocess.run(["sinfo", "-h"], capture_output=True, check=False, timeout=5)
-    except subprocess.TimeoutExpired:
-        return False
-    return done.returncode == 0
-
-
 @pytest.mark.slurm
 @pytest.mark.slow
 @pytest.mark.torch
-def test_a_suite_runs_its_runs_as_slurm_jobs_and_resumes_with_nothing_to_do(tmp_path):
+def test_a_suite_runs_its_runs_as_slurm_jobs_and_resumes_with_nothing_to_do(slurm_cluster, tmp_path):
     pytest.importorskip("torch")
-    if not _slurm_up():
-        if os.environ.get("CI"):
-            pytest.fail("no SLURM: CI starts one with .ci/slurm-up.sh before the slurm tests")
-        pytest.skip("no SLURM here (start one with .ci/slurm-up.sh)")
     suite_file = tmp_path / "suite.toml"
     suite_file.write_text(SUITE)
     directory = tmp_path / "suite"

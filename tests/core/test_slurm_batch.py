@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import os
-import shutil
 import subprocess
 import sys
 
@@ -96,24 +94,9 @@ def test_sacct_parsing():
     assert parse_sacct("") == (None, None)
 
 
-@functools.cache
-def _slurm_up() -> bool:
-    if shutil.which("sbatch") is None:
-        return False
-    try:
-        done = subprocess.run(["sinfo", "-h"], capture_output=True, check=False, timeout=5)
-    except subprocess.TimeoutExpired:
-        return False
-    return done.returncode == 0
-
-
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_a_real_two_task_job_round_trips(tmp_path):
-    if not _slurm_up():
-        if os.environ.get("CI"):
-            pytest.fail("no SLURM: CI starts one with .ci/slurm-up.sh before the slurm tests")
-        pytest.skip("no SLURM here (start one with .ci/slurm-up.sh)")
+def test_a_real_two_task_job_round_trips(slurm_cluster, tmp_path):
     run_dir = tmp_path / "run"
     code = ("import os, sys; print('node', sys.argv[1], 'of', sys.argv[2], 'master', sys.argv[3],"
             " 'task', os.environ['SLURM_PROCID'])")
@@ -144,11 +127,7 @@ def test_a_real_two_task_job_round_trips(tmp_path):
 
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_a_failing_job_reports_its_exit_code(tmp_path):
-    if not _slurm_up():
-        if os.environ.get("CI"):
-            pytest.fail("no SLURM: CI starts one with .ci/slurm-up.sh before the slurm tests")
-        pytest.skip("no SLURM here (start one with .ci/slurm-up.sh)")
+def test_a_failing_job_reports_its_exit_code(slurm_cluster, tmp_path):
     submission = submit_run(node_command=["bash", "-c", "exit 3"], run_dir=tmp_path,
                             options=SlurmOptions())
     result = follow_job(submission.job_id, run_dir=tmp_path, poll_s=0.3, timeout_s=60)
@@ -186,14 +165,10 @@ def test_submit_from_cli_dry_run(tmp_path, monkeypatch):
 
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_submit_from_cli_runs_one_node_command_with_the_allocation_rendezvous(tmp_path,
+def test_submit_from_cli_runs_one_node_command_with_the_allocation_rendezvous(slurm_cluster, tmp_path,
                                                                              monkeypatch):
     from tprimat.slurm import submit_from_cli
 
-    if not _slurm_up():
-        if os.environ.get("CI"):
-            pytest.fail("no SLURM: CI starts one with .ci/slurm-up.sh before the slurm tests")
-        pytest.skip("no SLURM here (start one with .ci/slurm-up.sh)")
     # A stand-in for the tprimat executable that reports the arguments it was given.
     program = tmp_path / "tprimat-standin"
     program.write_text("#!/bin/bash\necho \"argv: $*\"\necho \"NODE_RANK=$NODE_RANK\"\n")
