@@ -36,7 +36,7 @@ def bare_loop(config, warmup: int) -> list[float]:
     import torch
     import torch.nn.functional as F
 
-    from tprimat.models import get_model
+    from tprimat.settings.models import get_model
     from tprimat.plugins.torch.model import build_model
 
     gpu = torch.cuda.is_available()
@@ -95,9 +95,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    from tprimat.metrics import describe
-    from tprimat.registry import Registry
-    from tprimat.runner import RunRequest, effective_config
+    from tprimat.result.metrics import describe
+    from tprimat.contract.registry import Registry
+    from tprimat.running.runner import RunRequest, effective_config
 
     platform = Registry.from_environment().detect_platform()
     overrides = tuple(args.set) + ("launch.nproc_per_node=1",)

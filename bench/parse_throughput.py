@@ -7,7 +7,7 @@ holds the iteration lines, rank 0 holds them again (forwarded) plus the memory
 lines, and the other ranks hold the start-up and argument lines.  Every block
 of the fixture becomes 10 new iterations, so the run is one long training log.
 
-Reported: MB/s of ``tprimat.parse.parse_logs`` end to end (files -> result),
+Reported: MB/s of ``tprimat.parse.logs.parse_logs`` end to end (files -> result),
 of the parser alone (events, no collection) reading a ``LogFile`` as
 ``tprimat parse`` does and reading plain text lines as a live run does, both
 in wall time and in CPU time (the fair figure on a shared machine), peak RSS of each in a fresh
@@ -97,9 +97,9 @@ def _measure(mode: str, tree: Path) -> dict:
     """Run one measurement in a fresh process so peak RSS is its own."""
     code = f"""
 import json, resource, sys, time
-from tprimat.logfile import LogFile
-from tprimat.parse import find_log_files, parse_logs
-from tprimat.registry import Registry
+from tprimat.parse.logfile import LogFile
+from tprimat.parse.logs import find_log_files, parse_logs
+from tprimat.contract.registry import Registry
 registry = Registry.from_environment()
 files, _ = find_log_files([{str(tree)!r}])
 size = sum(f.stat().st_size for f in files)

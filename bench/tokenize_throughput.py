@@ -35,7 +35,7 @@ import sysconfig
 import time
 from pathlib import Path
 
-from tprimat.platform import cpu_model
+from tprimat.hardware.platform import cpu_model
 
 LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"

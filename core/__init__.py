@@ -1,9 +1,9 @@
 """tprimat: fair, auditable LLM pretraining benchmarks on AMD and NVIDIA GPUs.
 
-The core is small: hook specifications (:mod:`tprimat.hookspecs`), the plugin
-registry (:mod:`tprimat.registry`), the versioned result schema
-(:mod:`tprimat.schema`) and the one place where every derived number is
-computed (:mod:`tprimat.metrics`, :mod:`tprimat.flops`).  Backends are plugins.
+The core is small: hook specifications (:mod:`tprimat.contract.hookspecs`), the plugin
+registry (:mod:`tprimat.contract.registry`), the versioned result schema
+(:mod:`tprimat.result.schema`) and the one place where every derived number is
+computed (:mod:`tprimat.result.metrics`, :mod:`tprimat.result.flops`).  Backends are plugins.
 """
 
 import pluggy

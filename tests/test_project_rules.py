@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tprimat import hookspecs
+from tprimat.contract import hookspecs
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUP = configparser.ConfigParser()

@@ -68,7 +68,7 @@ class LazyGroup(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """Benchmark LLM pretraining on AMD and NVIDIA GPUs, fairly and auditably."""
-    from tprimat.registry import Registry
+    from tprimat.contract.registry import Registry
 
     ctx.ensure_object(dict)
     ctx.obj.setdefault("registry_factory", Registry.from_environment)

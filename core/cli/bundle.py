@@ -14,7 +14,7 @@ import click
 @click.option("--traces", is_flag=True, help="Include profiler traces (can be large).")
 def bundle(directory: Path, output: Path, traces: bool) -> None:
     """Pack results, manifests, configs and logs under DIRECTORY with a SHA256SUMS list."""
-    from tprimat.bundle import make_bundle, select_files
+    from tprimat.suite.bundle import make_bundle, select_files
 
     count = sum(1 for _ in select_files(directory, include_traces=traces))
     path = make_bundle(directory, output, include_traces=traces)
@@ -27,7 +27,7 @@ def bundle(directory: Path, output: Path, traces: bool) -> None:
               show_default=True, help="Where to extract.")
 def unbundle(bundle_file: Path, output: Path) -> None:
     """Extract BUNDLE_FILE safely and verify every checksum."""
-    from tprimat.bundle import unbundle as extract
+    from tprimat.suite.bundle import unbundle as extract
 
     root, files = extract(bundle_file, output)
     click.echo(f"verified {files} files under {root}")

@@ -40,7 +40,7 @@ def compare(paths: tuple[Path, ...], output_dir: Path, allow_mismatch: bool,
     """
     from tprimat.compare.model import MismatchError, build_comparison
     from tprimat.compare.report import parse_formats, systems_for_terminal, write_report
-    from tprimat.config import load_config
+    from tprimat.settings.config import load_config
 
     chosen = parse_formats(formats)
     cost = load_config(config_path, list(overrides)).cost

@@ -20,7 +20,7 @@ def config() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of TOML.")
 def show(config_file: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """Print the effective config and its fairness fingerprint."""
-    from tprimat.config import dump_toml, load_config
+    from tprimat.settings.config import dump_toml, load_config
 
     cfg = load_config(config_file, overrides)
     if as_json:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from tprimat.cli.output import echo_json, print_table
-from tprimat.flops import flops_per_token, formula_name
-from tprimat.models import iter_models
+from tprimat.result.flops import flops_per_token, formula_name
+from tprimat.settings.models import iter_models
 
 
 @click.command()

@@ -32,7 +32,7 @@ def registry_from(ctx: click.Context):
     root = ctx.find_root()
     root.ensure_object(dict)
     if "registry" not in root.obj:
-        from tprimat.registry import Registry
+        from tprimat.contract.registry import Registry
 
         factory = root.obj.get("registry_factory", Registry.from_environment)
         root.obj["registry"] = factory()

@@ -55,13 +55,13 @@ def parse(ctx: click.Context, paths: tuple[str, ...], backend: str | None,
     --seq-length, --global-batch-size, --world-size and --precision, each
     falling back to what the log itself states.
     """
-    from tprimat.config import load_config
+    from tprimat.settings.config import load_config
     from tprimat.errors import TprimatError
-    from tprimat.parse import Workload, parse_logs
-    from tprimat.schema import result_to_dict, write_result
+    from tprimat.parse.logs import Workload, parse_logs
+    from tprimat.result.schema import result_to_dict, write_result
 
     if model is not None:
-        from tprimat.models import UnknownModelError, get_model
+        from tprimat.settings.models import UnknownModelError, get_model
 
         try:
             get_model(model)

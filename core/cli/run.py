@@ -61,7 +61,7 @@ def run(ctx: click.Context, backend, model, config_file, overrides, iterations, 
     With no options on a machine without a GPU this trains a tiny model on
     the torch backend in well under a minute.
     """
-    from tprimat import runner
+    from tprimat.running import runner
 
     options = {}
     if megatron_path:
@@ -105,7 +105,7 @@ def run(ctx: click.Context, backend, model, config_file, overrides, iterations, 
         click.echo(runner.describe_plan(prepared), nl=False)
         return
     findings = preflight(prepared, strict=strict)
-    from tprimat.live import LiveView
+    from tprimat.running.live import LiveView
 
     outcome = runner.run(prepared, registry, view=LiveView(), manifest_extra={"doctor": findings})
     ctx.meta["tprimat.run_outcome"] = outcome
@@ -118,7 +118,7 @@ def preflight(prepared, *, strict: bool) -> list[dict[str, str]]:
 
     Returns the findings as recorded in the run manifest (``extra["doctor"]``).
     """
-    from tprimat.doctor import findings_to_dicts, run_checks, tokenizer_needed
+    from tprimat.running.doctor import findings_to_dicts, run_checks, tokenizer_needed
     from tprimat.errors import TprimatError
 
     findings = run_checks(output_dir=prepared.run_dir.parent,

@@ -54,9 +54,9 @@ def submit_and_follow(
     nproc_per_node: int | None, partition: str | None, time_limit: str | None,
     account: str | None, master_port: int | None, dry_run: bool,
 ) -> None:
-    from tprimat import runner, slurm
-    from tprimat.config import load_config
-    from tprimat.schema import load_result
+    from tprimat.running import runner, slurm
+    from tprimat.settings.config import load_config
+    from tprimat.result.schema import load_result
 
     # The config is checked here, before anything is submitted, but only the model (for the
     # run's name) and the rendezvous port are taken from it: the nodes decide the effective
@@ -118,7 +118,7 @@ def submit_and_follow(
     result = load_result(result_path)
     from rich.console import Console
 
-    from tprimat.live import summary_table
+    from tprimat.running.live import summary_table
 
     Console().print(summary_table(result))
     click.echo(f"job {job_id} ended {ended.state} (exit code {ended.exit_code}); "

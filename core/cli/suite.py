@@ -16,7 +16,7 @@ def suite() -> None:
 
 
 def _print_doctor(strict: bool, directory: Path) -> None:
-    from tprimat.doctor import run_checks
+    from tprimat.running.doctor import run_checks
     from tprimat.errors import TprimatError
 
     findings = run_checks(output_dir=directory)
@@ -46,7 +46,7 @@ def slurm_options(function):
 def _launch(directory: Path | None, strict: bool, slurm: bool, scheduler: dict, *,
             reuse: bool):
     """The launch options: given ones, else (``reuse``) those the suite was started with."""
-    from tprimat.suite import SuiteLaunch, slurm_launch
+    from tprimat.suite.campaign import SuiteLaunch, slurm_launch
 
     given = {k: v for k, v in scheduler.items() if v is not None}
     if given and not slurm:
@@ -71,7 +71,7 @@ def _announce(event: str, run, totals: dict[str, int]) -> None:
 
 
 def _run(directory: Path, launch) -> None:
-    from tprimat.suite import SUITE_FILE, load_suite, run_suite, suite_overview
+    from tprimat.suite.campaign import SUITE_FILE, load_suite, run_suite, suite_overview
 
     spec = load_suite(directory / SUITE_FILE)
     _print_doctor(launch.strict, directory)
@@ -104,7 +104,7 @@ def _print_overview(rows: list[dict]) -> None:
 def run(suite_file: Path, output_dir: Path | None, dry_run: bool, strict: bool, slurm: bool,
         nodes, gpus_per_node, partition, time_limit, account) -> None:
     """Run every run of SUITE_FILE that has not completed yet (re-running resumes)."""
-    from tprimat.suite import RUNS_DIR, expand, init_suite_dir, load_suite, run_command
+    from tprimat.suite.campaign import RUNS_DIR, expand, init_suite_dir, load_suite, run_command
 
     spec = load_suite(suite_file)
     directory = output_dir or Path("suites") / spec.name
@@ -143,7 +143,7 @@ def resume(directory: Path, strict: bool, slurm: bool, nodes, gpus_per_node, par
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def status(directory: Path, as_json: bool) -> None:
     """Show done / failed / pending runs of the suite in DIRECTORY, read from disk."""
-    from tprimat.suite import SUITE_FILE, load_suite, suite_overview
+    from tprimat.suite.campaign import SUITE_FILE, load_suite, suite_overview
 
     rows = suite_overview(load_suite(directory / SUITE_FILE), directory)
     if as_json:
@@ -167,8 +167,8 @@ def report(directory: Path, output_dir: Path | None, formats: str, as_json: bool
     """
     from tprimat.compare import build_comparison, write_report
     from tprimat.compare.report import parse_formats
-    from tprimat.config import load_config
-    from tprimat.suite import SUITE_FILE, load_suite, report_groups
+    from tprimat.settings.config import load_config
+    from tprimat.suite.campaign import SUITE_FILE, load_suite, report_groups
 
     spec = load_suite(directory / SUITE_FILE)
     groups = report_groups(spec, directory)

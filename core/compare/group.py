@@ -1,10 +1,10 @@
 """Which runs may stand side by side, and which runs are repeats of each other.
 
-Two runs are comparable when the fields :func:`tprimat.config.fair_fields`
+Two runs are comparable when the fields :func:`tprimat.settings.config.fair_fields`
 names match — model, methodology, dataset (its fingerprint, or ``mock``),
 sequence length, global batch size, precision — and they measured the same
 number of iterations.  Runs that share those fields are grouped under the
-fingerprint :func:`tprimat.config.config_fingerprint` gives them.
+fingerprint :func:`tprimat.settings.config.config_fingerprint` gives them.
 
 Within a group, runs on the same device model, with the same framework and
 GPU count, are repeats of one *system* and are aggregated.
@@ -18,9 +18,9 @@ from typing import Any
 import attrs
 
 from tprimat.compare.load import LoadedRun
-from tprimat.config import config_fingerprint
-from tprimat.peaks import find_device
-from tprimat.schema import Result
+from tprimat.settings.config import config_fingerprint
+from tprimat.result.peaks import find_device
+from tprimat.result.schema import Result
 
 #: The fields that must match, in the order the report lists them.
 FAIR_FIELDS = (
@@ -32,7 +32,7 @@ FAIR_FIELDS = (
 def fair_fields_of(result: Result) -> dict[str, Any]:
     """The fields ``result`` shares with every run it may be compared with.
 
-    The same rules as :func:`tprimat.config.fair_fields` (the dataset is
+    The same rules as :func:`tprimat.settings.config.fair_fields` (the dataset is
     ``mock`` or identified by content), applied to the result's recorded
     config, plus the number of measured iterations.
     """

@@ -16,7 +16,7 @@ from pathlib import Path
 import attrs
 
 from tprimat.errors import TprimatError
-from tprimat.schema import Result, ResultError, load_result
+from tprimat.result.schema import Result, ResultError, load_result
 
 #: File names inside a run directory that are JSON but never results.
 NOT_RESULTS = frozenset({"manifest.json", "report.json", "dataset.json"})

@@ -1,7 +1,7 @@
 """The comparison itself: runs grouped, gated, aggregated per system, with ratios and cost.
 
 Everything a report shows is computed here from the results' own summaries
-(which :mod:`tprimat.metrics` computed); the renderers only format it.
+(which :mod:`tprimat.result.metrics` computed); the renderers only format it.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from tprimat.compare.stats import (
     aggregate,
     ratio_of_medians,
 )
-from tprimat.config import CostSection
+from tprimat.settings.config import CostSection
 from tprimat.errors import TprimatError
-from tprimat.metrics import select_measured
+from tprimat.result.metrics import select_measured
 
 #: Colour-blind-safe palette (Okabe & Ito), deliberately not the vendors' brand colours.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
@@ -206,7 +206,7 @@ def _run_row(run: Run) -> RunRow:
 
 def preflight_findings(result_path: Path) -> list[dict[str, str]] | None:
     """The ``tprimat doctor`` findings recorded in the manifest beside a result, if any."""
-    from tprimat.manifest import MANIFEST_NAME, ManifestError, load_manifest
+    from tprimat.running.manifest import MANIFEST_NAME, ManifestError, load_manifest
 
     path = result_path.parent / MANIFEST_NAME
     if not path.is_file():
@@ -370,7 +370,7 @@ def build_comparison(
         flops=flops,
         method={
             "per_run_value": "each run's own median over its measured iterations "
-                             "(tprimat.metrics; warm-up and profiled iterations left out)",
+                             "(tprimat.result.metrics; warm-up and profiled iterations left out)",
             "interval": f"{CONFIDENCE:.0%} percentile bootstrap of the median over runs",
             "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
             "bootstrap_seed": BOOTSTRAP_SEED,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tprimat.compare.model import MEMORY_FIELDS, Comparison
-from tprimat.metrics import select_measured
+from tprimat.result.metrics import select_measured
 
 FIGSIZE = (10.0, 5.625)
 DPI = 160

@@ -1,6 +1,6 @@
 """Statistics over repeated runs: median, range, bootstrap confidence intervals, ratios.
 
-Each run contributes one value (its own median from :mod:`tprimat.metrics`),
+Each run contributes one value (its own median from :mod:`tprimat.result.metrics`),
 so intervals describe run-to-run variation, not iteration-to-iteration noise.
 The 95% interval is the percentile bootstrap of the median over runs
 (resampling runs with replacement, a fixed seed so that a report is
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from tprimat.metrics import percentile
+from tprimat.result.metrics import percentile
 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 20240917

@@ -234,7 +234,7 @@ def dataset_directory(options: PrepareOptions, model, tokenizer_info) -> Path:
 
 
 def prepare(options: PrepareOptions, reporter: Reporter | None = None):
-    """Run the pipeline; returns the :class:`~tprimat.plans.PreparedDataset` it made."""
+    """Run the pipeline; returns the :class:`~tprimat.contract.plans.PreparedDataset` it made."""
     from tprimat import __version__
     from tprimat.data.indexed import (
         IndexedDatasetError,
@@ -246,7 +246,7 @@ def prepare(options: PrepareOptions, reporter: Reporter | None = None):
     from tprimat.data.tokenize import tokenize_to_parts, write_parts
     from tprimat.data.tokenizer import copy_tokenizer, load_tokenizer
     from tprimat.data.verify import fingerprint_inputs, fingerprint_of, verify_dataset
-    from tprimat.models import UnknownModelError, get_model
+    from tprimat.settings.models import UnknownModelError, get_model
 
     reporter = reporter or Reporter()
     for module in ("numpy", "tokenizers"):

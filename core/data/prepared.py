@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tprimat.errors import TprimatError
 
 if TYPE_CHECKING:
-    from tprimat.plans import PreparedDataset
+    from tprimat.contract.plans import PreparedDataset
 
 DATASET_JSON = "dataset.json"
 FORMAT = "tprimat-dataset"
@@ -78,8 +78,8 @@ def read_dataset_json(path: str | Path) -> tuple[Path, dict[str, Any]]:
 
 
 def load_prepared(path: str | Path) -> PreparedDataset:
-    """The :class:`~tprimat.plans.PreparedDataset` described by a dataset directory or its json."""
-    from tprimat.plans import PreparedDataset
+    """The :class:`~tprimat.contract.plans.PreparedDataset` described by a dataset directory or its json."""
+    from tprimat.contract.plans import PreparedDataset
 
     json_path, data = read_dataset_json(path)
     base = json_path.parent.resolve()
@@ -177,7 +177,7 @@ def check_model_compatibility(path: str | Path, model) -> None:
     vocabulary fits in the model's embedding (every id is below ``vocab_size``,
     which the verify step checked).
     """
-    from tprimat.models import ModelSpec, UnknownModelError, get_model
+    from tprimat.settings.models import ModelSpec, UnknownModelError, get_model
 
     if not isinstance(model, ModelSpec):
         try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tprimat.metrics import describe
+from tprimat.result.metrics import describe
 from tprimat.microbench.formulas import (
     ATTENTION_VARIANTS,
     AttentionVariant,

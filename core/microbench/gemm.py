@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from tprimat.metrics import describe
+from tprimat.result.metrics import describe
 from tprimat.microbench.formulas import tflops
 from tprimat.microbench.shapes import GemmShape
 from tprimat.microbench.timing import Method, is_gpu, measure

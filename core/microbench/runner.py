@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from tprimat import __version__
-from tprimat.manifest import performance_environment
+from tprimat.running.manifest import performance_environment
 from tprimat.microbench.formulas import ATTENTION_FORMULA, GEMM_FORMULA
 from tprimat.microbench.shapes import ShapeError, model_gemm_shapes, sweep_shapes
 from tprimat.microbench.store import (
@@ -25,7 +25,7 @@ from tprimat.microbench.store import (
     case_spread,
     summarize,
 )
-from tprimat.models import ModelSpec
+from tprimat.settings.models import ModelSpec
 
 What = Literal["gemm", "attention", "all"]
 KNOWN_DTYPES = ("bf16", "fp16", "fp32", "fp8")
@@ -64,7 +64,7 @@ def select_devices(torch: Any, requested: str = "auto") -> list[Any]:
 def describe_device(torch: Any, device: Any) -> dict[str, Any]:
     """Identity of one device as the runtime reports it."""
     if device.type == "cpu":
-        from tprimat.platform import cpu_model
+        from tprimat.hardware.platform import cpu_model
 
         return {"index": 0, "type": "cpu", "name": cpu_model() or "cpu",
                 "threads": torch.get_num_threads()}
@@ -167,7 +167,7 @@ def run_microbench(
     from tprimat.microbench.attention import run_attention
     from tprimat.microbench.gemm import fp8_support, run_gemms
     from tprimat.microbench.timing import make_flush, method_for
-    from tprimat.platform import detect
+    from tprimat.hardware.platform import detect
 
     created = datetime.now(UTC)
     devices = select_devices(torch, device)

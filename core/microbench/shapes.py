@@ -28,7 +28,7 @@ from typing import Literal
 import attrs
 
 from tprimat.microbench.formulas import gemm_flops
-from tprimat.models import ModelSpec
+from tprimat.settings.models import ModelSpec
 
 GemmPass = Literal["fwd", "bwd_data", "bwd_weight"]
 GEMM_PASSES: tuple[GemmPass, ...] = ("fwd", "bwd_data", "bwd_weight")

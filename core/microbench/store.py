@@ -18,8 +18,8 @@ from typing import Any
 
 from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError
-from tprimat.metrics import mamf_utilisation  # noqa: F401  (re-exported: defined with the other figures)
-from tprimat.peaks import find_device, lookup_peak
+from tprimat.result.metrics import mamf_utilisation  # noqa: F401  (re-exported: defined with the other figures)
+from tprimat.result.peaks import find_device, lookup_peak
 
 KIND = "tprimat.microbench"
 SCHEMA_VERSION = 1
@@ -272,7 +272,7 @@ def latest_for_device(
     platform device name (as ``nvidia-smi``/``rocm-smi`` report it) equals
     ``device_name``, ignoring case and spacing.  When nothing matches by name,
     documents whose device is the same row of the datasheet peaks table
-    (:mod:`tprimat.peaks`) match, and ``matched_by`` says so.  Unreadable files
+    (:mod:`tprimat.result.peaks`) match, and ``matched_by`` says so.  Unreadable files
     and other schema versions are skipped.  With ``host``, a document measured
     on that host is preferred to a newer one from another node of the same
     device.  None when nothing matches.

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import attrs
 
-from tprimat.config import BenchmarkConfig, ConfigError
+from tprimat.settings.config import BenchmarkConfig, ConfigError
 
 
 @attrs.frozen(kw_only=True)

@@ -13,7 +13,7 @@ Two Megatron facts drive the details:
   token); from 0.18 on it is exactly ``--vocab-size``.  We pass whatever makes
   the tokenizer's vocabulary equal the model's real one, and Megatron then
   pads it to a multiple of ``--make-vocab-size-divisible-by`` × TP, exactly as
-  :meth:`tprimat.models.ModelSpec.padded_vocab_size` computes.
+  :meth:`tprimat.settings.models.ModelSpec.padded_vocab_size` computes.
 * ``--use-rope-scaling`` applies Llama 3.1's scaling with fixed low/high
   frequency factors (1, 4) and original context (8192); only the factor is a
   flag.  A model whose scaling differs cannot be expressed and is refused.
@@ -28,10 +28,10 @@ from pathlib import Path
 
 import attrs
 
-from tprimat.config import BenchmarkConfig
+from tprimat.settings.config import BenchmarkConfig
 from tprimat.errors import TprimatError
-from tprimat.models import ModelSpec
-from tprimat.plans import DataArguments
+from tprimat.settings.models import ModelSpec
+from tprimat.contract.plans import DataArguments
 
 #: Megatron-core version assumed when none can be read from the checkout.
 DEFAULT_VERSION: tuple[int, int] = (0, 15)

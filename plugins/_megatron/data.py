@@ -11,10 +11,10 @@ runs have the same FLOPs as mock-data runs.
 
 from __future__ import annotations
 
-from tprimat.config import BenchmarkConfig
+from tprimat.settings.config import BenchmarkConfig
 from tprimat.errors import TprimatError
-from tprimat.models import get_model
-from tprimat.plans import PreparedDataset
+from tprimat.settings.models import get_model
+from tprimat.contract.plans import PreparedDataset
 from tprimat.plugins._megatron.args import VOCAB_DIVISIBLE_BY
 
 #: Every token trains; nothing is held out (evaluation is off in benchmarks).

@@ -12,15 +12,15 @@ import os
 from pathlib import Path
 
 from tprimat.errors import TprimatError
-from tprimat.methodology import resolve
-from tprimat.plans import LaunchContext, LaunchPlan
+from tprimat.settings.methodology import resolve
+from tprimat.contract.plans import LaunchContext, LaunchPlan
 from tprimat.plugins._megatron.args import (
     DEFAULT_VERSION,
     build_megatron_args,
     detect_version,
     parse_version,
 )
-from tprimat.torchrun import torchrun_argv
+from tprimat.running.torchrun import torchrun_argv
 
 #: What Megatron-LM itself asks of the environment on every platform.
 MEGATRON_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}

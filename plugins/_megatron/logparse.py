@@ -17,7 +17,7 @@ in their own plugins.
 
 Everything here is a pure function of the lines: nothing is imported from a
 framework, and a line that cannot be read becomes a
-:class:`~tprimat.records.ParseIssue`, never an exception.
+:class:`~tprimat.contract.records.ParseIssue`, never an exception.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from tprimat.records import LogFact, ParseIssue
-from tprimat.schema import IterationRecord
+from tprimat.contract.records import LogFact, ParseIssue
+from tprimat.result.schema import IterationRecord
 
 Event = IterationRecord | LogFact | ParseIssue
 
@@ -538,7 +538,7 @@ def iter_events(parser: MegatronLogParser | Any, lines: Iterable[str]) -> Iterat
     (arguments, versions) are only looked for until training starts: after
     the first iteration line, ``parser.running_triggers`` replace
     ``parser.triggers``.  When ``lines`` can also be read as byte chunks (a
-    :class:`tprimat.logfile.LogFile`), the triggers are searched in the bytes
+    :class:`tprimat.parse.logfile.LogFile`), the triggers are searched in the bytes
     and only matching lines are decoded; the events are the same, except
     that start-up lines are looked for in the first :data:`STARTUP_BYTES`
     of a file only.

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tprimat import hookimpl
-from tprimat.backend import BackendSpec, Requirements
+from tprimat.contract.backend import BackendSpec, Requirements
 
 BACKEND = BackendSpec(
     name="amd_megatron",

@@ -7,7 +7,7 @@ needs to train correctly at full speed on MI300X-class GPUs; anything more
 
 from __future__ import annotations
 
-from tprimat.plans import LaunchContext, LaunchPlan
+from tprimat.contract.plans import LaunchContext, LaunchPlan
 from tprimat.plugins._megatron.launch import megatron_plan
 
 #: Without it the HSA runtime reclaims scratch memory between kernels, which AMD's

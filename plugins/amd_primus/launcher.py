@@ -21,11 +21,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tprimat.config import BenchmarkConfig
+from tprimat.settings.config import BenchmarkConfig
 from tprimat.errors import TprimatError
-from tprimat.methodology import resolve
-from tprimat.models import ModelSpec
-from tprimat.plans import LaunchContext, LaunchPlan
+from tprimat.settings.methodology import resolve
+from tprimat.settings.models import ModelSpec
+from tprimat.contract.plans import LaunchContext, LaunchPlan
 from tprimat.plugins._megatron.args import (
     DEFAULT_VERSION,
     VOCAB_DIVISIBLE_BY,

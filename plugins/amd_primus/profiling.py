@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tprimat.plans import LaunchContext, ProfilePlan
+from tprimat.contract.plans import LaunchContext, ProfilePlan
 from tprimat.trace.window import megatron_window
 
 #: The experiment's tensorboard/ folder, wherever the launch puts the Primus workspace below the run directory.

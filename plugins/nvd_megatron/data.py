@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tprimat.config import BenchmarkConfig
-from tprimat.plans import DataArguments, PreparedDataset
+from tprimat.settings.config import BenchmarkConfig
+from tprimat.contract.plans import DataArguments, PreparedDataset
 from tprimat.plugins._megatron.data import megatron_data_args
 
 

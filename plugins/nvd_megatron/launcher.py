@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tprimat.plans import LaunchContext, LaunchPlan
+from tprimat.contract.plans import LaunchContext, LaunchPlan
 from tprimat.plugins._megatron.launch import megatron_plan
 
 #: NVIDIA needs nothing beyond what Megatron-LM asks for on every platform.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tprimat.plans import LaunchContext, ProfilePlan
+from tprimat.contract.plans import LaunchContext, ProfilePlan
 from tprimat.trace.window import MEGATRON_TRACE_GLOBS, megatron_profile_args
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tprimat.config import BenchmarkConfig
-from tprimat.models import get_model
-from tprimat.plans import DataArguments, PreparedDataset
+from tprimat.settings.config import BenchmarkConfig
+from tprimat.settings.models import get_model
+from tprimat.contract.plans import DataArguments, PreparedDataset
 from tprimat.plugins._megatron.data import SPLIT, dataset_tokenizer
 
 

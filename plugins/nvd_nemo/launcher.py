@@ -14,12 +14,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tprimat.config import BenchmarkConfig
+from tprimat.settings.config import BenchmarkConfig
 from tprimat.errors import TprimatError
-from tprimat.methodology import resolve
-from tprimat.models import ModelSpec
-from tprimat.plans import LaunchContext, LaunchPlan
-from tprimat.torchrun import torchrun_argv
+from tprimat.settings.methodology import resolve
+from tprimat.settings.models import ModelSpec
+from tprimat.contract.plans import LaunchContext, LaunchPlan
+from tprimat.running.torchrun import torchrun_argv
 
 SCRIPT = "nemo_pretrain.py"
 SETTINGS = "nemo_settings.json"

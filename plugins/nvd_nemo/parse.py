@@ -33,8 +33,8 @@ from tprimat.plugins._megatron.logparse import (
     parse_int,
     strip_ansi,
 )
-from tprimat.records import LogFact, ParseIssue
-from tprimat.schema import IterationRecord
+from tprimat.contract.records import LogFact, ParseIssue
+from tprimat.result.schema import IterationRecord
 
 Event = IterationRecord | LogFact | ParseIssue
 

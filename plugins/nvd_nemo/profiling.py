@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tprimat.plans import LaunchContext, ProfilePlan
+from tprimat.contract.plans import LaunchContext, ProfilePlan
 from tprimat.trace.window import nemo_window
 
 PYTORCH_CALLBACK = "nemo.lightning.pytorch.callbacks.PytorchProfilerCallback"

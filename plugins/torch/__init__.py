@@ -11,7 +11,7 @@ launched by torchrun; its per-iteration lines are read back by
 from __future__ import annotations
 
 from tprimat import hookimpl
-from tprimat.backend import BackendSpec, Requirements
+from tprimat.contract.backend import BackendSpec, Requirements
 
 BACKEND = BackendSpec(
     name="torch",

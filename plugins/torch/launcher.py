@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import sys
 
-from tprimat.config import BenchmarkConfig
+from tprimat.settings.config import BenchmarkConfig
 from tprimat.errors import TprimatError
-from tprimat.plans import DataArguments, LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
+from tprimat.contract.plans import DataArguments, LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
 from tprimat.plugins.torch.schedule import profiled_iterations
 
 TRAIN_MODULE = "tprimat.plugins.torch.train"

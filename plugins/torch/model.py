@@ -1,6 +1,6 @@
 """Build a registered architecture as a transformers model, from a local config only.
 
-The transformers config is constructed from :class:`tprimat.models.ModelSpec`
+The transformers config is constructed from :class:`tprimat.settings.models.ModelSpec`
 (never downloaded), so the torch backend trains exactly the architecture the
 FLOPs formula and the Megatron backends describe.  Weights are initialised
 by transformers' own initialiser with ``training.init_method_std``, under
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tprimat.config import BenchmarkConfig
+from tprimat.settings.config import BenchmarkConfig
 from tprimat.errors import TprimatError
-from tprimat.models import ModelSpec
+from tprimat.settings.models import ModelSpec
 
 #: kernels.attention_backend -> transformers attention implementation.
 ATTENTION_IMPLEMENTATION = {"flash": "sdpa", "fused": "sdpa", "auto": "sdpa", "unfused": "eager"}

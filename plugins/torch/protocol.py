@@ -7,7 +7,7 @@ Rank 0 of the trainer prints one line per iteration::
 and one ``TPRIMAT_INFO {...}`` line at start-up (versions, world size,
 devices).  The runner reads them exactly as it reads a vendor framework's
 log: through the backend's ``parse_metrics`` hook, into
-:class:`~tprimat.schema.IterationRecord` objects.  The line may carry a
+:class:`~tprimat.result.schema.IterationRecord` objects.  The line may carry a
 launcher prefix (torchrun's ``[default0]:``), so the marker is searched
 anywhere in the line.  Only measured values travel; tokens and throughput are
 computed by the core.  This module must not import torch.
@@ -20,8 +20,8 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from tprimat.records import LogFact, ParseEvent, ParseIssue
-from tprimat.schema import IterationRecord
+from tprimat.contract.records import LogFact, ParseEvent, ParseIssue
+from tprimat.result.schema import IterationRecord
 
 ITER_MARKER = "TPRIMAT_ITER "
 INFO_MARKER = "TPRIMAT_INFO "

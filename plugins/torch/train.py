@@ -27,8 +27,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
-from tprimat.config import BenchmarkConfig, load_config
-from tprimat.models import get_model
+from tprimat.settings.config import BenchmarkConfig, load_config
+from tprimat.settings.models import get_model
 from tprimat.plugins.torch.protocol import format_info, format_iteration
 from tprimat.plugins.torch.schedule import lr_at, profiled_iterations
 

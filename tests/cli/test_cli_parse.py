@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from tests.plugins.logfixtures import LOGS
 from tprimat.cli import cli
-from tprimat.schema import load_result
+from tprimat.result.schema import load_result
 
 FULL15 = LOGS / "megatron/mlm_core0.16rc0_2026-03-31_llama3-1b_1gpu_GH200_full15iter_stdout.log"
 CELL14 = LOGS / "nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell14_normal_run.log"

@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from tprimat.cli import cli
-from tprimat.schema import load_result
+from tprimat.result.schema import load_result
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "legacy"
 

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from tprimat.cli import cli
-from tprimat.schema import load_result
-from tprimat.sysprof import wrap_torchrun
+from tprimat.result.schema import load_result
+from tprimat.running.sysprof import wrap_torchrun
 
 SHORT = ["--set", "training.seq_length=64", "--set", "training.global_batch_size=2",
          "--set", "training.micro_batch_size=1", "--set", "monitor.enabled=false"]
@@ -55,8 +55,8 @@ def test_run_dry_run_with_a_system_profiler_is_the_wrapped_plan(tmp_path):
                    "--dry-run", *SHORT)
     wrapped = invoke("run", "--backend", "torch", "--output", str(tmp_path), "--run-id", "r",
                      "--system-profiler", "nsys", "--dry-run", *SHORT)
-    from tprimat.runner import SYSPROF_DIR
-    from tprimat.sysprof import SystemProfiler, nsys_prefix
+    from tprimat.running.runner import SYSPROF_DIR
+    from tprimat.running.sysprof import SystemProfiler, nsys_prefix
 
     prefix = nsys_prefix(SystemProfiler(tool="nsys", output_dir=tmp_path / "r" / SYSPROF_DIR))
     assert command_line(wrapped.output) == wrap_torchrun(command_line(plain.output), prefix)

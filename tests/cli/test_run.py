@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from tprimat.cli import cli
-from tprimat.config import load_config
-from tprimat.metrics import describe
-from tprimat.schema import load_result
+from tprimat.settings.config import load_config
+from tprimat.result.metrics import describe
+from tprimat.result.schema import load_result
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -119,7 +119,7 @@ def test_sigint_midway_leaves_an_interrupted_result(tmp_path):
 
 
 def test_no_arguments_on_a_cpu_machine_trains_a_tiny_model_within_a_minute(tmp_path):
-    from tprimat.registry import Registry
+    from tprimat.contract.registry import Registry
 
     if Registry.from_environment().detect_platform().platform != "cpu":
         pytest.skip("the no-argument default differs on a GPU machine")

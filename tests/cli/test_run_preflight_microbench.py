@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from tprimat.cli import cli
-from tprimat.manifest import load_manifest
-from tprimat.registry import Registry
-from tprimat.schema import load_result
+from tprimat.running.manifest import load_manifest
+from tprimat.contract.registry import Registry
+from tprimat.result.schema import load_result
 
 pytestmark = [
     pytest.mark.slow,
@@ -35,7 +35,7 @@ def microbench(tmp_path_factory):
     pytest.importorskip("torch")
     from tprimat.microbench import save
     from tprimat.microbench.runner import run_microbench
-    from tprimat.models import get_model
+    from tprimat.settings.models import get_model
 
     document = run_microbench(what="gemm", dtypes="fp32", model=get_model("llama3.1-tiny"),
                               seq_length=32, warmup=1, iterations=2, sweep_step=32,
@@ -47,7 +47,7 @@ def microbench(tmp_path_factory):
 @pytest.fixture
 def env(monkeypatch, tmp_path):
     """A machine whose only findings are the environment variables a test sets."""
-    import tprimat.doctor as doctor
+    import tprimat.running.doctor as doctor
 
     for name in QUIET:
         monkeypatch.delenv(name, raising=False)

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from tprimat.cli import cli
-from tprimat.metrics import describe
-from tprimat.schema import load_result
+from tprimat.result.metrics import describe
+from tprimat.result.schema import load_result
 
 TINY = ["--backend", "torch", "--model", "llama3.1-tiny", "--nproc-per-node", "2",
         "--iterations", "4", "--set", "training.seq_length=32",
@@ -115,7 +115,7 @@ def test_a_bad_config_is_refused_before_anything_is_submitted(tmp_path, monkeypa
 @pytest.mark.torch
 def test_ctrl_c_while_following_cancels_the_job(slurm_cluster, tmp_path):
     pytest.importorskip("torch")
-    from tprimat.slurm import job_state
+    from tprimat.running.slurm import job_state
 
     args = [a if a != "4" else "100000" for a in TINY]  # far more iterations than the test waits
     proc = subprocess.Popen([sys.executable, "-m", "tprimat.cli", "run", "--slurm",

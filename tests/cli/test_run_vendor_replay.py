@@ -35,12 +35,12 @@ import attrs
 import pytest
 from click.testing import CliRunner
 
-from tprimat import backend as backend_module
+from tprimat.contract import backend as backend_module
 from tprimat.cli import cli
-from tprimat.config import load_config
-from tprimat.parse import parse_logs
-from tprimat.registry import Registry
-from tprimat.schema import load_result
+from tprimat.settings.config import load_config
+from tprimat.parse.logs import parse_logs
+from tprimat.contract.registry import Registry
+from tprimat.result.schema import load_result
 
 pytestmark = pytest.mark.slow
 

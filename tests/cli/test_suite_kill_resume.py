@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.schema import ResultError, load_result
+from tprimat.result.schema import ResultError, load_result
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +53,7 @@ set = ["training.seq_length=32", "training.global_batch_size=2", "training.micro
 
 
 def _toy_available() -> bool:
-    from tprimat.registry import Registry
+    from tprimat.contract.registry import Registry
 
     return "toy" in Registry.from_environment().backends()
 

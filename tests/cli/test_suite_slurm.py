@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tprimat.schema import load_result
+from tprimat.result.schema import load_result
 
 SUITE = """
 [suite]

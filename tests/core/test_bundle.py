@@ -4,7 +4,7 @@ import tarfile
 import pytest
 from click.testing import CliRunner
 
-from tprimat.bundle import CHECKSUMS, BundleError, make_bundle, unbundle
+from tprimat.suite.bundle import CHECKSUMS, BundleError, make_bundle, unbundle
 from tprimat.cli import cli
 
 

@@ -1,8 +1,8 @@
 import pytest
 
-from tprimat.collect import MAX_ISSUES_KEPT, EventCollector
-from tprimat.records import LogFact, ParseIssue
-from tprimat.schema import IterationRecord
+from tprimat.result.collect import MAX_ISSUES_KEPT, EventCollector
+from tprimat.contract.records import LogFact, ParseIssue
+from tprimat.result.schema import IterationRecord
 
 
 def test_exact_repeats_from_other_ranks_are_dropped():

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tprimat.collect import EventCollector
-from tprimat.schema import IterationRecord
+from tprimat.result.collect import EventCollector
+from tprimat.result.schema import IterationRecord
 
 
 def line(iteration: int, step: float = 1.0, **extra) -> IterationRecord:

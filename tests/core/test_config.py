@@ -1,6 +1,6 @@
 import pytest
 
-from tprimat.config import (
+from tprimat.settings.config import (
     ConfigError,
     config_fingerprint,
     dump_toml,

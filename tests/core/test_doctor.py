@@ -4,8 +4,8 @@ import pytest
 from click.testing import CliRunner
 
 from tprimat.cli import cli
-from tprimat.config import load_config
-from tprimat.doctor import GIB, Probe, run_checks, tokenizer_needed
+from tprimat.settings.config import load_config
+from tprimat.running.doctor import GIB, Probe, run_checks, tokenizer_needed
 
 
 def probe(env=None, files=None, tools=None, free_gib=500.0) -> Probe:
@@ -95,7 +95,7 @@ def test_cli_strict_exits_2(monkeypatch, tmp_path):
     result = runner.invoke(cli, ["doctor", "--strict", "--output", str(tmp_path)])
     assert result.exit_code == 2 and "CUDA_LAUNCH_BLOCKING" in result.output
     monkeypatch.delenv("CUDA_LAUNCH_BLOCKING")
-    monkeypatch.setattr("tprimat.doctor.check_numa_balancing", lambda probe: [])
+    monkeypatch.setattr("tprimat.running.doctor.check_numa_balancing", lambda probe: [])
     for name in ("NCCL_DEBUG", "TORCH_DISTRIBUTED_DEBUG", "AMD_LOG_LEVEL", "HIP_LAUNCH_BLOCKING"):
         monkeypatch.delenv(name, raising=False)
     ok = runner.invoke(cli, ["doctor", "--output", str(Path(tmp_path))])

@@ -1,7 +1,7 @@
 import pytest
 
-from tprimat.flops import FLOPS_FORMULA, flops_per_token, formula_name
-from tprimat.models import get_model
+from tprimat.result.flops import FLOPS_FORMULA, flops_per_token, formula_name
+from tprimat.settings.models import get_model
 
 
 def test_llama31_8b_at_8192_matches_megatron():

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tprimat.legacy import LegacyError, LegacyOptions, convert_legacy, load_legacy
-from tprimat.schema import dumps_result, load_result, write_result
+from tprimat.parse.legacy import LegacyError, LegacyOptions, convert_legacy, load_legacy
+from tprimat.result.schema import dumps_result, load_result, write_result
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "legacy"
 CUDA = FIXTURES / "output__benchmark_cuda_llama.627dfac.json"

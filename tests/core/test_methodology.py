@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tprimat.config import load_config
-from tprimat.methodology import FROZEN_KEYS, Preset, PresetError, preset_for, presets, resolve
+from tprimat.settings.config import load_config
+from tprimat.settings.methodology import FROZEN_KEYS, Preset, PresetError, preset_for, presets, resolve
 
 
 def test_iso_changes_nothing():
@@ -76,8 +76,8 @@ def test_a_preset_that_breaks_the_config_is_refused():
 
 
 def test_provenance_notes_carry_every_deviation():
-    from tprimat.methodology import provenance_notes
-    from tprimat.plans import LaunchPlan
+    from tprimat.settings.methodology import provenance_notes
+    from tprimat.contract.plans import LaunchPlan
 
     plan = LaunchPlan(argv=("x",), methodology="tuned",
                       deviations=("training.micro_batch_size: 1 -> 2", 'env.A: unset -> "1"'),

@@ -2,11 +2,11 @@ import math
 
 import pytest
 
-from tprimat.assemble import assemble_result
-from tprimat.flops import flops_per_token
-from tprimat.metrics import describe, percentile, select_measured, with_throughput
-from tprimat.models import get_model
-from tprimat.schema import Hardware, IterationRecord, ResultConfig, RunInfo
+from tprimat.result.builder import assemble_result
+from tprimat.result.flops import flops_per_token
+from tprimat.result.metrics import describe, percentile, select_measured, with_throughput
+from tprimat.settings.models import get_model
+from tprimat.result.schema import Hardware, IterationRecord, ResultConfig, RunInfo
 
 
 def test_percentile_interpolates_like_numpy():

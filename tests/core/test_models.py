@@ -1,6 +1,6 @@
 import pytest
 
-from tprimat.models import ModelSpec, UnknownModelError, get_model, iter_models, register_model
+from tprimat.settings.models import ModelSpec, UnknownModelError, get_model, iter_models, register_model
 
 
 def test_llama31_8b_architecture_and_parameter_count():

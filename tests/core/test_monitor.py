@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.monitor import (
+from tprimat.running.monitor import (
     GIB,
     MIB,
     CommandSampler,
@@ -168,7 +168,7 @@ def test_command_sampler_parses_tool_output_and_refuses_empty_output():
     sampler = CommandSampler("amd-smi", ["amd-smi", "monitor"], parse_amd_smi_monitor,
                              runner=lambda argv: text)
     assert math.isclose(sum(r.power_w for r in sampler.read()), 1400.0)
-    from tprimat.monitor import SamplerUnavailable
+    from tprimat.running.monitor import SamplerUnavailable
 
     with pytest.raises(SamplerUnavailable):
         CommandSampler("amd-smi", ["amd-smi"], parse_amd_smi_monitor, runner=lambda argv: None)
@@ -209,7 +209,7 @@ def test_nvml_sampler_converts_milliwatts_and_bytes(monkeypatch):
     nvml.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(used=40 * GIB, total=80 * GIB)
     nvml.nvmlDeviceGetClockInfo = lambda h, kind: 1980 if kind == 1 else 2619
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
-    from tprimat.monitor import NvmlSampler
+    from tprimat.running.monitor import NvmlSampler
 
     first, second = NvmlSampler().read()
     assert first == GpuReading(index=0, power_w=312.45, utilization_pct=97.0, mem_used_gib=40.0,
@@ -233,7 +233,7 @@ def test_amdsmi_sampler_prefers_current_power_and_reads_mib(monkeypatch):
     amd.amdsmi_get_gpu_vram_usage = lambda h: {"vram_used": 2048, "vram_total": 196608}
     amd.amdsmi_get_clock_info = lambda h, kind: {"clk": 2100 if kind == "gfx" else 1300}
     monkeypatch.setitem(sys.modules, "amdsmi", amd)
-    from tprimat.monitor import AmdSmiSampler
+    from tprimat.running.monitor import AmdSmiSampler
 
     a, b = AmdSmiSampler().read()
     assert (a.power_w, b.power_w) == (742.0, 650.0)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.orphans import kill_marked, marked_processes
-from tprimat.plans import LaunchPlan
-from tprimat.runner import RUNNER_PID_ENV, ProcessExecution
+from tprimat.running.orphans import kill_marked, marked_processes
+from tprimat.contract.plans import LaunchPlan
+from tprimat.running.runner import RUNNER_PID_ENV, ProcessExecution
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
@@ -75,7 +75,7 @@ def test_a_worker_in_its_own_session_does_not_outlive_the_job(tmp_path):
 
 
 def test_a_suite_kills_what_an_earlier_attempt_left_running(tmp_path):
-    from tprimat.suite import SUITE_RUN_ENV, expand, init_suite_dir, run_suite
+    from tprimat.suite.campaign import SUITE_RUN_ENV, expand, init_suite_dir, run_suite
 
     suite_file = tmp_path / "suite.toml"
     suite_file.write_text('[suite]\nname = "o"\nbackends = ["toy"]\nmodels = ["llama3.1-tiny"]\n')

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from tests.plugins.logfixtures import LOGS
-from tprimat.config import load_config
-from tprimat.manifest import Manifest, write_manifest
-from tprimat.parse import ParseError, Workload, detect_backend, find_log_files, parse_logs
-from tprimat.registry import Registry
-from tprimat.schema import Hardware, Software
+from tprimat.settings.config import load_config
+from tprimat.running.manifest import Manifest, write_manifest
+from tprimat.parse.logs import ParseError, Workload, detect_backend, find_log_files, parse_logs
+from tprimat.contract.registry import Registry
+from tprimat.result.schema import Hardware, Software
 
 FULL15 = LOGS / "megatron/mlm_core0.16rc0_2026-03-31_llama3-1b_1gpu_GH200_full15iter_stdout.log"
 P57 = LOGS / ("primus/primus_AMD-AGI-Primus_deepseek-v4_p57r2_no_tilelang_v2_proxy_trace_"

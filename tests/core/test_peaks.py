@@ -1,6 +1,6 @@
 import pytest
 
-from tprimat.peaks import DEVICE_PEAKS, PEAKS_VERSION, lookup_peak
+from tprimat.result.peaks import DEVICE_PEAKS, PEAKS_VERSION, lookup_peak
 
 
 @pytest.mark.parametrize("name, key, bf16", [

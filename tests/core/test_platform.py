@@ -3,7 +3,7 @@ import shutil
 
 import pytest
 
-from tprimat import platform as plat
+from tprimat.hardware import platform as plat
 
 B200_TABLE = "nvidia-smi_table_driver570_8xB200_2025-06-20_gcp-a4_gpu-recipes_excerpt.txt"
 

@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.config import load_config
+from tprimat.settings.config import load_config
 from tprimat.errors import TprimatError
-from tprimat.models import get_model
-from tprimat.plans import DataArguments, LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
-from tprimat.platform import PlatformInfo
-from tprimat.registry import BackendError, Registry
-from tprimat.schema import IterationRecord
+from tprimat.settings.models import get_model
+from tprimat.contract.plans import DataArguments, LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
+from tprimat.hardware.platform import PlatformInfo
+from tprimat.contract.registry import BackendError, Registry
+from tprimat.result.schema import IterationRecord
 
 PLUGIN_TEMPLATE = '''
 import tprimat
-from tprimat.backend import BackendSpec
-from tprimat.plans import DataArguments, LaunchPlan, ProfilePlan
-from tprimat.schema import IterationRecord
+from tprimat.contract.backend import BackendSpec
+from tprimat.contract.plans import DataArguments, LaunchPlan, ProfilePlan
+from tprimat.result.schema import IterationRecord
 
 CALLS = []
 NAMES = {names!r}
@@ -139,7 +139,7 @@ def test_hook_detect_platform(plugin_dir):
     extra = '''
     @tprimat.hookimpl
     def detect_platform():
-        from tprimat.platform import PlatformInfo
+        from tprimat.hardware.platform import PlatformInfo
         return PlatformInfo(platform="nvidia", device_name="NVIDIA H100 80GB HBM3", device_count=8)
     '''
     registry = registry_with(write_plugin(plugin_dir, "plug_detect", ["zeta"], extra))
@@ -165,7 +165,7 @@ def test_unknown_backend_lists_the_installed_ones(plugin_dir):
 
 def test_a_missing_hook_is_a_clear_error(plugin_dir, tmp_path):
     (plugin_dir / "plug_min.py").write_text(
-        "import tprimat\nfrom tprimat.backend import BackendSpec\n"
+        "import tprimat\nfrom tprimat.contract.backend import BackendSpec\n"
         "@tprimat.hookimpl\ndef register_backends():\n"
         "    return [BackendSpec(name='minimal', platform='any', framework='x', description='x')]\n")
     registry = registry_with(EntryPoint(name="plug_min", value="plug_min", group="tprimat"))

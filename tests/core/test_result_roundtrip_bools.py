@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tprimat.schema import (
+from tprimat.result.schema import (
     IterationRecord,
     Result,
     ResultConfig,

@@ -22,14 +22,14 @@ import attrs
 import pytest
 
 from tprimat import hookimpl
-from tprimat.backend import BackendSpec, Requirements
-from tprimat.metrics import describe
-from tprimat.monitor import GpuMonitor, GpuReading
-from tprimat.plans import DataArguments, LaunchPlan, PreparedDataset, ProfilePlan
-from tprimat.platform import PlatformInfo
-from tprimat.records import ParseIssue
-from tprimat.registry import Registry
-from tprimat.runner import (
+from tprimat.contract.backend import BackendSpec, Requirements
+from tprimat.result.metrics import describe
+from tprimat.running.monitor import GpuMonitor, GpuReading
+from tprimat.contract.plans import DataArguments, LaunchPlan, PreparedDataset, ProfilePlan
+from tprimat.hardware.platform import PlatformInfo
+from tprimat.contract.records import ParseIssue
+from tprimat.contract.registry import Registry
+from tprimat.running.runner import (
     RunError,
     RunRequest,
     describe_plan,
@@ -37,7 +37,7 @@ from tprimat.runner import (
     resolve_backend,
     run,
 )
-from tprimat.schema import IterationRecord, load_result
+from tprimat.result.schema import IterationRecord, load_result
 
 JOB = r"""
 import sys, time
@@ -284,7 +284,7 @@ def test_default_backend_falls_back_to_torch_when_the_platform_default_is_unusab
             self.state = state
 
         def availability(self):
-            from tprimat.backend import Availability
+            from tprimat.contract.backend import Availability
 
             return Availability(state=self.state, detail="x")
 

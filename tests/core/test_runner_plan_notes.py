@@ -1,7 +1,7 @@
 """A launch plan's methodology, tuned deviations and notes become result provenance."""
 
-from tprimat.plans import LaunchPlan
-from tprimat.runner import launch_plan_notes
+from tprimat.contract.plans import LaunchPlan
+from tprimat.running.runner import launch_plan_notes
 
 
 def test_tuned_plan_lists_every_deviation_and_its_source_once():

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from tprimat.schema import (
+from tprimat.result.schema import (
     SCHEMA_VERSION,
     IterationRecord,
     Result,

@@ -1,13 +1,13 @@
 import json
 
-from tprimat.manifest import (
+from tprimat.running.manifest import (
     capture_manifest,
     find_manifest,
     load_manifest,
     performance_environment,
     write_manifest,
 )
-from tprimat.platform import PlatformInfo
+from tprimat.hardware.platform import PlatformInfo
 from tprimat.secrets import REDACTED, get_secret, load_env_file, redact_env, redact_text
 
 TOKEN = "hf_" + "a1B2c3D4e5F6g7H8i9J0kLmNoPqR"
@@ -62,7 +62,7 @@ def test_a_broken_manifest_is_a_clear_error(tmp_path):
     path.write_text(json.dumps({"tprimat_version": "0"}))
     import pytest
 
-    from tprimat.manifest import ManifestError
+    from tprimat.running.manifest import ManifestError
 
     with pytest.raises(ManifestError, match="not a tprimat manifest"):
         load_manifest(path)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tprimat.slurm import (
+from tprimat.running.slurm import (
     SlurmError,
     SlurmOptions,
     follow_job,
@@ -135,7 +135,7 @@ def test_a_failing_job_reports_its_exit_code(slurm_cluster, tmp_path):
 
 
 def test_run_options_for_the_submission_stay_out_of_the_node_command():
-    from tprimat.slurm import node_run_args
+    from tprimat.running.slurm import node_run_args
 
     argv = ["--backend", "amd_primus", "--slurm", "--nodes", "4", "--gpus-per-node=8",
             "--partition", "mi300x", "--time", "02:00:00", "--account", "perf", "--dry-run",
@@ -145,7 +145,7 @@ def test_run_options_for_the_submission_stay_out_of_the_node_command():
 
 
 def test_submit_from_cli_dry_run(tmp_path, monkeypatch):
-    from tprimat.slurm import submit_from_cli
+    from tprimat.running.slurm import submit_from_cli
 
     monkeypatch.chdir(tmp_path)
     submission = submit_from_cli(
@@ -167,7 +167,7 @@ def test_submit_from_cli_dry_run(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_submit_from_cli_runs_one_node_command_with_the_allocation_rendezvous(slurm_cluster, tmp_path,
                                                                              monkeypatch):
-    from tprimat.slurm import submit_from_cli
+    from tprimat.running.slurm import submit_from_cli
 
     # A stand-in for the tprimat executable that reports the arguments it was given.
     program = tmp_path / "tprimat-standin"

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tprimat.assemble import assemble_result
+from tprimat.result.builder import assemble_result
 from tprimat.cli import cli
-from tprimat.schema import IterationRecord, ResultConfig, RunInfo, write_result
-from tprimat.suite import (
+from tprimat.result.schema import IterationRecord, ResultConfig, RunInfo, write_result
+from tprimat.suite.campaign import (
     STATE_FILE,
     SuiteError,
     completed_results,
@@ -243,7 +243,7 @@ def test_scheduler_options_need_slurm(suite_file):
 
 
 def test_resume_starts_the_rest_the_way_the_suite_was_started(suite_file, tmp_path, monkeypatch):
-    import tprimat.suite as suite_module
+    import tprimat.suite.campaign as suite_module
 
     _quiet(monkeypatch)
     directory = tmp_path / "out"
@@ -283,8 +283,8 @@ def test_resume_starts_the_rest_the_way_the_suite_was_started(suite_file, tmp_pa
 
 def test_strict_refuses_to_start_with_exit_code_2_and_runs_are_strict_too(suite_file, tmp_path,
                                                                          monkeypatch):
-    import tprimat.doctor as doctor
-    import tprimat.suite as suite_module
+    import tprimat.running.doctor as doctor
+    import tprimat.suite.campaign as suite_module
 
     _quiet(monkeypatch)
     monkeypatch.setattr(doctor, "check_free_disk", lambda probe, output_dir: [])

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tprimat.errors import TprimatError
-from tprimat.plans import LaunchPlan
-from tprimat.sysprof import (
+from tprimat.contract.plans import LaunchPlan
+from tprimat.running.sysprof import (
     SystemProfiler,
     apply_system_profiler,
     attach_command,

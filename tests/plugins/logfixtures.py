@@ -6,9 +6,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tprimat.collect import EventCollector, is_memory_only
-from tprimat.records import LogFact, ParseIssue
-from tprimat.schema import IterationRecord
+from tprimat.result.collect import EventCollector, is_memory_only
+from tprimat.contract.records import LogFact, ParseIssue
+from tprimat.result.schema import IterationRecord
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from tests.plugins.test_launch_golden import context_for
-from tprimat.registry import Registry
+from tprimat.contract.registry import Registry
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +163,7 @@ def test_nemo_gets_the_same_settings_as_megatron(registry, tmp_path, model, over
     assert s["architecture"]["add_qkv_bias"] is ("--add-qkv-bias" in megatron)
     assert s["recompute"]["granularity"] == megatron.get("--recompute-granularity")
     # the same embedding: Megatron pads the NullTokenizer's vocabulary, NeMo is given the result
-    from tprimat.models import get_model
+    from tprimat.settings.models import get_model
 
     spec = get_model(model)
     assert s["padded_vocab_size"] == spec.padded_vocab_size(s["parallel"]["tensor"])

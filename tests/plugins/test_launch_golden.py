@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.config import load_config
-from tprimat.models import get_model
-from tprimat.plans import LaunchContext
-from tprimat.platform import PlatformInfo
-from tprimat.registry import Registry
+from tprimat.settings.config import load_config
+from tprimat.settings.models import get_model
+from tprimat.contract.plans import LaunchContext
+from tprimat.hardware.platform import PlatformInfo
+from tprimat.contract.registry import Registry
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden"
@@ -196,7 +196,7 @@ def test_nemo_script_without_nemo_says_so_in_one_line(tmp_path):
 def test_prepared_dataset_reaches_each_backends_launch(backend, tmp_path, registry):
     import attrs
 
-    from tprimat.plans import DataArguments, PreparedDataset
+    from tprimat.contract.plans import DataArguments, PreparedDataset
 
     config = load_config(None, ['benchmark.model="qwen2.5-7b"'])
     dataset = PreparedDataset(path_prefix=tmp_path / "data" / "qwen_text_document",

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import attrs
 
-from tprimat.assemble import assemble_result
-from tprimat.legacy import LegacyOptions, convert_legacy
-from tprimat.schema import Provenance, Result, write_result
+from tprimat.result.builder import assemble_result
+from tprimat.parse.legacy import LegacyOptions, convert_legacy
+from tprimat.result.schema import Provenance, Result, write_result
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 LEGACY = FIXTURES / "legacy"

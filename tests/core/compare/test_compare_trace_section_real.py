@@ -11,7 +11,7 @@ from compare_helpers import AMD, NVD, legacy_file
 from tprimat.compare.document import Image, Markdown
 from tprimat.compare.model import build_comparison
 from tprimat.compare.traces import trace_section
-from tprimat.config import load_config
+from tprimat.settings.config import load_config
 
 TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces" / "tracelens"
 

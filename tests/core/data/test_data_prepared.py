@@ -10,7 +10,7 @@ import pytest
 from tprimat.data import PreparedDatasetError, load_prepared
 from tprimat.data.indexed import IndexedWriter
 from tprimat.errors import TprimatError
-from tprimat.plans import PreparedDataset
+from tprimat.contract.plans import PreparedDataset
 
 
 def make(tmp_path, **changes):
@@ -78,7 +78,7 @@ def test_missing_and_broken(tmp_path):
 
 def test_model_compatibility(tmp_path):
     from tprimat.data import check_model_compatibility
-    from tprimat.models import get_model
+    from tprimat.settings.models import get_model
 
     root = make(tmp_path, model_family="qwen2", tokenizer_source="Qwen/Qwen2.5-7B",
                 vocab_size=151665)

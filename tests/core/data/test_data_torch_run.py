@@ -11,7 +11,7 @@ from tiny_corpus import write_jsonl
 from tprimat.cli import cli
 from tprimat.data import load_prepared
 from tprimat.data.pipeline import PrepareOptions, prepare
-from tprimat.schema import load_result
+from tprimat.result.schema import load_result
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -2,10 +2,10 @@
 
 import pytest
 
-from tprimat.flops import flops_per_token
+from tprimat.result.flops import flops_per_token
 from tprimat.microbench.formulas import attended_pairs, attention_flops, gemm_flops, tflops
 from tprimat.microbench.shapes import model_gemm_shapes
-from tprimat.models import get_model
+from tprimat.settings.models import get_model
 
 
 def test_gemm_flops_is_two_m_n_k():

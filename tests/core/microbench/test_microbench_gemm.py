@@ -3,7 +3,7 @@
 import pytest
 
 from tprimat.microbench.shapes import GemmShape, model_gemm_shapes
-from tprimat.models import get_model
+from tprimat.settings.models import get_model
 
 pytestmark = pytest.mark.torch
 

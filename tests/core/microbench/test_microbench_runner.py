@@ -8,7 +8,7 @@ import pytest
 from tprimat.microbench import KIND, SCHEMA_VERSION, latest_for_device, save
 from tprimat.microbench.runner import parse_dtypes, plan_shapes, run_microbench, select_devices
 from tprimat.microbench.store import MicrobenchError
-from tprimat.models import get_model
+from tprimat.settings.models import get_model
 
 TINY = {"model": get_model("llama3.1-tiny"), "seq_length": 32, "warmup": 1, "iterations": 2,
         "sweep_step": 32, "sweep_radius": 1, "window": 8, "flush_bytes": 1 << 16,

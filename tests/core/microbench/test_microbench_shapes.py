@@ -9,7 +9,7 @@ from tprimat.microbench.shapes import (
     model_gemm_shapes,
     sweep_shapes,
 )
-from tprimat.models import get_model
+from tprimat.settings.models import get_model
 
 
 def _by_key(shapes):

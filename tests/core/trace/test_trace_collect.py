@@ -6,7 +6,7 @@ import gzip
 import shutil
 from pathlib import Path
 
-from tprimat.trace.collect import collect_traces, trace_rank
+from tprimat.running.traces import collect_traces, trace_rank
 from tprimat.trace.reader import read_trace
 
 TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"

@@ -13,10 +13,10 @@ import sys
 from collections.abc import Iterable, Iterator
 
 import tprimat
-from tprimat.backend import BackendSpec, Requirements
-from tprimat.plans import LaunchContext, LaunchPlan
-from tprimat.records import LogFact, ParseIssue
-from tprimat.schema import IterationRecord
+from tprimat.contract.backend import BackendSpec, Requirements
+from tprimat.contract.plans import LaunchContext, LaunchPlan
+from tprimat.contract.records import LogFact, ParseIssue
+from tprimat.result.schema import IterationRecord
 
 TOY = BackendSpec(
     name="toy",

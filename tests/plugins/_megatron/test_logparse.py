@@ -18,8 +18,8 @@ from tprimat.plugins._megatron.logparse import (
     parse_units,
     strip_ansi,
 )
-from tprimat.records import LogFact, ParseIssue
-from tprimat.schema import IterationRecord
+from tprimat.contract.records import LogFact, ParseIssue
+from tprimat.result.schema import IterationRecord
 
 LINE = (
     " [2026-03-31 14:11:14.644654] iteration        2/      15 | consumed samples:          160 |"

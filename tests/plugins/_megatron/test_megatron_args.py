@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.config import load_config
-from tprimat.models import get_model
-from tprimat.plans import PreparedDataset
+from tprimat.settings.config import load_config
+from tprimat.settings.models import get_model
+from tprimat.contract.plans import PreparedDataset
 from tprimat.plugins._megatron.args import (
     MegatronArgsError,
     build_megatron_args,
@@ -176,7 +176,7 @@ def test_prepared_data_uses_the_dataset_tokenizer_and_keeps_the_model_vocab(tmp_
     assert args["--tokenizer-model"] == str(tmp_path / "tok")
     # 151665 tokens padded to 152064, the model's embedding
     assert args["--make-vocab-size-divisible-by"] == "512"
-    from tprimat.plans import DataArguments
+    from tprimat.contract.plans import DataArguments
 
     built = build_megatron_args(config, get_model("qwen2.5-7b"), data=DataArguments(args=data_args))
     full = as_dict(built.args)

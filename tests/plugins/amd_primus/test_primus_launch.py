@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tprimat.config import load_config
+from tprimat.settings.config import load_config
 from tprimat.errors import TprimatError
-from tprimat.models import get_model
-from tprimat.plans import LaunchContext, PreparedDataset, ProfilePlan
-from tprimat.platform import PlatformInfo
+from tprimat.settings.models import get_model
+from tprimat.contract.plans import LaunchContext, PreparedDataset, ProfilePlan
+from tprimat.hardware.platform import PlatformInfo
 from tprimat.plugins.amd_primus.data import data_arguments
 from tprimat.plugins.amd_primus.launcher import EXPERIMENT_FILE, plan
 

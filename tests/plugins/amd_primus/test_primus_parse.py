@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.plugins.logfixtures import LOGS, collect, events_of, facts_of, timed
-from tprimat.collect import EventCollector
+from tprimat.result.collect import EventCollector
 from tprimat.plugins._megatron.logparse import GIB_LABEL_NOTE
 from tprimat.plugins.amd_primus.parse import parse_primus
 

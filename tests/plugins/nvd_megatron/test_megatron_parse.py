@@ -125,7 +125,7 @@ using world size: 16, data-parallel size: 4, context-parallel size: 1, tensor-mo
  [2025-11-02 09:15:09.917456] iteration       15/      30 | consumed samples:         3840 | elapsed time per iteration (ms): 6276.8 | throughput per GPU (TFLOP/s/GPU): 410.4 | learning rate: 1.496000E-04 | global batch size:   256 | lm loss: 8.900312E+00 | loss scale: 1.0 | grad norm: 1.554 | number of skipped iterations:   0 | number of nan iterations:   0 |
 """  # noqa: E501
     events = list(parse_megatron(text.splitlines(True), "new.log"))
-    from tprimat.collect import EventCollector
+    from tprimat.result.collect import EventCollector
     collector = EventCollector().consume(events)
     records = timed(collector)
     assert [r.iteration for r in records] == [5, 10, 15]

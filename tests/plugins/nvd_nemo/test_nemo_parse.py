@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.plugins.logfixtures import LOGS, collect, events_of, facts_of, issues_of, timed
-from tprimat.collect import EventCollector
+from tprimat.result.collect import EventCollector
 from tprimat.plugins.nvd_nemo.parse import parse_nemo
-from tprimat.records import LogFact, ParseIssue
-from tprimat.schema import IterationRecord
+from tprimat.contract.records import LogFact, ParseIssue
+from tprimat.result.schema import IterationRecord
 
 CELL14 = "nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell14_normal_run.log"
 CELL22 = ("nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell22_crash_at_step17_"

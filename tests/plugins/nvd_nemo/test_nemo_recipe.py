@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.config import load_config
-from tprimat.models import get_model
-from tprimat.plans import LaunchContext
-from tprimat.platform import PlatformInfo
+from tprimat.settings.config import load_config
+from tprimat.settings.models import get_model
+from tprimat.contract.plans import LaunchContext
+from tprimat.hardware.platform import PlatformInfo
 from tprimat.plugins.nvd_nemo.launcher import SCRIPT, SETTINGS, plan
 
 pytestmark = pytest.mark.nemo
@@ -133,7 +133,7 @@ def test_prepared_dataset_reaches_the_pretraining_data_module(tmp_path):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from tprimat.plans import PreparedDataset
+    from tprimat.contract.plans import PreparedDataset
     from tprimat.plugins.nvd_nemo.data import data_arguments
 
     prefix = tmp_path / "tiny_text_document"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.config import load_config
-from tprimat.models import get_model
-from tprimat.plans import DataArguments, LaunchContext, PreparedDataset
-from tprimat.platform import PlatformInfo
+from tprimat.settings.config import load_config
+from tprimat.settings.models import get_model
+from tprimat.contract.plans import DataArguments, LaunchContext, PreparedDataset
+from tprimat.hardware.platform import PlatformInfo
 from tprimat.plugins.torch.launcher import (
     UnsupportedSetting,
     data_arguments,

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tprimat.plugins.torch.protocol import format_info, format_iteration, parse_lines
-from tprimat.records import LogFact, ParseIssue
-from tprimat.schema import IterationRecord
+from tprimat.contract.records import LogFact, ParseIssue
+from tprimat.result.schema import IterationRecord
 
 LINE = ('[default0]:TPRIMAT_ITER {"iteration":3,"step_time_s":0.0412,"loss":7.9,"lr":0.0003,'
         '"grad_norm":0.8,"global_batch_size":4,"consumed_samples":12,"profiled":false,'

@@ -29,10 +29,10 @@ from typing import Any
 import attrs
 import pluggy
 
-from tprimat import hookspecs
-from tprimat.backend import Availability, BackendSpec, check_availability
+from tprimat.contract import hookspecs
+from tprimat.contract.backend import Availability, BackendSpec, check_availability
 from tprimat.errors import TprimatError
-from tprimat.platform import BuiltinPlatformPlugin, PlatformInfo
+from tprimat.hardware.platform import BuiltinPlatformPlugin, PlatformInfo
 
 ENTRY_POINT_GROUP = "tprimat"
 PER_BACKEND_HOOKS = ("prepare_data", "profile", "launch", "parse_metrics")
@@ -95,7 +95,7 @@ class Registry:
     def __init__(self, *, strict: bool = False, trace: bool = False) -> None:
         self.pm = pluggy.PluginManager("tprimat")
         self.pm.add_hookspecs(hookspecs)
-        self.pm.register(BuiltinPlatformPlugin(), name="tprimat.platform")
+        self.pm.register(BuiltinPlatformPlugin(), name="tprimat.hardware.platform")
         self.strict = strict
         self.load_errors: list[PluginLoadError] = []
         self._origins: dict[str, tuple[str | None, str | None]] = {}

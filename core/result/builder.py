@@ -1,4 +1,4 @@
-"""Turn measured iterations into a complete :class:`~tprimat.schema.Result`.
+"""Turn measured iterations into a complete :class:`~tprimat.result.schema.Result`.
 
 The runner (live runs), ``tprimat parse`` (logs) and ``tprimat import-legacy``
 all end here, so a result's summary is computed by the same code whichever
@@ -12,9 +12,9 @@ from typing import Any
 
 import attrs
 
-from tprimat.metrics import summarize, with_throughput
-from tprimat.models import UnknownModelError, get_model
-from tprimat.schema import (
+from tprimat.result.metrics import summarize, with_throughput
+from tprimat.settings.models import UnknownModelError, get_model
+from tprimat.result.schema import (
     Hardware,
     IterationRecord,
     Provenance,

@@ -7,7 +7,7 @@ node's own rank; under SLURM the same values are derived from the job.
 
 from __future__ import annotations
 
-from tprimat.config import BenchmarkConfig
+from tprimat.settings.config import BenchmarkConfig
 
 
 def torchrun_argv(

@@ -1,6 +1,6 @@
 """What ``tprimat run`` shows while a run goes: a progress bar, then a summary table.
 
-Live tokens/s/GPU comes from :func:`tprimat.metrics.with_throughput`, the same
+Live tokens/s/GPU comes from :func:`tprimat.result.metrics.with_throughput`, the same
 function the result uses.  On a terminal the view is a rich progress bar; when
 output is redirected (CI, ``| tee``) it prints one plain line per iteration.
 """
@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tprimat.config import BenchmarkConfig
-from tprimat.metrics import with_throughput
-from tprimat.schema import IterationRecord, Result, Stats
+from tprimat.settings.config import BenchmarkConfig
+from tprimat.result.metrics import with_throughput
+from tprimat.result.schema import IterationRecord, Result, Stats
 
 
 def _fmt(value: float | None, spec: str = ".4g", unit: str = "") -> str:

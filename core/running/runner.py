@@ -17,7 +17,7 @@ executes it:
   a non-zero exit is ``failed`` with the tail of the log in provenance.
 
 Throughput, statistics and energy per token are computed by
-:func:`tprimat.assemble.assemble_result`, never by the backend.
+:func:`tprimat.result.builder.assemble_result`, never by the backend.
 """
 
 from __future__ import annotations
@@ -42,16 +42,16 @@ from typing import Any
 import attrs
 
 from tprimat import __version__
-from tprimat.assemble import assemble_result
-from tprimat.collect import EventCollector
-from tprimat.config import BenchmarkConfig, default_config_dict, dump_toml, load_config
+from tprimat.result.builder import assemble_result
+from tprimat.result.collect import EventCollector
+from tprimat.settings.config import BenchmarkConfig, default_config_dict, dump_toml, load_config
 from tprimat.errors import TprimatError
-from tprimat.manifest import Manifest, capture_manifest, write_manifest
-from tprimat.models import ModelSpec, UnknownModelError, get_model
-from tprimat.plans import LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
-from tprimat.platform import PlatformInfo
-from tprimat.schema import IterationRecord, Provenance, Result, ResultConfig, RunInfo, RunStatus
-from tprimat.schema import write_result as _write_result
+from tprimat.running.manifest import Manifest, capture_manifest, write_manifest
+from tprimat.settings.models import ModelSpec, UnknownModelError, get_model
+from tprimat.contract.plans import LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
+from tprimat.hardware.platform import PlatformInfo
+from tprimat.result.schema import IterationRecord, Provenance, Result, ResultConfig, RunInfo, RunStatus
+from tprimat.result.schema import write_result as _write_result
 from tprimat.secrets import redact_env, redact_text
 
 #: The backend `tprimat run` picks on each platform when it is available (else ``torch``).
@@ -133,7 +133,7 @@ class PreparedRun:
 
 def launch_plan_notes(plan: LaunchPlan) -> list[str]:
     """The plan's methodology, every tuned deviation and its notes, for the result's provenance."""
-    from tprimat.methodology import provenance_notes
+    from tprimat.settings.methodology import provenance_notes
 
     notes = provenance_notes(plan)
     notes += [f"launch plan: {note}" for note in plan.notes if note not in notes]
@@ -153,7 +153,7 @@ class RunOutcome:
 
 def cpu_preset() -> dict[str, Any]:
     """The shipped CPU preset (``cpu.toml``)."""
-    return tomllib.loads(resources.files("tprimat").joinpath("cpu.toml").read_text("utf-8"))
+    return tomllib.loads(resources.files("tprimat.settings").joinpath("cpu.toml").read_text("utf-8"))
 
 
 def latest_microbench(platform: PlatformInfo) -> dict[str, Any] | None:
@@ -262,7 +262,7 @@ def prepare(request: RunRequest, registry: Any) -> PreparedRun:
     if config.profile.enabled:
         profile = registry.profile(backend, context=context)
     elif request.system_profiler == "nsys":
-        from tprimat.config import ConfigError
+        from tprimat.settings.config import ConfigError
 
         try:  # a backend that can open a CUDA profiler range over the window answers with it
             candidate = registry.profile(backend, context=context)
@@ -300,7 +300,7 @@ def requirement_environ(options: dict[str, Any]) -> dict[str, str]:
 
 def require_backend(registry: Any, backend: str, options: dict[str, Any]) -> None:
     """Raise a one-line error (exit code 2) when ``backend`` cannot run on this machine."""
-    from tprimat import backend as backends
+    from tprimat.contract import backend as backends
 
     registered = registry.backend(backend)
     if registered.conflict:
@@ -321,12 +321,12 @@ SYSPROF_DIR = "sysprof"
 
 def with_system_profiler(plan: LaunchPlan, tool: str, run_dir: Path, *,
                          capture_range: bool = False) -> tuple[LaunchPlan, str]:
-    """The plan with every torchrun worker wrapped by ``tool`` (:mod:`tprimat.sysprof`), and a note.
+    """The plan with every torchrun worker wrapped by ``tool`` (:mod:`tprimat.running.sysprof`), and a note.
 
     ``capture_range``: the backend opens a CUDA profiler range over the profile window
     (``ProfilePlan.capture_range``), so Nsight Systems records only that range.
     """
-    from tprimat.sysprof import SystemProfiler, apply_system_profiler
+    from tprimat.running.sysprof import SystemProfiler, apply_system_profiler
 
     profiler = SystemProfiler(tool=tool, output_dir=run_dir / SYSPROF_DIR,
                               capture_range=capture_range)
@@ -414,7 +414,7 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
 def kill_leftovers() -> list[int]:
     """Kill what the job left behind outside its process group (launchers such as torchrun
     start workers in sessions of their own); they carry this runner's pid in their environment."""
-    from tprimat.orphans import kill_marked
+    from tprimat.running.orphans import kill_marked
 
     return kill_marked(RUNNER_PID_ENV, str(os.getpid()))
 
@@ -593,7 +593,7 @@ class Runner:
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         self.manifest: Manifest | None = None
         self.monitor: Any = None
-        self.traces: list[Any] = []  # tprimat.trace.collect.CollectedTrace, after the run
+        self.traces: list[Any] = []  # tprimat.running.traces.CollectedTrace, after the run
         node = prepared.context.node_rank
         single = prepared.config.launch.nnodes == 1
         self.log_rel = "logs/launcher.log" if single else f"logs/node{node}.log"
@@ -638,11 +638,11 @@ class Runner:
             (run_dir / SYSPROF_DIR).mkdir(exist_ok=True)
 
     def _collect_traces(self) -> None:
-        """Move the profiler's traces into ``traces/``, named by rank (:mod:`tprimat.trace.collect`)."""
+        """Move the profiler's traces into ``traces/``, named by rank (:mod:`tprimat.running.traces`)."""
         p = self.prepared
         if p.profile is None or not p.profile.trace_globs:
             return
-        from tprimat.trace.collect import collect_traces
+        from tprimat.running.traces import collect_traces
 
         try:
             self.traces, notes = collect_traces(p.run_dir, p.profile.trace_globs,
@@ -663,7 +663,7 @@ class Runner:
         if not p.config.monitor.enabled:
             self.notes.append("GPU monitor disabled (monitor.enabled = false): no energy figures")
             return
-        from tprimat.monitor import GpuMonitor, find_sampler
+        from tprimat.running.monitor import GpuMonitor, find_sampler
 
         if self.monitor_factory is not None:
             self.monitor = self.monitor_factory(p)
@@ -878,8 +878,8 @@ class Runner:
 
     def workload_problems(self) -> list[str]:
         """Global batch and sequence length the log states that differ from the config's."""
-        from tprimat.collect import is_memory_only
-        from tprimat.parse import check_workload
+        from tprimat.result.collect import is_memory_only
+        from tprimat.parse.logs import check_workload
 
         c = self.prepared.config
         # World size has its own note (build_result); a log may state it per node.

@@ -5,7 +5,7 @@ Every backend's profiler writes somewhere of its own (Megatron-LM:
 ``…/tensorboard/primus-megatron-exp[<name>]-rank[<r>].<ts>.pt.trace.json.gz``,
 NeMo: ``torch_profile/device/rank-<r>.json``, the torch backend:
 ``torch_profile/rank<r>.step<n>.pt.trace.json``).  After the run, the runner
-moves the files its backend's :class:`~tprimat.plans.ProfilePlan` announces
+moves the files its backend's :class:`~tprimat.contract.plans.ProfilePlan` announces
 (``trace_globs``, relative to the run directory) into ``traces/`` under one
 naming scheme, ``rank-<N>.pt.trace.json`` (``.gz`` when the file is gzip,
 whatever its name said), so that ``tprimat trace analyze runs/<id>/traces/``

@@ -45,8 +45,8 @@ import attrs
 
 from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError
-from tprimat.orphans import kill_marked
-from tprimat.schema import ResultError, load_result
+from tprimat.running.orphans import kill_marked
+from tprimat.result.schema import ResultError, load_result
 
 SUITE_FILE = "suite.toml"
 #: In every process of a suite's run: its run directory, to find what outlived a killed suite.

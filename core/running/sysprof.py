@@ -38,7 +38,7 @@ from pathlib import Path
 import attrs
 
 from tprimat.errors import TprimatError
-from tprimat.plans import LaunchPlan
+from tprimat.contract.plans import LaunchPlan
 
 TOOLS = ("nsys", "rocprofv3")
 

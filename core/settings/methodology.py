@@ -8,7 +8,7 @@ tuned number always says what was changed and on whose advice.
 
 A preset may change how the work is laid out and executed (micro-batch,
 parallel layout, kernels, environment, framework switches) but never *what*
-is computed: the fields in :func:`tprimat.config.fair_fields` (model,
+is computed: the fields in :func:`tprimat.settings.config.fair_fields` (model,
 dataset, sequence length, global batch, precision) are refused.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from tprimat.config import BenchmarkConfig, ConfigError, config_from_dict
+from tprimat.settings.config import BenchmarkConfig, ConfigError, config_from_dict
 from tprimat.errors import TprimatError
 
 #: Config keys a preset may never change (they define the work being compared).
@@ -80,7 +80,7 @@ class Resolved:
 
 
 def _load(name: str) -> Preset:
-    text = resources.files("tprimat").joinpath("presets", name).read_text(encoding="utf-8")
+    text = resources.files("tprimat.settings").joinpath("presets", name).read_text(encoding="utf-8")
     data = tomllib.loads(text)
     head = data.get("preset", {})
     try:
@@ -103,7 +103,7 @@ def _load(name: str) -> Preset:
 
 def presets() -> list[Preset]:
     """Every shipped preset."""
-    folder = resources.files("tprimat").joinpath("presets")
+    folder = resources.files("tprimat.settings").joinpath("presets")
     return [_load(entry.name) for entry in sorted(folder.iterdir(), key=lambda e: e.name)
             if entry.name.endswith(".toml")]
 
@@ -169,7 +169,7 @@ def resolve(
 def provenance_notes(plan: Any) -> list[str]:
     """Lines for a result's provenance that record a launch plan's methodology and deviations.
 
-    ``plan`` is a :class:`tprimat.plans.LaunchPlan`; a tuned result without
+    ``plan`` is a :class:`tprimat.contract.plans.LaunchPlan`; a tuned result without
     these lines would hide what was changed.
     """
     notes = [f"methodology: {plan.methodology}"]

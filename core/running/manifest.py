@@ -22,8 +22,8 @@ import cattrs
 from tprimat import __version__
 from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError
-from tprimat.platform import PlatformInfo
-from tprimat.schema import Hardware, Software
+from tprimat.hardware.platform import PlatformInfo
+from tprimat.result.schema import Hardware, Software
 from tprimat.secrets import redact_env
 
 MANIFEST_NAME = "manifest.json"

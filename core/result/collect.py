@@ -23,8 +23,8 @@ from typing import Any
 
 import attrs
 
-from tprimat.records import LogFact, ParseIssue
-from tprimat.schema import IterationRecord
+from tprimat.contract.records import LogFact, ParseIssue
+from tprimat.result.schema import IterationRecord
 
 #: How many skipped-line references a result keeps verbatim (the rest are counted).
 MAX_ISSUES_KEPT = 50

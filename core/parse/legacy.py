@@ -12,7 +12,7 @@ Two legacy shapes exist:
   ``loss_values``, ``learning_rates`` and sometimes ``memory_metrics``.
 
 Nothing the legacy file computed is trusted: iterations are rebuilt from the
-recorded step times and handed to :func:`tprimat.assemble.assemble_result`,
+recorded step times and handed to :func:`tprimat.result.builder.assemble_result`,
 which computes tokens/s/GPU from global batch × sequence length / step time /
 world size like for every other result.  Every legacy figure is then checked
 against what the recorded step times give, and each disagreement is written
@@ -38,11 +38,11 @@ from typing import Any
 import attrs
 
 from tprimat import __version__
-from tprimat.assemble import assemble_result
-from tprimat.config import config_fingerprint
+from tprimat.result.builder import assemble_result
+from tprimat.settings.config import config_fingerprint
 from tprimat.errors import TprimatError
-from tprimat.metrics import select_measured
-from tprimat.schema import (
+from tprimat.result.metrics import select_measured
+from tprimat.result.schema import (
     Hardware,
     IterationRecord,
     Provenance,

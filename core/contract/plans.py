@@ -13,9 +13,9 @@ from typing import Any
 
 import attrs
 
-from tprimat.config import BenchmarkConfig
-from tprimat.models import ModelSpec
-from tprimat.platform import PlatformInfo
+from tprimat.settings.config import BenchmarkConfig
+from tprimat.settings.models import ModelSpec
+from tprimat.hardware.platform import PlatformInfo
 
 
 @attrs.frozen(kw_only=True)

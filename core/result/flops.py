@@ -20,7 +20,7 @@ matrix is computed.  Without the halving it is ``s/h``.  The factor 12 is
 
 from __future__ import annotations
 
-from tprimat.models import ModelSpec
+from tprimat.settings.models import ModelSpec
 
 #: Recorded in every result next to the figure it produced.
 FLOPS_FORMULA = "megatron: 12*L*h^2*[(1+g/a+s/(2h))*(d*a/h) + 1.5*f/h + V/(2*L*h)] per token"

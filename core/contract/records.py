@@ -1,6 +1,6 @@
 """What a log parser yields besides iteration records: facts read from the log, and issues.
 
-Parsers stream :class:`~tprimat.schema.IterationRecord` objects interleaved
+Parsers stream :class:`~tprimat.result.schema.IterationRecord` objects interleaved
 with these two kinds of event; the core collects them into a result.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from tprimat.schema import IterationRecord
+from tprimat.result.schema import IterationRecord
 
 
 @attrs.frozen(kw_only=True)

@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from tprimat.backend import BackendSpec
-    from tprimat.config import BenchmarkConfig
-    from tprimat.plans import (
+    from tprimat.contract.backend import BackendSpec
+    from tprimat.settings.config import BenchmarkConfig
+    from tprimat.contract.plans import (
         DataArguments,
         LaunchContext,
         LaunchPlan,
         PreparedDataset,
         ProfilePlan,
     )
-    from tprimat.platform import PlatformInfo
-    from tprimat.records import ParseEvent
+    from tprimat.hardware.platform import PlatformInfo
+    from tprimat.contract.records import ParseEvent
 
 hookspec = pluggy.HookspecMarker("tprimat")
 
@@ -41,7 +41,7 @@ def register_backends() -> list[BackendSpec]:
     """Declare the backends this plugin provides.
 
     Called once per plugin when the registry is built.  Return a list of
-    :class:`tprimat.backend.BackendSpec` (name, platform, framework,
+    :class:`tprimat.contract.backend.BackendSpec` (name, platform, framework,
     requirements, description).  A backend name may be claimed by one
     installed plugin only; a second claim is reported as an error naming both
     distributions and the name becomes unusable until one is removed.
@@ -57,7 +57,7 @@ def detect_platform() -> PlatformInfo | None:
 
     Called by ``tprimat detect`` and by the runner before a launch, on the
     machine that runs the job (never when a log is parsed elsewhere).  Return
-    a :class:`tprimat.platform.PlatformInfo`, or None to let the next
+    a :class:`tprimat.hardware.platform.PlatformInfo`, or None to let the next
     implementation answer.  tprimat's built-in fallback (run last) uses
     ``nvidia-smi``, ``amd-smi``/``rocm-smi`` and ``/dev/kfd`` and never imports torch.
     """
@@ -73,7 +73,7 @@ def prepare_data(
     """Map a dataset made by ``tprimat prepare-data`` to this backend's data arguments.
 
     Called before :func:`launch` when the config names a prepared dataset
-    (not ``mock``).  Return :class:`tprimat.plans.DataArguments`: command-line
+    (not ``mock``).  Return :class:`tprimat.contract.plans.DataArguments`: command-line
     arguments, config overrides and environment that make the framework read
     ``dataset.path_prefix`` with the tokenizer it was made with.
     """
@@ -84,7 +84,7 @@ def profile(backend: str, context: LaunchContext) -> ProfilePlan | None:
     """Say how this backend collects a torch-profiler trace for ``context.config.profile``.
 
     Called before :func:`launch` when profiling is enabled.  Return a
-    :class:`tprimat.plans.ProfilePlan`: the extra arguments/overrides/env the
+    :class:`tprimat.contract.plans.ProfilePlan`: the extra arguments/overrides/env the
     launch must carry, the globs (relative to the run directory) where traces
     appear, and the iterations that will be profiled (left out of statistics).
     """
@@ -94,7 +94,7 @@ def profile(backend: str, context: LaunchContext) -> ProfilePlan | None:
 def launch(backend: str, context: LaunchContext) -> LaunchPlan | None:
     """Plan the training process for one run; the core runner executes the plan.
 
-    Return a :class:`tprimat.plans.LaunchPlan`: the exact argv, added
+    Return a :class:`tprimat.contract.plans.LaunchPlan`: the exact argv, added
     environment, working directory and files to write into the run directory.
     The runner starts it in its own process group, tees every rank's output
     into the run directory, feeds lines to :func:`parse_metrics` as they
@@ -109,9 +109,9 @@ def parse_metrics(backend: str, lines: Iterable[str], source: str) -> Iterator[P
 
     ``lines`` may be a file being read or a live process's output; ``source``
     names it (for ``file:line`` references).  Yield
-    :class:`tprimat.schema.IterationRecord` (measured values only: the core
+    :class:`tprimat.result.schema.IterationRecord` (measured values only: the core
     computes tokens, throughput and everything derived),
-    :class:`tprimat.records.LogFact` (batch size, sequence length, versions
-    read from the log) and :class:`tprimat.records.ParseIssue` (lines skipped
+    :class:`tprimat.contract.records.LogFact` (batch size, sequence length, versions
+    read from the log) and :class:`tprimat.contract.records.ParseIssue` (lines skipped
     and why).  Must be a pure function of the lines: no torch, no hardware.
     """

@@ -255,7 +255,7 @@ _converter = _make_converter()
 
 def default_config_dict() -> dict[str, Any]:
     """The shipped defaults as a plain dict."""
-    text = resources.files("tprimat").joinpath("defaults.toml").read_text(encoding="utf-8")
+    text = resources.files("tprimat.settings").joinpath("defaults.toml").read_text(encoding="utf-8")
     return tomllib.loads(text)
 
 

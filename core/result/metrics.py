@@ -21,10 +21,10 @@ from typing import Any
 
 import attrs
 
-from tprimat.flops import flops_per_token, formula_name
-from tprimat.models import ModelSpec
-from tprimat.peaks import lookup_peak
-from tprimat.schema import IterationRecord, Stats, Summary
+from tprimat.result.flops import flops_per_token, formula_name
+from tprimat.settings.models import ModelSpec
+from tprimat.result.peaks import lookup_peak
+from tprimat.result.schema import IterationRecord, Stats, Summary
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:

@@ -231,7 +231,7 @@ def run_checks(
 
 def tokenizer_needed(config) -> str | None:
     """The tokenizer a run of ``config`` must load (None for mock data without one)."""
-    from tprimat.models import UnknownModelError, get_model
+    from tprimat.settings.models import UnknownModelError, get_model
 
     if config.data.tokenizer:
         return config.data.tokenizer

@@ -2,7 +2,7 @@
 
 Every backend's output ends up as a :class:`Result`.  Per-iteration records
 hold what was measured (or read from a log); :class:`Summary` holds what the
-core derived from them (see :mod:`tprimat.metrics`).  Documents are strict
+core derived from them (see :mod:`tprimat.result.metrics`).  Documents are strict
 JSON: NaN and infinities, which real losses contain, are written as the
 strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` instead of being
 dropped.  Loading validates every field and names the one that is wrong.

@@ -6,7 +6,7 @@ per-rank tree), streams them line by line into the backend's
 ``parse_metrics`` hook, collects the events by iteration, checks what the log
 says against the workload it is told (config file or command-line values),
 reads hardware and software from a run manifest (never from this machine),
-and hands the records to :func:`tprimat.assemble.assemble_result`.
+and hands the records to :func:`tprimat.result.builder.assemble_result`.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from typing import Any
 import attrs
 
 from tprimat import __version__
-from tprimat.assemble import assemble_result
-from tprimat.collect import EventCollector, is_memory_only
-from tprimat.config import BenchmarkConfig, default_config_dict
+from tprimat.result.builder import assemble_result
+from tprimat.result.collect import EventCollector, is_memory_only
+from tprimat.settings.config import BenchmarkConfig, default_config_dict
 from tprimat.errors import TprimatError
-from tprimat.logfile import LogFile
-from tprimat.manifest import Manifest, find_manifest, load_manifest
-from tprimat.metrics import _ranges
-from tprimat.schema import (
+from tprimat.parse.logfile import LogFile
+from tprimat.running.manifest import Manifest, find_manifest, load_manifest
+from tprimat.result.metrics import _ranges
+from tprimat.result.schema import (
     Hardware,
     IterationRecord,
     Provenance,
@@ -375,7 +375,7 @@ def parse_logs(
     manifest_path: str | Path | None = None,
     allow_mismatch: bool = False,
 ) -> ParseOutcome:
-    """Parse ``paths`` into a :class:`~tprimat.schema.Result` (see the module docstring)."""
+    """Parse ``paths`` into a :class:`~tprimat.result.schema.Result` (see the module docstring)."""
     files, notes = find_log_files(paths)
     detected = None
     if backend is None:

@@ -1,0 +1,2 @@
+"""Reading finished logs and earlier results into tprimat results (``tprimat parse``, ``tprimat import-legacy``).
+"""

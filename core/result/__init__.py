@@ -1,0 +1,2 @@
+"""The result: the versioned schema, the one builder, and every derived number (metrics, FLOPs, peaks).
+"""

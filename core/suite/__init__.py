@@ -1,0 +1,2 @@
+"""Campaigns: suites of runs that survive kills, and result bundles.
+"""
