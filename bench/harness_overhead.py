@@ -97,11 +97,11 @@ def main() -> None:
 
     from tprimat.result.metrics import describe
     from tprimat.contract.registry import Registry
-    from tprimat.running.runner import RunRequest, effective_config
+    from tprimat.running.prepare import RunRequest, layered_config
 
     platform = Registry.from_environment().detect_platform()
     overrides = tuple(args.set) + ("launch.nproc_per_node=1",)
-    config, _ = effective_config(RunRequest(model=args.model, overrides=overrides), platform)
+    config, _ = layered_config(RunRequest(model=args.model, overrides=overrides), platform)
     warmup = config.benchmark.warmup_iterations
     bare, harness = [], []
     with tempfile.TemporaryDirectory() as tmp:

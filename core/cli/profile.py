@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from tprimat.cli.run import RunCommand
 from tprimat.cli.run import run as run_command
 
 
@@ -36,7 +37,7 @@ def _profile(ctx: click.Context, **options) -> None:
         ctx.exit(exit_code)
 
 
-profile = click.Command(
+profile = RunCommand(
     "profile",
     params=[p for p in run_command.params if p.name != "profile"],
     callback=click.pass_context(_profile),

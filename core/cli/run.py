@@ -1,16 +1,60 @@
-"""``tprimat run``: train, measure and write ``runs/<run-id>/result.json``."""
+"""``tprimat run``: train, measure and write ``runs/<run-id>/result.json``.
+
+The options of the core are declared here; each installed backend adds its
+own (``BackendSpec.options``, e.g. ``--megatron-path``), so ``tprimat run
+--help`` lists exactly what the installed backends accept and ``--slurm``
+forwards every one of them to the nodes.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from tprimat.cli.output import registry_from
 
 
-@click.command()
-@click.option("--backend", help="Backend to run (default: the platform's, else torch).")
+def backend_option_params(ctx: click.Context) -> list[click.Option]:
+    """One click option per launch option the installed backends declare (merged by name)."""
+    registry = registry_from(ctx)
+    by_name: dict[str, tuple[Any, list[str]]] = {}
+    for name, entry in registry.backends().items():
+        for option in entry.spec.options:
+            by_name.setdefault(option.name, (option, []))[1].append(name)
+    params = []
+    for option, backends in by_name.values():
+        kind: Any = {"path": click.Path(file_okay=False, exists=True), "int": int}.get(option.kind, str)
+        default = f"; default ${option.env}" if option.env else ""
+        params.append(
+            click.Option([option.flag], option.name, type=kind, help=f"{option.help} ({', '.join(backends)}{default}).")
+        )
+    return params
+
+
+class RunCommand(click.Command):
+    """A command whose options include those the installed backends declare."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        params = super().get_params(ctx)
+        core = {p.name for p in params}
+        extra = [p for p in backend_option_params(ctx) if p.name not in core]
+        return params[:-1] + extra + params[-1:]  # --help stays last
+
+
+def backend_options(registry: Any, given: dict[str, Any]) -> dict[str, Any]:
+    """The backend launch options the user gave, paths made absolute."""
+    kinds = {o.name: o.kind for e in registry.backends().values() for o in e.spec.options}
+    options = {}
+    for name, value in given.items():
+        if name in kinds and value is not None:
+            options[name] = str(Path(value).absolute()) if kinds[name] == "path" else value
+    return options
+
+
+@click.command(cls=RunCommand)
+@click.option("--backend", help="Backend to run (default: the platform's, see `tprimat backends`).")
 @click.option("--model", help="Registered model (see `tprimat models`); default from the config.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True),
               help="A benchmark config file layered over the defaults.")
@@ -32,10 +76,9 @@ from tprimat.cli.output import registry_from
                    "(reports in the run's sysprof/).")
 @click.option("--dry-run", is_flag=True,
               help="Print the exact command, environment, files and config; run nothing.")
-@click.option("--megatron-path", type=click.Path(file_okay=False, exists=True),
-              help="Megatron-LM checkout (amd_megatron, nvd_megatron; default $MEGATRON_PATH).")
-@click.option("--primus-path", type=click.Path(file_okay=False, exists=True),
-              help="Primus checkout (amd_primus; default $PRIMUS_PATH).")
+@click.option("--device", metavar="NAME",
+              help="--dry-run: plan for this device (e.g. MI300X, H100) instead of this machine's; "
+                   "needed for a tuned plan of another platform.")
 @click.option("--slurm", is_flag=True,
               help="Submit the run as a SLURM batch job (one task per node), follow it, "
                    "collect its logs and result.")
@@ -53,23 +96,22 @@ from tprimat.cli.output import registry_from
                    "find anything.")
 @click.pass_context
 def run(ctx: click.Context, backend, model, config_file, overrides, iterations, output, run_id,
-        nproc_per_node, nnodes, node_rank, master_addr, master_port, profile, dry_run,
-        megatron_path, primus_path, slurm, nodes, gpus_per_node, partition, time_limit, account,
-        slurm_node, strict, system_profiler=None) -> None:
+        nproc_per_node, nnodes, node_rank, master_addr, master_port, profile, dry_run, device,
+        slurm, nodes, gpus_per_node, partition, time_limit, account, slurm_node, strict,
+        system_profiler=None, **backend_given) -> None:
     """Train a model for N iterations, measure every one, write a result.
 
     With no options on a machine without a GPU this trains a tiny model on
     the torch backend in well under a minute.
     """
-    from tprimat.running import runner
-
-    options = {}
-    if megatron_path:
-        options["megatron_path"] = str(Path(megatron_path).absolute())
-    if primus_path:
-        options["primus_path"] = str(Path(primus_path).absolute())
     from tprimat.errors import TprimatError
+    from tprimat.running import dryrun, prepare, runner
 
+    registry = registry_from(ctx)
+    options = backend_options(registry, backend_given)
+    if device and not dry_run:
+        raise TprimatError("--device plans for another device: use it with --dry-run "
+                           "(a real run measures the device it runs on)")
     if slurm and (nnodes is not None or node_rank != 0 or master_addr is not None):
         raise TprimatError("--slurm takes the nodes, node ranks and master address from the "
                            "allocation: use --nodes instead of --nnodes/--node-rank/--master-addr")
@@ -80,29 +122,24 @@ def run(ctx: click.Context, backend, model, config_file, overrides, iterations, 
         given = ", ".join(name for name, used in submit_only.items() if used)
         raise TprimatError(f"{given}: only with --slurm (without it, use --nproc-per-node and "
                            "--nnodes/--node-rank/--master-addr on each node)")
+    request = prepare.RunRequest(
+        backend=backend, model=model, config_file=config_file, overrides=tuple(overrides),
+        iterations=iterations, output=output, run_id=run_id,
+        nproc_per_node=nproc_per_node or (gpus_per_node if slurm else None),
+        nnodes=nnodes, node_rank=node_rank, master_addr=master_addr, master_port=master_port,
+        profile=profile, options=options, in_slurm_job=slurm_node,
+        system_profiler=system_profiler, device=device,
+    )
     if slurm:
         from tprimat.cli.slurm_run import submit_and_follow
 
-        submit_and_follow(
-            ctx, backend=backend, model=model, config_file=config_file, overrides=overrides,
-            iterations=iterations, output=output, run_id=run_id, profile=profile,
-            options=options, nodes=nodes, gpus_per_node=gpus_per_node,
-            nproc_per_node=nproc_per_node, partition=partition, time_limit=time_limit, account=account,
-            master_port=master_port, dry_run=dry_run,
-        )
+        submit_and_follow(ctx, request, strict=strict, nodes=nodes, gpus_per_node=gpus_per_node,
+                          partition=partition, time_limit=time_limit, account=account, dry_run=dry_run)
         return
-    request = runner.RunRequest(
-        backend=backend, model=model, config_file=config_file, overrides=tuple(overrides),
-        iterations=iterations, output=output, run_id=run_id, nproc_per_node=nproc_per_node,
-        nnodes=nnodes, node_rank=node_rank, master_addr=master_addr, master_port=master_port,
-        profile=profile, options=options, in_slurm_job=slurm_node,
-        system_profiler=system_profiler,
-    )
-    registry = registry_from(ctx)
-    prepared = runner.prepare(request, registry)
+    prepared = prepare.prepare(request, registry)
     ctx.meta["tprimat.prepared_run"] = prepared  # read by `tprimat profile`
     if dry_run:
-        click.echo(runner.describe_plan(prepared), nl=False)
+        click.echo(dryrun.describe_plan(prepared), nl=False)
         return
     findings = preflight(prepared, strict=strict)
     from tprimat.running.live import LiveView
@@ -118,8 +155,8 @@ def preflight(prepared, *, strict: bool) -> list[dict[str, str]]:
 
     Returns the findings as recorded in the run manifest (``extra["doctor"]``).
     """
-    from tprimat.running.doctor import findings_to_dicts, run_checks, tokenizer_needed
     from tprimat.errors import TprimatError
+    from tprimat.running.doctor import findings_to_dicts, run_checks, tokenizer_needed
 
     findings = run_checks(output_dir=prepared.run_dir.parent,
                           tokenizer=tokenizer_needed(prepared.config))

@@ -13,74 +13,65 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
-
 import click
 
+from tprimat.running.prepare import RunRequest
 
-def node_run_arguments(
-    *, backend: str | None, model: str | None, config_file: str | None,
-    overrides: tuple[str, ...], iterations: int | None, output: Path, run_id: str,
-    nproc_per_node: int | None, profile: bool, options: dict[str, Any],
-) -> list[str]:
-    """The ``tprimat run`` arguments every node of the job gets (absolute paths)."""
+
+def node_run_arguments(request: RunRequest, *, run_id: str, strict: bool) -> list[str]:
+    """The ``tprimat run`` arguments every node of the job gets: every option the user gave.
+
+    Paths are absolute (nodes may start elsewhere); the nodes decide everything else.
+    """
     args: list[str] = []
-    if backend:
-        args += ["--backend", backend]
-    if model:
-        args += ["--model", model]
-    if config_file:
-        args += ["--config", str(Path(config_file).absolute())]
-    for override in overrides:
+    if request.backend:
+        args += ["--backend", request.backend]
+    if request.model:
+        args += ["--model", request.model]
+    if request.config_file:
+        args += ["--config", str(Path(request.config_file).absolute())]
+    for override in request.overrides:
         args += ["--set", override]
-    if iterations is not None:
-        args += ["--iterations", str(iterations)]
-    if nproc_per_node is not None:
-        args += ["--nproc-per-node", str(nproc_per_node)]
-    if profile:
+    if request.iterations is not None:
+        args += ["--iterations", str(request.iterations)]
+    if request.nproc_per_node is not None:
+        args += ["--nproc-per-node", str(request.nproc_per_node)]
+    if request.profile:
         args.append("--profile")
-    if options.get("megatron_path"):
-        args += ["--megatron-path", str(options["megatron_path"])]
-    if options.get("primus_path"):
-        args += ["--primus-path", str(options["primus_path"])]
-    args += ["--output", str(Path(output).absolute()), "--run-id", run_id, "--slurm-node"]
+    if request.system_profiler:
+        args += ["--system-profiler", request.system_profiler]
+    if strict:
+        args.append("--strict")
+    for name, value in sorted(request.options.items()):
+        args += ["--" + name.replace("_", "-"), str(value)]
+    args += ["--output", str(Path(request.output).absolute()), "--run-id", run_id, "--slurm-node"]
     return args
 
 
 def submit_and_follow(
-    ctx: click.Context, *, backend: str | None, model: str | None, config_file: str | None,
-    overrides: tuple[str, ...], iterations: int | None, output: Path, run_id: str | None,
-    profile: bool, options: dict[str, Any], nodes: int, gpus_per_node: int | None,
-    nproc_per_node: int | None, partition: str | None, time_limit: str | None,
-    account: str | None, master_port: int | None, dry_run: bool,
+    ctx: click.Context, request: RunRequest, *, strict: bool, nodes: int, gpus_per_node: int | None,
+    partition: str | None, time_limit: str | None, account: str | None, dry_run: bool,
 ) -> None:
-    from tprimat.running import runner, slurm
-    from tprimat.settings.config import load_config
     from tprimat.result.schema import load_result
+    from tprimat.running import runner, slurm
+    from tprimat.running.prepare import RunError, new_run_id
+    from tprimat.settings.config import load_config
 
     # The config is checked here, before anything is submitted, but only the model (for the
-    # run's name) and the rendezvous port are taken from it: the nodes decide the effective
-    # config (a login node without GPUs would add the CPU preset).
-    nproc = nproc_per_node or gpus_per_node
-    flags = runner.RunRequest(model=model, iterations=iterations,
-                              nproc_per_node=nproc).flag_overrides()
-    config = load_config(config_file, [*overrides, *flags])
-    port = master_port or config.launch.master_port
-    output = Path(output)
-    run_id = run_id or runner.new_run_id(backend or "default", config.benchmark.model, output)
+    # run's name) and the rendezvous port are taken from it: the nodes decide the final
+    # config (a login node without GPUs must not shape it).
+    config = load_config(request.config_file, [*request.overrides, *request.flag_overrides()])
+    port = request.master_port or config.launch.master_port
+    output = Path(request.output)
+    run_id = request.run_id or new_run_id(request.backend or "default", config.benchmark.model, output)
     run_dir = (output / run_id).absolute()
     if not dry_run:
         if run_dir.exists():
-            raise runner.RunError(
-                f"run directory {run_dir} already exists; choose another --run-id")
+            raise RunError(f"run directory {run_dir} already exists; choose another --run-id")
         if shutil.which("sbatch") is None:
             raise slurm.SlurmError("sbatch not found on PATH: run --slurm on a SLURM login node "
                                    "(--dry-run prints the job script anywhere)")
-    args = node_run_arguments(
-        backend=backend, model=model, config_file=config_file, overrides=overrides,
-        iterations=iterations, output=output, run_id=run_id,
-        nproc_per_node=nproc, profile=profile, options=options,
-    )
+    args = node_run_arguments(request, run_id=run_id, strict=strict)
     # The job runs this very installation: the interpreter that submitted it.
     command = [sys.executable, "-m", *slurm.tprimat_node_command(args, program="tprimat.cli")]
     job_options = slurm.SlurmOptions(nodes=nodes, gpus_per_node=gpus_per_node,

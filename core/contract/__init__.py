@@ -1,6 +1,57 @@
-"""The plugin contract: hook specs, the registry, backend specs, launch plans and parse records.
+"""The plugin contract: everything a backend plugin imports from tprimat.
 
-Everything a plugin author needs is importable from here (see ``docs/plugins.md``).  The contract
-imports only the foundation, ``tprimat.settings`` and ``tprimat.hardware``: never the result, the runner or
-the tools above it.
+A plugin needs only the names below (``from tprimat.contract import
+BackendSpec, LaunchPlan, ...``) and the ``@tprimat.hookimpl`` marker:
+
+* declaring a backend: :class:`BackendSpec`, :class:`Requirements`,
+  :class:`LaunchOption`, :class:`LogMatch`, :class:`WarmupRule`;
+* the per-backend hooks' arguments and answers: :class:`LaunchContext`,
+  :class:`LaunchPlan`, :class:`ProfilePlan`, :class:`DataArguments`,
+  :class:`PreparedDataset`, :class:`PlatformInfo`;
+* what ``parse_metrics`` yields: :class:`IterationRecord`, :class:`LogFact`,
+  :class:`ParseIssue`.
+
+The hook specs are :mod:`tprimat.contract.hookspecs`; the registry that
+loads plugins and routes hooks is :mod:`tprimat.contract.registry`.  The
+contract imports only the foundation modules, :mod:`tprimat.settings` and
+:mod:`tprimat.hardware`, never the result, the runner or the tools above it.
+Names are resolved on first use so that importing one of them stays cheap.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "BackendSpec": "backend",
+    "Requirements": "backend",
+    "LaunchOption": "backend",
+    "LogMatch": "backend",
+    "WarmupRule": "backend",
+    "SNIFF_LINES": "backend",
+    "LaunchContext": "plans",
+    "LaunchPlan": "plans",
+    "ProfilePlan": "plans",
+    "DataArguments": "plans",
+    "PreparedDataset": "plans",
+    "IterationRecord": "records",
+    "LogFact": "records",
+    "ParseIssue": "records",
+}
+
+__all__ = [*_EXPORTS, "PlatformInfo", "hookimpl"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"tprimat.contract.{_EXPORTS[name]}"), name)
+    if name == "PlatformInfo":
+        from tprimat.hardware.platform import PlatformInfo
+
+        return PlatformInfo
+    if name == "hookimpl":
+        from tprimat import hookimpl
+
+        return hookimpl
+    raise AttributeError(f"module 'tprimat.contract' has no attribute {name!r}")

@@ -1,10 +1,17 @@
 """What a backend is, what it needs, and whether this machine has it.
 
 A plugin declares its backends as :class:`BackendSpec` objects through the
-``register_backends`` hook.  Availability is decided from cheap facts only
-(``importlib.util.find_spec`` of top-level modules, ``shutil.which``,
-environment variables, device nodes), never by importing a framework, so
-``tprimat backends`` stays fast on a laptop and inside vendor containers.
+``register_backends`` hook.  A spec is everything the core knows about a
+backend without calling its hooks: the platform it runs on, where it is the
+default, the launch options it takes (rendered into ``tprimat run --help``),
+how to recognise its logs (:attr:`BackendSpec.sniff`) and how many leading
+iterations its logs fold start-up into (:class:`WarmupRule`).  The core never
+names a backend; it reads these declarations.
+
+Availability is decided from cheap facts only (``importlib.util.find_spec``
+of top-level modules, ``shutil.which``, environment variables, device nodes),
+never by importing a framework, so ``tprimat backends`` stays fast on a laptop
+and inside vendor containers.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -70,14 +77,77 @@ class Requirements:
 
 
 @attrs.frozen(kw_only=True)
+class LaunchOption:
+    """A ``tprimat run`` option a backend takes, e.g. ``--megatron-path`` (``name="megatron_path"``).
+
+    The option appears in ``tprimat run --help``, is forwarded to every node by
+    ``--slurm``, and reaches the backend in ``LaunchContext.options[name]``.
+    ``env`` names the environment variable it stands for: when the option is
+    not given, the variable's value is used, and a requirement on that variable
+    counts as met when the option is given.
+    """
+
+    name: str = attrs.field(validator=attrs.validators.matches_re(r"^[a-z][a-z0-9_]*$"))
+    help: str
+    env: str | None = None
+    kind: Literal["path", "text", "int"] = "text"  # path: an existing directory
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+@attrs.frozen(kw_only=True)
+class LogMatch:
+    """A backend's answer to "is this log yours?": how sure, and the lines that say so."""
+
+    confidence: float = attrs.field(validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)])
+    evidence: str  # e.g. "Megatron iteration line at train.log:812, ROCm version at train.log:3"
+
+
+#: ``sniff(lines, source)``: the first lines of a log file (at most ``SNIFF_LINES``) and the
+#: file's name; returns a :class:`LogMatch` or None.  Must be cheap and pure: no imports of
+#: frameworks, no I/O.
+Sniffer = Callable[[Sequence[str], str], "LogMatch | None"]
+
+#: How many leading lines of a file a sniffer sees.
+SNIFF_LINES = 4000
+
+
+@attrs.frozen(kw_only=True)
+class WarmupRule:
+    """How many leading iterations of this backend's logs are never steady state, and why.
+
+    The core leaves at least ``min_iterations`` out of the statistics (more if the
+    config asks), and records ``reason`` in the result when the rule raised the count.
+    """
+
+    min_iterations: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    reason: str = ""
+
+
+@attrs.frozen(kw_only=True)
 class BackendSpec:
-    """One platform/framework pair a plugin can train and measure."""
+    """One platform/framework pair a plugin can train and measure, and what the core needs to know of it."""
 
     name: str = attrs.field(validator=attrs.validators.matches_re(r"^[a-z][a-z0-9_]*$"))
     platform: Platform = attrs.field(validator=attrs.validators.in_(("amd", "nvidia", "any")))
     framework: str
     description: str
     requires: Requirements = Requirements()
+    #: Launch options the backend takes (``tprimat run --<name>``).
+    options: tuple[LaunchOption, ...] = ()
+    #: Platforms ("amd", "nvidia", "cpu") on which ``tprimat run`` picks this backend when no
+    #: ``--backend`` is given and it is usable.  ``TPRIMAT_DEFAULT_BACKEND`` overrides it.
+    default_for: tuple[str, ...] = ()
+    #: Recognises this backend's logs for ``tprimat parse`` (None: never auto-detected).
+    sniff: Sniffer | None = attrs.field(default=None, eq=False)
+    warmup: WarmupRule = WarmupRule()
+
+    @property
+    def runs_on_cpu(self) -> bool:
+        """Whether the backend can train without a GPU (``platform == "any"``)."""
+        return self.platform == "any"
 
 
 @attrs.frozen(kw_only=True)
@@ -92,9 +162,18 @@ class Availability:
         return self.state if self.state == "available" else f"{self.state}: {self.detail}"
 
 
-def check_availability(
-    spec: BackendSpec, environ: Mapping[str, str] | None = None
-) -> Availability:
+def option_environ(
+    spec: BackendSpec, options: Mapping[str, object], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment a requirement check sees: a given option counts as its variable."""
+    merged = dict(os.environ if environ is None else environ)
+    for option in spec.options:
+        if option.env and options.get(option.name):
+            merged[option.env] = str(options[option.name])
+    return merged
+
+
+def check_availability(spec: BackendSpec, environ: Mapping[str, str] | None = None) -> Availability:
     """Whether ``spec`` can run on this machine, from cheap checks only."""
     try:
         lacking = spec.requires.missing(environ)

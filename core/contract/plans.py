@@ -1,6 +1,7 @@
 """The objects that per-backend hooks receive and return.
 
-A backend never starts processes itself: ``launch`` returns a
+A backend never starts processes itself, and never decides settings: it
+receives the final config in :class:`LaunchContext` and ``launch`` returns a
 :class:`LaunchPlan` (argv, environment, files to write) that the core runner
 executes, tees, parses live and times out, the same way for every backend.
 That makes ``--dry-run`` exact and keeps signal handling in one place.
@@ -13,9 +14,10 @@ from typing import Any
 
 import attrs
 
-from tprimat.settings.config import BenchmarkConfig
-from tprimat.settings.models import ModelSpec
 from tprimat.hardware.platform import PlatformInfo
+from tprimat.settings.config import BenchmarkConfig
+from tprimat.settings.methodology import Resolved
+from tprimat.settings.models import ModelSpec
 
 
 @attrs.frozen(kw_only=True)
@@ -39,9 +41,21 @@ class DataArguments:
     env: dict[str, str] = attrs.Factory(dict)
 
 
+def _iso(instance: LaunchContext) -> Resolved:
+    return Resolved(methodology="iso", config=instance.config)
+
+
 @attrs.frozen(kw_only=True)
 class LaunchContext:
-    """Everything a backend needs to plan one run."""
+    """Everything a backend needs to plan one run, decided by the core before any hook runs.
+
+    ``config`` is the final config: defaults, presets, the config file,
+    ``--set`` and the methodology are already applied, and it is exactly what
+    the result records.  A backend renders it and never changes it.  What a
+    ``tuned`` preset adds beyond config fields (environment, framework
+    arguments, framework-specific keys) is in ``methodology``; the backend
+    applies those too, and the core records each as a deviation.
+    """
 
     run_id: str
     run_dir: Path
@@ -58,6 +72,7 @@ class LaunchContext:
     # for.  With "nsys" and the torch profiler off, a backend that can open a CUDA profiler
     # range over the profile window answers ``profile`` with that range (capture_range=True).
     system_profiler: str | None = None
+    methodology: Resolved = attrs.field(default=attrs.Factory(_iso, takes_self=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -69,8 +84,6 @@ class LaunchPlan:
     cwd: Path | None = None
     files: dict[str, str] = attrs.Factory(dict)  # run-dir-relative path -> text to write
     description: str = ""
-    methodology: str = "iso"  # iso | tuned, as applied to this plan
-    deviations: tuple[str, ...] = ()  # every setting a tuned plan changes relative to iso
     notes: tuple[str, ...] = ()  # facts a reader of the dry run should know (versions, fallbacks)
 
 

@@ -1,7 +1,9 @@
-"""What a log parser yields besides iteration records: facts read from the log, and issues.
+"""What a log parser yields: per-iteration records, facts read from the log, and issues.
 
-Parsers stream :class:`~tprimat.result.schema.IterationRecord` objects interleaved
-with these two kinds of event; the core collects them into a result.
+``parse_metrics`` streams :class:`IterationRecord` objects interleaved with
+:class:`LogFact` and :class:`ParseIssue`; the core collects them into a result
+(:mod:`tprimat.result`), which stores the records as they are and derives
+every other number from them.
 """
 
 from __future__ import annotations
@@ -10,7 +12,39 @@ from typing import Any
 
 import attrs
 
-from tprimat.result.schema import IterationRecord
+_nonneg = attrs.validators.optional(attrs.validators.ge(0))
+
+
+@attrs.frozen(kw_only=True)
+class IterationRecord:
+    """One training iteration (or one log line covering several, see ``covers_iterations``)."""
+
+    iteration: int = attrs.field(validator=attrs.validators.ge(0))
+    step_time_s: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
+    )
+    tokens: int | None = attrs.field(default=None, validator=_nonneg)
+    tokens_per_s_per_gpu: float | None = None  # computed by the core, never by a parser
+    loss: float | None = None  # NaN and inf are kept
+    lr: float | None = None
+    grad_norm: float | None = None
+    skipped: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    covers_iterations: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    profiled: bool = False
+    global_batch_size: int | None = None  # as logged, cross-checked against the config
+    consumed_samples: int | None = None
+    mem_allocated_gib: float | None = None  # allocator: live tensors (GiB = 2**30 bytes)
+    mem_max_allocated_gib: float | None = None  # allocator peak
+    mem_reserved_gib: float | None = None  # allocator: cached by PyTorch
+    mem_max_reserved_gib: float | None = None
+    mem_device_used_gib: float | None = None  # driver view (nvidia-smi / amd-smi)
+    mem_device_total_gib: float | None = None
+    mem_rss_gib: float | None = None  # host process resident set (CPU runs)
+    energy_j: float | None = None  # GPU energy during the iteration, all local GPUs
+    timestamp: str | None = None
+    source: str | None = None  # "file:line" it was read from
+    reported: dict[str, float | str | None] = attrs.Factory(dict)  # the framework's own figures
+
 
 
 @attrs.frozen(kw_only=True)

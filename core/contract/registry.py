@@ -35,7 +35,6 @@ from tprimat.errors import TprimatError
 from tprimat.hardware.platform import BuiltinPlatformPlugin, PlatformInfo
 
 ENTRY_POINT_GROUP = "tprimat"
-PER_BACKEND_HOOKS = ("prepare_data", "profile", "launch", "parse_metrics")
 
 
 class BackendError(TprimatError):

@@ -167,10 +167,6 @@ def tokenize_to_parts(
     return done
 
 
-def count_parts(parts_dir: Path) -> int:
-    return len(list(parts_dir.glob(PART_GLOB)))
-
-
 def write_parts(parts_dir: Path, chunks: int, prefix: Path, dtype: str) -> tuple[int, int]:
     """Concatenate parts 0..chunks-1 into ``<prefix>.bin``/``.idx``; (documents, tokens)."""
     from tprimat.data.indexed import IndexedWriter

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,10 @@ from tprimat.result.builder import assemble_result
 from tprimat.result.collect import EventCollector, is_memory_only
 from tprimat.settings.config import BenchmarkConfig, default_config_dict
 from tprimat.errors import TprimatError
+from tprimat.parse.detect import detect_backend
 from tprimat.parse.logfile import LogFile
+from tprimat.result import builder
+from tprimat.result.workload import Workload, as_int, check_workload_declared
 from tprimat.running.manifest import Manifest, find_manifest, load_manifest
 from tprimat.result.metrics import _ranges
 from tprimat.result.schema import (
@@ -42,34 +45,12 @@ class ParseError(TprimatError):
     """Logs that cannot be turned into a result (none found, no iterations, a mismatch)."""
 
 
-#: Backends whose logs are Megatron-LM training logs (iteration 1 includes start-up).
-MEGATRON_FAMILY = frozenset({"amd_primus", "amd_megatron", "nvd_megatron"})
-
 #: File names read from a directory that is not a Primus tree.
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
-
-#: How far format detection reads into a file before giving up (lines).
-DETECT_MAX_LINES = 200_000
 
 _PRIMUS_LEVELS = ("debug", "info", "warning", "error")
 _ROTATED_NUMBER_RE = re.compile(r"^(?P<level>[a-z]+)\.log\.(?P<n>\d+)$")
 _ROTATED_STAMP_RE = re.compile(r"^(?P<level>[a-z]+)\.(?P<stamp>.+)\.log$")
-_MEGATRON_LINE_RE = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|.*elapsed time per iteration")
-_NEMO_LINE_RE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|.*global_step")
-_PRIMUS_HINT_RE = re.compile(r"\[rank-\d+/\d+\]|hip mem usage|rocm mem usage|primus", re.I)
-_ROCM_HINT_RE = re.compile(r"\bmem usages:|ROCm version|HIP version|RCCL|MI[23]\d\dX?|rocm", re.I)
-
-
-@attrs.frozen(kw_only=True)
-class Workload:
-    """What the user says the run was, from the command line (each may be unknown)."""
-
-    model: str | None = None
-    seq_length: int | None = None
-    global_batch_size: int | None = None
-    world_size: int | None = None
-    precision: str | None = None
-    warmup_iterations: int | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -180,56 +161,6 @@ def _open_error(path: Path, exc: OSError) -> ParseError:
     return ParseError(f"{path}: cannot read: {exc.strerror or exc}")
 
 
-def detect_backend(files: Sequence[Path], available: Iterable[str]) -> tuple[str, str]:
-    """The built-in backend whose log format ``files`` are in, and what gave it away."""
-    names = set(available)
-    rocm_hint: str | None = None
-    primus_hint: str | None = None
-    for path in files:
-        try:
-            handle = open(path, encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise _open_error(path, exc) from None
-        with handle:
-            for lineno, line in enumerate(handle, 1):
-                if lineno > DETECT_MAX_LINES:
-                    break
-                if primus_hint is None and _PRIMUS_HINT_RE.search(line):
-                    primus_hint = f"{path.name}:{lineno}"
-                if rocm_hint is None and _ROCM_HINT_RE.search(line):
-                    rocm_hint = f"{path.name}:{lineno}"
-                if "Training epoch" in line and _NEMO_LINE_RE.search(line):
-                    return _pick("nvd_nemo", names, f"NeMo 2 step line at {path.name}:{lineno}")
-                if "train_step_timing in s: [" in line:
-                    return _pick("nvd_nemo", names,
-                                 f"NeMo step-time list at {path.name}:{lineno}")
-                if "Step Time" in line and "MODEL_TFLOP" in line:
-                    return _pick("nvd_megatron", names,
-                                 f"Megatron-Bridge step-time line at {path.name}:{lineno}")
-                if "iteration" in line and _MEGATRON_LINE_RE.search(line):
-                    where = f"{path.name}:{lineno}"
-                    if primus_hint is not None:
-                        return _pick("amd_primus", names,
-                                     f"Megatron iteration line at {where}, Primus log format "
-                                     f"at {primus_hint}")
-                    if rocm_hint is not None:
-                        return _pick("amd_megatron", names,
-                                     f"Megatron iteration line at {where}, ROCm at {rocm_hint}")
-                    return _pick("nvd_megatron", names,
-                                 f"Megatron iteration line at {where}, no ROCm or Primus sign")
-    shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
-    raise ParseError(
-        f"{shown}: no training iteration lines found (not a Primus, Megatron-LM, "
-        "Megatron-Bridge or NeMo log?)"
-    )
-
-
-def _pick(backend: str, names: set[str], reason: str) -> tuple[str, str]:
-    if backend not in names:
-        raise ParseError(f"log looks like {backend} ({reason}) but that backend is not installed")
-    return backend, reason
-
-
 # -- the workload ----------------------------------------------------------------------------
 
 
@@ -245,26 +176,16 @@ def _precision_from_facts(facts: dict[str, Any]) -> str | None:
 
 
 def _result_config(
-    config: BenchmarkConfig | None, workload: Workload, facts: dict[str, Any]
+    config: BenchmarkConfig | None, workload: Workload, facts: dict[str, Any], config_label: str = "the config"
 ) -> ResultConfig:
     if config is not None:
-        return ResultConfig(
-            model=config.benchmark.model,
-            seq_length=config.training.seq_length,
-            global_batch_size=config.training.global_batch_size,
-            micro_batch_size=config.training.micro_batch_size,
-            world_size=config.world_size,
-            precision=config.precision.dtype,
-            methodology=config.benchmark.methodology,
-            config_fingerprint=config.fingerprint(),
-            settings=config.to_dict(),
-        )
+        return builder.result_config(config, layers=[f"config file {config_label}"])
     return ResultConfig(
         model=workload.model or "unknown",
-        seq_length=workload.seq_length or _int(facts.get("seq_length")),
-        global_batch_size=workload.global_batch_size or _int(facts.get("global_batch_size")),
-        micro_batch_size=_int(facts.get("micro_batch_size")),
-        world_size=workload.world_size or _int(facts.get("world_size")),
+        seq_length=workload.seq_length or as_int(facts.get("seq_length")),
+        global_batch_size=workload.global_batch_size or as_int(facts.get("global_batch_size")),
+        micro_batch_size=as_int(facts.get("micro_batch_size")),
+        world_size=workload.world_size or as_int(facts.get("world_size")),
         precision=workload.precision or _precision_from_facts(facts),
         methodology="unknown",
     )
@@ -278,65 +199,6 @@ def _declared_sources(
         return dict.fromkeys(keys, config_label)
     return {key: ("the command line" if getattr(workload, key) is not None
                   else "the log (first value it states)") for key in keys}
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _check_workload(
-    result_config: ResultConfig, records: list[IterationRecord], facts: dict[str, Any],
-    declared: dict[str, str],
-) -> list[str]:
-    """Disagreements between the workload and the log, each naming both values and their source.
-
-    ``declared`` names where each workload value came from ("config run.toml",
-    "the command line", "the log"); values read from the log are
-    still checked against the log's own iteration lines.
-    """
-    problems: list[str] = []
-    gbs = result_config.global_batch_size
-    if gbs is not None:
-        by = declared.get("global_batch_size", "the log")
-        logged = sorted({r.global_batch_size for r in records if r.global_batch_size is not None})
-        fact = _int(facts.get("global_batch_size"))
-        if fact is not None and not logged:
-            logged = [fact]
-        if any(v != gbs for v in logged):
-            problems.append(f"global batch size: {by} says {gbs}, the log's iteration lines say "
-                            f"{', '.join(str(v) for v in logged)}")
-        counted = [r for r in records if r.consumed_samples is not None]
-        for before, after in zip(counted, counted[1:], strict=False):
-            steps = after.iteration - before.iteration
-            expected = steps * gbs
-            got = after.consumed_samples - before.consumed_samples  # type: ignore[operator]
-            if steps > 0 and got != expected:
-                problems.append(
-                    f"consumed samples: global batch {gbs} ({by}) gives {expected} samples over "
-                    f"iterations {before.iteration}-{after.iteration}, the log counts {got} "
-                    f"({before.source} -> {after.source})"
-                )
-                break
-    for key, value in (("seq_length", result_config.seq_length),
-                       ("world_size", result_config.world_size)):
-        fact = _int(facts.get(key))
-        if value is not None and fact is not None and fact != value:
-            label = key.replace("_", " ")
-            problems.append(f"{label}: {declared.get(key, 'the log')} says {value}, "
-                            f"the log says {fact}")
-    return problems
-
-
-def check_workload(
-    workload: ResultConfig, records: list[IterationRecord], facts: dict[str, Any], declared_by: str
-) -> list[str]:
-    """Where a log disagrees with ``workload`` (global batch, sequence length, world size).
-
-    ``declared_by`` names where the workload comes from (e.g. "the config");
-    ``tprimat run`` checks a live job's output with this, as ``tprimat parse`` does.
-    """
-    declared = dict.fromkeys(("global_batch_size", "seq_length", "world_size"), declared_by)
-    return _check_workload(workload, records, facts, declared)
 
 
 # -- status ----------------------------------------------------------------------------------
@@ -379,7 +241,7 @@ def parse_logs(
     files, notes = find_log_files(paths)
     detected = None
     if backend is None:
-        backend, detected = detect_backend(files, registry.backends())
+        backend, detected = detect_backend(files, registry)
         notes.append(f"format detected: {backend} ({detected})")
     entry = registry.backend(backend)
 
@@ -405,9 +267,9 @@ def parse_logs(
                          f"{backend}")
     facts = {key: fact.value for key, fact in collector.facts.items()}
 
-    result_config = _result_config(config, workload, facts)
+    result_config = _result_config(config, workload, facts, config_label)
     declared = _declared_sources(config, config_label, workload)
-    problems = _check_workload(result_config, timed, facts, declared)
+    problems = check_workload_declared(result_config, timed, facts, declared)
     if problems and not allow_mismatch:
         raise ParseError("the log does not match the workload: " + "; ".join(problems)
                          + " (check the inputs, or pass --allow-mismatch to keep the declared "
@@ -427,12 +289,8 @@ def parse_logs(
     if warmup is None:
         warmup = (config.benchmark.warmup_iterations if config is not None
                   else default_config_dict()["benchmark"]["warmup_iterations"])
-    if backend in MEGATRON_FAMILY and timed[0].iteration == 1 and warmup < 1:
-        warmup = 1
-        notes.append("warm-up raised to 1: Megatron's iteration 1 includes start-up "
-                     "(since Megatron-LM 0.16 its timers are not reset after it)")
 
-    missing = _missing_iterations(timed, _int(facts.get("train_iters")))
+    missing = _missing_iterations(timed, as_int(facts.get("train_iters")))
     for line in truncated:
         notes.append(f"skipped {line}: last line of the file has no newline (cut off)")
     notes.extend(missing)
@@ -445,7 +303,7 @@ def parse_logs(
         notes.append("log states: " + ", ".join(f"{k}={v}" for k, v in sorted(facts_shown.items())))
 
     tensor_parallel = (config.parallel.tensor if config is not None
-                       else _int(facts.get("tensor_parallel")) or 1)
+                       else as_int(facts.get("tensor_parallel")) or 1)
     status = "partial" if missing or truncated else "completed"
     run = RunInfo(
         id=_run_id(backend, files),
@@ -473,6 +331,7 @@ def parse_logs(
         software=software,
         provenance=provenance,
         warmup_iterations=warmup,
+        warmup_rule=entry.spec.warmup,
         exclude_profiled=config.benchmark.exclude_profiled if config is not None else True,
         tensor_parallel=tensor_parallel,
         ceiling=manifest.extra.get("microbench") if manifest else None,

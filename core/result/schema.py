@@ -21,14 +21,12 @@ from cattrs.gen import make_dict_structure_fn
 from cattrs.v import format_exception
 
 from tprimat.atomic import atomic_write_text
+from tprimat.contract.records import IterationRecord
 from tprimat.errors import TprimatError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 RunStatus = Literal["completed", "failed", "interrupted", "partial"]
-
-_nonneg = attrs.validators.optional(attrs.validators.ge(0))
-
 
 class ResultError(TprimatError):
     """A result document that cannot be read or does not match the schema."""
@@ -86,40 +84,12 @@ class ResultConfig:
     world_size: int | None
     precision: str | None
     methodology: str
+    preset: str | None = None  # the tuned preset applied (methodology "tuned")
+    deviations: list[str] = attrs.Factory(list)  # every setting the preset changed, "key: iso -> tuned"
+    layers: list[str] = attrs.Factory(list)  # where the config came from, lowest layer first
     dataset_fingerprint: str | None = None
     config_fingerprint: str | None = None
     settings: dict[str, Any] = attrs.Factory(dict)  # the full benchmark config
-
-
-@attrs.frozen(kw_only=True)
-class IterationRecord:
-    """One training iteration (or one log line covering several, see ``covers_iterations``)."""
-
-    iteration: int = attrs.field(validator=attrs.validators.ge(0))
-    step_time_s: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
-    )
-    tokens: int | None = attrs.field(default=None, validator=_nonneg)
-    tokens_per_s_per_gpu: float | None = None  # computed by the core, never by a parser
-    loss: float | None = None  # NaN and inf are kept
-    lr: float | None = None
-    grad_norm: float | None = None
-    skipped: int = attrs.field(default=0, validator=attrs.validators.ge(0))
-    covers_iterations: int = attrs.field(default=1, validator=attrs.validators.ge(1))
-    profiled: bool = False
-    global_batch_size: int | None = None  # as logged, cross-checked against the config
-    consumed_samples: int | None = None
-    mem_allocated_gib: float | None = None  # allocator: live tensors (GiB = 2**30 bytes)
-    mem_max_allocated_gib: float | None = None  # allocator peak
-    mem_reserved_gib: float | None = None  # allocator: cached by PyTorch
-    mem_max_reserved_gib: float | None = None
-    mem_device_used_gib: float | None = None  # driver view (nvidia-smi / amd-smi)
-    mem_device_total_gib: float | None = None
-    mem_rss_gib: float | None = None  # host process resident set (CPU runs)
-    energy_j: float | None = None  # GPU energy during the iteration, all local GPUs
-    timestamp: str | None = None
-    source: str | None = None  # "file:line" it was read from
-    reported: dict[str, float | str | None] = attrs.Factory(dict)  # the framework's own figures
 
 
 @attrs.frozen(kw_only=True)
@@ -265,18 +235,48 @@ def _replace_non_finite(value: Any) -> Any:
     return value
 
 
+def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """v2 records the methodology's preset, deviations and config layers in ``config``.
+
+    A v1 result kept its tuned deviations only as provenance notes
+    ("tuned deviation: key: iso -> tuned"); they are moved into the field.
+    """
+    config = dict(data.get("config") or {})
+    notes = (data.get("provenance") or {}).get("notes") or []
+    config.setdefault("preset", None)
+    config.setdefault(
+        "deviations", [n[len("tuned deviation: ") :] for n in notes if isinstance(n, str) and n.startswith("tuned deviation: ")]
+    )
+    config.setdefault("layers", [])
+    return {**data, "config": config, "schema_version": 2}
+
+
+#: schema_version -> the function that turns such a raw document into the next version's.
+MIGRATIONS = {1: _v1_to_v2}
+
+
+def migrate(data: dict[str, Any], *, origin: str = "result") -> dict[str, Any]:
+    """Bring a raw result document up to :data:`SCHEMA_VERSION`, one migration at a time."""
+    version = data.get("schema_version")
+    while version != SCHEMA_VERSION:
+        step = MIGRATIONS.get(version) if isinstance(version, int) else None
+        if step is None:
+            raise ResultError(
+                f"{origin}: schema_version {version!r} is not supported by tprimat "
+                f"(this version reads 1 to {SCHEMA_VERSION})"
+            )
+        data = step(data)
+        version = data.get("schema_version")
+    return data
+
+
 def result_from_dict(data: Any, *, origin: str = "result") -> Result:
     """Validate and structure a result document; errors name the field (``$.iterations[3]...``)."""
     if not isinstance(data, dict):
         raise ResultError(f"{origin}: not a tprimat result (expected a JSON object)")
-    version = data.get("schema_version")
-    if version is None:
+    if data.get("schema_version") is None:
         raise ResultError(f"{origin}: not a tprimat result (no schema_version)")
-    if version != SCHEMA_VERSION:
-        raise ResultError(
-            f"{origin}: schema_version {version!r} is not supported by tprimat "
-            f"(this version reads {SCHEMA_VERSION})"
-        )
+    data = migrate(data, origin=origin)
     try:
         return _converter.structure(data, Result)
     except cattrs.BaseValidationError as exc:

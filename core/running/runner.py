@@ -1,8 +1,8 @@
-"""The core runner: one benchmark run, the same way for every backend.
+"""The core runner: executes one prepared run, the same way for every backend.
 
-``tprimat run`` resolves the backend and the config, captures the machine
-(``manifest.json``), asks the backend's plugin for a :class:`LaunchPlan`, and
-executes it:
+:mod:`tprimat.running.prepare` has decided the backend, the final config and
+the launch plan; the runner captures the machine (``manifest.json``) and
+executes the plan under :mod:`tprimat.running.supervise`:
 
 * the process gets its own process group (and dies with the runner);
 * its output is teed line by line into ``logs/`` in the run directory and fed,
@@ -22,122 +22,34 @@ Throughput, statistics and energy per token are computed by
 
 from __future__ import annotations
 
-import collections
-import json
 import os
-import queue
 import shlex
 import signal
-import subprocess
-import sys
-import threading
 import time
-import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
-from importlib import metadata, resources
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from tprimat import __version__
-from tprimat.result.builder import assemble_result
-from tprimat.result.collect import EventCollector
-from tprimat.settings.config import BenchmarkConfig, default_config_dict, dump_toml, load_config
-from tprimat.errors import TprimatError
-from tprimat.running.manifest import Manifest, capture_manifest, write_manifest
-from tprimat.settings.models import ModelSpec, UnknownModelError, get_model
-from tprimat.contract.plans import LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
+from tprimat.contract.registry import Registry
 from tprimat.hardware.platform import PlatformInfo
-from tprimat.result.schema import IterationRecord, Provenance, Result, ResultConfig, RunInfo, RunStatus
+from tprimat.result.builder import assemble_result, result_config
+from tprimat.result.collect import EventCollector
+from tprimat.result.schema import IterationRecord, Provenance, Result, RunInfo, RunStatus
 from tprimat.result.schema import write_result as _write_result
+from tprimat.running.manifest import Manifest, capture_manifest, write_manifest
+from tprimat.running.prepare import SYSPROF_DIR, PreparedRun, require_backend
+from tprimat.running.supervise import ProcessExecution, SignalForwarding, kill_leftovers
 from tprimat.secrets import redact_env, redact_text
+from tprimat.settings.config import dump_toml
 
-#: The backend `tprimat run` picks on each platform when it is available (else ``torch``).
-PLATFORM_DEFAULT_BACKENDS = {"amd": "amd_primus", "nvidia": "nvd_nemo"}
-FALLBACK_BACKEND = "torch"
 RESULT_NAME = "result.json"
 #: Seconds between intermediate result writes while a run goes.
 PARTIAL_WRITE_INTERVAL_S = 2.0
-#: Seconds the workers get after SIGINT/SIGTERM/timeout before the group is killed.
-GRACE_S = 40.0
-LOG_TAIL_LINES = 30
-#: Set in the job's environment: the runner's process id, so that a worker started after
-#: its launcher was killed can tell it has been orphaned.
-RUNNER_PID_ENV = "TPRIMAT_RUNNER_PID"
-
-
-class RunError(TprimatError):
-    """A run that cannot start: unknown model, unusable backend, bad dataset."""
-
-
-@attrs.frozen(kw_only=True)
-class RunRequest:
-    """What the user asked for (``tprimat run``'s options)."""
-
-    backend: str | None = None
-    model: str | None = None
-    config_file: str | None = None
-    overrides: tuple[str, ...] = ()
-    iterations: int | None = None
-    output: Path = Path("runs")
-    run_id: str | None = None
-    nproc_per_node: int | None = None
-    nnodes: int | None = None
-    node_rank: int = 0
-    master_addr: str | None = None
-    master_port: int | None = None
-    profile: bool = False
-    options: dict[str, Any] = attrs.Factory(dict)
-    #: The per-node run of a submitted SLURM job: its run directory exists (it holds the job).
-    in_slurm_job: bool = False
-    system_profiler: str | None = None  # "nsys" | "rocprofv3": every worker runs under it
-
-    def flag_overrides(self) -> list[str]:
-        """The dedicated flags as ``section.key=value`` overrides (they win over ``--set``)."""
-        pairs: list[tuple[str, Any]] = [
-            ("benchmark.model", self.model),
-            ("benchmark.iterations", self.iterations),
-            ("launch.nproc_per_node", self.nproc_per_node),
-            ("launch.nnodes", self.nnodes),
-            ("launch.master_addr", self.master_addr),
-            ("launch.master_port", self.master_port),
-            ("profile.enabled", True if self.profile else None),
-        ]
-        return [f"{key}={json.dumps(value)}" for key, value in pairs if value is not None]
-
-
-@attrs.frozen(kw_only=True)
-class PreparedRun:
-    """Everything decided before anything starts: what ``--dry-run`` prints."""
-
-    request: RunRequest
-    backend: str
-    backend_reason: str
-    config: BenchmarkConfig
-    model: ModelSpec
-    platform: PlatformInfo
-    context: LaunchContext
-    plan: LaunchPlan
-    profile: ProfilePlan | None
-    dataset: PreparedDataset | None
-    notes: tuple[str, ...] = ()
-    #: ``None``: the backend can run here; else one line saying what is missing and how to get it.
-    unavailable: str | None = None
-
-    @property
-    def run_dir(self) -> Path:
-        return self.context.run_dir
-
-
-def launch_plan_notes(plan: LaunchPlan) -> list[str]:
-    """The plan's methodology, every tuned deviation and its notes, for the result's provenance."""
-    from tprimat.settings.methodology import provenance_notes
-
-    notes = provenance_notes(plan)
-    notes += [f"launch plan: {note}" for note in plan.notes if note not in notes]
-    return notes
 
 
 @attrs.frozen(kw_only=True)
@@ -146,14 +58,6 @@ class RunOutcome:
     result: Result | None  # None on a node other than node rank 0
     result_path: Path | None
     return_code: int | None  # None: the job could not be started
-
-
-# -- preparing ------------------------------------------------------------------------------
-
-
-def cpu_preset() -> dict[str, Any]:
-    """The shipped CPU preset (``cpu.toml``)."""
-    return tomllib.loads(resources.files("tprimat.settings").joinpath("cpu.toml").read_text("utf-8"))
 
 
 def latest_microbench(platform: PlatformInfo) -> dict[str, Any] | None:
@@ -168,378 +72,6 @@ def latest_microbench(platform: PlatformInfo) -> dict[str, Any] | None:
     from tprimat.microbench.store import latest_for_device
 
     return latest_for_device(platform.device_name, host=platform.hostname)
-
-
-def resolve_backend(
-    registry: Any, requested: str | None, platform: PlatformInfo
-) -> tuple[str, str]:
-    """The backend to use and why: the requested one, the platform's default, else torch."""
-    if requested:
-        registry.backend(requested)  # unknown or conflicting names are errors
-        return requested, "requested with --backend"
-    default = PLATFORM_DEFAULT_BACKENDS.get(platform.platform)
-    backends = registry.backends()
-    if default and default in backends:
-        availability = backends[default].availability()
-        if availability.state == "available":
-            return default, f"default backend on {platform.platform}"
-        registry.backend(FALLBACK_BACKEND)
-        return FALLBACK_BACKEND, (
-            f"{default} (default on {platform.platform}) is not usable here ({availability}); "
-            f"fell back to {FALLBACK_BACKEND}"
-        )
-    registry.backend(FALLBACK_BACKEND)
-    return FALLBACK_BACKEND, f"default backend on {platform.platform}"
-
-
-def effective_config(
-    request: RunRequest, platform: PlatformInfo
-) -> tuple[BenchmarkConfig, list[str]]:
-    """Defaults (+ the CPU preset without a GPU), the config file, ``--set``, then the flags."""
-    notes = []
-    base = default_config_dict()
-    if platform.platform == "cpu":
-        for section, values in cpu_preset().items():
-            base[section].update(values)
-        notes.append("no GPU found: the CPU preset (cpu.toml) is layered under the config")
-    overrides = [*request.overrides, *request.flag_overrides()]
-    return load_config(request.config_file, overrides, base=base), notes
-
-
-def new_run_id(backend: str, model: str, output: Path) -> str:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    base = f"{stamp}-{backend}-{model}"
-    candidate, n = base, 1
-    while (output / candidate).exists():
-        n += 1
-        candidate = f"{base}-{n}"
-    return candidate
-
-
-def _load_dataset(config: BenchmarkConfig) -> PreparedDataset | None:
-    if config.data.dataset == "mock":
-        return None
-    try:
-        from tprimat.data import load_prepared
-    except ImportError:
-        raise RunError(
-            f"data.dataset = {config.data.dataset!r}: reading prepared datasets needs "
-            "tprimat.data, which this installation lacks"
-        ) from None
-    return load_prepared(config.data.dataset)
-
-
-def prepare(request: RunRequest, registry: Any) -> PreparedRun:
-    """Decide everything and build the launch plan; starts nothing, writes nothing."""
-    platform = registry.detect_platform()
-    config, notes = effective_config(request, platform)
-    try:
-        model = get_model(config.benchmark.model)
-    except UnknownModelError as exc:
-        raise RunError(str(exc)) from None
-    backend, reason = resolve_backend(registry, request.backend, platform)
-    output = Path(request.output)
-    run_id = request.run_id or new_run_id(backend, model.name, output)
-    run_dir = (output / run_id).absolute()
-    if run_dir.exists() and not request.in_slurm_job:
-        raise RunError(f"run directory {run_dir} already exists; choose another --run-id")
-    dataset = _load_dataset(config)
-    data = None
-    if dataset is not None:
-        if dataset.vocab_size > model.vocab_size:
-            raise RunError(
-                f"dataset {config.data.dataset} has token ids up to {dataset.vocab_size - 1}, "
-                f"beyond the vocabulary of {model.name} ({model.vocab_size})"
-            )
-        data = registry.prepare_data(backend, dataset=dataset, config=config)
-    context = LaunchContext(
-        run_id=run_id, run_dir=run_dir, config=config, model=model, platform=platform,
-        data=data, node_rank=request.node_rank, options=dict(request.options),
-    )
-    profile = None
-    if request.system_profiler:
-        context = attrs.evolve(context, system_profiler=request.system_profiler)
-    if config.profile.enabled:
-        profile = registry.profile(backend, context=context)
-    elif request.system_profiler == "nsys":
-        from tprimat.settings.config import ConfigError
-
-        try:  # a backend that can open a CUDA profiler range over the window answers with it
-            candidate = registry.profile(backend, context=context)
-        except ConfigError as exc:
-            candidate = None
-            notes.append(f"no capture range: the profile window does not fit this run ({exc})")
-        profile = candidate if candidate is not None and candidate.capture_range else None
-    if profile is not None:
-        context = attrs.evolve(context, profile=profile)
-    plan = registry.launch(backend, context=context)
-    if request.system_profiler:
-        capture = profile is not None and profile.capture_range
-        plan, note = with_system_profiler(plan, request.system_profiler, run_dir,
-                                          capture_range=capture)
-        notes.append(note)
-    return PreparedRun(
-        request=request, backend=backend, backend_reason=reason, config=config, model=model,
-        platform=platform, context=context, plan=plan, profile=profile, dataset=dataset,
-        notes=tuple(notes), unavailable=unavailable_reason(registry, backend, context.options),
-    )
-
-
-#: Backend options that stand for an environment variable a backend requires.
-OPTION_ENV = {"megatron_path": "MEGATRON_PATH", "primus_path": "PRIMUS_PATH"}
-
-
-def requirement_environ(options: dict[str, Any]) -> dict[str, str]:
-    """The environment the availability check sees: ``--megatron-path`` counts as the variable."""
-    environ = dict(os.environ)
-    for option, variable in OPTION_ENV.items():
-        if options.get(option):
-            environ[variable] = str(options[option])
-    return environ
-
-
-def require_backend(registry: Any, backend: str, options: dict[str, Any]) -> None:
-    """Raise a one-line error (exit code 2) when ``backend`` cannot run on this machine."""
-    from tprimat.contract import backend as backends
-
-    registered = registry.backend(backend)
-    if registered.conflict:
-        raise RunError(f"backend {backend} cannot run here: {registered.conflict}")
-    backends.require_available(registered.spec, requirement_environ(options))
-
-
-def unavailable_reason(registry: Any, backend: str, options: dict[str, Any]) -> str | None:
-    """What :func:`require_backend` would say, or ``None`` when the backend can run here."""
-    try:
-        require_backend(registry, backend, options)
-    except TprimatError as exc:
-        return str(exc)
-    return None
-#: Where a system profiler's per-worker reports go, relative to the run directory.
-SYSPROF_DIR = "sysprof"
-
-
-def with_system_profiler(plan: LaunchPlan, tool: str, run_dir: Path, *,
-                         capture_range: bool = False) -> tuple[LaunchPlan, str]:
-    """The plan with every torchrun worker wrapped by ``tool`` (:mod:`tprimat.running.sysprof`), and a note.
-
-    ``capture_range``: the backend opens a CUDA profiler range over the profile window
-    (``ProfilePlan.capture_range``), so Nsight Systems records only that range.
-    """
-    from tprimat.running.sysprof import SystemProfiler, apply_system_profiler
-
-    profiler = SystemProfiler(tool=tool, output_dir=run_dir / SYSPROF_DIR,
-                              capture_range=capture_range)
-    wrapped = apply_system_profiler(plan, profiler)
-    scope = ("only the profile window (the backend's cudaProfilerStart/Stop range)"
-             if capture_range else "the whole worker")
-    return wrapped, (f"every training worker runs under {tool} (torchrun --no-python), "
-                     f"recording {scope}; one report per rank in {run_dir / SYSPROF_DIR}")
-
-
-def describe_plan(prepared: PreparedRun) -> str:
-    """What ``--dry-run`` prints: the exact command, environment, files and effective config."""
-    plan = prepared.plan
-    lines = [
-        f"# backend: {prepared.backend} ({prepared.backend_reason})",
-        f"# platform: {prepared.platform.platform} ({prepared.platform.device_name or 'unknown'})",
-        f"# run directory: {prepared.run_dir}",
-    ]
-    if plan.description:
-        lines.append(f"# plan: {plan.description}")
-    if prepared.unavailable:
-        lines.append(f"# NOT RUNNABLE HERE: {prepared.unavailable}")
-    for note in prepared.notes:
-        lines.append(f"# note: {note}")
-    lines.append(f"# methodology: {plan.methodology}")
-    for deviation in plan.deviations:
-        lines.append(f"# tuned deviation: {deviation}")
-    for note in plan.notes:
-        lines.append(f"# plan note: {note}")
-    lines += ["", "## command", redact_text(shlex.join(plan.argv))]
-    if plan.cwd is not None:
-        lines.append(f"(in {plan.cwd})")
-    lines += ["", "## environment (added to the inherited one)"]
-    env = sorted(redact_env(plan.env).items())
-    lines += [f"{k}={shlex.quote(v)}" for k, v in env] or ["(none)"]
-    lines += ["", "## files written into the run directory"]
-    files = {"config.toml": "(the effective config below)", "manifest.json": "(captured at launch)"}
-    files.update(plan.files)
-    for name, text in files.items():
-        lines.append(f"--- {name}")
-        lines.append(redact_text(text).rstrip("\n"))
-    if prepared.profile is not None:
-        traces = ", ".join(prepared.profile.trace_globs) or "(backend default)"
-        if prepared.profile.trace_globs:
-            traces += ", moved after the run into traces/rank-<N>.pt.trace.json[.gz]"
-        if prepared.profile.capture_range:
-            traces = "none (a CUDA profiler range over the window, for the system profiler)"
-        lines += ["", "## profiling", f"traces: {traces}",
-                  "profiled iterations (left out of statistics): "
-                  + (", ".join(map(str, prepared.profile.profiled_iterations)) or "none")]
-    lines += ["", "## effective config",
-              f"# config_fingerprint = {prepared.config.fingerprint()}",
-              dump_toml(prepared.config).rstrip("\n")]
-    return "\n".join(lines) + "\n"
-
-
-# -- executing ------------------------------------------------------------------------------
-
-
-def _die_with_parent_hook() -> Callable[[], None] | None:
-    """A pre-exec function asking Linux to kill the child when the runner dies.
-
-    libc is resolved here, in the parent: the child between fork and exec must
-    not import anything (another thread may hold the import lock).
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-    parent = os.getpid()
-
-    def hook() -> None:
-        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:  # the runner died before the request took effect
-            os._exit(137)
-
-    return hook
-
-
-def kill_leftovers() -> list[int]:
-    """Kill what the job left behind outside its process group (launchers such as torchrun
-    start workers in sessions of their own); they carry this runner's pid in their environment."""
-    from tprimat.running.orphans import kill_marked
-
-    return kill_marked(RUNNER_PID_ENV, str(os.getpid()))
-
-
-class ProcessExecution:
-    """One launch plan's process: started, teed, its lines handed out, stopped on request."""
-
-    def __init__(self, plan: LaunchPlan, log_path: Path, *, timeout_s: float = 0,
-                 grace_s: float = GRACE_S) -> None:
-        self.plan = plan
-        self.log_path = log_path
-        self.timeout_s = timeout_s
-        self.grace_s = grace_s
-        self.lines_queue: queue.Queue[tuple[str, float] | None] = queue.Queue()
-        self.tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
-        self.last_arrival = 0.0
-        self.interrupted = False
-        self.timed_out = False
-        self.closed = False  # the process closed its output
-        self.proc: subprocess.Popen[str] | None = None
-        self._kill_at: float | None = None
-        self._reader: threading.Thread | None = None
-
-    def start(self) -> None:
-        env = os.environ.copy()
-        env.update(self.plan.env)
-        env[RUNNER_PID_ENV] = str(os.getpid())  # workers check they still descend from it
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            list(self.plan.argv), cwd=self.plan.cwd, env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-            bufsize=1, start_new_session=True, preexec_fn=_die_with_parent_hook(),
-        )
-        self.started = time.monotonic()
-        self._reader = threading.Thread(target=self._read, name="tprimat-log-tee", daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        with self.log_path.open("w", encoding="utf-8") as log:
-            for line in self.proc.stdout:
-                line = redact_text(line)
-                log.write(line)
-                log.flush()
-                self.tail.append(line.rstrip("\n"))
-                self.lines_queue.put((line, time.time()))
-        self.lines_queue.put(None)
-
-    def signal_group(self, sig: int) -> None:
-        if self.proc is None:
-            return
-        try:
-            os.killpg(self.proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-    def interrupt(self) -> None:
-        """Forward an interruption to the whole group; a second one kills at once."""
-        if self.interrupted:
-            self.signal_group(signal.SIGKILL)
-            return
-        self.interrupted = True
-        self.signal_group(signal.SIGINT)
-        self._kill_at = time.monotonic() + self.grace_s
-
-    def _check_deadlines(self) -> None:
-        now = time.monotonic()
-        if self.timeout_s and not self.timed_out and now - self.started > self.timeout_s:
-            self.timed_out = True
-            self.signal_group(signal.SIGTERM)
-            self._kill_at = now + min(self.grace_s, 10.0)
-        if self._kill_at is not None and now > self._kill_at:
-            self.signal_group(signal.SIGKILL)
-            self._kill_at = None
-
-    def lines(self) -> Iterator[str]:
-        """The process's output lines as they arrive, until it closes its output."""
-        while not self.closed:
-            try:
-                item = self.lines_queue.get(timeout=0.2)
-            except queue.Empty:
-                self._check_deadlines()
-                continue
-            if item is None:
-                self.closed = True
-                return
-            line, self.last_arrival = item
-            self._check_deadlines()
-            yield line
-
-    def drain(self) -> None:
-        for _ in self.lines():
-            pass
-
-    def wait(self) -> int:
-        assert self.proc is not None
-        while True:
-            try:
-                code = self.proc.wait(timeout=0.2)
-                break
-            except subprocess.TimeoutExpired:
-                self._check_deadlines()
-        if self._reader is not None:
-            self._reader.join(timeout=5)
-        self.signal_group(signal.SIGKILL)  # nothing of the group outlives the run
-        kill_leftovers()
-        return code
-
-
-@attrs.define
-class _SignalForwarding:
-    """Route SIGINT/SIGTERM to the execution while it runs (main thread only)."""
-
-    execution: ProcessExecution
-    previous: dict[int, Any] = attrs.Factory(dict)
-
-    def __enter__(self) -> _SignalForwarding:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.signal(sig, lambda *_: self.execution.interrupt())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
 
 
 def _software(manifest: Manifest, collector: EventCollector) -> Any:
@@ -589,7 +121,7 @@ class Runner:
         self.monitor_factory = monitor_factory
         self.collector = EventCollector()
         self.arrivals: dict[int, float] = {}
-        self.notes: list[str] = list(prepared.notes) + launch_plan_notes(prepared.plan)
+        self.notes: list[str] = list(prepared.notes) + [f"launch plan: {note}" for note in prepared.plan.notes]
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         self.manifest: Manifest | None = None
         self.monitor: Any = None
@@ -727,14 +259,7 @@ class Runner:
             finished_at=datetime.now(UTC).isoformat(timespec="seconds") if final else None,
             tprimat_version=__version__,
         )
-        config = ResultConfig(
-            model=p.model.name, seq_length=c.training.seq_length,
-            global_batch_size=c.training.global_batch_size,
-            micro_batch_size=c.training.micro_batch_size, world_size=c.world_size,
-            precision=c.precision.dtype, methodology=c.benchmark.methodology,
-            dataset_fingerprint=fingerprint, config_fingerprint=c.fingerprint(fingerprint),
-            settings=c.to_dict(),
-        )
+        config = result_config(c, dataset_fingerprint=fingerprint, methodology=p.methodology, layers=p.layers)
         inputs = [self.log_rel]
         if (p.run_dir / "logs" / "ranks").exists():
             inputs.append("logs/ranks/")
@@ -765,6 +290,7 @@ class Runner:
             run=run, config=config, records=self._records(final),
             hardware=self.manifest.hardware, software=_software(self.manifest, self.collector),
             provenance=provenance, warmup_iterations=c.benchmark.warmup_iterations,
+            warmup_rule=registered.spec.warmup,
             exclude_profiled=c.benchmark.exclude_profiled, tensor_parallel=c.parallel.tensor,
             ceiling=self.manifest.extra.get("microbench"),
         )
@@ -793,7 +319,7 @@ class Runner:
             self._start_monitor()
             if self.writes_result:
                 self._write(self.build_result("partial", final=False))
-            with _SignalForwarding(execution):
+            with SignalForwarding(execution):
                 try:
                     execution.start()
                 except OSError as exc:
@@ -879,23 +405,20 @@ class Runner:
     def workload_problems(self) -> list[str]:
         """Global batch and sequence length the log states that differ from the config's."""
         from tprimat.result.collect import is_memory_only
-        from tprimat.parse.logs import check_workload
+        from tprimat.result.workload import Workload, check_workload
 
         c = self.prepared.config
         # World size has its own note (build_result); a log may state it per node.
         facts = {k: f.value for k, f in self.collector.facts.items() if k != "world_size"}
         timed = [r for r in self.collector.records if not is_memory_only(r)]
-        workload = ResultConfig(
-            model=self.prepared.model.name, seq_length=c.training.seq_length,
-            global_batch_size=c.training.global_batch_size, micro_batch_size=None,
-            world_size=None, precision=None, methodology=c.benchmark.methodology)
+        workload = Workload(seq_length=c.training.seq_length, global_batch_size=c.training.global_batch_size)
         return check_workload(workload, timed, facts, "the config")
 
 
-def run(prepared: PreparedRun, registry: Any, *, view: Any = None,
+def run(prepared: PreparedRun, registry: Registry, *, view: Any = None,
         monitor_factory: Callable[..., Any] | None = None,
         manifest_extra: dict[str, Any] | None = None) -> RunOutcome:
-    """Execute a prepared run (see :func:`prepare`)."""
+    """Execute a prepared run (see :func:`tprimat.running.prepare.prepare`)."""
     require_backend(registry, prepared.backend, prepared.context.options)
     return Runner(prepared, registry, view=view, monitor_factory=monitor_factory,
                   manifest_extra=manifest_extra).run()

@@ -184,42 +184,6 @@ _SUBMIT_ONLY = {"--slurm": 0, "--dry-run": 0, "--nodes": 1, "--gpus-per-node": 1
                 "--nnodes": 1, "--node-rank": 1, "--master-addr": 1, "--master-port": 1}
 
 
-def node_run_args(run_argv: Sequence[str]) -> list[str]:
-    """The ``tprimat run`` arguments each node gets: the submission's own options removed.
-
-    ``run_argv`` is what the user gave ``tprimat run`` (after ``run``); both
-    ``--opt value`` and ``--opt=value`` forms are understood.
-    """
-    out: list[str] = []
-    words = list(run_argv)
-    i = 0
-    while i < len(words):
-        word = words[i]
-        name = word.split("=", 1)[0]
-        if name in _SUBMIT_ONLY:
-            i += 1 if "=" in word else 1 + _SUBMIT_ONLY[name]
-            continue
-        out.append(word)
-        i += 1
-    return out
-
-
-def submit_from_cli(
-    run_argv: Sequence[str],
-    *,
-    run_dir: str | Path,
-    options: SlurmOptions,
-    master_port: int = 29500,
-    env: dict[str, str] | None = None,
-    dry_run: bool = False,
-    program: str = "tprimat",
-) -> SlurmSubmission:
-    """What ``tprimat run --slurm …`` calls: one ``tprimat run`` per node, submitted with sbatch."""
-    command = tprimat_node_command(node_run_args(run_argv), program=program)
-    return submit_run(node_command=command, run_dir=run_dir, options=options,
-                      master_port=master_port, env=env, cwd=Path.cwd(), dry_run=dry_run)
-
-
 def _require(program: str) -> str:
     found = shutil.which(program)
     if found is None:

@@ -3,19 +3,14 @@
 Profiling the launcher instead of the workers gives empty output: ``nsys
 profile bash run.sh`` or ``rocprofv3 -- torchrun ...`` trace a process that
 never touches the GPU (torchrun's children do).  tprimat therefore applies a
-system profiler in one of two ways:
+system profiler by rewriting a ``torchrun`` command so that every worker runs
+under the profiler, using torchrun's ``--no-python``::
 
-* **wrap** (default): rewrite a ``torchrun`` command so that every worker runs
-  under the profiler, using torchrun's ``--no-python``::
+    torchrun --nproc-per-node 8 --no-python nsys profile ... -- python -u pretrain_gpt.py ...
 
-      torchrun --nproc-per-node 8 --no-python nsys profile ... -- python -u pretrain_gpt.py ...
-
-  Each worker writes its own report, named by its ``RANK``
-  (``nsys_rank%q{RANK}``, ``rocprof_rank%env{RANK}%``).
-* **attach** (AMD, for launchers that are shell scripts): start the job with
-  ``ROCP_TOOL_ATTACH=1``, find the worker PIDs below the launcher
-  (:func:`worker_pids`, from ``/proc``), and attach ``rocprofv3 --attach PID``
-  to each for a bounded time (``timeout --signal=INT``).
+Each worker writes its own report, named by its ``RANK``
+(``nsys_rank%q{RANK}``, ``rocprof_rank%env{RANK}%``).  A launch plan that does
+not run torchrun itself (a launcher script) cannot be wrapped and is refused.
 
 Nsight Systems records only between ``cudaProfilerStart`` and
 ``cudaProfilerStop`` when ``capture_range`` is set
@@ -23,14 +18,12 @@ Nsight Systems records only between ``cudaProfilerStart`` and
 ``--profile`` (without ``--use-pytorch-profiler``) and NeMo's ``NsysCallback``
 open and close that range around the profiled iterations.
 
-Everything here builds commands; nothing is started.  :func:`describe` gives
-the exact shell line of a rewritten plan, for a dry run to print.
+Everything here builds commands; nothing is started.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -129,14 +122,14 @@ def wrap_torchrun(argv: Sequence[str], prefix: Sequence[str], python: str | None
 
     ``argv`` may start with environment-setting wrappers (``env A=B``) before
     ``torchrun``.  A command without torchrun raises :class:`TprimatError`
-    (wrap the workers through their launcher instead, or use attach mode).
+    (the workers cannot be reached through a launcher script).
     """
     argv = list(argv)
     start = _torchrun_start(argv)
     if start is None:
         raise TprimatError(
             "cannot wrap the workers: the launch command does not run torchrun; "
-            "use attach mode (rocprofv3) or a launcher that exposes torchrun"
+            "use a backend whose launch plan runs torchrun itself"
         )
     via_python = os.path.basename(argv[start]).startswith("python")
     head = start + (3 if via_python else 1)
@@ -178,123 +171,3 @@ def apply_system_profiler(plan: LaunchPlan, profiler: SystemProfiler, python: st
     env = dict(plan.env)
     description = f"{plan.description} [workers under {profiler.tool}]".strip()
     return attrs.evolve(plan, argv=tuple(argv), env=env, description=description)
-
-
-# -- attach mode (rocprofv3) ---------------------------------------------------------------
-
-
-def attach_environment() -> dict[str, str]:
-    """Environment the job must start with so that rocprofv3 can attach to its workers later."""
-    return {"ROCP_TOOL_ATTACH": "1"}
-
-
-def attach_command(pid: int, profiler: SystemProfiler, duration_s: float, rank: int | str) -> list[str]:
-    """``rocprofv3 --attach PID`` for one worker, stopped after ``duration_s`` by SIGINT (detach)."""
-    if profiler.tool != "rocprofv3":
-        raise TprimatError("attach mode is available for rocprofv3 only (Nsight Systems wraps the workers)")
-    if duration_s <= 0:
-        raise TprimatError("the attach duration must be positive")
-    return [
-        "timeout",
-        "--signal=INT",
-        f"{duration_s:g}",
-        "rocprofv3",
-        "--attach",
-        str(pid),
-        "--kernel-trace",
-        "--memory-copy-trace",
-        "--hip-runtime-trace",
-        "--attach-sync-output",
-        "--output-format",
-        "rocpd",
-        "-d",
-        str(profiler.output_dir),
-        "-o",
-        f"rocprof_rank{rank}",
-        *profiler.extra_args,
-    ]
-
-
-def _children(pid: int, proc: Path) -> list[int]:
-    found: list[int] = []
-    task_dir = proc / str(pid) / "task"
-    try:
-        tasks = list(task_dir.iterdir())
-    except OSError:
-        return found
-    for task in tasks:
-        try:
-            text = (task / "children").read_text()
-        except OSError:
-            continue
-        found.extend(int(x) for x in text.split())
-    return found
-
-
-def _cmdline(pid: int, proc: Path) -> list[str]:
-    try:
-        raw = (proc / str(pid) / "cmdline").read_bytes()
-    except OSError:
-        return []
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-
-
-def _environ_rank(pid: int, proc: Path) -> str | None:
-    try:
-        raw = (proc / str(pid) / "environ").read_bytes()
-    except OSError:
-        return None
-    for part in raw.split(b"\0"):
-        if part.startswith(b"RANK="):
-            return part[5:].decode(errors="replace")
-    return None
-
-
-def worker_pids(root: int, proc: Path = Path("/proc")) -> list[tuple[int, str | None]]:
-    """The training workers below ``root``: python processes that no other python process parents.
-
-    Returns (pid, RANK from its environment or None), ordered by rank then pid.
-    Launcher shells and torchrun's own agent are skipped: the agent is a python
-    process, but its children (the workers) are python too, and only the
-    leaves of the python tree run training.
-    """
-    workers: list[tuple[int, str | None]] = []
-    stack = [root]
-    seen: set[int] = set()
-    while stack:
-        pid = stack.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        children = _children(pid, proc)
-        stack.extend(children)
-        argv = _cmdline(pid, proc)
-        if not argv or not os.path.basename(argv[0]).startswith("python"):
-            continue
-        python_below = any(
-            (c := _cmdline(child, proc)) and os.path.basename(c[0]).startswith("python")
-            for child in _descendants(pid, proc)
-        )
-        if not python_below:
-            workers.append((pid, _environ_rank(pid, proc)))
-
-    def key(item: tuple[int, str | None]) -> tuple[int, int]:
-        rank = item[1]
-        return (int(rank) if rank is not None and rank.isdigit() else 1 << 30, item[0])
-
-    return sorted(workers, key=key)
-
-
-def _descendants(pid: int, proc: Path) -> list[int]:
-    out: list[int] = []
-    stack = _children(pid, proc)
-    while stack:
-        child = stack.pop()
-        out.append(child)
-        stack.extend(_children(child, proc))
-    return out
-
-
-def describe(argv: Sequence[str]) -> str:
-    """The exact command as a shell line (what ``--dry-run`` prints)."""
-    return shlex.join(list(argv))

@@ -27,7 +27,6 @@ completed result.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import itertools
 import json
@@ -42,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
+from tprimat.running.supervise import die_with_parent_hook
 
 from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError
@@ -269,29 +270,6 @@ def suite_overview(spec: SuiteSpec, directory: Path) -> list[dict[str, Any]]:
 # -- running --------------------------------------------------------------------------------
 
 
-def _die_with_parent_hook() -> Callable[[], None] | None:
-    """A pre-exec function: the child gets SIGKILL when the suite process dies.
-
-    libc is resolved here, in the parent (the child between fork and exec must
-    not import anything).  If the suite died before the request took effect,
-    the child has already been adopted by another process and exits at once.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def hook() -> None:
-        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:
-            os._exit(137)
-
-    return hook
-
-
 LAUNCH_FILE = "launch.json"
 
 #: ``tprimat run --slurm`` options a suite passes through to every run (option -> value type).
@@ -436,7 +414,7 @@ def run_suite(
 def _launch_child(argv: list[str], env: dict[str, str] | None = None) -> int:
     environment = {**os.environ, **(env or {})}
     process = subprocess.Popen(argv, env=environment,  # noqa: PLW1509
-                               preexec_fn=_die_with_parent_hook())
+                               preexec_fn=die_with_parent_hook())
     try:
         return process.wait()
     except KeyboardInterrupt:
@@ -451,12 +429,6 @@ def counts(spec: SuiteSpec, directory: Path) -> dict[str, int]:
     for row in suite_overview(spec, directory):
         totals[row["status"]] = totals.get(row["status"], 0) + 1
     return totals
-
-
-def completed_results(spec: SuiteSpec, directory: Path) -> list[Path]:
-    """Result files of the suite's completed runs, in matrix order."""
-    return [directory / RUNS_DIR / run.id / "result.json" for run in expand(spec)
-            if run_status(directory / RUNS_DIR / run.id)[0] == "completed"]
 
 
 def report_groups(spec: SuiteSpec, directory: Path) -> dict[str, list[Path]]:

@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 
 from tprimat.errors import TprimatError
-from tprimat.settings.methodology import resolve
 from tprimat.contract.plans import LaunchContext, LaunchPlan
 from tprimat.plugins._megatron.args import (
     DEFAULT_VERSION,
@@ -62,8 +61,8 @@ def megatron_plan(
                 f"Megatron-core version not readable from {path}; assumed "
                 f"{DEFAULT_VERSION[0]}.{DEFAULT_VERSION[1]}"
             )
-    resolved = resolve(context.config, backend=backend, device_name=context.platform.device_name)
-    config = resolved.config
+    resolved = context.methodology  # decided by the core; applied here, never changed
+    config = context.config
     profile = context.profile
     extra = [*resolved.args, *(profile.args if profile else ())]
     built = build_megatron_args(
@@ -74,8 +73,6 @@ def megatron_plan(
         f"Megatron-core {version[0]}.{version[1]}; padded vocabulary {built.padded_vocab_size} "
         f"({context.model.vocab_size} tokens)"
     )
-    if resolved.preset:
-        notes.append(f"tuned preset {resolved.preset}: {resolved.source}")
     env = {
         **MEGATRON_ENV,
         **platform_env,
@@ -94,7 +91,5 @@ def megatron_plan(
         env=env,
         cwd=path,
         description=f"Megatron-LM pretrain_gpt.py ({backend}), {context.model.name}",
-        methodology=resolved.methodology,
-        deviations=tuple(str(d) for d in resolved.deviations),
         notes=tuple(notes),
     )

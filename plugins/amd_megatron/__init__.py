@@ -8,7 +8,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tprimat import hookimpl
-from tprimat.contract.backend import BackendSpec, Requirements
+from tprimat.contract import BackendSpec, LaunchOption, Requirements, WarmupRule
+from tprimat.plugins._megatron.sniff import sniff_rocm_megatron
 
 BACKEND = BackendSpec(
     name="amd_megatron",
@@ -24,6 +25,16 @@ BACKEND = BackendSpec(
             "use the ROCm Primus image (docker/amd.Dockerfile), which sets MEGATRON_PATH to "
             "its Megatron-LM ($PRIMUS_PATH/third_party/Megatron-LM)"
         ),
+    ),
+    options=(
+        LaunchOption(name="megatron_path", env="MEGATRON_PATH", kind="path",
+                     help="Megatron-LM checkout (holds pretrain_gpt.py)"),
+        LaunchOption(name="megatron_version", help="Megatron-core version to target, e.g. 0.15 (default: read from the checkout)"),
+    ),
+    sniff=sniff_rocm_megatron,
+    warmup=WarmupRule(
+        min_iterations=1,
+        reason="Megatron's iteration 1 includes start-up (since Megatron-LM 0.16 its timers are not reset after it)",
     ),
 )
 

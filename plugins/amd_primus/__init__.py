@@ -8,7 +8,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tprimat import hookimpl
-from tprimat.contract.backend import BackendSpec, Requirements
+from tprimat.contract import BackendSpec, LaunchOption, Requirements, WarmupRule
+from tprimat.plugins._megatron.sniff import sniff_primus
 
 BACKEND = BackendSpec(
     name="amd_primus",
@@ -21,6 +22,17 @@ BACKEND = BackendSpec(
         env=("PRIMUS_PATH",),
         devices=("amd-gpu",),
         hint="use the ROCm Primus image (docker/amd.Dockerfile), which sets PRIMUS_PATH",
+    ),
+    options=(
+        LaunchOption(name="primus_path", env="PRIMUS_PATH", kind="path", help="Primus checkout"),
+        LaunchOption(name="primus_gpu", help="Primus experiment folder to start from (MI300X, MI355X; default from the device)"),
+        LaunchOption(name="megatron_version", help="Megatron-core version to target, e.g. 0.15 (default: read from the checkout)"),
+    ),
+    default_for=("amd",),
+    sniff=sniff_primus,
+    warmup=WarmupRule(
+        min_iterations=1,
+        reason="Megatron's iteration 1 includes start-up (since Megatron-LM 0.16 its timers are not reset after it)",
     ),
 )
 

@@ -23,7 +23,6 @@ from typing import Any
 
 from tprimat.settings.config import BenchmarkConfig
 from tprimat.errors import TprimatError
-from tprimat.settings.methodology import resolve
 from tprimat.settings.models import ModelSpec
 from tprimat.contract.plans import LaunchContext, LaunchPlan
 from tprimat.plugins._megatron.args import (
@@ -256,9 +255,8 @@ def launcher_argv(path: Path, config_file: Path) -> tuple[list[str], dict[str, s
 
 def plan(context: LaunchContext) -> LaunchPlan:
     path = primus_path(context)
-    device = context.platform.device_name
-    resolved = resolve(context.config, backend="amd_primus", device_name=device)
-    config = resolved.config
+    resolved = context.methodology  # decided by the core; applied here, never changed
+    config = context.config
     gpu = gpu_config_dir(context)
     base_file = base_experiment(path, gpu, context.model, config)
     version, version_note = megatron_version(path, context)
@@ -302,15 +300,11 @@ def plan(context: LaunchContext) -> LaunchPlan:
             "kept from Primus's experiment (not benchmark-config fields): "
             + ", ".join(f"{k}={v}" for k, v in kept.items())
         )
-    if resolved.preset:
-        notes.append(f"tuned preset {resolved.preset}: {resolved.source}")
     return LaunchPlan(
         argv=tuple(argv),
         env=env,
         cwd=path,
         files={EXPERIMENT_FILE: text},
         description=f"Primus pretrain ({launcher}), {context.model.name}",
-        methodology=resolved.methodology,
-        deviations=tuple(str(d) for d in resolved.deviations),
         notes=tuple(notes),
     )

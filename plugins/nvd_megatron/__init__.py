@@ -8,7 +8,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tprimat import hookimpl
-from tprimat.contract.backend import BackendSpec, Requirements
+from tprimat.contract import BackendSpec, LaunchOption, Requirements, WarmupRule
+from tprimat.plugins._megatron.sniff import sniff_megatron
 
 BACKEND = BackendSpec(
     name="nvd_megatron",
@@ -24,6 +25,16 @@ BACKEND = BackendSpec(
             "use the NeMo image (docker/nvd.Dockerfile), which sets MEGATRON_PATH to "
             "its Megatron-LM (/opt/megatron-lm)"
         ),
+    ),
+    options=(
+        LaunchOption(name="megatron_path", env="MEGATRON_PATH", kind="path",
+                     help="Megatron-LM checkout (holds pretrain_gpt.py)"),
+        LaunchOption(name="megatron_version", help="Megatron-core version to target, e.g. 0.15 (default: read from the checkout)"),
+    ),
+    sniff=sniff_megatron,
+    warmup=WarmupRule(
+        min_iterations=1,
+        reason="Megatron's iteration 1 includes start-up (since Megatron-LM 0.16 its timers are not reset after it)",
     ),
 )
 

@@ -8,7 +8,23 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tprimat import hookimpl
-from tprimat.contract.backend import BackendSpec, Requirements
+import re
+from collections.abc import Sequence
+
+from tprimat.contract import BackendSpec, LogMatch, Requirements
+
+_STEP_RE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|.*global_step")
+
+
+def sniff_nemo(lines: Sequence[str], source: str) -> LogMatch | None:
+    """NeMo 2's per-step line, or NeMo's end-of-run step-time list."""
+    for number, line in enumerate(lines, 1):
+        if "Training epoch" in line and _STEP_RE.search(line):
+            return LogMatch(confidence=0.95, evidence=f"NeMo 2 step line at {source}:{number}")
+        if "train_step_timing in s: [" in line:
+            return LogMatch(confidence=0.9, evidence=f"NeMo step-time list at {source}:{number}")
+    return None
+
 
 BACKEND = BackendSpec(
     name="nvd_nemo",
@@ -22,6 +38,8 @@ BACKEND = BackendSpec(
         devices=("nvidia-gpu",),
         hint="use the NeMo image (docker/nvd.Dockerfile)",
     ),
+    default_for=("nvidia",),
+    sniff=sniff_nemo,
 )
 
 

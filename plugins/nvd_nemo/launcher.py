@@ -16,7 +16,6 @@ from typing import Any
 
 from tprimat.settings.config import BenchmarkConfig
 from tprimat.errors import TprimatError
-from tprimat.settings.methodology import resolve
 from tprimat.settings.models import ModelSpec
 from tprimat.contract.plans import LaunchContext, LaunchPlan
 from tprimat.running.torchrun import torchrun_argv
@@ -125,8 +124,8 @@ def script_text() -> str:
 
 
 def plan(context: LaunchContext) -> LaunchPlan:
-    resolved = resolve(context.config, backend="nvd_nemo", device_name=context.platform.device_name)
-    config = resolved.config
+    resolved = context.methodology  # decided by the core; applied here, never changed
+    config = context.config
     values = settings(context, config)
     values.update(resolved.overrides)
     if context.profile is not None:
@@ -150,15 +149,11 @@ def plan(context: LaunchContext) -> LaunchPlan:
     if context.config.benchmark.seed != 1234:
         notes.append("NeMo's model-parallel RNG seed is fixed at 1234 by NeMo; benchmark.seed "
                      "seeds Python, NumPy and torch")
-    if resolved.preset:
-        notes.append(f"tuned preset {resolved.preset}: {resolved.source}")
     return LaunchPlan(
         argv=tuple(argv),
         env=env,
         cwd=run_dir,
         files={SCRIPT: script_text(), SETTINGS: json.dumps(values, indent=2) + "\n"},
         description=f"NeMo 2 pretrain recipe llm.{values['recipe']}, {context.model.name}",
-        methodology=resolved.methodology,
-        deviations=tuple(str(d) for d in resolved.deviations),
         notes=tuple(notes),
     )

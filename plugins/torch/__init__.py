@@ -11,7 +11,7 @@ launched by torchrun; its per-iteration lines are read back by
 from __future__ import annotations
 
 from tprimat import hookimpl
-from tprimat.contract.backend import BackendSpec, Requirements
+from tprimat.contract import BackendSpec, Requirements
 
 BACKEND = BackendSpec(
     name="torch",
@@ -22,6 +22,8 @@ BACKEND = BackendSpec(
         python=("torch", "transformers"),
         hint="pip install 'tprimat[ml]' (torch 2.13.0 and transformers)",
     ),
+    # The default on a machine without a GPU, and wherever no vendor backend is usable.
+    default_for=("cpu", "*"),
 )
 
 

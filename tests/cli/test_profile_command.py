@@ -55,7 +55,7 @@ def test_run_dry_run_with_a_system_profiler_is_the_wrapped_plan(tmp_path):
                    "--dry-run", *SHORT)
     wrapped = invoke("run", "--backend", "torch", "--output", str(tmp_path), "--run-id", "r",
                      "--system-profiler", "nsys", "--dry-run", *SHORT)
-    from tprimat.running.runner import SYSPROF_DIR
+    from tprimat.running.prepare import SYSPROF_DIR
     from tprimat.running.sysprof import SystemProfiler, nsys_prefix
 
     prefix = nsys_prefix(SystemProfiler(tool="nsys", output_dir=tmp_path / "r" / SYSPROF_DIR))

@@ -12,7 +12,7 @@ import pytest
 
 from tprimat.running.orphans import kill_marked, marked_processes
 from tprimat.contract.plans import LaunchPlan
-from tprimat.running.runner import RUNNER_PID_ENV, ProcessExecution
+from tprimat.running.supervise import RUNNER_PID_ENV, ProcessExecution
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]

@@ -29,14 +29,9 @@ from tprimat.contract.plans import DataArguments, LaunchPlan, PreparedDataset, P
 from tprimat.hardware.platform import PlatformInfo
 from tprimat.contract.records import ParseIssue
 from tprimat.contract.registry import Registry
-from tprimat.running.runner import (
-    RunError,
-    RunRequest,
-    describe_plan,
-    prepare,
-    resolve_backend,
-    run,
-)
+from tprimat.running.dryrun import describe_plan
+from tprimat.running.prepare import RunError, RunRequest, prepare, resolve_backend
+from tprimat.running.runner import run
 from tprimat.result.schema import IterationRecord, load_result
 
 JOB = r"""

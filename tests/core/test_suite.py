@@ -10,9 +10,9 @@ from tprimat.result.builder import assemble_result
 from tprimat.cli import cli
 from tprimat.result.schema import IterationRecord, ResultConfig, RunInfo, write_result
 from tprimat.suite.campaign import (
+    counts,
     STATE_FILE,
     SuiteError,
-    completed_results,
     expand,
     init_suite_dir,
     load_suite,
@@ -110,7 +110,7 @@ def test_run_then_resume_runs_nothing_twice(suite_file, tmp_path):
     again = Launcher()
     run_suite(spec, directory, launcher=again)
     assert again.calls == []
-    assert len(completed_results(spec, directory)) == 8
+    assert counts(spec, directory)["completed"] == 8
 
 
 def test_garbage_result_is_reported_and_re_run_with_old_files_kept(suite_file, tmp_path):

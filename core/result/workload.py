@@ -1,0 +1,87 @@
+"""The workload a run was told (global batch, sequence length, world size) against what its log says.
+
+A log whose batch or sequence length differs from the workload gives another
+throughput than the one computed from the workload, so both ``tprimat run``
+(live output) and ``tprimat parse`` (finished logs) check the two with these
+functions and name both values and their sources.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from tprimat.contract.records import IterationRecord
+
+
+@attrs.frozen(kw_only=True)
+class Workload:
+    """What the user says the run was, from the command line (each may be unknown)."""
+
+    model: str | None = None
+    seq_length: int | None = None
+    global_batch_size: int | None = None
+    world_size: int | None = None
+    precision: str | None = None
+    warmup_iterations: int | None = None
+
+
+
+def as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def check_workload_declared(
+    workload: Workload, records: list[IterationRecord], facts: dict[str, Any],
+    declared: dict[str, str],
+) -> list[str]:
+    """Disagreements between the workload and the log, each naming both values and their source.
+
+    ``declared`` names where each workload value came from ("config run.toml",
+    "the command line", "the log"); values read from the log are
+    still checked against the log's own iteration lines.
+    """
+    problems: list[str] = []
+    gbs = workload.global_batch_size
+    if gbs is not None:
+        by = declared.get("global_batch_size", "the log")
+        logged = sorted({r.global_batch_size for r in records if r.global_batch_size is not None})
+        fact = as_int(facts.get("global_batch_size"))
+        if fact is not None and not logged:
+            logged = [fact]
+        if any(v != gbs for v in logged):
+            problems.append(f"global batch size: {by} says {gbs}, the log's iteration lines say "
+                            f"{', '.join(str(v) for v in logged)}")
+        counted = [r for r in records if r.consumed_samples is not None]
+        for before, after in zip(counted, counted[1:], strict=False):
+            steps = after.iteration - before.iteration
+            expected = steps * gbs
+            got = after.consumed_samples - before.consumed_samples  # type: ignore[operator]
+            if steps > 0 and got != expected:
+                problems.append(
+                    f"consumed samples: global batch {gbs} ({by}) gives {expected} samples over "
+                    f"iterations {before.iteration}-{after.iteration}, the log counts {got} "
+                    f"({before.source} -> {after.source})"
+                )
+                break
+    for key, value in (("seq_length", workload.seq_length),
+                       ("world_size", workload.world_size)):
+        fact = as_int(facts.get(key))
+        if value is not None and fact is not None and fact != value:
+            label = key.replace("_", " ")
+            problems.append(f"{label}: {declared.get(key, 'the log')} says {value}, "
+                            f"the log says {fact}")
+    return problems
+
+
+def check_workload(
+    workload: Workload, records: list[IterationRecord], facts: dict[str, Any], declared_by: str
+) -> list[str]:
+    """Where a log disagrees with ``workload`` (global batch, sequence length, world size).
+
+    ``declared_by`` names where the workload comes from (e.g. "the config");
+    ``tprimat run`` checks a live job's output with this, as ``tprimat parse`` does.
+    """
+    declared = dict.fromkeys(("global_batch_size", "seq_length", "world_size"), declared_by)
+    return check_workload_declared(workload, records, facts, declared)
