@@ -18,9 +18,9 @@ from typing import Any
 import attrs
 
 from tprimat.compare.load import LoadedRun
-from tprimat.settings.config import config_fingerprint
 from tprimat.result.peaks import find_device
 from tprimat.result.schema import Result
+from tprimat.settings.config import config_fingerprint
 
 #: The fields that must match, in the order the report lists them.
 FAIR_FIELDS = (

@@ -19,7 +19,6 @@ import pluggy
 
 if TYPE_CHECKING:
     from tprimat.contract.backend import BackendSpec
-    from tprimat.settings.config import BenchmarkConfig
     from tprimat.contract.plans import (
         DataArguments,
         LaunchContext,
@@ -27,8 +26,9 @@ if TYPE_CHECKING:
         PreparedDataset,
         ProfilePlan,
     )
-    from tprimat.hardware.platform import PlatformInfo
     from tprimat.contract.records import ParseEvent
+    from tprimat.hardware.platform import PlatformInfo
+    from tprimat.settings.config import BenchmarkConfig
 
 hookspec = pluggy.HookspecMarker("tprimat")
 

@@ -38,9 +38,8 @@ from typing import Any
 import attrs
 
 from tprimat import __version__
-from tprimat.result.builder import assemble_result
-from tprimat.settings.config import config_fingerprint
 from tprimat.errors import TprimatError
+from tprimat.result.builder import assemble_result
 from tprimat.result.metrics import select_measured
 from tprimat.result.schema import (
     Hardware,
@@ -51,6 +50,7 @@ from tprimat.result.schema import (
     RunInfo,
     Software,
 )
+from tprimat.settings.config import config_fingerprint
 
 GB = 1e9
 GIB = 2**30

@@ -21,8 +21,8 @@ from typing import Any
 
 import attrs
 
-from tprimat.settings.config import BenchmarkConfig, ConfigError, config_from_dict
 from tprimat.errors import TprimatError
+from tprimat.settings.config import BenchmarkConfig, ConfigError, config_from_dict
 
 #: Config keys a preset may never change (they define the work being compared).
 FROZEN_KEYS = frozenset({
@@ -164,15 +164,3 @@ def resolve(
         methodology="tuned", config=tuned_config, preset=chosen.name, source=chosen.source,
         env=env, args=args, overrides=overrides, deviations=tuple(deviations),
     )
-
-
-def provenance_notes(plan: Any) -> list[str]:
-    """Lines for a result's provenance that record a launch plan's methodology and deviations.
-
-    ``plan`` is a :class:`tprimat.contract.plans.LaunchPlan`; a tuned result without
-    these lines would hide what was changed.
-    """
-    notes = [f"methodology: {plan.methodology}"]
-    notes += [f"tuned deviation: {d}" for d in plan.deviations]
-    notes += [n for n in plan.notes if n.startswith("tuned preset ")]
-    return notes

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.settings.config import load_config
-from tprimat.errors import TprimatError
-from tprimat.settings.models import get_model
 from tprimat.contract.plans import DataArguments, LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
-from tprimat.hardware.platform import PlatformInfo
 from tprimat.contract.registry import BackendError, Registry
+from tprimat.errors import TprimatError
+from tprimat.hardware.platform import PlatformInfo
 from tprimat.result.schema import IterationRecord
+from tprimat.settings.config import load_config
+from tprimat.settings.models import get_model
 
 PLUGIN_TEMPLATE = '''
 import tprimat
