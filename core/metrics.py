@@ -24,7 +24,7 @@ import attrs
 from tprimat.flops import flops_per_token, formula_name
 from tprimat.models import ModelSpec
 from tprimat.peaks import lookup_peak
-from tprimat.schema import IterationRecord, Stats, Summary
+from tprimat.schema import DevicePartition, IterationRecord, Stats, Summary
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -184,6 +184,7 @@ def summarize(
     exclude_profiled: bool = True,
     tensor_parallel: int = 1,
     ceiling: Mapping[str, Any] | None = None,
+    partition: DevicePartition | None = None,
 ) -> tuple[Summary, list[str]]:
     """The run's summary from its (throughput-filled) records, plus notes for provenance.
 
@@ -207,7 +208,7 @@ def summarize(
         formula = formula_name(causal=True)
         if per_gpu is not None:
             tflops = per_token * per_gpu.median / 1e12
-            lookup = lookup_peak(device_name, precision) if precision else None
+            lookup = lookup_peak(device_name, precision, partition) if precision else None
             if lookup is None:
                 notes.append("precision unknown: no MFU (the peak depends on the dtype)")
             elif lookup.tflops is not None:

@@ -49,6 +49,18 @@ class RunInfo:
 
 
 @attrs.frozen(kw_only=True)
+class DevicePartition:
+    """A device that is part of a GPU: an AMD compute partition (CPX, QPX, DPX) or an NVIDIA MIG device."""
+
+    mode: str  # "CPX", "QPX", "MIG 3g.20gb"
+    memory_mode: str | None = None  # AMD memory partition ("NPS1", "NPS4")
+    per_gpu: int | None = None  # partitions per physical GPU (AMD)
+    sm_count: int | None = None  # SMs of a MIG device
+    compute_fraction: float | None = None  # share of the whole GPU's peak; None: unknown (no MFU)
+    source: str = ""  # the tool output it was read from
+
+
+@attrs.frozen(kw_only=True)
 class Hardware:
     """Captured on the machine that ran the job; all null when only a log was parsed."""
 
@@ -61,6 +73,7 @@ class Hardware:
     cpu: str | None = None
     captured_at: str | None = None
     source: str | None = None  # how it was captured, e.g. "nvidia-smi", "manifest.json"
+    partition: DevicePartition | None = None  # set when each device is a partition of a GPU
 
 
 @attrs.frozen(kw_only=True)
@@ -237,7 +250,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(bool, _structure_bool)
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(float | str | None, _structure_reported)
-    for cls in (RunInfo, Hardware, Software, ResultConfig, IterationRecord, Stats, Summary,
+    for cls in (RunInfo, DevicePartition, Hardware, Software, ResultConfig, IterationRecord, Stats, Summary,
                 Provenance, Result):
         converter.register_structure_hook(
             cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
