@@ -256,10 +256,14 @@ def parse_rocm_smi_text(text: str) -> SmiText | None:
         gpu = by_index.get(index) or SmiGpu(index=index)
         total = values.get("VRAM Total Memory (B)")
         used = values.get("VRAM Total Used Memory (B)")
+        power = next((v for k, v in values.items() if k.endswith("Power (W)")), None)
+        use = values.get("GPU use (%)")
         by_index[index] = attrs.evolve(
             gpu,
             name=values.get("Device Name") or values.get("Card Series") or gpu.name,
             memory_total_mib=int(total) / 2**20 if total and total.isdigit() else gpu.memory_total_mib,
             memory_used_mib=int(used) / 2**20 if used and used.isdigit() else gpu.memory_used_mib,
+            power_w=_number(power) if power else gpu.power_w,
+            utilization_pct=_number(use) if use else gpu.utilization_pct,
         )
     return SmiText(tool="rocm-smi", gpus=tuple(by_index[i] for i in sorted(by_index)))

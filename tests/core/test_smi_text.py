@@ -85,3 +85,17 @@ def test_rocm_smi_cpx_partitions_each_report_the_whole_memory(fixtures):
     assert len(found.gpus) == 16
     assert {(g.memory_partition, g.compute_partition) for g in found.gpus} == {("NPS1", "CPX")}
     assert {g.memory_total_mib for g in found.gpus[:4]} == {206141652992 / 2**20}
+
+
+def test_monitor_falls_back_to_the_text_forms(fixtures):
+    from tprimat.monitor import GIB, MIB, SAMPLERS, nvidia_smi_table_sampler, rocm_smi_text_sampler
+
+    table = _read(fixtures, B200_TABLE)
+    readings = nvidia_smi_table_sampler(runner=lambda argv: table).read()
+    assert len(readings) == 8 and sum(r.power_w for r in readings) == 143 + 151 + 144 + 148 + 143 + 146 + 142 + 150
+    assert readings[0].mem_total_gib == pytest.approx(183359 * MIB / GIB)
+    rocm = _read(fixtures, ROCM_SPX)
+    (reading,) = rocm_smi_text_sampler(runner=lambda argv: rocm).read()
+    assert reading.mem_used_gib == pytest.approx(297771008 / GIB) and reading.power_w == 133.0
+    # tried last, after the CSV/JSON forms
+    assert SAMPLERS["nvidia"][-1] is nvidia_smi_table_sampler and SAMPLERS["amd"][-1] is rocm_smi_text_sampler
