@@ -66,6 +66,9 @@ def compare(paths: tuple[Path, ...], output_dir: Path, allow_mismatch: bool,
     print_table("Comparison (tokens/s/GPU)",
                 ["system", "runs", "tokens/s/GPU", "95% CI", "ratio", "MFU", "MAMF util."],
                 systems_for_terminal(comparison))
+    if any(not s.same_config_as_baseline for s in comparison.systems):
+        click.echo("warning: configurations differ between groups (--allow-mismatch): ratios across "
+                   "groups compare different workloads; the report lists every differing field", err=True)
     for skipped in comparison.skipped:
         click.echo(f"skipped {skipped.path}: {skipped.reason}", err=True)
     click.echo(f"report written to {output_dir}: {', '.join(sorted(written))}")

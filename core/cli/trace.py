@@ -223,7 +223,7 @@ def compare(
         return
     la, lb = comparison.labels
     print_table(
-        f"GPU time per step: {la} vs {lb} (ms)",
+        f"Time per step: {la} vs {lb} (ms; {comparison.step_label})",
         ("", la, lb, f"{lb} − {la}"),
         [(label, _ms(va), _ms(vb), f"{d / 1000.0:+.3f}") for label, va, vb, d in comparison.rows()],
     )

@@ -446,12 +446,19 @@ def write_report(c: Comparison, out_dir: str | Path, formats: Iterable[str] = FO
     return written
 
 
+def _terminal_ratio(s: SystemSummary) -> str:
+    if s.ratio is None:
+        return "baseline"
+    text = f"{s.ratio.value:.3f}×"
+    return text if s.same_config_as_baseline else text + " (configurations differ)"
+
+
 def systems_for_terminal(c: Comparison) -> list[list[str]]:
     rows = []
     for s in c.systems:
         rows.append([s.label, ", ".join(s.run_keys), _median(s.tokens_per_s_per_gpu, ",.1f"),
                      _ci(s.tokens_per_s_per_gpu, ",.1f"),
-                     "baseline" if s.ratio is None else f"{s.ratio.value:.3f}×",
+                     _terminal_ratio(s),
                      _median(s.mfu, ".1%"), _median(s.mamf_utilisation, ".1%")])
     return rows
 

@@ -25,6 +25,8 @@ from typing import Literal
 import attrs
 
 from tprimat import hookimpl
+from tprimat.hardware.partitions import DevicePartition
+from tprimat.hardware.smi_text import SmiText, parse_nvidia_smi_list, parse_nvidia_smi_table, parse_rocm_smi_text
 
 GIB = 2**30
 MIB = 2**20
@@ -45,6 +47,7 @@ class PlatformInfo:
     cpu: str | None = None
     source: str = ""  # the tool that answered, e.g. "nvidia-smi"
     notes: tuple[str, ...] = ()
+    partition: DevicePartition | None = None  # each device is a partition of a GPU (MIG, CPX, ...)
 
 
 def parse_nvidia_smi_query(text: str) -> list[dict[str, str]]:
@@ -115,32 +118,65 @@ def _host_memory_gib() -> float | None:
 
 
 def _detect_nvidia() -> PlatformInfo | None:
-    query = _run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
-                  "--format=csv,noheader,nounits"])
-    if not query:
-        return None
-    rows = parse_nvidia_smi_query(query)
+    query = _run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"])
+    table_text = _run(["nvidia-smi"]) or ""
+    rows = parse_nvidia_smi_query(query) if query else []
+    table = parse_nvidia_smi_table(table_text) if table_text else None
+    notes: list[str] = []
+    if not rows and table is not None and table.gpus:
+        # no CSV answer (old driver, restricted container): the default table says the same
+        driver = table.driver_version or ""
+        rows = [
+            {"name": g.name or "", "memory_mib": str(g.memory_total_mib or ""), "driver": driver} for g in table.gpus
+        ]
+        notes.append("read from nvidia-smi's default table (the CSV query gave no answer)")
     if not rows:
         return None
     names = sorted({r["name"] for r in rows})
-    notes = (f"mixed devices: {', '.join(names)}",) if len(names) > 1 else ()
+    if len(names) > 1:
+        notes.append(f"mixed devices: {', '.join(names)}")
     try:
         memory = int(float(rows[0]["memory_mib"])) * MIB / GIB
     except ValueError:
         memory = None
+    count = len(rows)
+    partition = None
+    if table is not None and table.mig_devices:
+        partition, count, memory = _mig_view(table, _run(["nvidia-smi", "-L"]) or "")
+        notes.append(
+            f"MIG enabled: {count} MIG device(s) of {len(rows)} GPU(s); each device is a partition "
+            f"({partition.mode}, {partition.sm_count or '?'} SMs); MFU uses its share of the peak, "
+            "none when that share is unknown"
+        )
     return PlatformInfo(
         platform="nvidia",
         device_name=rows[0]["name"],
-        device_count=len(rows),
+        device_count=count,
         memory_per_device_gib=memory,
-        driver_version=rows[0]["driver"],
+        driver_version=rows[0]["driver"] or None,
         stack="cuda",
-        stack_version=parse_cuda_version(_run(["nvidia-smi"]) or ""),
+        stack_version=parse_cuda_version(table_text),
         hostname=socket.gethostname(),
         cpu=cpu_model(),
         source="nvidia-smi",
-        notes=notes,
+        notes=tuple(notes),
+        partition=partition,
     )
+
+
+def _mig_view(table: SmiText, listing: str) -> tuple[DevicePartition, int, float | None]:
+    """(partition, MIG device count, memory per MIG device in GiB) from the table's ``MIG devices:`` box."""
+    from tprimat.hardware.partitions import mig_partition
+
+    migs = table.mig_devices
+    listed = parse_nvidia_smi_list(listing) if listing else None
+    profiles = {m.profile for m in listed.mig_devices} if listed else set()
+    sms = {m.sm_count for m in migs}
+    profile = profiles.pop() if len(profiles) == 1 else None
+    partition = mig_partition(profile, sms.pop() if len(sms) == 1 else None, source="nvidia-smi")
+    totals = [m.memory_total_mib for m in migs if m.memory_total_mib]
+    memory = min(totals) * MIB / GIB if totals else None
+    return partition, len(migs), memory
 
 
 def _rocm_version() -> str | None:
@@ -155,34 +191,70 @@ def _rocm_version() -> str | None:
 def _detect_amd() -> PlatformInfo | None:
     if not Path("/dev/kfd").exists():
         return None
-    text = _run(["rocm-smi", "--showproductname", "--showmeminfo", "vram",
-                 "--showdriverversion", "--json"])
+    text = _run(["rocm-smi", "--showproductname", "--showmeminfo", "vram", "--showdriverversion", "--json"])
+    concise = parse_rocm_smi_text(_run(["rocm-smi"]) or "")
     cards: list[dict[str, str]] = []
     driver = None
-    notes: tuple[str, ...] = ()
+    notes: list[str] = []
     if text:
         try:
             cards, driver = parse_rocm_smi_json(text)
         except (json.JSONDecodeError, AttributeError):
-            notes = ("rocm-smi printed JSON tprimat could not read",)
+            notes.append("rocm-smi printed JSON tprimat could not read")
     else:
-        notes = ("/dev/kfd present but rocm-smi is missing or failed: device details unknown",)
+        notes.append("/dev/kfd present but rocm-smi is missing or failed: device details unknown")
     memory = None
     if cards and cards[0].get("VRAM Total Memory (B)", "").isdigit():
         memory = int(cards[0]["VRAM Total Memory (B)"]) / GIB
+    name = _rocm_card_name(cards[0]) if cards else None
+    count = len(cards)
+    if not cards and concise is not None and concise.gpus:
+        text_form = parse_rocm_smi_text(_run(["rocm-smi", "-i", "--showmeminfo", "vram"]) or "") or concise
+        first = text_form.gpus[0]
+        name, count = first.name or concise.gpus[0].name, len(concise.gpus)
+        memory = first.memory_total_mib * MIB / GIB if first.memory_total_mib else None
+        notes.append("read from rocm-smi's text output (no readable JSON)")
+    partition, memory, note = _amd_partition_view(concise, memory)
+    if note:
+        notes.append(note)
     return PlatformInfo(
         platform="amd",
-        device_name=_rocm_card_name(cards[0]) if cards else None,
-        device_count=len(cards),
+        device_name=name,
+        device_count=count,
         memory_per_device_gib=memory,
         driver_version=driver,
         stack="rocm",
         stack_version=_rocm_version(),
         hostname=socket.gethostname(),
         cpu=cpu_model(),
-        source="rocm-smi" if text else "/dev/kfd",
-        notes=notes,
+        source="rocm-smi" if text or concise else "/dev/kfd",
+        notes=tuple(notes),
+        partition=partition,
     )
+
+
+def _amd_partition_view(
+    concise: SmiText | None, memory_gib: float | None
+) -> tuple[DevicePartition | None, float | None, str | None]:
+    """(partition, memory per device, note) from rocm-smi's ``Partitions`` column (``NPS1, CPX``)."""
+    from tprimat.hardware.partitions import amd_partition, describe, partition_memory_gib
+
+    if concise is None or not concise.gpus:
+        return None, memory_gib, None
+    modes = {(g.compute_partition, g.memory_partition) for g in concise.gpus}
+    compute, memory_mode = sorted(modes, key=str)[0]
+    partition = amd_partition(compute, memory_mode, source="rocm-smi")
+    if partition is None:
+        return None, memory_gib, None
+    share = partition_memory_gib(memory_gib, partition)
+    note = f"compute partition {describe(partition)}: each device is a partition of a GPU"
+    if partition.per_gpu:
+        note += "; peaks and memory per device are the GPU's divided by the partitions per GPU"
+    else:
+        note += f"; {partition.mode} is not a known mode, so MFU is not computed"
+    if len(modes) > 1:
+        note += f" (devices report different modes: {sorted(modes, key=str)})"
+    return partition, share, note
 
 
 def detect() -> PlatformInfo:

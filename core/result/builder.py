@@ -110,6 +110,7 @@ def assemble_result(
         exclude_profiled=exclude_profiled,
         tensor_parallel=tensor_parallel,
         ceiling=ceiling,
+        partition=hardware.partition,
     )
     provenance = attrs.evolve(provenance, notes=[*provenance.notes, *notes])
     return Result(

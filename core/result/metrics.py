@@ -23,7 +23,7 @@ import attrs
 
 from tprimat.result.flops import flops_per_token, formula_name
 from tprimat.result.peaks import lookup_peak
-from tprimat.result.schema import IterationRecord, Stats, Summary
+from tprimat.result.schema import DevicePartition, IterationRecord, Stats, Summary
 from tprimat.settings.models import ModelSpec
 
 
@@ -184,6 +184,7 @@ def summarize(
     exclude_profiled: bool = True,
     tensor_parallel: int = 1,
     ceiling: Mapping[str, Any] | None = None,
+    partition: DevicePartition | None = None,
 ) -> tuple[Summary, list[str]]:
     """The run's summary from its (throughput-filled) records, plus notes for provenance.
 
@@ -207,7 +208,7 @@ def summarize(
         formula = formula_name(causal=True)
         if per_gpu is not None:
             tflops = per_token * per_gpu.median / 1e12
-            lookup = lookup_peak(device_name, precision) if precision else None
+            lookup = lookup_peak(device_name, precision, partition) if precision else None
             if lookup is None:
                 notes.append("precision unknown: no MFU (the peak depends on the dtype)")
             elif lookup.tflops is not None:

@@ -14,6 +14,9 @@ import re
 
 import attrs
 
+from tprimat.hardware.partitions import describe, mig_partition, mig_profile_in_name
+from tprimat.result.schema import DevicePartition
+
 PEAKS_VERSION = "2026.11"
 
 
@@ -25,6 +28,7 @@ class DevicePeak:
     pattern: str  # regex matched (case-insensitively) against the device name
     tflops: dict[str, float]  # dtype -> dense peak TFLOP/s
     source: str
+    sm_count: int | None = None  # NVIDIA: SMs of the whole GPU, to scale the peak to a MIG device
 
 
 # Order matters: the first matching pattern wins, so specific names come first.
@@ -35,6 +39,7 @@ DEVICE_PEAKS: tuple[DevicePeak, ...] = (
         pattern=r"H100[ -]PCIe",
         tflops={"bf16": 756.5, "fp16": 756.5, "fp8": 1513.0, "tf32": 378.0},
         source="NVIDIA H100 datasheet, PCIe column, sparse figures halved",
+        sm_count=114,
     ),
     # NVIDIA H100 datasheet: NVL BF16 1,671 / FP8 3,341 TFLOPS with sparsity.
     DevicePeak(
@@ -42,6 +47,7 @@ DEVICE_PEAKS: tuple[DevicePeak, ...] = (
         pattern=r"H100 NVL",
         tflops={"bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "tf32": 417.5},
         source="NVIDIA H100 datasheet, NVL column, sparse figures halved",
+        sm_count=132,
     ),
     # NVIDIA H100 datasheet: SXM BF16 1,979 / FP8 3,958 TFLOPS with sparsity.
     # nvidia-smi names the SXM part "NVIDIA H100 80GB HBM3"; GH200 has the same tensor peak.
@@ -50,6 +56,7 @@ DEVICE_PEAKS: tuple[DevicePeak, ...] = (
         pattern=r"H100|GH200",
         tflops={"bf16": 989.4, "fp16": 989.4, "fp8": 1978.9, "tf32": 494.7},
         source="NVIDIA H100 datasheet, SXM column, sparse figures halved",
+        sm_count=132,
     ),
     # NVIDIA H200 datasheet: NVL BF16 1,671 / FP8 3,341 TFLOPS with sparsity.
     DevicePeak(
@@ -57,6 +64,7 @@ DEVICE_PEAKS: tuple[DevicePeak, ...] = (
         pattern=r"H200 NVL",
         tflops={"bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "tf32": 417.5},
         source="NVIDIA H200 datasheet, NVL column, sparse figures halved",
+        sm_count=132,
     ),
     # NVIDIA H200 datasheet: SXM BF16 1,979 / FP8 3,958 TFLOPS with sparsity (same chip as H100 SXM).
     DevicePeak(
@@ -64,6 +72,7 @@ DEVICE_PEAKS: tuple[DevicePeak, ...] = (
         pattern=r"H200",
         tflops={"bf16": 989.4, "fp16": 989.4, "fp8": 1978.9, "tf32": 494.7},
         source="NVIDIA H200 datasheet, SXM column, sparse figures halved",
+        sm_count=132,
     ),
     # NVIDIA HGX B200 datasheet: BF16 4.5 PFLOPS / FP8 9 PFLOPS per GPU with sparsity.
     DevicePeak(
@@ -78,6 +87,7 @@ DEVICE_PEAKS: tuple[DevicePeak, ...] = (
         pattern=r"A100",
         tflops={"bf16": 312.0, "fp16": 312.0, "tf32": 156.0},
         source="NVIDIA A100 datasheet, dense figures",
+        sm_count=108,
     ),
     # AMD Instinct MI355X datasheet: FP16/BF16 2.5 PFLOPS, FP8 5.0 PFLOPS dense.
     DevicePeak(
@@ -152,8 +162,42 @@ def find_device(device_name: str | None) -> DevicePeak | None:
     return None
 
 
-def lookup_peak(device_name: str | None, dtype: str) -> PeakLookup:
-    """Dense peak TFLOP/s of ``device_name`` for ``dtype``, or a note saying why not."""
+def lookup_peak(device_name: str | None, dtype: str, partition: DevicePartition | None = None) -> PeakLookup:
+    """Dense peak TFLOP/s of ``device_name`` for ``dtype``, or a note saying why not.
+
+    On a partition of a GPU (``partition``, or a MIG profile in the device
+    name) the whole GPU's peak is scaled by the partition's share of it, or
+    refused when that share is unknown: MFU never uses a whole GPU's peak for
+    a part of one.
+    """
+    whole = _lookup_whole(device_name, dtype)
+    if partition is None:
+        profile = mig_profile_in_name(device_name)
+        if profile is None:
+            return whole
+        partition = mig_partition(profile, source="device name")
+    if partition.compute_fraction is None and partition.sm_count and whole.device_key:
+        row = find_device(device_name)
+        if row is not None and row.sm_count:
+            profile = partition.mode.removeprefix("MIG").strip() or None
+            partition = mig_partition(profile, partition.sm_count, row.sm_count, partition.source)
+    if whole.tflops is None:
+        return whole
+    if partition.compute_fraction is None:
+        note = (
+            f"device is a partition of one {whole.device_key} ({describe(partition)}): its share of the GPU's "
+            "peak is unknown, so no MFU (the datasheet peak is for the whole GPU)"
+        )
+        return attrs.evolve(whole, tflops=None, source=None, note=note)
+    return attrs.evolve(
+        whole,
+        tflops=whole.tflops * partition.compute_fraction,
+        device_key=f"{whole.device_key} {partition.mode}",
+        source=f"{whole.source}, scaled by {partition.compute_fraction:.4g} for {describe(partition)}",
+    )
+
+
+def _lookup_whole(device_name: str | None, dtype: str) -> PeakLookup:
     column = _DTYPE_ALIASES.get(dtype.lower())
     row = find_device(device_name)
     if device_name is None:

@@ -23,6 +23,7 @@ from cattrs.v import format_exception
 from tprimat.atomic import atomic_write_text
 from tprimat.contract.records import IterationRecord
 from tprimat.errors import TprimatError
+from tprimat.hardware.partitions import DevicePartition
 
 SCHEMA_VERSION = 2
 
@@ -59,6 +60,7 @@ class Hardware:
     cpu: str | None = None
     captured_at: str | None = None
     source: str | None = None  # how it was captured, e.g. "nvidia-smi", "manifest.json"
+    partition: DevicePartition | None = None  # set when each device is a partition of a GPU
 
 
 @attrs.frozen(kw_only=True)
@@ -207,7 +209,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(bool, _structure_bool)
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(float | str | None, _structure_reported)
-    for cls in (RunInfo, Hardware, Software, ResultConfig, IterationRecord, Stats, Summary,
+    for cls in (RunInfo, DevicePartition, Hardware, Software, ResultConfig, IterationRecord, Stats, Summary,
                 Provenance, Result):
         converter.register_structure_hook(
             cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)

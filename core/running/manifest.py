@@ -74,6 +74,7 @@ def hardware_from_platform(info: PlatformInfo, *, nodes: int = 1) -> Hardware:
         cpu=info.cpu,
         captured_at=datetime.now(UTC).isoformat(timespec="seconds"),
         source=info.source,
+        partition=info.partition,
     )
 
 

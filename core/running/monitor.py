@@ -3,7 +3,8 @@
 A background thread asks a *sampler* for every local GPU's readings at a
 fixed interval (``monitor.interval_s``).  Samplers, tried in this order:
 NVML (``nvidia-ml-py``) or amdsmi when importable, else the command-line
-tools ``nvidia-smi``, ``amd-smi`` and ``rocm-smi``.  Nothing available means
+tools ``nvidia-smi``, ``amd-smi`` and ``rocm-smi`` (CSV/JSON first, then their
+default text forms, :mod:`tprimat.hardware.smi_text`).  Nothing available means
 no samples, and every field derived from them stays absent: a missing power
 reading is never a zero.
 
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
+
+from tprimat.hardware.smi_text import SmiText, parse_nvidia_smi_table, parse_rocm_smi_text
 
 GIB = 2**30
 MIB = 2**20
@@ -365,9 +368,42 @@ def rocm_smi_sampler(**kw: Any) -> CommandSampler:
         parse_rocm_smi_json, **kw)
 
 
+def readings_from_text(found: SmiText | None) -> list[GpuReading]:
+    """Readings from a human-readable tool output (:mod:`tprimat.hardware.smi_text`); MiB become GiB."""
+    if found is None:
+        return []
+    return [
+        GpuReading(
+            index=gpu.index,
+            power_w=gpu.power_w,
+            utilization_pct=gpu.utilization_pct,
+            mem_used_gib=_scale(gpu.memory_used_mib, MIB),
+            mem_total_gib=_scale(gpu.memory_total_mib, MIB),
+        )
+        for gpu in found.gpus
+    ]
+
+
+def nvidia_smi_table_sampler(**kw: Any) -> CommandSampler:
+    """``nvidia-smi``'s default table, where the CSV query is refused (old drivers, restricted containers)."""
+    return CommandSampler(
+        "nvidia-smi (table)", ["nvidia-smi"], lambda text: readings_from_text(parse_nvidia_smi_table(text)), **kw
+    )
+
+
+def rocm_smi_text_sampler(**kw: Any) -> CommandSampler:
+    """``rocm-smi``'s key/value text, where its JSON is missing or unreadable."""
+    return CommandSampler(
+        "rocm-smi (text)",
+        ["rocm-smi", "--showpower", "--showuse", "--showmeminfo", "vram"],
+        lambda text: readings_from_text(parse_rocm_smi_text(text)),
+        **kw,
+    )
+
+
 SAMPLERS: dict[str, tuple[Callable[[], Sampler], ...]] = {
-    "nvidia": (NvmlSampler, nvidia_smi_sampler),
-    "amd": (AmdSmiSampler, amd_smi_sampler, rocm_smi_sampler),
+    "nvidia": (NvmlSampler, nvidia_smi_sampler, nvidia_smi_table_sampler),
+    "amd": (AmdSmiSampler, amd_smi_sampler, rocm_smi_sampler, rocm_smi_text_sampler),
 }
 
 

@@ -8,6 +8,16 @@ specific families come before generic ones: attention before GEMM (fused
 attention kernels often carry ``gemm`` in their template names), the
 optimizer before normalisation (``multi_tensor_l2norm`` is gradient clipping).
 
+Rules are matched against the kernel's **own name** (:func:`own_name`), not
+the full signature: the function name without its namespace, return type,
+template arguments and parameter list.  Template arguments and namespaces name
+other things (``vectorized_elementwise_kernel<4, fbgemm_gpu::_float_to_hfp8…>``
+is an elementwise kernel, ``fbgemm_gpu::permute_2D_data_kernel`` is a permute,
+not a GEMM).  The exception is a generic launcher whose template argument *is*
+the kernel (CUTLASS ``Kernel<cutlass_80_tensorop_…gemm…>``, ck_tile
+``kentry<…, FmhaFwdKernel<…>>``): its own name is that argument's.  Itanium-
+mangled names (``_ZN2ck…``) are read the same way.
+
 Activity that is not a kernel is classified by its Kineto category first:
 ``gpu_memcpy``/``gpu_memset`` are ``memory`` and ``cuda_sync`` (stream and
 context synchronisation as seen by the GPU) is ``sync``.
@@ -114,8 +124,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "attention",
         "AMD CK / aiter / Triton attention",
-        r"ck_tile::fmha|fmhafwd|fmhabwd|\baiter|aiter::|5aiter|\battn_(fwd|bwd)|_attn_(fwd|bwd)|attn_fwd|attn_bwd"
-        r"|paged_attention|attention",
+        r"fmhafwd|fmhabwd|\battn_(fwd|bwd)|_attn_(fwd|bwd)|attn_fwd|attn_bwd|paged_attention|attention",
         "attn_fwd",
     ),
     # -- GEMM -----------------------------------------------------------------------------
@@ -128,7 +137,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "gemm",
         "Composable Kernel (AMD)",
-        r"ck::.*gemm|ck16tensor_operation.*gemm|devicegemm|kernel_gemm_xdl|gridwisegemm",
+        r"kernel_\w*gemm|devicegemm|gridwisegemm",
         "_ZN2ck16tensor_operation6device37kernel_batched_gemm_xdlops_bwd_weightINS_47GridwiseGemm"
         "_bk0mk1_bk0nk1_mn_xdlops_bwd_weightILi6",
     ),
@@ -171,6 +180,12 @@ RULES: tuple[Rule, ...] = (
         "bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b"
         "_rM_TN_transOut_schedP2x1x2x3_biasM_bN_tma",
     ),
+    Rule(
+        "gemm",
+        "convolution as implicit GEMM (Composable Kernel, cuDNN scudnn/hcudnn)",
+        r"grouped_conv_(fwd|bwd)|conv_(fwd|bwd|wrw)_xdl|implicitgemmconv|_[sh]cudnn_",
+        "_ZN2ck16tensor_operation6device12_GLOBAL__N_139kernel_grouped_conv_fwd_xdl_cshuffle_v3INS_28GridwiseGemm",
+    ),
     Rule("gemm", "generic GEMM / implicit-GEMM convolution", r"gemm", "igemm_fwd_gtcx3_nhwc_bf16_bx0"),
     # -- optimizer (before norm: multi_tensor_l2norm is grad clipping) -------------------------
     Rule(
@@ -194,15 +209,31 @@ RULES: tuple[Rule, ...] = (
         "elementwise",
         "PyTorch ATen pointwise, reductions, copies, index",
         r"elementwise|reduce_kernel|catarraybatchedcopy|index(select|func|_)|gather|scatter"
-        r"|copy_kernel|fill|where_kernel|transpose|softmax|dropout",
+        r"|copy_kernel|fill|where_kernel|softmax|dropout",
         "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>,"
         " at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>,"
         " at::detail::Array<char*, 3>)",
     ),
     Rule(
         "elementwise",
+        "layout transposes (cuDNN nchwToNhwc, MIOpen transpose_NCHW2CNHW / batched_transpose, cuBLAS)",
+        r"transpose|(nchw|nhwc|cnhw|chwn)_?(to|2)_?(nchw|nhwc|cnhw|chwn)",
+        "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>"
+        "(cudnn::ops::nchw2nhwc_params_t<float>, float const*, float*)",
+    ),
+    Rule(
+        "elementwise",
+        "embedding lookups and permutes (FBGEMM, TorchRec)",
+        r"embedding_codegen_forward|embedding_bag|embedding_forward|^permute_|_permute_|bounds_check_indices"
+        r"|offsets_range",
+        "void fbgemm_gpu::permute_2D_data_kernel<false, int, int, decltype(nullptr)>(int, int, int, int const*,"
+        " decltype(nullptr) const*, int const*, int const*, int const*, int*, decltype(nullptr)*)",
+    ),
+    Rule(
+        "elementwise",
         "activations, RoPE, casts, fused pointwise (Triton, TE, vLLM, MIOpen)",
-        r"gelu|silu|swiglu|geglu|relu|sigmoid|tanh|rotary|rope|_quant|cast|triton_(poi|red|per)_"
+        r"gelu|silu|swiglu|geglu|relu|sigmoid|tanh|rotary|rope|quantiz|_quant|dequant|fp8rowwise|cast"
+        r"|triton_(poi|red|per)_"
         r"|subtensorop|cross_entropy|softplus",
         "void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*,"
         " c10::BFloat16*, c10::BFloat16 const*, int, long, long, long, int, int, int)",
@@ -229,10 +260,139 @@ def classify(name: str, cat: str = "kernel") -> str:
     fixed = ACTIVITY_CATEGORIES.get(cat)
     if fixed is not None:
         return fixed
+    own = own_name(name)
     for category, pattern in _compiled():
-        if pattern.search(name):
+        if pattern.search(own):
             return category
     return "other"
+
+
+#: Generic launchers whose first (type) template argument is the kernel they run.
+WRAPPERS = frozenset({"Kernel", "Kernel2", "kentry", "device_kernel"})
+
+_MEMORY_NAME = re.compile(r"^(hip)?mem(cpy|set)\b", re.IGNORECASE)
+_LITERAL_ARG = re.compile(r"^[-\d.(]|^(true|false|nullptr)\b")
+
+
+@lru_cache(maxsize=65536)
+def own_name(name: str) -> str:
+    """A kernel's own name: no namespace, return type, template arguments or parameters.
+
+    ``void fbgemm_gpu::permute_2D_data_kernel<false, int>(int, …)`` → ``permute_2D_data_kernel``;
+    ``void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_…>(…)`` → ``cutlass_80_tensorop_s1688gemm_…``
+    (a launcher's kernel is its template argument); mangled ``_ZN2ck…6kernel_gemm_xdlINS_…`` →
+    ``kernel_gemm_xdl``.  Names that are not C++ signatures (``Cijk_…``, ``Memcpy DtoD (…)``) are
+    returned unchanged.
+    """
+    text = name.strip()
+    if _MEMORY_NAME.match(text):
+        return text
+    if text.startswith("_Z"):
+        return _mangled_own_name(text) or text
+    own, template = _split_signature(text.replace("(anonymous namespace)::", ""))
+    if own in WRAPPERS and template:
+        inner = _first_type_argument(template)
+        if inner:
+            return own_name(inner)
+    return own or text
+
+
+def _split_signature(text: str) -> tuple[str, str]:
+    """(unqualified function name, its template argument text) of a demangled signature."""
+    depth = 0
+    bare: list[str] = []
+    templates: dict[int, str] = {}
+    opened = 0
+    for index, char in enumerate(text):
+        if char == "<":
+            if depth == 0:
+                opened = index
+            depth += 1
+        elif char == ">" and depth:
+            depth -= 1
+            if depth == 0:
+                templates[len("".join(bare))] = text[opened + 1 : index]
+        elif depth == 0:
+            if char == "(" and bare and "".join(bare).strip():
+                break
+            bare.append(char)
+    qualified = "".join(bare).strip()
+    end = len("".join(bare).rstrip())
+    if " " in qualified:
+        qualified = qualified.rsplit(" ", 1)[1]
+    own = qualified.rsplit("::", 1)[-1]
+    return own, templates.get(end, "")
+
+
+def _first_type_argument(template: str) -> str:
+    """The first template argument that is a type (not a number or boolean)."""
+    depth = 0
+    start = 0
+    for index, char in enumerate(template + ","):
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        elif char == "," and depth == 0:
+            argument = template[start:index].strip()
+            if argument and not _LITERAL_ARG.match(argument):
+                return argument
+            start = index + 1
+    return ""
+
+
+_SUBSTITUTIONS = ("St", "Sa", "Sb", "Ss", "Si", "So", "Sd")
+
+
+def _mangled_components(text: str, index: int) -> tuple[list[str], int]:
+    """The identifiers of an Itanium nested name starting at ``index``, and where they stop."""
+    names: list[str] = []
+    while index < len(text):
+        char = text[index]
+        if char.isdigit():
+            digits = re.match(r"\d+", text[index:])
+            assert digits is not None
+            index += len(digits.group())
+            length = int(digits.group())
+            names.append(text[index : index + length])
+            index += length
+        elif text.startswith(_SUBSTITUTIONS, index):
+            index += 2
+        elif char == "S":
+            close = text.find("_", index)
+            if close < 0:
+                break
+            index = close + 1
+        elif char in "KVr":
+            index += 1
+        else:
+            break
+    return names, index
+
+
+def _mangled_own_name(text: str) -> str:
+    """The own name of an Itanium-mangled kernel (``_ZN2ck…``), possibly truncated by the profiler."""
+    index = 2
+    nested = text.startswith("_ZN")
+    if nested:
+        index += 1
+    names, index = _mangled_components(text, index)
+    if not names:
+        return ""
+    own = names[-1]
+    if own in WRAPPERS and text.startswith("I", index):
+        index += 1
+        while text.startswith("L", index):  # literal template arguments: L<type><value>E
+            close = text.find("E", index)
+            if close < 0:
+                return own
+            index = close + 1
+        if text.startswith("N", index):
+            index += 1
+        inner, _ = _mangled_components(text, index)
+        if inner:
+            return inner[-1]
+    return own
 
 
 _COLLECTIVES = (

@@ -1,12 +1,17 @@
 """Two trace sets side by side: the time of one step on each, and what explains the difference.
 
-The unit is the GPU time of one profiler step.  For each side, every rank's
-analysed window (see :mod:`tprimat.trace.analyze`) is divided by the number of
-profiler steps in it, then ranks are averaged.  The window splits exactly into
-idle time plus the exclusive time of each kernel category, so the per-category
-differences add up to the difference in step time: nothing is left
-unexplained and nothing is counted twice.  ``communication`` in this table is
-therefore *exposed* communication (not hidden under compute).
+The unit is one profiler step as the host timeline records it
+(``ProfilerStep#N``, the wall-clock step).  For each side, every rank's host
+steps in the window are split into the GPU's exclusive time per kernel
+category and **idle**, the time inside the step with no GPU activity at all
+(the step waits on the host: data loading, Python, launches, synchronisation);
+see :mod:`tprimat.trace.host_steps`.  The sum is divided by the number of
+steps, then ranks are averaged.  Idle plus the categories add up to the step
+exactly, so the per-category differences add up to the difference in step
+time: nothing is left unexplained and nothing is counted twice.
+``communication`` in this table is *exposed* communication (not hidden under
+compute).  A trace without profiler steps has no host step: its step is the
+span of its GPU activity, and the side says so.
 
 Python API (used by the comparison report)::
 
@@ -47,7 +52,7 @@ BUCKETS: tuple[str, ...] = (
 BUCKET_LABELS: dict[str, str] = {
     **LABELS,
     "communication": "exposed communication",
-    "idle": "idle",
+    "idle": "idle (no GPU activity)",
 }
 
 #: Vendor-neutral colours (Okabe–Ito palette, readable with colour-vision deficiency).
@@ -76,9 +81,7 @@ def trace_files(path: str | Path) -> list[Path]:
     path = Path(path)
     if path.is_dir():
         base = path / "traces" if (path / "traces").is_dir() else path
-        found = sorted(
-            p for p in base.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-        )
+        found = sorted(p for p in base.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
         if not found:
             raise TprimatError(f"{path}: no *.json or *.json.gz trace files in it")
         return found
@@ -105,7 +108,7 @@ class SideSummary:
     vendor: str | None
     device: str | None
     steps: tuple[int, ...]  # profiler steps analysed (of the first rank)
-    step_us: float  # GPU time of one step (mean over ranks)
+    step_us: float  # one step: host ProfilerStep duration, or the GPU span without steps (mean over ranks)
     step_us_by_rank: tuple[float, ...]
     host_step_us: float | None  # mean ProfilerStep duration on the host, when steps exist
     buckets: dict[str, float]  # bucket -> µs per step
@@ -113,6 +116,12 @@ class SideSummary:
     kernels_per_step: float
     top_kernels: dict[str, tuple[KernelShare, ...]]  # category -> kernels (µs per step)
     notes: tuple[str, ...] = ()
+    step_basis: str = "host"  # "host": ProfilerStep on the host timeline; "gpu span": no profiler steps
+
+    @property
+    def idle_share(self) -> float:
+        """Share of the step with no GPU activity (host-bound time)."""
+        return self.buckets.get("idle", 0.0) / self.step_us if self.step_us else 0.0
 
 
 @attrs.frozen
@@ -148,8 +157,18 @@ class TraceComparison:
             b = self.b.buckets.get(bucket, 0.0)
             if a or b:
                 rows.append((BUCKET_LABELS[bucket], a, b, b - a))
-        rows.append(("step (GPU time)", self.a.step_us, self.b.step_us, self.delta_us))
+        rows.append((self.step_label, self.a.step_us, self.b.step_us, self.delta_us))
         return rows
+
+    @property
+    def step_label(self) -> str:
+        """The name of the step row: what a step is on these two sides."""
+        bases = {self.a.step_basis, self.b.step_basis}
+        if bases == {"host"}:
+            return "step (host ProfilerStep)"
+        if bases == {"gpu span"}:
+            return "step (GPU span, no profiler steps)"
+        return "step (host ProfilerStep on one side, GPU span on the other)"
 
     def summary_line(self) -> str:
         parts = [f"{BUCKET_LABELS[k]} {_signed_ms(v)}" for k, v in self.largest_differences()]
@@ -157,7 +176,11 @@ class TraceComparison:
             f"{self.b.label} step {_ms(self.b.step_us)} vs {self.a.label} {_ms(self.a.step_us)} "
             f"({_signed_ms(self.delta_us)})"
         )
-        return head + (": " + ", ".join(parts) if parts else "")
+        idle = (
+            f"; GPU idle {self.a.idle_share:.0%} of the step on {self.a.label}, "
+            f"{self.b.idle_share:.0%} on {self.b.label}"
+        )
+        return head + (": " + ", ".join(parts) if parts else "") + idle
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -173,7 +196,7 @@ class TraceComparison:
         """A Markdown section: the table, the largest differences and the kernels behind them."""
         a, b = self.a, self.b
         lines = [
-            f"{heading} Where one step's GPU time goes: {a.label} vs {b.label}",
+            f"{heading} Where one step's time goes: {a.label} vs {b.label}",
             "",
             f"- **{a.label}**: {_side_text(a)}",
             f"- **{b.label}**: {_side_text(b)}",
@@ -184,7 +207,7 @@ class TraceComparison:
             "|---|---:|---:|---:|",
         ]
         for label, va, vb, d in self.rows():
-            bold = label.startswith("step")
+            bold = label == self.step_label
             cells = [label, _ms(va), _ms(vb), _signed_ms(d)]
             if bold:
                 cells = [f"**{c}**" for c in cells]
@@ -209,15 +232,15 @@ class TraceComparison:
                     if not kernels:
                         lines.append(f"  - {side.label}: none")
                         continue
-                    text = "; ".join(
-                        f"`{k.short_name}` {_ms(k.us_per_step)} ({k.count_per_step:g}×)" for k in kernels
-                    )
+                    text = "; ".join(f"`{k.short_name}` {_ms(k.us_per_step)} ({k.count_per_step:g}×)" for k in kernels)
                     lines.append(f"  - {side.label}: {text}")
             lines.append("")
         notes = [*a.notes, *b.notes]
         if notes:
             lines += ["Notes:", *[f"- {n}" for n in notes], ""]
         lines.append(
+            "The step is the profiler step on the host timeline (`ProfilerStep#N`); idle is the part of it "
+            "with no GPU activity on any stream (the GPU waits on the host). "
             "Times are exclusive: where kernels overlap, compute claims the time first, then "
             "communication, memcpy/memset and GPU sync, so the rows add up to the step time."
         )
@@ -239,22 +262,27 @@ class TraceComparison:
             values = [side.buckets.get(bucket, 0.0) / 1000.0 for side in sides]
             if not any(values):
                 continue
+            idle = bucket == "idle"
             ax.bar(
                 positions,
                 values,
                 bottom=bottoms,
                 color=COLOURS[bucket],
-                edgecolor="white",
+                edgecolor="#777777" if idle else "white",
+                hatch="//" if idle else None,
                 linewidth=0.5,
-                label=BUCKET_LABELS[bucket],
+                label="idle: no GPU activity (host-bound)" if idle else BUCKET_LABELS[bucket],
                 width=0.55,
             )
             bottoms = [x + y for x, y in zip(bottoms, values, strict=True)]
         ax.set_xticks(list(positions), [side.label for side in sides])
-        ax.set_ylabel("GPU time per step (ms)")
-        ax.set_title("Step time by kernel category")
-        for x, total in zip(positions, bottoms, strict=True):
-            ax.annotate(f"{total:.1f} ms", (x, total), ha="center", va="bottom", fontsize=9)
+        host = all(side.step_basis == "host" for side in sides)
+        ax.set_ylabel("time per profiler step (ms)" if host else "time per step (ms)")
+        ax.set_title("Step time (host ProfilerStep) by GPU activity" if host else "Step time by GPU activity")
+        for x, total, side in zip(positions, bottoms, sides, strict=True):
+            text = f"{total:.1f} ms, GPU idle {side.idle_share:.0%}"
+            ax.annotate(text, (x, total), ha="center", va="bottom", fontsize=9)
+        ax.set_ylim(0, max(bottoms) * 1.1 if max(bottoms) > 0 else 1)
         ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=8)
         fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -274,9 +302,7 @@ def _signed_ms(us: float) -> str:
 def _side_text(side: SideSummary) -> str:
     device = side.device or "unknown device"
     ranks = ", ".join("?" if r is None else str(r) for r in side.ranks)
-    steps = (
-        f"profiler steps {side.steps[0]}–{side.steps[-1]}" if side.steps else "whole trace (no profiler steps)"
-    )
+    steps = f"profiler steps {side.steps[0]}–{side.steps[-1]}" if side.steps else "whole trace (no profiler steps)"
     host = f", host step {_ms(side.host_step_us)}" if side.host_step_us else ""
     return f"{device}; rank(s) {ranks}; {steps}{host}; {len(side.files)} file(s)"
 
@@ -285,9 +311,36 @@ class NoGpuActivityError(TprimatError):
     """A trace set with no GPU activity (a CPU-only profile): there is no GPU time to compare."""
 
 
-def summarize_side(
-    analyses: Sequence[dict[str, Any]], label: str, top: int = 3
-) -> SideSummary:
+def _rank_step(result: dict[str, Any]) -> tuple[int, str, float, dict[str, float], str | None]:
+    """One rank's (steps in the window, step basis, µs per step, bucket -> µs per step, note)."""
+    window = result["window"]
+    name = Path(result["file"]).name
+    note = None
+    if window["mode"] == "all":
+        n_steps = 1
+        if window.get("steps"):
+            note = f"{name}: fewer than two profiler steps: the whole trace counts as one step"
+        else:
+            note = (
+                f"{name}: no profiler steps: the whole trace counts as one step, "
+                "measured as the span of its GPU activity (host time outside it is not seen)"
+            )
+    else:
+        n_steps = max(len(window.get("steps") or []), 1)
+    host_steps = result.get("host_steps")
+    if host_steps:
+        n = len(host_steps["steps"])
+        buckets = {category: value / n for category, value in host_steps["exclusive_us"].items()}
+        buckets["idle"] = host_steps["idle_us"] / n
+        return n_steps, "host", host_steps["host_us"] / n, buckets, note
+    # no host step to measure against: the step is the span of the GPU activity
+    temporal = result["temporal"]
+    buckets = {category: values["exclusive_us"] / n_steps for category, values in result["categories"].items()}
+    buckets["idle"] = temporal["idle_us"] / n_steps
+    return n_steps, "gpu span", temporal["total_us"] / n_steps, buckets, note
+
+
+def summarize_side(analyses: Sequence[dict[str, Any]], label: str, top: int = 3) -> SideSummary:
     """Average per-rank analyses (from :func:`tprimat.trace.analyze.analyze_trace`) into one side."""
     if not analyses:
         raise TprimatError(f"{label}: no traces to compare")
@@ -298,25 +351,17 @@ def summarize_side(
     host = []
     top_acc: dict[str, dict[str, list[Any]]] = defaultdict(dict)
     notes = []
+    bases = set()
     for result in analyses:
         if result.get("temporal") is None:
             raise NoGpuActivityError(f"{label}: {Path(result['file']).name}: {result.get('note')}")
-        window = result["window"]
-        n_steps = len(window.get("steps") or []) if window["mode"] != "all" else 1
-        if window["mode"] == "all":
-            n_steps = 1
-            if window.get("steps"):
-                notes.append(
-                    f"{Path(result['file']).name}: fewer than two profiler steps: the whole trace counts as one step"
-                )
-            else:
-                notes.append(f"{Path(result['file']).name}: no profiler steps: the whole trace counts as one step")
-        n_steps = max(n_steps, 1)
-        temporal = result["temporal"]
-        step_by_rank.append(temporal["total_us"] / n_steps)
-        buckets["idle"] += temporal["idle_us"] / n_steps
-        for category, values in result["categories"].items():
-            buckets[category] += values["exclusive_us"] / n_steps
+        n_steps, basis, step_us, rank_buckets, note = _rank_step(result)
+        bases.add(basis)
+        step_by_rank.append(step_us)
+        for bucket, value in rank_buckets.items():
+            buckets[bucket] += value
+        if note:
+            notes.append(note)
         overlapped += result["communication"]["overlapped_us"] / n_steps
         kernels += result["launches"]["kernels"] / n_steps
         host.extend(step["host_us"] for step in result.get("steps", []))
@@ -351,6 +396,7 @@ def summarize_side(
         kernels_per_step=kernels / ranks_n,
         top_kernels=top_kernels,
         notes=tuple(dict.fromkeys(notes)),
+        step_basis=bases.pop() if len(bases) == 1 else "mixed",
     )
 
 
@@ -384,6 +430,7 @@ def compare_traces(
     profiler steps counts as one step).
     """
     from tprimat.trace.analyze import analyze_trace
+    from tprimat.trace.host_steps import host_step_breakdown
     from tprimat.trace.reader import read_trace
 
     sides = []
@@ -394,7 +441,10 @@ def compare_traces(
         analyses = []
         for file in files:
             trace = read_trace(file)
-            analyses.append(analyze_trace(trace, steps=steps or all_steps(trace), top=max(top, 5)))
+            analysis = analyze_trace(trace, steps=steps or all_steps(trace), top=max(top, 5))
+            if analysis["window"]["mode"] != "all" and analysis.get("temporal") is not None:
+                analysis["host_steps"] = host_step_breakdown(trace, analysis["window"]["steps"])
+            analyses.append(analysis)
         sides.append(summarize_side(analyses, label or _default_label(analyses, fallback), top=top))
     if sides[0].label == sides[1].label:
         sides = [

@@ -70,3 +70,13 @@ def test_help_does_not_import_plotting():
             "r = CliRunner().invoke(cli, ['compare', '--help'])\nassert r.exit_code == 0\n"
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported'\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_allow_mismatch_terminal_table_marks_ratios_across_configurations(imported, tmp_path):
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(
+        cli, ["compare", str(imported), "-o", str(tmp_path / "r"), "--allow-mismatch", "--format", "md"])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if " · " in line]
+    assert len(rows) == 3 and "baseline" in rows[0], result.output
+    assert all("× (configurations differ)" in line for line in rows[1:]), result.output
+    assert "warning: configurations differ between groups" in result.output

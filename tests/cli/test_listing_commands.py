@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from tprimat import __version__
 from tprimat.cli import COMMANDS, cli
-from tprimat.hardware.platform import PlatformInfo
 from tprimat.contract.registry import Registry
+from tprimat.hardware.platform import PlatformInfo
 
 
 def invoke(*args: str, registry: Registry | None = None):

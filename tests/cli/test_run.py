@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from tprimat.cli import cli
-from tprimat.settings.config import load_config
 from tprimat.result.metrics import describe
 from tprimat.result.schema import load_result
+from tprimat.settings.config import load_config
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

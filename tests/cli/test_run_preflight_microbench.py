@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from tprimat.cli import cli
-from tprimat.running.manifest import load_manifest
 from tprimat.contract.registry import Registry
 from tprimat.result.schema import load_result
+from tprimat.running.manifest import load_manifest
 
 pytestmark = [
     pytest.mark.slow,

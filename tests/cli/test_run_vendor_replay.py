@@ -35,12 +35,12 @@ import attrs
 import pytest
 from click.testing import CliRunner
 
-from tprimat.contract import backend as backend_module
 from tprimat.cli import cli
-from tprimat.settings.config import load_config
-from tprimat.parse.logs import parse_logs
+from tprimat.contract import backend as backend_module
 from tprimat.contract.registry import Registry
+from tprimat.parse.logs import parse_logs
 from tprimat.result.schema import load_result
+from tprimat.settings.config import load_config
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from tprimat.errors import TprimatError
 from tprimat.contract.torchrun import torchrun_argv
+from tprimat.errors import TprimatError
 from tprimat.settings.config import load_config
 
 

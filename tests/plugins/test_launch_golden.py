@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from tprimat.contract.plans import LaunchContext
+from tprimat.contract.registry import Registry
+from tprimat.hardware.platform import PlatformInfo
 from tprimat.settings.config import load_config
 from tprimat.settings.models import get_model
-from tprimat.contract.plans import LaunchContext
-from tprimat.hardware.platform import PlatformInfo
-from tprimat.contract.registry import Registry
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden"

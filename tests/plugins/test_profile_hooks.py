@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from tprimat.contract.plans import LaunchContext, ProfilePlan
+from tprimat.contract.registry import Registry
+from tprimat.hardware.platform import PlatformInfo
 from tprimat.settings.config import ConfigError, load_config
 from tprimat.settings.models import get_model
-from tprimat.contract.plans import LaunchContext, ProfilePlan
-from tprimat.hardware.platform import PlatformInfo
-from tprimat.contract.registry import Registry
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "profile"
 MEGATRON_ARGS = FIXTURES / "megatron_args"

@@ -388,3 +388,39 @@ def test_compare_torch_cpu_results(tmp_path):
     with (tmp_path / "results.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     assert sorted(float(r["performance"]) for r in rows) == pytest.approx(sorted(one + two))
+
+
+def test_plot_captions_never_overlap_bar_labels(legacy_dir, tmp_path, monkeypatch):
+    # three systems, two configurations: the tallest labels ("…× baseline\n(different config)")
+    pytest.importorskip("matplotlib")
+    from tprimat.compare import plots
+
+    figures = {}
+    save = plots._save
+
+    def keep(plt, fig, path):
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        ax = fig.axes[0]
+        texts = [*ax.texts, ax.xaxis.label]
+        is_caption = [t.get_text().startswith(("error bars:", "same FLOPs formula")) for t in texts]
+        caption = next((t for t, c in zip(texts, is_caption, strict=True) if c), None)
+        if caption is None:  # the line plots have no caption
+            return save(plt, fig, path)
+        figures[path.name] = (
+            caption.get_window_extent(renderer),
+            [t.get_window_extent(renderer) for t, c in zip(texts, is_caption, strict=True) if not c and t.get_text()],
+            ax.get_window_extent(renderer),
+        )
+        return save(plt, fig, path)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    comparison = build_comparison([legacy_dir], cost=COST, allow_mismatch=True)
+    plots.render_plots(comparison, tmp_path)
+    for name in ("throughput.png", "mfu.png"):
+        caption, labels, axes = figures[name]
+        assert labels, name
+        assert caption.y1 <= axes.y0, f"{name}: the caption sits inside the plot, where bar labels go"
+        for label in labels:
+            assert not caption.overlaps(label), name
+            assert label.y1 <= axes.y1, f"{name}: a bar label is cut by the top of the axes"

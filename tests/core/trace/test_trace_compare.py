@@ -43,7 +43,8 @@ def test_same_model_on_two_vendors(comparison):
 def test_markdown_section(comparison):
     text = comparison.to_markdown(plot="trace_comparison.png")
     assert "| per step | MI300X | H100 | H100 − MI300X |" in text
-    assert "| GEMM |" in text and "**step (GPU time)**" in text
+    assert "| GEMM |" in text and "**step (host ProfilerStep)**" in text
+    assert "| idle (no GPU activity) |" in text
     assert "Kernels behind the largest differences" in text and "`attn_fwd`" in text
     assert "![step breakdown](trace_comparison.png)" in text
     delta_ms = comparison.delta_us / 1000
@@ -96,6 +97,56 @@ def _one_gemm_per_rank(directory, durations):
         (directory / f"rank{rank}.json").write_text(
             json.dumps({"distributedInfo": {"rank": rank}, "traceEvents": [event]}))
     return directory
+
+
+def _host_steps(path):
+    from tprimat.trace.reader import read_trace
+
+    return {s.number: s.dur for s in read_trace(path).steps}
+
+
+def test_the_step_is_the_host_profiler_step_not_the_gpu_span(comparison, fixtures):
+    # ProfilerStep#6 lasts 42.74 ms (MI300X) and 47.15 ms (H100) on the host; the GPU
+    # activity launched in it spans only 33.13 ms and 34.89 ms.
+    mi300 = _host_steps(fixtures / MI300)[6]
+    h100 = _host_steps(fixtures / H100)[6]
+    assert comparison.a.step_us == pytest.approx(mi300) and comparison.b.step_us == pytest.approx(h100)
+    assert comparison.delta_us == pytest.approx(h100 - mi300)
+    assert comparison.a.step_basis == comparison.b.step_basis == "host"
+    for side in (comparison.a, comparison.b):
+        assert 0 < side.buckets["idle"] < side.step_us
+        assert side.idle_share == pytest.approx(side.buckets["idle"] / side.step_us)
+
+
+def test_a_host_bound_step_shows_as_idle_in_table_headline_and_figure(fixtures, tmp_path):
+    # HTA's NCCL fixture: three host steps of about 222 ms in which the GPU is busy about 52 ms.
+    busy = fixtures / "traces/hta/nccl_parser_config_nccl_data.json.gz"
+    control = fixtures / "traces/hta/trace_diff_control_control.json.gz"
+    comparison = compare_traces([control], [busy], labels=("control", "nccl"))
+    steps = _host_steps(busy)
+    assert comparison.b.steps == (4, 5, 6)
+    assert comparison.b.step_us == pytest.approx(sum(steps.values()) / 3)
+    assert comparison.b.idle_share > 0.7
+    assert comparison.largest_differences()[0][0] == "idle"
+    line = comparison.summary_line()
+    assert line.startswith(f"nccl step {comparison.b.step_us / 1000:.2f} ms vs control")
+    assert ": idle (no GPU activity) +" in line and "76% on nccl" in line
+    rows = {label: (va, vb) for label, va, vb, _ in comparison.rows()}
+    assert rows["idle (no GPU activity)"][1] == pytest.approx(comparison.b.buckets["idle"])
+    pytest.importorskip("matplotlib")
+    import matplotlib.image
+
+    png = comparison.plot(tmp_path / "bars.png")
+    image = matplotlib.image.imread(png)
+    assert image.shape[0] > 100  # the figure is drawn; the idle segment is hatched (checked by eye)
+
+
+def test_a_trace_without_profiler_steps_is_measured_by_its_gpu_span(fixtures):
+    path = fixtures / "traces/hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz"
+    comparison = compare_traces([path], [path])
+    assert comparison.a.step_basis == "gpu span"
+    assert comparison.step_label == "step (GPU span, no profiler steps)"
+    assert any("span of its GPU activity" in note for note in comparison.a.notes)
 
 
 def test_several_ranks_per_side_are_averaged(tmp_path):

@@ -6,8 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.settings.config import load_config
-from tprimat.settings.models import get_model
 from tprimat.contract.plans import PreparedDataset
 from tprimat.plugins._megatron.args import (
     MegatronArgsError,
@@ -18,6 +16,8 @@ from tprimat.plugins._megatron.args import (
     parse_version,
 )
 from tprimat.plugins._megatron.data import megatron_data_args, vocab_divisor
+from tprimat.settings.config import load_config
+from tprimat.settings.models import get_model
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "megatron_args"
 TARGETS = {

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.plugins.logfixtures import LOGS, collect, events_of, facts_of, timed
-from tprimat.result.collect import EventCollector
 from tprimat.plugins._megatron.logparse import GIB_LABEL_NOTE
 from tprimat.plugins.amd_primus.parse import parse_primus
+from tprimat.result.collect import EventCollector
 
 SAFE = ("primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_"
         "MI325X_2025-10to12.log")

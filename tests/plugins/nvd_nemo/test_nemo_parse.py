@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.plugins.logfixtures import LOGS, collect, events_of, facts_of, issues_of, timed
-from tprimat.result.collect import EventCollector
-from tprimat.plugins.nvd_nemo.parse import parse_nemo
 from tprimat.contract.records import LogFact, ParseIssue
+from tprimat.plugins.nvd_nemo.parse import parse_nemo
+from tprimat.result.collect import EventCollector
 from tprimat.result.schema import IterationRecord
 
 CELL14 = "nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell14_normal_run.log"

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.settings.config import load_config
-from tprimat.settings.models import get_model
 from tprimat.contract.plans import LaunchContext
 from tprimat.hardware.platform import PlatformInfo
 from tprimat.plugins.nvd_nemo.launcher import SCRIPT, SETTINGS, plan
+from tprimat.settings.config import load_config
+from tprimat.settings.models import get_model
 
 pytestmark = pytest.mark.nemo
 

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.settings.config import load_config
-from tprimat.settings.models import get_model
 from tprimat.contract.plans import DataArguments, LaunchContext, PreparedDataset
 from tprimat.hardware.platform import PlatformInfo
 from tprimat.plugins.torch.launcher import (
@@ -17,6 +15,8 @@ from tprimat.plugins.torch.launcher import (
     plan,
     profile_plan,
 )
+from tprimat.settings.config import load_config
+from tprimat.settings.models import get_model
 
 RUN = Path("/runs/r1")
 

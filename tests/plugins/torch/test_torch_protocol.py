@@ -7,8 +7,8 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tprimat.plugins.torch.protocol import format_info, format_iteration, parse_lines
 from tprimat.contract.records import LogFact, ParseIssue
+from tprimat.plugins.torch.protocol import format_info, format_iteration, parse_lines
 from tprimat.result.schema import IterationRecord
 
 LINE = ('[default0]:TPRIMAT_ITER {"iteration":3,"step_time_s":0.0412,"loss":7.9,"lr":0.0003,'

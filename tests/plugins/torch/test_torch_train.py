@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tprimat.settings.config import load_config
-from tprimat.settings.models import get_model
 from tprimat.plugins.torch.protocol import parse_lines
 from tprimat.result.schema import IterationRecord
+from tprimat.settings.config import load_config
+from tprimat.settings.models import get_model
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
