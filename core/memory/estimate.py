@@ -29,6 +29,7 @@ import math
 import attrs
 
 from tprimat.config import BenchmarkConfig
+from tprimat.errors import TprimatError
 from tprimat.memory.capacity import CAPACITY_VERSION, GIB, find_capacity, known_devices
 from tprimat.models import ModelSpec
 
@@ -46,7 +47,7 @@ CACHING_SLACK = 0.03
 RUNTIME_GIB = 1.0
 
 
-class MemoryEstimateError(ValueError):
+class MemoryEstimateError(TprimatError, ValueError):
     """A device or capacity that cannot be used; the message says which and what to do."""
 
 
