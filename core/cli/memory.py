@@ -92,3 +92,60 @@ def verdict(result) -> str:
         f"does NOT fit on {where}: {-result.margin_gib:.2f} GiB short; try training.recompute=full, "
         "a smaller micro-batch, or more tensor/pipeline parallelism"
     )
+
+
+@memory.command("summarize")
+@click.argument("snapshot", type=click.Path(dir_okay=False, exists=True))
+@click.option(
+    "--top", type=click.IntRange(min=1), default=8, show_default=True, help="How many allocation sites to list."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+def summarize(snapshot: str, top: int, as_json: bool) -> None:
+    """Peak of an allocator SNAPSHOT and what was live at it, by category (parameters, gradients, ...)."""
+    import attrs
+
+    from tprimat.memory.snapshot import summarize_snapshot
+
+    summary = summarize_snapshot(snapshot, top=top)
+    if as_json:
+        echo_json(attrs.asdict(summary))
+        return
+    for device in summary.devices:
+        peak = device.peak_bytes or 1
+        where = (
+            "before the first recorded event"
+            if device.peak_event is None
+            else (
+                f"at event {device.peak_event + 1} of {device.events}"
+                + (f", {device.peak_offset_s:.3f} s into the history" if device.peak_offset_s is not None else "")
+            )
+        )
+        print_table(
+            f"device {device.device}: peak allocated {_size(device.peak_bytes)} ({where})",
+            ["live at the peak", "size", "share", "allocations"],
+            [[u.category, _size(u.bytes), f"{u.bytes / peak:.1%}", u.allocations] for u in device.at_peak],
+        )
+        print_table(
+            f"device {device.device}: largest allocation sites live at the peak",
+            ["site", "size", "allocations"],
+            [[s.where, _size(s.bytes), s.allocations] for s in device.sites],
+        )
+        click.echo(
+            f"when the snapshot was taken: allocated {_size(device.end_allocated_bytes)}, "
+            f"reserved {_size(device.end_reserved_bytes)}"
+        )
+        if device.no_stack_bytes:
+            click.echo(
+                f"note: {_size(device.no_stack_bytes)} live at the peak has no recorded stack (allocated "
+                "before the history was recorded) and is counted as other"
+            )
+        if device.marker_mismatches or device.replayed_end_bytes != device.end_allocated_bytes:
+            click.echo(
+                "note: the recorded history is incomplete (it does not reproduce the allocator's own "
+                "totals); record with a larger max_entries"
+            )
+    click.echo(f"open it in PyTorch's memory viewer: {summary.viewer} (drag and drop {snapshot})")
+
+
+def _size(n_bytes: int) -> str:
+    return f"{n_bytes / 2**30:.2f} GiB" if n_bytes >= 2**30 else f"{n_bytes / 2**20:.2f} MiB"
