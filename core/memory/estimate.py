@@ -189,7 +189,9 @@ def estimate_memory(
     (param_bytes, parameters_formula), (grad_bytes, gradients_formula), (optim_bytes, optimizer_formula) = weights
 
     # ---- activations (Korthikanti et al. 2022, Table 2, for a Llama layer) ----
-    activation_bytes, activations_formula, act_notes = _activations(config, model, tp=tp, pp=pp, cp=cp, vocab=vocab)
+    activation_bytes, activations_formula, act_notes = _activations(
+        config, model, tp=tp, pp=pp, cp=cp, vocab=vocab, eager=torch_backend
+    )
     notes.extend(act_notes)
 
     allocated = param_bytes + grad_bytes + optim_bytes + activation_bytes + WORKSPACE_GIB * GIB
@@ -314,8 +316,33 @@ def _capacity(device: str | None, capacity_gib: float | None) -> tuple[float | N
     return capacity_gib, capacity_source, device_key
 
 
+def _layer_terms(model: ModelSpec, *, tp: int, sp: bool, eager: bool) -> tuple[float, str]:
+    """Bytes per token of one transformer layer's saved activations, and the formula in words.
+
+    ``eager=False``: Megatron-core with fused kernels (Transformer Engine), as Korthikanti et al.
+    list the saved tensors, bf16 (2 B/element).  Outside the tensor-parallel region (split by TP
+    only with sequence parallelism): attention norm input 2h, QKV input 2h, MLP norm input 2h,
+    FC1 input 2h.  Inside it (split by TP): Q 2·q, K and V 2·kv each, attention output 2·q; SwiGLU
+    FC1 output (gate and up) 4F and FC2 input 2F (a GeLU MLP: 2F + 2F).
+
+    ``eager=True``: the torch backend's Hugging Face modules, op by op: each RMSNorm keeps its
+    input in fp32 4h and its bf16 output 2h; attention keeps Q 2·q, K and V 2·kv, the SDPA output
+    2·q and its contiguous copy for the output projection 2·q; the SwiGLU MLP keeps gate 2F, up
+    2F, SiLU output 2F and their product 2F.
+    """
+    h, F = model.hidden_size, model.ffn_hidden_size
+    q, kv = model.num_attention_heads * model.kv_channels, model.num_query_groups * model.kv_channels
+    if eager:
+        mlp, mlp_text = (8 * F, "8F") if model.swiglu else (4 * F, "4F")
+        return 12 * h + 6 * q + 4 * kv + mlp, f"s·b·(12h + 6·q + 4·kv + {mlp_text}) (eager modules)"
+    mlp, mlp_text = (6 * F, "6F") if model.swiglu else (4 * F, "4F")
+    outside = 8 * h / (tp if sp else 1)
+    inside = (4 * q + 4 * kv + mlp) / tp
+    return outside + inside, f"s·b·({'8h/TP' if sp else '8h'} + (4·q + 4·kv + {mlp_text})/TP)"
+
+
 def _activations(
-    config: BenchmarkConfig, model: ModelSpec, *, tp: int, pp: int, cp: int, vocab: int
+    config: BenchmarkConfig, model: ModelSpec, *, tp: int, pp: int, cp: int, vocab: int, eager: bool = False
 ) -> tuple[float, str, list[str]]:
     """Peak activation bytes on the first pipeline stage, its formula and notes."""
     t = config.training
@@ -326,25 +353,18 @@ def _activations(
     sp = config.parallel.sequence_parallel and tp > 1
     notes: list[str] = []
 
-    # Bytes per token of one layer, bf16 tensors (2 B/element), as Korthikanti et al. list them.
-    # Outside the tensor-parallel region (split by TP only with sequence parallelism):
-    #   attention RMSNorm input 2h, QKV input 2h, MLP RMSNorm input 2h, FC1 input 2h.
-    outside = 8 * h
-    # Inside it (split by TP): Q 2·q, K and V 2·kv each, attention output 2·q;
-    #   SwiGLU FC1 output (gate and up) 4F and FC2 input 2F (GeLU MLP: 2F + 2F).
-    inside = 4 * q_dim + 4 * kv_dim + (6 * F if model.swiglu else 4 * F)
-    per_token = outside / (tp if sp else 1) + inside / tp
-    formula_layer = (
-        f"s·b·({'8h/TP' if sp else '8h'} + (4·q + 4·kv + {'6F' if model.swiglu else '4F'})/TP)"
-        f" with s={s:g}, b={b}, h={h}, q={q_dim}, kv={kv_dim}, F={F}, TP={tp}"
-    )
+    per_token, layer_text = _layer_terms(model, tp=tp, sp=sp, eager=eager)
+    formula_layer = f"{layer_text} with s={s:g}, b={b}, h={h}, q={q_dim}, kv={kv_dim}, F={F}, TP={tp}"
     per_layer = s * b * per_token
     scores = 0.0
     if config.kernels.attention_backend == "unfused":
-        # The s×s softmax output per head (no dropout: Korthikanti's 5·a·s²·b without the masks).
-        scores = 2 * model.num_attention_heads * s * s * b / tp
-        formula_layer += f" + softmax 2·a·s²·b/TP (unfused attention, a={model.num_attention_heads})"
-        if t.recompute == "selective":
+        # The s×s attention probabilities per head (no dropout: Korthikanti's 5·a·s²·b without the
+        # masks); eager PyTorch softmax keeps them in fp32 too.
+        a = model.num_attention_heads
+        factor = 6 if eager else 2
+        scores = factor * a * s * s * b / tp
+        formula_layer += f" + attention scores {factor}·a·s²·b/TP (unfused attention, a={a})"
+        if t.recompute == "selective" and not eager:
             scores = 0.0
             formula_layer += " recomputed (selective)"
     per_layer += scores
@@ -367,15 +387,23 @@ def _activations(
         formula = f"{stored_layers} layers × [{formula_layer}] ({_fmt(per_layer)} each)"
         if t.recompute == "selective" and config.kernels.attention_backend != "unfused":
             notes.append("selective recompute saves nothing here: flash/fused attention keeps no s×s scores")
+        if t.recompute == "selective" and eager:
+            notes.append("the torch backend has no selective recompute: it stores every activation")
 
     # Token ids and labels (int64) of the micro-batches in flight.
     body += 16 * s * b * in_flight
     if pp == 1:
-        # Final norm input 2h (split with SP) and output-layer input 2h; bf16 logits 2V/TP
-        # cast to fp32 for the cross entropy 4V/TP.
-        out = s * b * (2 * h / (tp if sp else 1) + 2 * h + 6 * vocab / tp)
+        if eager:
+            # Final RMSNorm (fp32 input 4h, bf16 output 2h); bf16 logits 2V, their fp32 copy 4V and
+            # the log-softmax the cross entropy keeps 4V.
+            out = s * b * (6 * h + 10 * vocab)
+            formula += f" + output layer s·b·(6h + 10V) with V={vocab} ({_fmt(out)})"
+        else:
+            # Final norm input 2h (split with SP) and output-layer input 2h; bf16 logits 2V/TP
+            # cast to fp32 for the cross entropy 4V/TP.
+            out = s * b * (2 * h / (tp if sp else 1) + 2 * h + 6 * vocab / tp)
+            formula += f" + output layer s·b·(4h + 6V/TP) with V={vocab} ({_fmt(out)})"
         body += out
-        formula += f" + output layer s·b·(4h + 6V/TP) with V={vocab} ({_fmt(out)})"
     else:
         notes.append("the output layer and loss live on the last pipeline stage, which holds one micro-batch")
     if cp > 1:

@@ -125,3 +125,15 @@ def test_every_capacity_names_its_source_and_is_in_gib():
     for row in DEVICE_CAPACITIES:
         assert row.source and 10 < row.capacity_gib < 400, row.key
     assert find_capacity("MI300X").capacity_gib == pytest.approx(191.98, abs=0.01)
+
+
+def test_torch_backend_counts_the_eager_modules_activations_which_exceed_the_fused_kernels():
+    fused = estimate_memory(load_config(), LLAMA)
+    eager = estimate_memory(load_config(), LLAMA, backend="torch")
+    assert "eager modules" in eager.formulas["activations"] and "10V" in eager.formulas["activations"]
+    h, q, kv, F = 4096, 4096, 1024, 14336
+    per_layer = 8192 * (12 * h + 6 * q + 4 * kv + 8 * F)
+    logits = 8192 * (6 * h + 10 * LLAMA.vocab_size)
+    tokens = 16 * 8192
+    assert eager.activations_gib * 2**30 == pytest.approx(32 * per_layer + logits + tokens)
+    assert eager.activations_gib > 1.3 * fused.activations_gib
