@@ -16,7 +16,8 @@ any log without running the iteration parser:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import attrs
 
@@ -146,6 +147,39 @@ def _merge(old: RankPeak, new: RankPeak) -> RankPeak:
         device_used_gib=_larger(old.device_used_gib, new.device_used_gib),
         device_total_gib=new.device_total_gib if new.device_total_gib is not None else old.device_total_gib,
     )
+
+
+_CANDIDATE_RE = re.compile(rb"mem(?:ory| usage)")
+_BLOCK_BYTES = 1 << 24
+
+
+def _candidate_lines(block: bytes) -> Iterator[str]:
+    """The lines of ``block`` (whole lines) that mention memory, decoded."""
+    end = -1
+    for match in _CANDIDATE_RE.finditer(block):
+        if match.start() < end:
+            continue  # another mention on a line already yielded
+        start = block.rfind(b"\n", 0, match.start()) + 1
+        end = block.find(b"\n", match.end())
+        end = len(block) if end < 0 else end
+        yield block[start:end].decode("utf-8", errors="replace")
+
+
+def scan_memory_file(path: str | Path) -> LogMemory:
+    """:func:`scan_memory` over a log file, reading it in large blocks and decoding only the
+    lines that can hold a memory figure (a log of gigabytes costs one search per block)."""
+
+    def candidates() -> Iterator[str]:
+        with open(path, "rb") as handle:
+            tail = b""
+            while block := handle.read(_BLOCK_BYTES):
+                block = tail + block
+                cut = block.rfind(b"\n") + 1
+                block, tail = block[:cut], block[cut:]
+                yield from _candidate_lines(block)
+            yield from _candidate_lines(tail)
+
+    return scan_memory(candidates())
 
 
 def scan_memory(lines: Iterable[str]) -> LogMemory:

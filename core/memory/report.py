@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tprimat.memory.logfacts import RankPeak, scan_memory
+from tprimat.memory.logfacts import RankPeak, scan_memory_file
 from tprimat.schema import IterationRecord, MemoryReport, Summary
 
 #: Key for a measurement that names no rank.
@@ -108,8 +108,7 @@ def log_rank_peaks(paths: Iterable[Path]) -> list[RankPeak]:
     peaks: list[RankPeak] = []
     for path in paths:
         try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                peaks.extend(scan_memory(handle).ranks)
+            peaks.extend(scan_memory_file(path).ranks)
         except OSError:
             continue
     return peaks

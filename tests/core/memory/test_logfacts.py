@@ -69,3 +69,16 @@ def test_scan_keeps_each_ranks_largest_figures_and_names_the_rank_that_peaked():
     # After iteration 1 the peak is 14235.46 MiB, after iteration 2 it is 20306.24: the larger is kept.
     assert gh200.peak().max_allocated_gib == pytest.approx(20306.24 / 1024)
     assert gh200.theoretical.total_mib == 22726.34
+
+
+@pytest.mark.parametrize("block_bytes", [997, 1 << 24])
+def test_the_file_scan_reads_blocks_and_finds_what_the_line_scan_finds(monkeypatch, block_bytes):
+    import tprimat.memory.logfacts as logfacts
+
+    monkeypatch.setattr(logfacts, "_BLOCK_BYTES", block_bytes)
+    for relative in (
+        "megatron/mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log",
+        "primus/primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log",
+        "nemo/nemo2_2025-08_NeMo-AWS-PERF_README_TFLOPS_per_GPU_3iter_doc_excerpt.log",
+    ):
+        assert logfacts.scan_memory_file(LOGS / relative) == scan_memory(_lines(relative)), relative
