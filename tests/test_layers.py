@@ -22,7 +22,8 @@ ALLOWED = {
     "settings": set(),
     "hardware": set(),
     "contract": {"settings", "hardware"},
-    "result": {"settings", "hardware", "contract"},
+    "memory": {"settings", "hardware"},
+    "result": {"settings", "hardware", "contract", "memory"},
 }
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from tprimat import __version__
+from tprimat.memory.logfacts import log_rank_peaks
 from tprimat.parse.detect import detect_backend
 from tprimat.parse.errors import ParseError
 from tprimat.parse.logfile import LogFile
@@ -330,6 +331,7 @@ def parse_logs(
         exclude_profiled=config.benchmark.exclude_profiled if config is not None else True,
         tensor_parallel=tensor_parallel,
         ceiling=manifest.extra.get("microbench") if manifest else None,
+        rank_memory=log_rank_peaks(files),
     )
     return ParseOutcome(result=result, backend=backend, detected=detected, files=files,
                         collector=collector)

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from tprimat.contract.backend import WarmupRule
+from tprimat.result.memory import memory_report
 from tprimat.result.metrics import summarize, with_throughput
 from tprimat.result.schema import (
     Hardware,
@@ -73,11 +74,14 @@ def assemble_result(
     exclude_profiled: bool = True,
     tensor_parallel: int = 1,
     ceiling: Mapping[str, Any] | None = None,
+    rank_memory: Iterable[Any] = (),
 ) -> Result:
     """Fill in per-iteration throughput, summarise, and record what was left out.
 
     ``warmup_rule`` is the backend's (:class:`~tprimat.contract.backend.WarmupRule`):
     it raises the warm-up when its logs fold start-up into leading iterations.
+    ``rank_memory`` holds per-rank memory peaks (:class:`tprimat.memory.logfacts.RankPeak`)
+    for the result's memory section, beside the estimate for its config.
     ``ceiling`` is the latest ``tprimat microbench`` summary of the run's device
     (recorded in the run manifest), for MAMF utilisation next to MFU.
     """
@@ -113,6 +117,11 @@ def assemble_result(
         partition=hardware.partition,
     )
     provenance = attrs.evolve(provenance, notes=[*provenance.notes, *notes])
+    memory = memory_report(
+        settings=config.settings, model_name=config.model, backend=run.backend,
+        device_name=hardware.device_name, capacity_gib=hardware.memory_per_device_gib,
+        records=finished, rank_peaks=rank_memory, summary=summary,
+    )
     return Result(
         run=run,
         hardware=hardware,
@@ -121,4 +130,5 @@ def assemble_result(
         iterations=finished,
         summary=summary,
         provenance=provenance,
+        memory=memory,
     )
