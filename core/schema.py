@@ -172,6 +172,21 @@ class Provenance:
 
 
 @attrs.frozen(kw_only=True)
+class Caveats:
+    """What reading the inputs found that limits how a result may be used (absent: nothing).
+
+    ``ambiguous`` is set while the inputs contradict each other by an exact factor and the
+    user has not stated the true value: ``tprimat compare`` leaves such a result out.
+    """
+
+    ambiguous: str | None = None
+    candidates: list[str] = attrs.Factory(list)  # the inputs that would explain the figures
+    figures: dict[str, float] = attrs.Factory(dict)  # each reading -> the tokens/s/GPU it gives
+    resolved_by: str | None = None  # how the user stated the true value
+    stopped_by: str | None = None  # what ended the run early (straggler detector, watchdog)
+
+
+@attrs.frozen(kw_only=True)
 class Result:
     """One run, as every tprimat tool reads and writes it."""
 
@@ -183,6 +198,7 @@ class Result:
     iterations: list[IterationRecord] = attrs.Factory(list)
     summary: Summary
     provenance: Provenance = Provenance()
+    caveats: Caveats | None = None
 
 
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -251,6 +267,8 @@ _converter = _make_converter()
 def result_to_dict(result: Result) -> dict[str, Any]:
     """The JSON-ready form of ``result`` (non-finite floats as strings)."""
     data = _converter.unstructure(result)
+    if data.get("caveats") is None:
+        data.pop("caveats", None)  # written only when there is one
     return _replace_non_finite(data)
 
 
