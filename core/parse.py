@@ -224,6 +224,17 @@ def detect_backend(files: Sequence[Path], available: Iterable[str]) -> tuple[str
     )
 
 
+def no_timing_message(shown: str, backend: str, records: Sequence[IterationRecord]) -> str:
+    """Why a log whose iterations carry no step time gives no result, and what to do."""
+    what = sorted({name for r in records for name, value in (
+        ("loss", r.loss), ("learning rate", r.lr), ("grad norm", r.grad_norm)) if value is not None})
+    stated = f"state {', '.join(what)} but" if what else "have"
+    return (f"{shown}: no step timing found: {len(records)} iterations ({backend} format) {stated} "
+            "no step time, so there is nothing to measure (a fine-tuning "
+            "log that prints only loss?). Log the step time (NeMo: train_step_timing; Megatron: "
+            "elapsed time per iteration) and parse again")
+
+
 def _pick(backend: str, names: set[str], reason: str) -> tuple[str, str]:
     if backend not in names:
         raise ParseError(f"log looks like {backend} ({reason}) but that backend is not installed")
@@ -403,6 +414,9 @@ def parse_logs(
         shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
         raise ParseError(f"{shown}: no training iterations found in the log for backend "
                          f"{backend}")
+    if not any(r.step_time_s is not None for r in timed):
+        shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
+        raise ParseError(no_timing_message(shown, backend, timed))
     facts = {key: fact.value for key, fact in collector.facts.items()}
 
     result_config = _result_config(config, workload, facts)

@@ -54,7 +54,7 @@ def test_every_fixture_with_iterations_parses_to_a_result(registry):
         try:
             outcome = parse_logs([path], registry=registry, allow_mismatch=True)
         except ParseError as exc:
-            assert "no training iteration" in str(exc), path
+            assert "no training iteration" in str(exc) or "no step timing found" in str(exc), path
             continue
         assert outcome.result.iterations, path
 
@@ -243,3 +243,12 @@ def test_interleaved_ranks_and_binary_junk_are_skipped_with_their_place(registry
     notes = result.provenance.notes
     assert any(n.startswith(f"skipped mixed.log:{at + 2}") for n in notes)  # +1 junk line
     assert any("missing from the log: 9" in n for n in notes)
+
+
+def test_a_log_without_step_timing_is_refused_not_completed(registry):
+    # NeMo 2 PEFT fine-tuning (tutorial notebook): 20 step lines with loss and lr, no
+    # train_step_timing.  Before: status "completed" with 0 measured iterations and exit 0.
+    peft = LOGS / "nemo/nemo2_2024-11_peft_lora_llama3-8b_cell20_finetune.log"
+    with pytest.raises(ParseError, match="no step timing found: 20 iterations") as exc:
+        parse_logs([peft], registry=registry)
+    assert "loss" in str(exc.value) and "train_step_timing" in str(exc.value)
