@@ -28,6 +28,7 @@ from tprimat.logfile import LogFile
 from tprimat.manifest import Manifest, find_manifest, load_manifest
 from tprimat.metrics import _ranges
 from tprimat.schema import (
+    Caveats,
     Hardware,
     IterationRecord,
     Provenance,
@@ -461,6 +462,11 @@ def parse_logs(
     tensor_parallel = (config.parallel.tensor if config is not None
                        else _int(facts.get("tensor_parallel")) or 1)
     status = "partial" if missing or truncated else "completed"
+    stopped_by = _stopped_after_last_iteration(files, common, timed)
+    if stopped_by is not None:
+        notes.append(f"the run was stopped by {stopped_by}")
+        if status == "partial":
+            status = "interrupted"
     run = RunInfo(
         id=_run_id(backend, files),
         backend=backend,
@@ -491,8 +497,33 @@ def parse_logs(
         tensor_parallel=tensor_parallel,
         ceiling=manifest.extra.get("microbench") if manifest else None,
     )
+    if stopped_by is not None:
+        result = attrs.evolve(result, caveats=Caveats(stopped_by=stopped_by))
     return ParseOutcome(result=result, backend=backend, detected=detected, files=files,
                         collector=collector)
+
+
+def _stopped_after_last_iteration(
+    files: Sequence[Path], common: Path | None, timed: Sequence[IterationRecord]
+) -> str | None:
+    """What stopped the run, when the log says so after its last iteration line."""
+    from tprimat.stopreason import find_stop_reason, tail_lines
+
+    last = timed[-1].source or ""
+    last_file, _, last_line = last.rpartition(":")
+    for path in files:
+        source = _display_name(path, common)
+        try:
+            first, lines = tail_lines(path)
+        except OSError:
+            continue
+        if source == last_file and last_line.isdigit():
+            skip = max(0, int(last_line) - first + 1)
+            lines, first = lines[skip:], first + skip
+        found = find_stop_reason(lines, first, source)
+        if found is not None:
+            return found
+    return None
 
 
 def _manifest(path: str | Path | None, files: Sequence[Path]) -> tuple[Manifest | None, str | None]:
