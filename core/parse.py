@@ -25,6 +25,7 @@ from tprimat.collect import EventCollector, is_memory_only
 from tprimat.config import BenchmarkConfig, default_config_dict
 from tprimat.errors import TprimatError
 from tprimat.logfile import LogFile
+from tprimat.logkind import unwrap_lines
 from tprimat.manifest import Manifest, find_manifest, load_manifest
 from tprimat.metrics import _ranges
 from tprimat.schema import (
@@ -48,6 +49,9 @@ MEGATRON_FAMILY = frozenset({"amd_primus", "amd_megatron", "nvd_megatron"})
 
 #: File names read from a directory that is not a Primus tree.
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
+
+#: Lines read to tell whether a file is hard-wrapped at a fixed column.
+WRAP_SAMPLE_LINES = 5000
 
 #: How far format detection reads into a file before giving up (lines).
 DETECT_MAX_LINES = 200_000
@@ -181,8 +185,15 @@ def _open_error(path: Path, exc: OSError) -> ParseError:
     return ParseError(f"{path}: cannot read: {exc.strerror or exc}")
 
 
-def detect_backend(files: Sequence[Path], available: Iterable[str]) -> tuple[str, str]:
-    """The built-in backend whose log format ``files`` are in, and what gave it away."""
+def detect_backend(
+    files: Sequence[Path], available: Iterable[str], wraps: dict[Path, int] | None = None
+) -> tuple[str, str]:
+    """The built-in backend whose log format ``files`` are in, and what gave it away.
+
+    ``wraps`` gives the width of files hard-wrapped at a fixed column (read joined).
+    """
+
+    wraps = wraps or {}
     names = set(available)
     rocm_hint: str | None = None
     primus_hint: str | None = None
@@ -192,7 +203,8 @@ def detect_backend(files: Sequence[Path], available: Iterable[str]) -> tuple[str
         except OSError as exc:
             raise _open_error(path, exc) from None
         with handle:
-            for lineno, line in enumerate(handle, 1):
+            width = wraps.get(path)
+            for lineno, line in enumerate(unwrap_lines(handle, width) if width else handle, 1):
                 if lineno > DETECT_MAX_LINES:
                     break
                 if primus_hint is None and _PRIMUS_HINT_RE.search(line):
@@ -218,11 +230,22 @@ def detect_backend(files: Sequence[Path], available: Iterable[str]) -> tuple[str
                                      f"Megatron iteration line at {where}, ROCm at {rocm_hint}")
                     return _pick("nvd_megatron", names,
                                  f"Megatron iteration line at {where}, no ROCm or Primus sign")
-    shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
-    raise ParseError(
-        f"{shown}: no training iteration lines found (not a Primus, Megatron-LM, "
-        "Megatron-Bridge or NeMo log?)"
-    )
+    raise ParseError(unreadable_message(files))
+
+
+def unreadable_message(files: Sequence[Path]) -> str:
+    """No training iteration lines in ``files``: what each most likely is and why it is not read."""
+    from tprimat.logkind import describe_unreadable, read_head
+
+    parts = []
+    for path in files[:3]:
+        try:
+            kind = describe_unreadable(path, read_head(path))
+        except OSError as exc:
+            raise _open_error(path, exc) from None
+        parts.append(f"{path}: no training iteration lines found: this looks like {kind}")
+    more = f" (and {len(files) - 3} more files)" if len(files) > 3 else ""
+    return "; ".join(parts) + more
 
 
 def no_timing_message(shown: str, backend: str, records: Sequence[IterationRecord]) -> str:
@@ -389,9 +412,18 @@ def parse_logs(
 ) -> ParseOutcome:
     """Parse ``paths`` into a :class:`~tprimat.schema.Result` (see the module docstring)."""
     files, notes = find_log_files(paths)
+    wraps: dict[Path, int] = {}
     detected = None
     if backend is None:
-        backend, detected = detect_backend(files, registry.backends())
+        try:
+            backend, detected = detect_backend(files, registry.backends())
+        except ParseError:
+            wraps = _hard_wrapped(files)  # lines split at a fixed column: try them joined
+            if not wraps:
+                raise
+            backend, detected = detect_backend(files, registry.backends(), wraps)
+            notes.extend(f"{p.name}: hard-wrapped at {w} columns; read with the wraps joined "
+                         "(line numbers count joined lines)" for p, w in wraps.items())
         notes.append(f"format detected: {backend} ({detected})")
     entry = registry.backend(backend)
 
@@ -404,6 +436,8 @@ def parse_logs(
             cut = _ends_mid_line(path)
             # Text: any line ending, undecodable bytes replaced (junk is skipped, never raised).
             lines = LogFile(path, drop_last_line=cut)
+            if path in wraps:
+                lines = unwrap_lines(lines, wraps[path])  # type: ignore[assignment]
             collector.consume(registry.parse_metrics(backend, lines=lines, source=source))
             if cut:
                 truncated.append(f"{source}:{_count_lines(path)}")
@@ -524,6 +558,20 @@ def _stopped_after_last_iteration(
         if found is not None:
             return found
     return None
+
+
+def _hard_wrapped(files: Sequence[Path]) -> dict[Path, int]:
+    from tprimat.logkind import read_head, wrap_width
+
+    found = {}
+    for path in files:
+        try:
+            width = wrap_width(read_head(path, WRAP_SAMPLE_LINES))
+        except OSError as exc:
+            raise _open_error(path, exc) from None
+        if width is not None:
+            found[path] = width
+    return found
 
 
 def _manifest(path: str | Path | None, files: Sequence[Path]) -> tuple[Manifest | None, str | None]:

@@ -17,19 +17,42 @@ TAIL_BYTES = 256 * 1024
 #: (what stopped the run, pattern).  The first match in file order wins per pattern; the
 #: reason reported is the earliest line that matches any of them.
 STOP_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("NCCL/RCCL watchdog: collective operation timeout",
-     re.compile(r"Watchdog caught collective operation timeout")),
-    ("NCCL/RCCL watchdog", re.compile(r"(?:failure|Exception \(either an error or timeout\)) "
-                                      r"detected by watchdog")),
-    ("straggler detector", re.compile(r"straggler[s]? (?:detected|found)|STRAGGLER|"
-                                      r"Straggler.*(?:stop|terminat|exit)", re.IGNORECASE)),
-    ("fault-tolerance heartbeat timeout", re.compile(r"(?:heartbeat|Heartbeat).{0,40}timed? ?out")),
+    ("NCCL/RCCL watchdog: collective operation timeout", re.compile(r"Watchdog caught collective operation timeout")),
+    (
+        "NCCL/RCCL watchdog",
+        re.compile(
+            r"(?:failure|Exception \(either an error or timeout\)) "
+            r"detected by watchdog"
+        ),
+    ),
+    (
+        "straggler detector",
+        re.compile(
+            r"\b[Ss]tragglers? (?:detected|found)\b|"
+            r"[Ss]topping (?:training )?(?:due to|because of) stragglers?"
+        ),
+    ),
+    (
+        "fault-tolerance heartbeat timeout",
+        re.compile(
+            r"[Hh]eartbeat.{0,60}timed out|"
+            r"[Nn]o heartbeat received"
+        ),
+    ),
     ("Megatron exit condition", re.compile(r"exiting program (?:at iteration|after) ")),
     ("early stop", re.compile(r"\[EarlyStop\]")),
     ("preemption signal (graceful stop)", re.compile(r"Received signal \d+, initiating graceful stop")),
-    ("signal", re.compile(r"Received (?:SIGTERM|SIGINT|SIGKILL|SIGUSR\d)\b|"
-                          r"Sending process \d+ closing signal (?:SIGTERM|SIGKILL)")),
+    (
+        "signal",
+        re.compile(
+            r"Received (?:SIGTERM|SIGINT|SIGKILL|SIGUSR\d)\b|"
+            r"Sending process \d+ closing signal (?:SIGTERM|SIGKILL)"
+        ),
+    ),
 )
+
+
+_ARGUMENT_RE = re.compile(r"\w \.{3,} \S")
 
 
 def tail_lines(path: Path, size: int = TAIL_BYTES) -> tuple[int, list[str]]:
@@ -63,6 +86,8 @@ def _chunks(handle, limit: int) -> Iterable[bytes]:
 def find_stop_reason(lines: Iterable[str], first_lineno: int = 1, source: str = "") -> str | None:
     """The first stop reason in ``lines``: what stopped the run, the line and where it is."""
     for offset, line in enumerate(lines):
+        if _ARGUMENT_RE.search(line):
+            continue  # an argument dump names the settings (straggler_*, *_timeout), not events
         for what, pattern in STOP_PATTERNS:
             if pattern.search(line):
                 where = f"{source}:{first_lineno + offset}" if source else f"line {first_lineno + offset}"
