@@ -453,6 +453,8 @@ def parse_logs(
         shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
         raise ParseError(no_timing_message(shown, backend, timed))
     facts = {key: fact.value for key, fact in collector.facts.items()}
+    facts, stated_notes, records = _with_stated_facts(files, common, facts, records)
+    timed = [r for r in records if not is_memory_only(r)]
 
     result_config = _result_config(config, workload, facts)
     declared = _declared_sources(config, config_label, workload)
@@ -489,7 +491,9 @@ def parse_logs(
         if key.startswith("note."):
             notes.append(str(fact.value))
     notes.extend(collector.notes())
-    facts_shown = {k: v for k, v in facts.items() if not k.startswith("note.")}
+    notes.extend(stated_notes)
+    facts_shown = {k: v for k, v in collector.facts.items() if not k.startswith("note.")}
+    facts_shown = {k: getattr(v, "value", v) for k, v in facts_shown.items()}
     if facts_shown:
         notes.append("log states: " + ", ".join(f"{k}={v}" for k, v in sorted(facts_shown.items())))
 
@@ -558,6 +562,30 @@ def _stopped_after_last_iteration(
         if found is not None:
             return found
     return None
+
+
+def _with_stated_facts(
+    files: Sequence[Path], common: Path | None, facts: dict[str, Any],
+    records: list[IterationRecord],
+) -> tuple[dict[str, Any], list[str], list[IterationRecord]]:
+    """``facts`` completed with what the log states elsewhere; the profiled iterations marked."""
+    from tprimat.logfacts import profiled_iterations, stated_facts
+
+    stated = stated_facts(files, [_display_name(p, common) for p in files])
+    notes = []
+    facts = dict(facts)
+    for key, fact in sorted(stated.items()):
+        if key not in facts:
+            facts[key] = fact.value
+            notes.append(f"log states {key}={fact.value} ({fact.form} at {fact.source})")
+    window, note = profiled_iterations(facts)
+    if note:
+        notes.append(note)
+    if window:
+        marked = set(window)
+        records = [attrs.evolve(r, profiled=True) if r.iteration in marked and not r.profiled
+                   else r for r in records]
+    return facts, notes, records
 
 
 def _hard_wrapped(files: Sequence[Path]) -> dict[Path, int]:

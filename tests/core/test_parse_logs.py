@@ -68,7 +68,8 @@ def test_tokens_per_gpu_are_computed_by_the_core_from_step_times(registry):
     assert last.tokens_per_s_per_gpu == pytest.approx(8 * 4096 / 0.4326 / 8)
     # Primus's own figure (9468.3) is kept beside it, never used as the headline.
     assert last.reported["tokens_per_s_per_gpu"] == 9468.3
-    assert result.summary.measured_iterations == 8
+    # 10 iterations: warm-up 1-2 and the stated torch-profiler window (5-7) left out
+    assert result.summary.measured_iterations == 5
     assert result.run.status == "completed"
     assert result.hardware.device_name is None and result.run.platform is None
     assert any("GiB" in note for note in result.provenance.notes)
@@ -134,9 +135,10 @@ def test_manifest_next_to_the_log_gives_hardware(registry, tmp_path):
     assert result.run.platform == "amd" and result.software.rocm == "7.0.0"
 
 
-def test_preempted_run_is_partial(registry):
+def test_preempted_run_is_interrupted_with_its_reason(registry):
     result = parse_logs([CELL46], registry=registry).result
-    assert result.run.status == "partial"
+    assert result.run.status == "interrupted"
+    assert "Received signal 15" in result.caveats.stopped_by
     assert any("ends at iteration 3 of 20" in n for n in result.provenance.notes)
 
 
