@@ -50,6 +50,9 @@ MEGATRON_FAMILY = frozenset({"amd_primus", "amd_megatron", "nvd_megatron"})
 #: File names read from a directory that is not a Primus tree.
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 
+#: Lines read to check a --backend against the platform the log shows.
+DETECT_SAMPLE_LINES = 2000
+
 #: Lines read to tell whether a file is hard-wrapped at a fixed column.
 WRAP_SAMPLE_LINES = 5000
 
@@ -84,6 +87,7 @@ class ParseOutcome:
     detected: str | None  # why the backend was chosen, when it was detected
     files: list[Path]
     collector: EventCollector
+    warnings: list[str] = attrs.Factory(list)  # shown to the user, also in provenance.notes
 
 
 # -- finding files -------------------------------------------------------------------------
@@ -426,6 +430,8 @@ def parse_logs(
                          "(line numbers count joined lines)" for p, w in wraps.items())
         notes.append(f"format detected: {backend} ({detected})")
     entry = registry.backend(backend)
+    warnings = [] if detected else _platform_warnings(files, backend, entry.spec.platform)
+    notes.extend(warnings)
 
     collector = EventCollector()
     truncated: list[str] = []
@@ -538,7 +544,7 @@ def parse_logs(
     if stopped_by is not None:
         result = attrs.evolve(result, caveats=Caveats(stopped_by=stopped_by))
     return ParseOutcome(result=result, backend=backend, detected=detected, files=files,
-                        collector=collector)
+                        collector=collector, warnings=warnings)
 
 
 def _stopped_after_last_iteration(
@@ -562,6 +568,31 @@ def _stopped_after_last_iteration(
         if found is not None:
             return found
     return None
+
+
+_NVIDIA_HINT_RE = re.compile(r"CUDA version|NCCL version|\b[HAB]100\b|\bH200\b|\bGB?200\b|nvidia-smi")
+
+
+def _platform_warnings(files: Sequence[Path], backend: str, platform: str) -> list[str]:
+    """A warning when ``--backend`` names one platform and the log evidently ran on the other."""
+    if platform not in ("amd", "nvidia"):
+        return []
+    from tprimat.logkind import read_head
+
+    hint = _ROCM_HINT_RE if platform == "nvidia" else _NVIDIA_HINT_RE
+    other = "ROCm/AMD" if platform == "nvidia" else "CUDA/NVIDIA"
+    for path in files:
+        try:
+            head = read_head(path, DETECT_SAMPLE_LINES)
+        except OSError as exc:
+            raise _open_error(path, exc) from None
+        for lineno, line in enumerate(head, 1):
+            match = hint.search(line)
+            if match:
+                return [f"--backend {backend} is a {platform} backend but the log shows {other} "
+                        f"({match.group(0)!r} at {path.name}:{lineno}); the numbers are read as "
+                        f"{backend} prints them: check the backend (leave --backend out to detect it)"]
+    return []
 
 
 def _with_stated_facts(

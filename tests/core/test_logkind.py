@@ -115,3 +115,24 @@ def test_a_log_hard_wrapped_at_80_columns_reads_like_the_original(registry, tmp_
 
 def test_unwrap_joins_only_full_width_pieces():
     assert list(unwrap_lines(["a" * 5 + "\n", "bc\n", "d\n"], 5)) == ["aaaaabc\n", "d\n"]
+
+
+def test_a_backend_forced_against_the_logs_platform_warns(registry):
+    rocm = LOGS / "megatron/rocm-megatron_2024-09_llama-32L-h4096_1node8gpu_ROCm6.1_slurm-2631.out_normal.log"
+    outcome = parse_logs([rocm], registry=registry, backend="nvd_megatron")
+    (warning,) = outcome.warnings
+    assert warning.startswith("--backend nvd_megatron is a nvidia backend but the log shows ROCm/AMD")
+    assert warning in outcome.result.provenance.notes
+    assert parse_logs([rocm], registry=registry, backend="amd_megatron").warnings == []
+    assert parse_logs([rocm], registry=registry).warnings == []  # detected: nothing to warn about
+
+
+def test_the_warning_reaches_the_terminal(tmp_path):
+    from click.testing import CliRunner
+
+    from tprimat.cli import cli
+
+    rocm = LOGS / "megatron/rocm-megatron_2024-09_llama-32L-h4096_1node8gpu_ROCm6.1_slurm-2631.out_normal.log"
+    out = CliRunner().invoke(cli, ["parse", "--backend", "nvd_megatron", str(rocm), "-o", str(tmp_path / "r.json")])
+    assert out.exit_code == 0, out.output
+    assert "warning: --backend nvd_megatron is a nvidia backend" in out.output
