@@ -101,9 +101,9 @@ def _dllogger(head: Sequence[str]) -> str | None:
     for number, line in enumerate(head, 1):
         if line.startswith("DLLL {"):
             return (
-                f"a DLLogger JSON stream (line {number} starts with 'DLLL {{'): NeMo's and "
-                "NVIDIA's DLLogger output, not a console log; pass it with --backend "
-                "nvd_nemo if it holds NeMo's train_step_timing"
+                f"a DLLogger JSON stream (line {number} starts with 'DLLL {{'): the structured "
+                "output of NeMo's and NVIDIA's DLLogger, not a console log; no tprimat backend "
+                "reads it yet: parse the run's console log instead"
             )
     return None
 
@@ -112,7 +112,11 @@ def _line_kinds(head: Sequence[str]) -> str | None:
     for number, line in enumerate(head, 1):
         if _TORCHTITAN_RE.search(line):
             engine = "a Primus log of its TorchTitan engine" if _PRIMUS_RE.search(line) else "a TorchTitan log"
-            return f"{engine} (line {number}: 'step: ... loss: ... tps: ...'): read it with --backend amd_primus"
+            return (
+                f"{engine} (line {number}: 'step: ... loss: ... tps: ...'): its step lines print the "
+                "framework's own tokens/s, TFLOP/s and MFU but no step time, so tprimat cannot "
+                "measure it; not read"
+            )
         if _HF_TRAINER_RE.search(line):
             return (
                 f"a Hugging Face Trainer log (line {number}: {{'loss': ...}}): its lines "

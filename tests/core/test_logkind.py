@@ -136,3 +136,12 @@ def test_the_warning_reaches_the_terminal(tmp_path):
     out = CliRunner().invoke(cli, ["parse", "--backend", "nvd_megatron", str(rocm), "-o", str(tmp_path / "r.json")])
     assert out.exit_code == 0, out.output
     assert "warning: --backend nvd_megatron is a nvidia backend" in out.output
+
+
+def test_a_torchtitan_log_is_named_with_why_it_is_not_read(registry):
+    titan = LOGS / "torchtitan/torchtitan_2026-02-24_pr2389_moe-gate-fp32_step4-5_excerpt.log"
+    with pytest.raises(ParseError) as exc:
+        parse_logs([titan], registry=registry)
+    message = str(exc.value)
+    assert "a TorchTitan log (line 1: 'step: ... loss: ... tps: ...')" in message
+    assert "no step time" in message and GENERIC not in message
