@@ -113,9 +113,9 @@ def _line_kinds(head: Sequence[str]) -> str | None:
         if _TORCHTITAN_RE.search(line):
             engine = "a Primus log of its TorchTitan engine" if _PRIMUS_RE.search(line) else "a TorchTitan log"
             return (
-                f"{engine} (line {number}: 'step: ... loss: ... tps: ...'): its step lines print the "
-                "framework's own tokens/s, TFLOP/s and MFU but no step time, so tprimat cannot "
-                "measure it; not read"
+                f"{engine} (line {number}: 'step: ... loss: ... tps: ...') with no sign of Primus "
+                "or ROCm: tprimat reads TorchTitan only as Primus's engine; if it is one, pass "
+                "--backend amd_primus"
             )
         if _HF_TRAINER_RE.search(line):
             return (

@@ -64,6 +64,7 @@ _ROTATED_NUMBER_RE = re.compile(r"^(?P<level>[a-z]+)\.log\.(?P<n>\d+)$")
 _ROTATED_STAMP_RE = re.compile(r"^(?P<level>[a-z]+)\.(?P<stamp>.+)\.log$")
 _MEGATRON_LINE_RE = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|.*elapsed time per iteration")
 _NEMO_LINE_RE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|.*global_step")
+_TORCHTITAN_LINE_RE = re.compile(r"\bstep:\s*\d+\s+loss:.*\btps:\s*[\d,]+")
 _PRIMUS_HINT_RE = re.compile(r"\[rank-\d+/\d+\]|hip mem usage|rocm mem usage|primus", re.I)
 _ROCM_HINT_RE = re.compile(r"\bmem usages:|ROCm version|HIP version|RCCL|MI[23]\d\dX?|rocm", re.I)
 
@@ -220,6 +221,9 @@ def detect_backend(
                 if "train_step_timing in s: [" in line:
                     return _pick("nvd_nemo", names,
                                  f"NeMo step-time list at {path.name}:{lineno}")
+                if "tps:" in line and _TORCHTITAN_LINE_RE.search(line) and (primus_hint or rocm_hint):
+                    return _pick("amd_primus", names, f"TorchTitan step line at {path.name}:{lineno} "
+                                 f"in a Primus/ROCm log ({primus_hint or rocm_hint})")
                 if "Step Time" in line and "MODEL_TFLOP" in line:
                     return _pick("nvd_megatron", names,
                                  f"Megatron-Bridge step-time line at {path.name}:{lineno}")
