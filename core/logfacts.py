@@ -7,6 +7,11 @@ arguments (``seq_length ........ 4096``) and Primus prefixes every line with
 log that states its sequence length, world size or global batch is not reported as silent
 about them.  The backend's parser keeps precedence: these only fill what it did not read.
 
+Megatron-Bridge prints its whole ``ConfigContainer`` as YAML, often several times (recipe
+defaults, then the overridden config, once per process).  :func:`bridge_config_facts` takes
+the dumps whose ``train.train_iters`` and ``train.global_batch_size`` the iteration lines
+confirm and reads the sequence length and the profiler settings from them, when they agree.
+
 A log that states a profiler window (``--profile True --profile_step_start S
 --profile_step_end E``) had those iterations disturbed by the profiler:
 :func:`profiled_iterations` gives them, with the same rule a live run uses
@@ -91,9 +96,16 @@ def scan_lines(lines: Iterable[str], source: str) -> dict[str, StatedFact]:
     return found
 
 
-def stated_facts(files: Sequence[Path], names: Sequence[str]) -> dict[str, StatedFact]:
-    """What the start of ``files`` states (the first file that states a key wins)."""
+def stated_facts(
+    files: Sequence[Path], names: Sequence[str], facts: dict[str, Any] | None = None
+) -> tuple[dict[str, StatedFact], list[str]]:
+    """What the start of ``files`` states (the first file that states a key wins), and notes.
+
+    ``facts`` are what the backend's parser read (``train_iters`` and ``global_batch_size``
+    select the Megatron-Bridge config dumps that describe the run).
+    """
     found: dict[str, StatedFact] = {}
+    notes: list[str] = []
     for path, name in zip(files, names, strict=True):
         head: list[str] = []
         with open(path, encoding="utf-8", errors="replace") as handle:
@@ -103,7 +115,91 @@ def stated_facts(files: Sequence[Path], names: Sequence[str]) -> dict[str, State
                     break
         for key, fact in scan_lines(head, name).items():
             found.setdefault(key, fact)
-    return found
+        bridge, note = bridge_config_facts(head, name, facts or {})
+        for key, fact in bridge.items():
+            found.setdefault(key, fact)
+        if note:
+            notes.append(note)
+    return found, notes
+
+
+_BRIDGE_START = "_target_: megatron.bridge.training.config.ConfigContainer"
+_TOP_RE = re.compile(r"^([A-Za-z_]\w*):\s*(.*?)\s*$")
+_CHILD_RE = re.compile(r"^  ([A-Za-z_]\w*):\s*(\S.*?)\s*$")
+
+#: (dump key, fact key) read from a matching Megatron-Bridge config dump.
+BRIDGE_KEYS = (
+    ("model.seq_length", "seq_length"),
+    ("profiling.profile_step_start", "profile_step_start"),
+    ("profiling.profile_step_end", "profile_step_end"),
+    ("profiling.use_pytorch_profiler", "use_pytorch_profiler"),
+)
+
+
+def _scalar(text: str) -> Any:
+    try:
+        return _value(text)
+    except ValueError:
+        return text
+
+
+def bridge_config_dumps(lines: Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
+    """Each Megatron-Bridge ``ConfigContainer`` YAML dump in ``lines``: (first line, section.key -> value)."""
+    dumps: list[tuple[int, dict[str, Any]]] = []
+    current: dict[str, Any] | None = None
+    section = None
+    for lineno, raw in enumerate(lines, 1):
+        line = raw.rstrip("\r\n")
+        if line.startswith(_BRIDGE_START):
+            current, section = {}, None
+            dumps.append((lineno, current))
+        elif current is not None and line.strip():
+            top = None if line.startswith(" ") else _TOP_RE.match(line)
+            if top is not None:
+                section = top.group(1)
+                current[section] = _scalar(top.group(2)) if top.group(2) else {}
+            elif not line.startswith(" "):
+                current = None  # the dump ended
+            elif section is not None and (child := _CHILD_RE.match(line)):
+                current[f"{section}.{child.group(1)}"] = _scalar(child.group(2))
+    return dumps
+
+
+def bridge_config_facts(
+    lines: Sequence[str], source: str, facts: dict[str, Any]
+) -> tuple[dict[str, StatedFact], str | None]:
+    """Facts from the Megatron-Bridge config dumps that match the run's iteration lines."""
+    dumps = bridge_config_dumps(lines)
+    iters, gbs = facts.get("train_iters"), facts.get("global_batch_size")
+    if not dumps or iters is None or gbs is None:
+        return {}, None
+    matching = [
+        (n, d) for n, d in dumps if d.get("train.train_iters") == iters and d.get("train.global_batch_size") == gbs
+    ]
+    if not matching:
+        return {}, (
+            f"{len(dumps)} Megatron-Bridge config dumps, none with train_iters {iters} and "
+            f"global_batch_size {gbs} as the iteration lines say: not used"
+        )
+    found: dict[str, StatedFact] = {}
+    for key, fact in (*BRIDGE_KEYS, ("profiling", "profile")):
+        values = {repr(_bridge_value(d, key)) for _, d in matching}
+        if len(values) != 1:
+            return {}, f"the Megatron-Bridge config dumps that match the run disagree on {key}: not used"
+        value = _bridge_value(matching[0][1], key)
+        if value is not None:
+            found[fact] = StatedFact(
+                value=value, source=f"{source}:{matching[0][0]}", form="Megatron-Bridge config dump"
+            )
+    return found, None
+
+
+def _bridge_value(dump: dict[str, Any], key: str) -> Any:
+    if key == "profiling":  # "profiling: null" is off; a section is on with one of the profilers
+        if dump.get("profiling") is None:
+            return False
+        return bool(dump.get("profiling.use_pytorch_profiler") or dump.get("profiling.use_nsys_profiler"))
+    return dump.get(key)
 
 
 def profiled_iterations(facts: dict[str, Any]) -> tuple[tuple[int, ...], str | None]:

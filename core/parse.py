@@ -606,8 +606,7 @@ def _with_stated_facts(
     """``facts`` completed with what the log states elsewhere; the profiled iterations marked."""
     from tprimat.logfacts import profiled_iterations, stated_facts
 
-    stated = stated_facts(files, [_display_name(p, common) for p in files])
-    notes = []
+    stated, notes = stated_facts(files, [_display_name(p, common) for p in files], facts)
     facts = dict(facts)
     for key, fact in sorted(stated.items()):
         if key not in facts:

@@ -69,3 +69,26 @@ def test_the_three_forms_are_read():
     }
     window, note = profiled_iterations(facts)
     assert window == (2, 3, 4, 5) and "torch profiler" in note
+
+
+def test_megatron_bridge_config_dump_that_matches_the_run_gives_seq_and_profiler_window(registry):
+    # 16 ConfigContainer dumps: recipe defaults (seq 8192, GBS 512, 1168251 iterations, no
+    # profiling) and the run's own (seq 4096, GBS 8, 20 iterations, torch profiler 5-10).
+    bridge = LOGS / "bridge/mbridge_2025-08-29_llama_recipe_20iter_out1.txt"
+    result = parse_logs([bridge], registry=registry).result
+    assert result.config.seq_length == 4096  # not the recipe default 8192
+    assert [r.iteration for r in result.iterations if r.profiled] == list(range(4, 11))
+    # The 9 s outlier at iteration 10 is the profiler writing its trace.
+    outlier = next(r for r in result.iterations if r.iteration == 10)
+    assert outlier.step_time_s > 5 * result.summary.step_time_s.median
+    notes = "\n".join(result.provenance.notes)
+    assert "log states seq_length=4096 (Megatron-Bridge config dump at" in notes
+
+
+def test_bridge_dumps_that_do_not_match_the_iteration_lines_are_not_used():
+    bridge = LOGS / "bridge/mbridge_2025-08-29_llama_recipe_20iter_out1.txt"
+    from tprimat.logfacts import bridge_config_facts
+
+    head = bridge.read_text(encoding="utf-8").splitlines()[:5000]
+    found, note = bridge_config_facts(head, "b.txt", {"train_iters": 20, "global_batch_size": 16})
+    assert found == {} and "none with train_iters 20 and global_batch_size 16" in note
