@@ -91,3 +91,13 @@ def test_legacy_primus_extraction_is_already_gib_and_device_used():
     assert result.summary.mem_max_allocated_gib is None
     notes = "\n".join(result.provenance.notes)
     assert "hip mem usage" in notes and "not converted again" in notes
+
+
+def test_rocm_fork_mem_usages_is_a_fraction_kept_as_reported():
+    result = _parse("megatron/rocm-megatron_2024-09_llama-32L-h4096_1node8gpu_ROCm6.1_slurm-2631.out_normal.log")
+    first = result.iterations[0]
+    # "mem usages: 0.7524": a fraction of device memory, no unit to convert, no GiB field
+    assert first.reported["mem_usage_ratio"] == 0.7524
+    assert first.mem_device_used_gib is None
+    # "[Rank 0] (after 1 iterations) memory (MB) | ... max allocated: 136935.04736328125"
+    assert first.mem_max_allocated_gib == pytest.approx(136935.04736328125 / 1024)
