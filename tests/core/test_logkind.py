@@ -145,3 +145,11 @@ def test_a_torchtitan_log_is_named_with_why_it_is_not_read(registry):
     message = str(exc.value)
     assert "a TorchTitan log (line 1: 'step: ... loss: ... tps: ...') with no sign of Primus" in message
     assert "--backend amd_primus" in message and GENERIC not in message
+
+
+def test_a_dllogger_stream_is_named(registry):
+    stream = LOGS / "dllogger/dllogger_example_resnet_log_first10_excerpt.json"
+    with pytest.raises(ParseError) as exc:
+        parse_logs([stream], registry=registry)
+    message = str(exc.value)
+    assert "a DLLogger JSON stream (line 1 starts with 'DLLL {')" in message and GENERIC not in message
