@@ -559,8 +559,12 @@ def _stopped_after_last_iteration(
 
     last = timed[-1].source or ""
     last_file, _, last_line = last.rpartition(":")
+    # Only files that hold iteration lines: another rank's signal may precede a restart.
+    with_iterations = {(r.source or "").rpartition(":")[0] for r in timed}
     for path in files:
         source = _display_name(path, common)
+        if source not in with_iterations:
+            continue
         try:
             first, lines = tail_lines(path)
         except OSError:
