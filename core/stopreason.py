@@ -25,13 +25,9 @@ STOP_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"detected by watchdog"
         ),
     ),
-    (
-        "straggler detector",
-        re.compile(
-            r"\b[Ss]tragglers? (?:detected|found)\b|"
-            r"[Ss]topping (?:training )?(?:due to|because of) stragglers?"
-        ),
-    ),
+    # nvidia-resiliency-ext's StragglerDetectionCallback with stop_if_detected; its warnings
+    # ("STRAGGLER DETECTION WARNING: ...") do not stop the run and are not matched.
+    ("straggler detector", re.compile(r"Detected stragglers\. Terminating training")),
     (
         "fault-tolerance heartbeat timeout",
         re.compile(

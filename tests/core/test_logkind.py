@@ -153,3 +153,11 @@ def test_a_dllogger_stream_is_named(registry):
         parse_logs([stream], registry=registry)
     message = str(exc.value)
     assert "a DLLogger JSON stream (line 1 starts with 'DLLL {')" in message and GENERIC not in message
+
+
+def test_straggler_stop_and_warning_messages():
+    # The messages of nvidia-resiliency-ext's StragglerDetectionCallback (straggler_det_callback.py).
+    stop = "[NeMo E 2025-01-01 00:00:00 straggler_det_callback:1] Detected stragglers. Terminating training..."
+    warn = "STRAGGLER DETECTION WARNING: Some GPUs have worse relative performance. Affected ranks: [3]"
+    assert find_stop_reason([warn]) is None
+    assert find_stop_reason([warn, stop]).startswith("straggler detector (line 2:")
