@@ -35,6 +35,9 @@ _MEGATRON_START_RE = re.compile(
 )
 _EXCEPTION_RE = re.compile(r"(?:^|[\]:]\s*)((?:[A-Za-z_][\w.]*)?(?:Error|Exception)): (.*)$")
 
+#: Largest JSON document read whole to tell which kind it is.
+JSON_MAX_BYTES = 64 * 1024 * 1024
+
 #: Shortest line length taken for a hard wrap (shorter fixed widths are tables, not wraps).
 MIN_WRAP_WIDTH = 60
 
@@ -83,7 +86,11 @@ def _json_kind(path: Path, head: Sequence[str]) -> str | None:
     text = "\n".join(head).lstrip()
     if not text.startswith(("{", "[")):
         return None
+    if '"traceEvents"' in text:  # traces can be gigabytes: the key is enough
+        return "a PyTorch profiler (Kineto) trace, not a training log: read it with `tprimat trace analyze`"
     try:
+        if path.stat().st_size > JSON_MAX_BYTES:
+            return "a JSON document, not a training log"
         data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
     except (ValueError, OSError):
         return None

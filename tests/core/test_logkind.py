@@ -161,3 +161,12 @@ def test_straggler_stop_and_warning_messages():
     warn = "STRAGGLER DETECTION WARNING: Some GPUs have worse relative performance. Affected ranks: [3]"
     assert find_stop_reason([warn]) is None
     assert find_stop_reason([warn, stop]).startswith("straggler detector (line 2:")
+
+
+def test_an_uncompressed_trace_is_named_from_its_head(tmp_path):
+    import gzip
+
+    gz = FIXTURES / "traces/hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    trace = tmp_path / "rank-0.pt.trace.json"
+    trace.write_bytes(gzip.decompress(gz.read_bytes()))
+    assert _describe(trace).startswith("a PyTorch profiler (Kineto) trace")
