@@ -27,10 +27,17 @@ from tprimat.cli.output import echo_json, print_table
 @click.option("--warmup-iterations", type=click.IntRange(min=0), default=None,
               help="Iterations left out of the statistics (default: benchmark.warmup_iterations "
                    "of the default config).")
+@click.option("--sequence-length", type=click.IntRange(min=1), default=None,
+              help="The sequence length the runs really used, when the legacy file's own is in "
+                   "doubt (its throughput disagrees by an exact factor).")
+@click.option("--global-batch-size", type=click.IntRange(min=1), default=None,
+              help="The global batch size the runs really used, when the legacy file's own is "
+                   "in doubt.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def import_legacy(files: tuple[Path, ...], output_dir: Path, model: str | None,
                   precision: str | None, dataset: str | None, methodology: str,
-                  warmup_iterations: int | None, as_json: bool) -> None:
+                  warmup_iterations: int | None, sequence_length: int | None,
+                  global_batch_size: int | None, as_json: bool) -> None:
     """Convert benchmark_*.json / train_*.json results of the earlier scripts.
 
     Throughput is recomputed from the recorded step times, global batch and
@@ -44,7 +51,8 @@ def import_legacy(files: tuple[Path, ...], output_dir: Path, model: str | None,
     if warmup_iterations is None:
         warmup_iterations = int(default_config_dict()["benchmark"]["warmup_iterations"])
     options = LegacyOptions(model=model, precision=precision, dataset=dataset,
-                            methodology=methodology, warmup_iterations=warmup_iterations)
+                            methodology=methodology, warmup_iterations=warmup_iterations,
+                            sequence_length=sequence_length, global_batch_size=global_batch_size)
     from tprimat.errors import TprimatError
 
     rows = []
@@ -62,6 +70,7 @@ def import_legacy(files: tuple[Path, ...], output_dir: Path, model: str | None,
             "input": str(path),
             "result": str(target),
             "status": result.run.status,
+            "ambiguous": bool(result.caveats and result.caveats.ambiguous),
             "platform": result.run.platform,
             "device": result.hardware.device_name,
             "measured_iterations": result.summary.measured_iterations,
@@ -74,11 +83,18 @@ def import_legacy(files: tuple[Path, ...], output_dir: Path, model: str | None,
     print_table(
         "Imported legacy results",
         ["input", "result", "status", "device", "measured", "tokens/s/GPU (median)", "notes"],
-        [[Path(r["input"]).name, r["result"], r["status"], r["device"],
+        [[Path(r["input"]).name, r["result"],
+          r["status"] + (" (AMBIGUOUS: not compared)" if r["ambiguous"] else ""), r["device"],
           r["measured_iterations"],
           "" if r["tokens_per_s_per_gpu_median"] is None
           else f"{r['tokens_per_s_per_gpu_median']:,.1f}",
           r["notes"]] for r in rows],
     )
+    for path, row in zip(files, rows, strict=True):
+        if row["ambiguous"]:
+            click.echo(f"{path}: ambiguous: its stored throughput and the recomputation differ by "
+                       "an exact factor; see the AMBIGUOUS note in the result's provenance.notes "
+                       "and state the true value with --sequence-length or --global-batch-size",
+                       err=True)
     click.echo("Provenance notes (legacy figures that disagree, units, assumptions) are in each "
                "result's provenance.notes.")

@@ -91,6 +91,7 @@ def parse(ctx: click.Context, paths: tuple[str, ...], backend: str | None,
     result = outcome.result
     if outcome.detected:
         click.echo(f"detected {outcome.backend}: {outcome.detected}", err=True)
+    _echo_warnings(outcome.warnings)
     if output:
         write_result(result, output)
     if as_json:
@@ -121,6 +122,11 @@ def _stats_row(name: str, stats: Any, scale: float = 1.0) -> list[str]:
     return [name, _fmt(stats.median * scale), _fmt(stats.mean * scale),
             f"{_fmt(stats.p5 * scale)} – {_fmt(stats.p95 * scale)}",
             _fmt(stats.cv * 100, 3) + " %" if stats.cv is not None else "-", str(stats.count)]
+
+
+def _echo_warnings(warnings: list[str]) -> None:
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 def _print_summary(result: Any, outcome: Any) -> None:

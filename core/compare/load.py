@@ -55,6 +55,15 @@ def _candidates(path: Path) -> list[Path]:
     return found
 
 
+def ambiguous_reason(result: Result) -> str:
+    """Why an ambiguous result is left out, with the inputs that would explain it."""
+    caveats = result.caveats
+    assert caveats is not None and caveats.ambiguous
+    shown = "; ".join(caveats.candidates) or "no single input explains it"
+    return (f"ambiguous, left out of the comparison: {caveats.ambiguous} (candidates: {shown}); "
+            "state the true value, e.g. tprimat import-legacy --sequence-length N")
+
+
 def load_runs(paths: Iterable[str | Path]) -> Loaded:
     """Every valid result under ``paths`` (in the order given), and every file that was not one."""
     runs: list[LoadedRun] = []
@@ -81,6 +90,9 @@ def load_runs(paths: Iterable[str | Path]) -> Loaded:
                 skipped.append(SkippedInput(
                     path=candidate, reason=reason[len(prefix):] if reason.startswith(prefix)
                     else reason))
+                continue
+            if result.caveats is not None and result.caveats.ambiguous:
+                skipped.append(SkippedInput(path=candidate, reason=ambiguous_reason(result)))
                 continue
             first = ids.get(result.run.id)
             if first is not None:

@@ -18,15 +18,17 @@ from pathlib import Path
 from tprimat.contract.backend import SNIFF_LINES, LogMatch
 from tprimat.contract.registry import Registry
 from tprimat.parse.errors import ParseError
+from tprimat.parse.logkind import unwrap_lines
 
 #: How many lines are read when the short head (``SNIFF_LINES``) shows nothing known.
 LONG_HEAD_LINES = 200_000
 
 
-def _head(path: Path, limit: int) -> list[str]:
+def _head(path: Path, limit: int, width: int | None = None) -> list[str]:
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
-            return list(itertools.islice(handle, limit))
+            lines = unwrap_lines(handle, width) if width else handle
+            return list(itertools.islice(lines, limit))
     except OSError as exc:
         raise ParseError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
@@ -49,12 +51,18 @@ def _ask(registry: Registry, lines: Sequence[str], source: str) -> list[tuple[Lo
     return sorted(answers, key=lambda item: -item[0].confidence)
 
 
-def detect_backend(files: Sequence[Path], registry: Registry) -> tuple[str, str]:
-    """The backend whose log format ``files`` are in, and the evidence."""
+def detect_backend(
+    files: Sequence[Path], registry: Registry, wraps: dict[Path, int] | None = None
+) -> tuple[str, str]:
+    """The backend whose log format ``files`` are in, and the evidence.
+
+    ``wraps`` gives the width of files hard-wrapped at a fixed column (read joined).
+    """
+    wraps = wraps or {}
     for limit in (SNIFF_LINES, LONG_HEAD_LINES):
         cut = False  # whether any file is longer than what was read
         for path in files:
-            lines = _head(path, limit)
+            lines = _head(path, limit, wraps.get(path))
             cut = cut or len(lines) >= limit
             answers = _ask(registry, lines, path.name)
             if not answers:
@@ -70,8 +78,6 @@ def detect_backend(files: Sequence[Path], registry: Registry) -> tuple[str, str]
         if not cut:
             break  # every file was read whole: a longer head shows nothing more
     shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
-    if all(not _head(p, 1) for p in files):
-        raise ParseError(f"{shown}: empty: there is nothing to read")
     known = ", ".join(name for name, e in registry.backends().items() if e.spec.sniff is not None) or "none"
     raise ParseError(
         f"{shown}: no training iterations that an installed backend recognises (backends that read logs: {known}); "

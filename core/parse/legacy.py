@@ -23,7 +23,13 @@ The data shows it: an "NVIDIA H100 80GB HBM3" reports ``total_memory_gb``
 85.018, which is 79.18 GiB (the capacity PyTorch reports for that part); an
 MI300X reports 206.14, i.e. 191.98 GiB.  Read as GiB those figures would exceed
 the devices' memory.  Memory is therefore converted from GB (10⁹ bytes) to GiB
-(2³⁰ bytes) and the conversion is noted.
+(2³⁰ bytes) and the conversion is noted, except where a figure is already GiB: the
+log extractor copied Primus's ``hip mem usage`` (bytes / 1024³ printed as "GB") as is.
+Every memory figure is filed under the quantity it is (see :func:`_memory`).
+
+A stored throughput that differs from the recomputation by an exact integer factor
+means a recorded input is probably a default: the result is marked ambiguous (kept
+out of comparisons) until the user states the true value (see :func:`_factor_check`).
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from tprimat.errors import TprimatError
 from tprimat.result.builder import assemble_result
 from tprimat.result.metrics import select_measured
 from tprimat.result.schema import (
+    Caveats,
     Hardware,
     IterationRecord,
     Provenance,
@@ -67,6 +74,9 @@ LEGACY_FRAMEWORKS = {
     "fsdp": (None, "PyTorch FSDP"),
     "tran": (None, "Transformers"),
 }
+
+#: ``gpu_info.software_stack`` written by a training callback -> (backend, framework).
+LEGACY_STACKS = {"prim": ("amd_primus", "Primus"), "nemo": ("nvd_nemo", "NeMo")}
 
 _PLATFORMS = {"nvd": "nvidia", "nvidia": "nvidia", "amd": "amd", "cuda": "nvidia", "rocm": "amd"}
 
@@ -94,6 +104,8 @@ class LegacyOptions:
     dataset: str | None = None  # None: "unknown"
     methodology: str = "iso"
     warmup_iterations: int = 2
+    sequence_length: int | None = None  # the true value when the file's own is in doubt
+    global_batch_size: int | None = None
 
 
 def _agrees(legacy: float, ours: float) -> bool:
@@ -221,6 +233,14 @@ def convert_legacy(
     # --- configuration -------------------------------------------------------------------
     gbs = _int(training, "global_batch_size")
     seq = _int(training, "sequence_length")
+    recorded = {"sequence_length": seq, "global_batch_size": gbs}
+    for key, given in (("sequence_length", options.sequence_length),
+                       ("global_batch_size", options.global_batch_size)):
+        if given is not None:
+            notes.append(f"{key} {given} given on import (--{key.replace('_', '-')}); "
+                         f"the legacy file records {recorded[key]!r}")
+    seq = options.sequence_length or seq
+    gbs = options.global_batch_size or gbs
     mbs = _int(training, "micro_batch_size")
     world = _int(training, "num_gpus")
     max_steps = _int(training, "max_steps")
@@ -322,10 +342,12 @@ def convert_legacy(
         backend, framework = LEGACY_FRAMEWORKS.get(ident["framework_key"], (None, None))
         if framework is None:
             framework = ident["framework_key"]
-    if stack == "nemo":
-        framework = framework or "NeMo"
-    if stack == "prim":
-        framework = framework or "Primus"
+    if stack in LEGACY_STACKS:
+        backend = backend or LEGACY_STACKS[stack][0]
+        framework = framework or LEGACY_STACKS[stack][1]
+    if backend is not None:
+        notes.append(f"backend {backend} and framework {framework} from the source the legacy "
+                     "file names (its file name or gpu_info.software_stack)")
 
     if max_steps is None:
         status = "partial"
@@ -409,49 +431,86 @@ def convert_legacy(
         tensor_parallel=tp or 1,
     )
 
-    memory_notes, summary = _memory(result, memory, ident["kind"])
+    memory_notes, summary = _memory(result, memory, ident["kind"], extractor)
     checks = _check_performance(result, performance, step_times, gbs, seq, world)
+    caveats, factor_notes = _factor_check(performance, step_times, recorded, gbs, seq, world,
+                                          options)
+    checks.extend(factor_notes)
     return attrs.evolve(
         result,
         summary=summary,
+        caveats=caveats,
         provenance=attrs.evolve(
             result.provenance, notes=[*result.provenance.notes, *memory_notes, *checks]
         ),
     )
 
 
-def _memory(result: Result, memory: dict[str, Any], kind: str) -> tuple[list[str], Any]:
-    """Memory peaks from the legacy run summary, converted from GB to GiB, with notes."""
+_SAMPLED = "maximum of {} sampled after each step on rank 0 (a lower bound of its peak)"
+_PRIMUS_HIP = (
+    "device memory used, the driver's view: Primus's 'hip mem usage' (torch.cuda.mem_get_info), "
+    "read from the log by the earlier extractor",
+    "GiB (Primus prints bytes / 1024^3 as 'GB'; not converted again)",
+)
+
+
+def _memory_quantity(key: str, kind: str, extractor: bool, platform: str | None
+                     ) -> tuple[str, float, str, str] | None:
+    """(summary field, factor to GiB, quantity, unit) of a legacy memory key; None: unknown.
+
+    * ``benchmark_*`` files (training callback): ``torch.cuda.memory_allocated()`` and
+      ``memory_reserved()`` divided by 10⁹: allocator allocated / reserved, GB -> GiB.
+    * ``train_*`` files written by the training callback: allocated as above, but its
+      "reserved" is ``(total - free) / 10⁹`` from ``torch.cuda.mem_get_info()``: the driver's
+      view of device memory used, GB -> GiB.
+    * ``train_amd_*`` files written by the log extractor from a Primus log: the values are
+      Primus's ``hip mem usage`` (``mem_get_info``, bytes / 1024³ printed as "GB"), copied
+      unconverted: already GiB, and the driver's view, not an allocator peak.
+    """
+    to_gib = GB / GIB
+    if extractor:
+        if platform == "amd" and key.startswith("peak_"):
+            return ("mem_device_used_gib", 1.0, *_PRIMUS_HIP)
+        return None
+    if key == "peak_memory_allocated_gb":
+        return ("mem_max_allocated_gib", to_gib,
+                "allocator allocated: " + _SAMPLED.format("torch.cuda.memory_allocated()"),
+                "GB (10^9 bytes)")
+    if key == "peak_memory_reserved_gb" and kind == "benchmark":
+        return ("mem_max_reserved_gib", to_gib,
+                "allocator reserved: " + _SAMPLED.format("torch.cuda.memory_reserved()"),
+                "GB (10^9 bytes)")
+    if key == "peak_memory_reserved_gb":
+        return ("mem_device_used_gib", to_gib,
+                "device memory used, the driver's view: the training callback's 'reserved' is "
+                "(total - free) from torch.cuda.mem_get_info()", "GB (10^9 bytes)")
+    return None
+
+
+def _memory(result: Result, memory: dict[str, Any], kind: str, extractor: bool
+            ) -> tuple[list[str], Any]:
+    """Memory peaks from the legacy run summary, each under the quantity it really is."""
     notes: list[str] = []
     summary = result.summary
-    sampled = (
-        "the maximum of torch memory_{0}() sampled after each step on rank 0"
-        + (" from the second step on" if kind == "benchmark" else "")
-        + " (a lower bound of the allocator's own peak)"
-    )
-    updates = {}
-    for legacy_key, field, what in (
-        ("peak_memory_allocated_gb", "mem_max_allocated_gib", "allocated"),
-        ("peak_memory_reserved_gb", "mem_max_reserved_gib", "reserved"),
-    ):
-        value = _number(memory, legacy_key)
+    updates: dict[str, Any] = {}
+    for key in sorted(memory):
+        value = _number(memory, key)
         if value is None:
             continue
-        gib = value * GB / GIB
-        updates[field] = gib
-        notes.append(
-            f"memory_metrics.{legacy_key} {_fmt(value)} GB (10^9 bytes) = {_fmt(gib)} GiB, "
-            f"recorded as summary.{field}: {sampled.format(what)}; no per-iteration memory in "
-            "the legacy file"
-        )
-    for legacy_key in sorted(memory):
-        if legacy_key not in ("peak_memory_allocated_gb", "peak_memory_reserved_gb"):
-            value = _number(memory, legacy_key)
-            if value is not None:
-                notes.append(
-                    f"memory_metrics.{legacy_key} {_fmt(value)} GB = {_fmt(value * GB / GIB)} GiB "
-                    "(not a schema field, kept here)"
-                )
+        quantity = _memory_quantity(key, kind, extractor, result.run.platform)
+        if quantity is not None:
+            field, factor, what, unit = quantity
+            gib = value * factor
+            updates[field] = max(gib, updates.get(field) or 0.0)
+            notes.append(f"memory_metrics.{key} {_fmt(value)} {unit} = {_fmt(gib)} GiB, recorded "
+                         f"as summary.{field} ({what}); no per-iteration memory in the legacy file")
+        elif extractor:
+            notes.append(f"memory_metrics.{key} {_fmt(value)} read from a log by the earlier "
+                         "extractor: its quantity and unit are unknown, so it is kept here only "
+                         "(not a schema field)")
+        else:
+            notes.append(f"memory_metrics.{key} {_fmt(value)} GB = {_fmt(value * GB / GIB)} GiB "
+                         "(not a schema field, kept here)")
     if not memory:
         notes.append("no memory figures in the legacy file")
     if result.config.precision is None and summary.mfu is not None:
@@ -532,6 +591,89 @@ def _check_performance(
             "(steps/s divided by a shader-core count; not comparable across vendors)"
         )
     return notes
+
+
+def integer_factor(stored: float, recomputed: float) -> int | None:
+    """``k`` when ``stored`` is ``k`` × ``recomputed``, ``-k`` when it is 1/``k`` of it (k ≥ 2)."""
+    if not (stored > 0 and recomputed > 0):
+        return None
+    for ratio, sign in ((stored / recomputed, 1), (recomputed / stored, -1)):
+        k = round(ratio)
+        if k >= 2 and math.isclose(ratio, k, rel_tol=AGREEMENT_RTOL):
+            return sign * k
+    return None
+
+
+def _candidates(factor: int, gbs: int, seq: int, world: int, per_gpu_only: bool) -> list[str]:
+    """The recorded inputs that, changed by ``factor``, make the stored figure agree."""
+    k = abs(factor)
+    if per_gpu_only:  # the total agrees: only the GPU count can be off
+        gpus = world // k if factor > 0 else world * k
+        if factor > 0 and world % k:
+            return []
+        return [f"num_gpus {gpus} (the file records {world})"]
+    found = []
+    for key, value, other in (("sequence_length", seq, f"global_batch_size {gbs}"),
+                              ("global_batch_size", gbs, f"sequence_length {seq}")):
+        if factor > 0:
+            found.append(f"{key} {value * k} with {other} (the file records {key} {value})")
+        elif value % k == 0:
+            found.append(f"{key} {value // k} with {other} (the file records {key} {value})")
+    return found
+
+
+def _factor_check(
+    performance: dict[str, Any],
+    step_times: Sequence[float],
+    recorded: dict[str, int | None],
+    gbs: int | None,
+    seq: int | None,
+    world: int | None,
+    options: LegacyOptions,
+) -> tuple[Caveats | None, list[str]]:
+    """Whether the stored throughput and the recomputation differ by an exact integer factor.
+
+    Such a factor means one recorded input is probably a default, not what the run used
+    (the earlier log extractor defaulted ``--sequence-length`` to 2048 while Primus's MI300X
+    Llama configs run 8192).  Unless the user stated the true value, the result is marked
+    ambiguous, which keeps it out of comparisons; both figures are recorded either way.
+    """
+    stored = _number(performance, "tokens_per_second_per_gpu")
+    stored_total = _number(performance, "tokens_per_second")
+    after_first = [t for t in step_times[1:] if math.isfinite(t) and t > 0]
+    rec_gbs, rec_seq = recorded["global_batch_size"], recorded["sequence_length"]
+    if stored is None or not after_first or not (rec_gbs and rec_seq and world):
+        return None, []
+    mean = sum(after_first) / len(after_first)  # the legacy scripts' own definition
+    recomputed = rec_gbs * rec_seq / mean / world
+    factor = integer_factor(stored, recomputed)
+    if factor is None:
+        return None, []
+    per_gpu_only = stored_total is not None and _agrees(stored_total, recomputed * world)
+    candidates = _candidates(factor, rec_gbs, rec_seq, world, per_gpu_only)
+    times = f"{abs(factor)}×" if factor > 0 else f"1/{abs(factor)} of"
+    figures = {
+        "legacy performance_metrics.tokens_per_second_per_gpu (stored)": stored,
+        f"recomputed from the recorded global_batch_size {rec_gbs} × sequence_length {rec_seq} "
+        f"/ mean step time / {world} GPUs": recomputed,
+    }
+    what = (f"the stored tokens/s/GPU {_fmt(stored)} is exactly {times} the recomputation "
+            f"{_fmt(recomputed)} from the recorded inputs: one recorded input is probably a "
+            "default, not what the run used")
+    given = {k: v for k, v in (("sequence_length", options.sequence_length),
+                               ("global_batch_size", options.global_batch_size)) if v is not None}
+    if given:
+        stated = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in given.items())
+        ours = (gbs or 0) * (seq or 0) / mean / world
+        figures[f"recomputed with {stated}"] = ours
+        agreement = ("agrees with the stored figure" if _agrees(stored, ours)
+                     else "still disagrees with the stored figure; the stated value is used")
+        note = f"{what}; resolved by {stated} given on import: {_fmt(ours)} {agreement}"
+        return Caveats(candidates=candidates, figures=figures, resolved_by=stated), [note]
+    note = (f"AMBIGUOUS: {what}. Candidates: {'; '.join(candidates) or 'none found'}. "
+            "Kept out of comparisons until the true value is stated: "
+            "tprimat import-legacy --sequence-length N or --global-batch-size N")
+    return Caveats(ambiguous=what, candidates=candidates, figures=figures), [note]
 
 
 def write_name(result: Result) -> str:

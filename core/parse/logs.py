@@ -24,11 +24,13 @@ from tprimat.memory.logfacts import log_rank_peaks
 from tprimat.parse.detect import detect_backend
 from tprimat.parse.errors import ParseError
 from tprimat.parse.logfile import LogFile
+from tprimat.parse.logkind import unwrap_lines
 from tprimat.result import builder
 from tprimat.result.builder import assemble_result
 from tprimat.result.collect import EventCollector, is_memory_only
 from tprimat.result.metrics import _ranges
 from tprimat.result.schema import (
+    Caveats,
     Hardware,
     IterationRecord,
     Provenance,
@@ -44,6 +46,12 @@ from tprimat.settings.config import BenchmarkConfig, default_config_dict
 #: File names read from a directory that is not a Primus tree.
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 
+#: Lines read to check a --backend against the platform the log shows.
+DETECT_SAMPLE_LINES = 2000
+
+#: Lines read to tell whether a file is hard-wrapped at a fixed column.
+WRAP_SAMPLE_LINES = 5000
+
 _PRIMUS_LEVELS = ("debug", "info", "warning", "error")
 _ROTATED_NUMBER_RE = re.compile(r"^(?P<level>[a-z]+)\.log\.(?P<n>\d+)$")
 _ROTATED_STAMP_RE = re.compile(r"^(?P<level>[a-z]+)\.(?P<stamp>.+)\.log$")
@@ -56,6 +64,7 @@ class ParseOutcome:
     detected: str | None  # why the backend was chosen, when it was detected
     files: list[Path]
     collector: EventCollector
+    warnings: list[str] = attrs.Factory(list)  # shown to the user, also in provenance.notes
 
 
 # -- finding files -------------------------------------------------------------------------
@@ -157,6 +166,32 @@ def _open_error(path: Path, exc: OSError) -> ParseError:
     return ParseError(f"{path}: cannot read: {exc.strerror or exc}")
 
 
+def unreadable_message(files: Sequence[Path]) -> str:
+    """No training iteration lines in ``files``: what each most likely is and why it is not read."""
+    from tprimat.parse.logkind import describe_unreadable, read_head
+
+    parts = []
+    for path in files[:3]:
+        try:
+            kind = describe_unreadable(path, read_head(path))
+        except OSError as exc:
+            raise _open_error(path, exc) from None
+        parts.append(f"{path}: no training iteration lines found: this looks like {kind}")
+    more = f" (and {len(files) - 3} more files)" if len(files) > 3 else ""
+    return "; ".join(parts) + more
+
+
+def no_timing_message(shown: str, backend: str, records: Sequence[IterationRecord]) -> str:
+    """Why a log whose iterations carry no step time gives no result, and what to do."""
+    what = sorted({name for r in records for name, value in (
+        ("loss", r.loss), ("learning rate", r.lr), ("grad norm", r.grad_norm)) if value is not None})
+    stated = f"state {', '.join(what)} but" if what else "have"
+    return (f"{shown}: no step timing found: {len(records)} iterations ({backend} format) {stated} "
+            "no step time, so there is nothing to measure (a fine-tuning "
+            "log that prints only loss?). Log the step time (NeMo: train_step_timing; Megatron: "
+            "elapsed time per iteration) and parse again")
+
+
 # -- the workload ----------------------------------------------------------------------------
 
 
@@ -235,11 +270,25 @@ def parse_logs(
 ) -> ParseOutcome:
     """Parse ``paths`` into a :class:`~tprimat.result.schema.Result` (see the module docstring)."""
     files, notes = find_log_files(paths)
+    wraps: dict[Path, int] = {}
     detected = None
     if backend is None:
-        backend, detected = detect_backend(files, registry)
+        try:
+            backend, detected = detect_backend(files, registry)
+        except ParseError:
+            wraps = _hard_wrapped(files)  # lines split at a fixed column: try them joined
+            if not wraps:
+                raise ParseError(unreadable_message(files)) from None
+            try:
+                backend, detected = detect_backend(files, registry, wraps)
+            except ParseError:
+                raise ParseError(unreadable_message(files)) from None
+            notes.extend(f"{p.name}: hard-wrapped at {w} columns; read with the wraps joined "
+                         "(line numbers count joined lines)" for p, w in wraps.items())
         notes.append(f"format detected: {backend} ({detected})")
     entry = registry.backend(backend)
+    warnings = [] if detected else _platform_warnings(files, backend, entry.spec.platform)
+    notes.extend(warnings)
 
     collector = EventCollector()
     truncated: list[str] = []
@@ -250,6 +299,8 @@ def parse_logs(
             cut = _ends_mid_line(path)
             # Text: any line ending, undecodable bytes replaced (junk is skipped, never raised).
             lines = LogFile(path, drop_last_line=cut)
+            if path in wraps:
+                lines = unwrap_lines(lines, wraps[path])  # type: ignore[assignment]
             collector.consume(registry.parse_metrics(backend, lines=lines, source=source))
             if cut:
                 truncated.append(f"{source}:{_count_lines(path)}")
@@ -261,7 +312,12 @@ def parse_logs(
         shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
         raise ParseError(f"{shown}: no training iterations found in the log for backend "
                          f"{backend}")
+    if not any(r.step_time_s is not None for r in timed):
+        shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
+        raise ParseError(no_timing_message(shown, backend, timed))
     facts = {key: fact.value for key, fact in collector.facts.items()}
+    facts, stated_notes, records = _with_stated_facts(files, common, facts, records)
+    timed = [r for r in records if not is_memory_only(r)]
 
     result_config = _result_config(config, workload, facts, config_label)
     declared = _declared_sources(config, config_label, workload)
@@ -294,13 +350,20 @@ def parse_logs(
         if key.startswith("note."):
             notes.append(str(fact.value))
     notes.extend(collector.notes())
-    facts_shown = {k: v for k, v in facts.items() if not k.startswith("note.")}
+    notes.extend(stated_notes)
+    facts_shown = {k: v for k, v in collector.facts.items() if not k.startswith("note.")}
+    facts_shown = {k: getattr(v, "value", v) for k, v in facts_shown.items()}
     if facts_shown:
         notes.append("log states: " + ", ".join(f"{k}={v}" for k, v in sorted(facts_shown.items())))
 
     tensor_parallel = (config.parallel.tensor if config is not None
                        else as_int(facts.get("tensor_parallel")) or 1)
     status = "partial" if missing or truncated else "completed"
+    stopped_by = _stopped_after_last_iteration(files, common, timed)
+    if stopped_by is not None:
+        notes.append(f"the run was stopped by {stopped_by}")
+        if status == "partial":
+            status = "interrupted"
     run = RunInfo(
         id=_run_id(backend, files),
         backend=backend,
@@ -333,8 +396,101 @@ def parse_logs(
         ceiling=manifest.extra.get("microbench") if manifest else None,
         rank_memory=log_rank_peaks(files),
     )
+    if stopped_by is not None:
+        result = attrs.evolve(result, caveats=Caveats(stopped_by=stopped_by))
     return ParseOutcome(result=result, backend=backend, detected=detected, files=files,
-                        collector=collector)
+                        collector=collector, warnings=warnings)
+
+
+def _stopped_after_last_iteration(
+    files: Sequence[Path], common: Path | None, timed: Sequence[IterationRecord]
+) -> str | None:
+    """What stopped the run, when the log says so after its last iteration line."""
+    from tprimat.parse.stopreason import find_stop_reason, tail_lines
+
+    last = timed[-1].source or ""
+    last_file, _, last_line = last.rpartition(":")
+    # Only files that hold iteration lines: another rank's signal may precede a restart.
+    with_iterations = {(r.source or "").rpartition(":")[0] for r in timed}
+    for path in files:
+        source = _display_name(path, common)
+        if source not in with_iterations:
+            continue
+        try:
+            first, lines = tail_lines(path)
+        except OSError:
+            continue
+        if source == last_file and last_line.isdigit():
+            skip = max(0, int(last_line) - first + 1)
+            lines, first = lines[skip:], first + skip
+        found = find_stop_reason(lines, first, source)
+        if found is not None:
+            return found
+    return None
+
+
+#: Signs of the platform a log ran on, for the --backend check (platforms, not backends).
+_ROCM_HINT_RE = re.compile(r"\bmem usages:|ROCm version|HIP version|RCCL|MI[23]\d\dX?|rocm", re.I)
+_NVIDIA_HINT_RE = re.compile(r"CUDA version|NCCL version|\b[HAB]100\b|\bH200\b|\bGB?200\b|nvidia-smi")
+
+
+def _platform_warnings(files: Sequence[Path], backend: str, platform: str) -> list[str]:
+    """A warning when ``--backend`` names one platform and the log evidently ran on the other."""
+    if platform not in ("amd", "nvidia"):
+        return []
+    from tprimat.parse.logkind import read_head
+
+    hint = _ROCM_HINT_RE if platform == "nvidia" else _NVIDIA_HINT_RE
+    other = "ROCm/AMD" if platform == "nvidia" else "CUDA/NVIDIA"
+    for path in files:
+        try:
+            head = read_head(path, DETECT_SAMPLE_LINES)
+        except OSError as exc:
+            raise _open_error(path, exc) from None
+        for lineno, line in enumerate(head, 1):
+            match = hint.search(line)
+            if match:
+                return [f"--backend {backend} is a {platform} backend but the log shows {other} "
+                        f"({match.group(0)!r} at {path.name}:{lineno}); the numbers are read as "
+                        f"{backend} prints them: check the backend (leave --backend out to detect it)"]
+    return []
+
+
+def _with_stated_facts(
+    files: Sequence[Path], common: Path | None, facts: dict[str, Any],
+    records: list[IterationRecord],
+) -> tuple[dict[str, Any], list[str], list[IterationRecord]]:
+    """``facts`` completed with what the log states elsewhere; the profiled iterations marked."""
+    from tprimat.parse.logfacts import profiled_iterations, stated_facts
+
+    stated, notes = stated_facts(files, [_display_name(p, common) for p in files], facts)
+    facts = dict(facts)
+    for key, fact in sorted(stated.items()):
+        if key not in facts:
+            facts[key] = fact.value
+            notes.append(f"log states {key}={fact.value} ({fact.form} at {fact.source})")
+    window, note = profiled_iterations(facts)
+    if note:
+        notes.append(note)
+    if window:
+        marked = set(window)
+        records = [attrs.evolve(r, profiled=True) if r.iteration in marked and not r.profiled
+                   else r for r in records]
+    return facts, notes, records
+
+
+def _hard_wrapped(files: Sequence[Path]) -> dict[Path, int]:
+    from tprimat.parse.logkind import read_head, wrap_width
+
+    found = {}
+    for path in files:
+        try:
+            width = wrap_width(read_head(path, WRAP_SAMPLE_LINES))
+        except OSError as exc:
+            raise _open_error(path, exc) from None
+        if width is not None:
+            found[path] = width
+    return found
 
 
 def _manifest(path: str | Path | None, files: Sequence[Path]) -> tuple[Manifest | None, str | None]:

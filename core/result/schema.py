@@ -167,6 +167,21 @@ class Provenance:
 
 
 @attrs.frozen(kw_only=True)
+class Caveats:
+    """What reading the inputs found that limits how a result may be used (absent: nothing).
+
+    ``ambiguous`` is set while the inputs contradict each other by an exact factor and the
+    user has not stated the true value: ``tprimat compare`` leaves such a result out.
+    """
+
+    ambiguous: str | None = None
+    candidates: list[str] = attrs.Factory(list)  # the inputs that would explain the figures
+    figures: dict[str, float] = attrs.Factory(dict)  # each reading -> the tokens/s/GPU it gives
+    resolved_by: str | None = None  # how the user stated the true value
+    stopped_by: str | None = None  # what ended the run early (straggler detector, watchdog)
+
+
+@attrs.frozen(kw_only=True)
 class Result:
     """One run, as every tprimat tool reads and writes it."""
 
@@ -179,6 +194,7 @@ class Result:
     summary: Summary
     provenance: Provenance = Provenance()
     memory: MemoryReport | None = None
+    caveats: Caveats | None = None
 
 
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -234,7 +250,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(float | str | None, _structure_reported)
     for cls in (RunInfo, DevicePartition, Hardware, Software, ResultConfig, IterationRecord, Stats, Summary,
-                Provenance, MemoryReport, Result):
+                Provenance, MemoryReport, Caveats, Result):
         converter.register_structure_hook(
             cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
         )
@@ -247,6 +263,8 @@ _converter = _make_converter()
 def result_to_dict(result: Result) -> dict[str, Any]:
     """The JSON-ready form of ``result`` (non-finite floats as strings)."""
     data = _converter.unstructure(result)
+    if data.get("caveats") is None:
+        data.pop("caveats", None)  # written only when there is one
     return _replace_non_finite(data)
 
 

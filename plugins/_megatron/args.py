@@ -28,10 +28,10 @@ from pathlib import Path
 
 import attrs
 
-from tprimat.settings.config import BenchmarkConfig
-from tprimat.errors import TprimatError
-from tprimat.settings.models import ModelSpec
 from tprimat.contract.plans import DataArguments
+from tprimat.errors import TprimatError
+from tprimat.settings.config import BenchmarkConfig
+from tprimat.settings.models import ModelSpec
 
 #: Megatron-core version assumed when none can be read from the checkout.
 DEFAULT_VERSION: tuple[int, int] = (0, 15)

@@ -11,11 +11,11 @@ runs have the same FLOPs as mock-data runs.
 
 from __future__ import annotations
 
-from tprimat.settings.config import BenchmarkConfig
-from tprimat.errors import TprimatError
-from tprimat.settings.models import get_model
 from tprimat.contract.plans import PreparedDataset
+from tprimat.errors import TprimatError
 from tprimat.plugins._megatron.args import VOCAB_DIVISIBLE_BY
+from tprimat.settings.config import BenchmarkConfig
+from tprimat.settings.models import get_model
 
 #: Every token trains; nothing is held out (evaluation is off in benchmarks).
 SPLIT = "100,0,0"

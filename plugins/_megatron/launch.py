@@ -11,15 +11,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tprimat.errors import TprimatError
 from tprimat.contract.plans import LaunchContext, LaunchPlan
+from tprimat.contract.torchrun import torchrun_argv
+from tprimat.errors import TprimatError
 from tprimat.plugins._megatron.args import (
     DEFAULT_VERSION,
     build_megatron_args,
     detect_version,
     parse_version,
 )
-from tprimat.contract.torchrun import torchrun_argv
 
 #: What Megatron-LM itself asks of the environment on every platform.
 MEGATRON_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}

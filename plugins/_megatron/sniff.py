@@ -17,6 +17,8 @@ from tprimat.contract.backend import LogMatch
 _ITERATION_RE = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|.*elapsed time per iteration")
 _BRIDGE_STEP_RE = re.compile(r"Step Time\s*:.*MODEL_TFLOP")
 _PRIMUS_RE = re.compile(r"\[rank-\d+/\d+\]|hip mem usage|rocm mem usage|primus", re.I)
+#: A step line of Primus's TorchTitan engine (``step: N  loss: X ... tps: T``).
+_TORCHTITAN_RE = re.compile(r"\bstep:\s*\d+\s+loss:.*\btps:\s*[\d,]+")
 _ROCM_RE = re.compile(r"\bmem usages:|ROCm version|HIP version|RCCL|MI[23]\d\dX?|rocm", re.I)
 
 
@@ -41,10 +43,15 @@ def rocm_sign(lines: Sequence[str], source: str) -> str | None:
 
 
 def sniff_primus(lines: Sequence[str], source: str) -> LogMatch | None:
+    """Primus's Megatron engine (iteration line + Primus signs), or its TorchTitan engine in a Primus/ROCm log."""
     where = iteration_line(lines, source)
     sign = primus_sign(lines, source) if where else None
     if where and sign:
         return LogMatch(confidence=0.95, evidence=f"Megatron iteration line at {where}, Primus log format at {sign}")
+    titan = _first(lines, _TORCHTITAN_RE, source, needle="tps:")
+    sign = (primus_sign(lines, source) or rocm_sign(lines, source)) if titan else None
+    if titan and sign:
+        return LogMatch(confidence=0.95, evidence=f"TorchTitan step line at {titan} in a Primus/ROCm log ({sign})")
     return None
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tprimat.settings.config import BenchmarkConfig
 from tprimat.contract.plans import DataArguments, PreparedDataset
 from tprimat.plugins._megatron.data import megatron_data_args
+from tprimat.settings.config import BenchmarkConfig
 
 
 def data_arguments(dataset: PreparedDataset, config: BenchmarkConfig) -> DataArguments:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tprimat.settings.config import BenchmarkConfig
-from tprimat.settings.models import get_model
 from tprimat.contract.plans import DataArguments, PreparedDataset
 from tprimat.plugins._megatron.data import dataset_tokenizer, vocab_divisor
+from tprimat.settings.config import BenchmarkConfig
+from tprimat.settings.models import get_model
 
 
 def data_arguments(dataset: PreparedDataset, config: BenchmarkConfig) -> DataArguments:

@@ -21,10 +21,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tprimat.settings.config import BenchmarkConfig
-from tprimat.errors import TprimatError
-from tprimat.settings.models import ModelSpec
 from tprimat.contract.plans import LaunchContext, LaunchPlan
+from tprimat.errors import TprimatError
 from tprimat.plugins._megatron.args import (
     DEFAULT_VERSION,
     VOCAB_DIVISIBLE_BY,
@@ -32,6 +30,8 @@ from tprimat.plugins._megatron.args import (
     null_tokenizer_vocab_arg,
     parse_version,
 )
+from tprimat.settings.config import BenchmarkConfig
+from tprimat.settings.models import ModelSpec
 
 EXPERIMENT_FILE = "primus_experiment.yaml"
 #: Primus experiment names for the registry's models.

@@ -10,7 +10,7 @@ iterations printed without the ``/avg`` half and without tokens;
 inst/harmonic mean: X/Y``.  All three are Megatron ``key: value |`` lines, so
 the shared parser reads them; this module adds Primus's own lines (its
 argument listing, the throughput extension's settings, the GPU its launcher
-detected).
+detected) and the step lines of Primus's TorchTitan engine (``torchtitan.py``).
 
 Primus prints memory computed as ``bytes / 1024**3`` with a "GB" label; the
 values are recorded as GiB and a fact notes the label.
@@ -29,6 +29,7 @@ from tprimat.plugins._megatron.logparse import (
     iter_events,
     strip_ansi,
 )
+from tprimat.plugins.amd_primus.torchtitan import TorchTitanSteps
 
 _PRIMUS_ARG_RE = re.compile(
     r":\s+([A-Za-z_][A-Za-z0-9_]*)\s+: (.*?) \((?:int|bool|str|float|list|dict|NoneType)\)\s*$"
@@ -43,9 +44,18 @@ class PrimusLogParser(MegatronLogParser):
     # argument listing is read for integers only; the boolean precision flags also appear in
     # Megatron's own argument dump (" ...."), which Primus prints at DEBUG level.
     triggers = (*MegatronLogParser.triggers, "(int)", "initialized with seq_len",
-                "Detected GPU model")
+                "Detected GPU model", "tps:")
+    _titan: TorchTitanSteps | None = None
 
     def extra_line(self, line: str, lineno: int) -> list[Event] | None:
+        if "tps:" in line:  # Primus's TorchTitan engine (see torchtitan.py)
+            self._titan = self._titan or TorchTitanSteps(self.where)
+            found = self._titan.feed(line, lineno)
+            if found is not None:
+                # Keep finding step lines past the start-up part of a large file (byte-chunk
+                # reading switches to the running triggers after STARTUP_BYTES).
+                self.running_triggers = (*MegatronLogParser.running_triggers, "tps:")
+                return found
         if "(int)" in line:
             match = _PRIMUS_ARG_RE.search(strip_ansi(line).rstrip())
             if match is not None:

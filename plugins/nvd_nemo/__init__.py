@@ -4,13 +4,11 @@ The plugin declares the backend and answers availability from cheap checks;
 see ``docs/plugins.md`` for the hooks a backend implements.
 """
 
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from tprimat import hookimpl
-import re
-from collections.abc import Sequence
-
 from tprimat.contract import BackendSpec, LogMatch, Requirements
 
 _STEP_RE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|.*global_step")

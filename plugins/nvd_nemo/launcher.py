@@ -14,11 +14,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tprimat.settings.config import BenchmarkConfig
-from tprimat.errors import TprimatError
-from tprimat.settings.models import ModelSpec
 from tprimat.contract.plans import LaunchContext, LaunchPlan
 from tprimat.contract.torchrun import torchrun_argv
+from tprimat.errors import TprimatError
+from tprimat.settings.config import BenchmarkConfig
+from tprimat.settings.models import ModelSpec
 
 SCRIPT = "nemo_pretrain.py"
 SETTINGS = "nemo_settings.json"

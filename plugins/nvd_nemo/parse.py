@@ -25,6 +25,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from tprimat.contract.records import LogFact, ParseIssue
 from tprimat.plugins._megatron.logparse import (
     LineError,
     _normal_key,
@@ -33,7 +34,6 @@ from tprimat.plugins._megatron.logparse import (
     parse_int,
     strip_ansi,
 )
-from tprimat.contract.records import LogFact, ParseIssue
 from tprimat.result.schema import IterationRecord
 
 Event = IterationRecord | LogFact | ParseIssue

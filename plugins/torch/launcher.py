@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import sys
 
-from tprimat.settings.config import BenchmarkConfig
-from tprimat.errors import TprimatError
 from tprimat.contract.plans import DataArguments, LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
+from tprimat.errors import TprimatError
 from tprimat.plugins.torch.schedule import profiled_iterations
+from tprimat.settings.config import BenchmarkConfig
 
 TRAIN_MODULE = "tprimat.plugins.torch.train"
 TRACE_DIR = "torch_profile"  # the runner collects traces into traces/

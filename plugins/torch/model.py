@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tprimat.settings.config import BenchmarkConfig
 from tprimat.errors import TprimatError
+from tprimat.settings.config import BenchmarkConfig
 from tprimat.settings.models import ModelSpec
 
 #: kernels.attention_backend -> transformers attention implementation.

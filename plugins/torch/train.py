@@ -27,10 +27,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
-from tprimat.settings.config import BenchmarkConfig, load_config
-from tprimat.settings.models import get_model
 from tprimat.plugins.torch.protocol import format_info, format_iteration
 from tprimat.plugins.torch.schedule import lr_at, profiled_iterations
+from tprimat.settings.config import BenchmarkConfig, load_config
+from tprimat.settings.models import get_model
 
 GIB = 2**30
 

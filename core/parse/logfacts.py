@@ -1,0 +1,225 @@
+"""Workload values a log states outside its parser's own lines, and the profiler window it ran.
+
+Launchers echo their command line (``--seq_length 128 --global_batch_size 16``), Primus
+prints its arguments as a Python dict (``'profile_step_start': 6``), Megatron-LM dumps its
+arguments (``seq_length ........ 4096``) and Primus prefixes every line with
+``[rank-N/WORLD]``.  :func:`stated_facts` reads these forms from the start of each file, so a
+log that states its sequence length, world size or global batch is not reported as silent
+about them.  The backend's parser keeps precedence: these only fill what it did not read.
+
+Megatron-Bridge prints its whole ``ConfigContainer`` as YAML, often several times (recipe
+defaults, then the overridden config, once per process).  :func:`bridge_config_facts` takes
+the dumps whose ``train.train_iters`` and ``train.global_batch_size`` the iteration lines
+confirm and reads the sequence length and the profiler settings from them, when they agree.
+
+A log that states a profiler window (``--profile True --profile_step_start S
+--profile_step_end E``) had those iterations disturbed by the profiler:
+:func:`profiled_iterations` gives them, with the same rule a live run uses
+(:class:`tprimat.trace.window.ProfileWindow`: warm-up ``S-1``, recorded ``S`` … ``E-1``, and
+``E``, whose time includes writing the trace).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+#: Lines read from the start of each file (command lines and argument dumps come first).
+HEAD_LINES = 5000
+
+#: Argument names (underscores) -> fact keys.
+KEYS = {
+    "seq_length": "seq_length",
+    "global_batch_size": "global_batch_size",
+    "world_size": "world_size",
+    "profile": "profile",
+    "use_pytorch_profiler": "use_pytorch_profiler",
+    "profile_step_start": "profile_step_start",
+    "profile_step_end": "profile_step_end",
+}
+_NAMES = "|".join(name.replace("_", "[_-]") for name in sorted(KEYS, key=len, reverse=True))
+_VALUE = r"(True|False|true|false|None|null|-?\d+)"
+_CLI_RE = re.compile(rf"(?:^|\s)--({_NAMES})(?:[ =]{_VALUE})?(?=\s|$)")
+_DICT_RE = re.compile(rf"'({_NAMES})': {_VALUE}\b")
+_DUMP_RE = re.compile(rf"^\s*({_NAMES}) \.{{2,}} {_VALUE}\s*$")
+_RANK_RE = re.compile(r"rank-\d+/(\d+)\b")  # may follow a colour code (\x1b[36m)
+
+
+@attrs.frozen(kw_only=True)
+class StatedFact:
+    value: Any
+    source: str  # "file:line"
+    form: str  # "command line", "argument dict", "argument dump", "rank prefix"
+
+
+def _value(text: str | None) -> Any:
+    if text is None:  # a bare flag: --profile
+        return True
+    if text in ("True", "true"):
+        return True
+    if text in ("False", "false"):
+        return False
+    if text in ("None", "null"):
+        return None
+    return int(text)
+
+
+def _key(name: str) -> str:
+    return KEYS[name.replace("-", "_")]
+
+
+def _stated(line: str) -> Iterator[tuple[str, Any, str]]:
+    """(key, value, form) for every known key ``line`` states."""
+    if "--" in line:
+        for match in _CLI_RE.finditer(line):
+            yield _key(match.group(1)), _value(match.group(2)), "command line"
+    if "': " in line:
+        for match in _DICT_RE.finditer(line):
+            yield _key(match.group(1)), _value(match.group(2)), "argument dict"
+    if " .." in line and (match := _DUMP_RE.search(line.rstrip())):
+        yield _key(match.group(1)), _value(match.group(2)), "argument dump"
+    if "rank-" in line and (match := _RANK_RE.search(line)):
+        yield "world_size", int(match.group(1)), "rank prefix"
+
+
+def scan_lines(lines: Iterable[str], source: str) -> dict[str, StatedFact]:
+    """The first value each known key is stated with in ``lines`` (``source`` names the file)."""
+    found: dict[str, StatedFact] = {}
+    for lineno, line in enumerate(lines, 1):
+        for key, value, form in _stated(line):
+            if key not in found and value is not None:
+                found[key] = StatedFact(value=value, source=f"{source}:{lineno}", form=form)
+    return found
+
+
+def stated_facts(
+    files: Sequence[Path], names: Sequence[str], facts: dict[str, Any] | None = None
+) -> tuple[dict[str, StatedFact], list[str]]:
+    """What the start of ``files`` states (the first file that states a key wins), and notes.
+
+    ``facts`` are what the backend's parser read (``train_iters`` and ``global_batch_size``
+    select the Megatron-Bridge config dumps that describe the run).
+    """
+    found: dict[str, StatedFact] = {}
+    notes: list[str] = []
+    for path, name in zip(files, names, strict=True):
+        head: list[str] = []
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                head.append(line)
+                if len(head) >= HEAD_LINES:
+                    break
+        for key, fact in scan_lines(head, name).items():
+            found.setdefault(key, fact)
+        bridge, note = bridge_config_facts(head, name, facts or {})
+        for key, fact in bridge.items():
+            found.setdefault(key, fact)
+        if note:
+            notes.append(note)
+    return found, notes
+
+
+_BRIDGE_START = "_target_: megatron.bridge.training.config.ConfigContainer"
+_TOP_RE = re.compile(r"^([A-Za-z_]\w*):\s*(.*?)\s*$")
+_CHILD_RE = re.compile(r"^  ([A-Za-z_]\w*):\s*(\S.*?)\s*$")
+
+#: (dump key, fact key) read from a matching Megatron-Bridge config dump.
+BRIDGE_KEYS = (
+    ("model.seq_length", "seq_length"),
+    ("profiling.profile_step_start", "profile_step_start"),
+    ("profiling.profile_step_end", "profile_step_end"),
+    ("profiling.use_pytorch_profiler", "use_pytorch_profiler"),
+)
+
+
+def _scalar(text: str) -> Any:
+    try:
+        return _value(text)
+    except ValueError:
+        return text
+
+
+def bridge_config_dumps(lines: Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
+    """Each Megatron-Bridge ``ConfigContainer`` YAML dump in ``lines``: (first line, section.key -> value)."""
+    dumps: list[tuple[int, dict[str, Any]]] = []
+    current: dict[str, Any] | None = None
+    section = None
+    for lineno, raw in enumerate(lines, 1):
+        line = raw.rstrip("\r\n")
+        if line.startswith(_BRIDGE_START):
+            current, section = {}, None
+            dumps.append((lineno, current))
+        elif current is not None and line.strip():
+            top = None if line.startswith(" ") else _TOP_RE.match(line)
+            if top is not None:
+                section = top.group(1)
+                current[section] = _scalar(top.group(2)) if top.group(2) else {}
+            elif not line.startswith(" "):
+                current = None  # the dump ended
+            elif section is not None and (child := _CHILD_RE.match(line)):
+                current[f"{section}.{child.group(1)}"] = _scalar(child.group(2))
+    return dumps
+
+
+def bridge_config_facts(
+    lines: Sequence[str], source: str, facts: dict[str, Any]
+) -> tuple[dict[str, StatedFact], str | None]:
+    """Facts from the Megatron-Bridge config dumps that match the run's iteration lines."""
+    dumps = bridge_config_dumps(lines)
+    iters, gbs = facts.get("train_iters"), facts.get("global_batch_size")
+    if not dumps or iters is None or gbs is None:
+        return {}, None
+    matching = [
+        (n, d) for n, d in dumps if d.get("train.train_iters") == iters and d.get("train.global_batch_size") == gbs
+    ]
+    if not matching:
+        return {}, (
+            f"{len(dumps)} Megatron-Bridge config dumps, none with train_iters {iters} and "
+            f"global_batch_size {gbs} as the iteration lines say: not used"
+        )
+    found: dict[str, StatedFact] = {}
+    for key, fact in (*BRIDGE_KEYS, ("profiling", "profile")):
+        values = {repr(_bridge_value(d, key)) for _, d in matching}
+        if len(values) != 1:
+            return {}, f"the Megatron-Bridge config dumps that match the run disagree on {key}: not used"
+        value = _bridge_value(matching[0][1], key)
+        if value is not None:
+            found[fact] = StatedFact(
+                value=value, source=f"{source}:{matching[0][0]}", form="Megatron-Bridge config dump"
+            )
+    return found, None
+
+
+def _bridge_value(dump: dict[str, Any], key: str) -> Any:
+    if key == "profiling":  # "profiling: null" is off; a section is on with one of the profilers
+        if dump.get("profiling") is None:
+            return False
+        return bool(dump.get("profiling.use_pytorch_profiler") or dump.get("profiling.use_nsys_profiler"))
+    return dump.get(key)
+
+
+def profiled_iterations(facts: dict[str, Any]) -> tuple[tuple[int, ...], str | None]:
+    """The iterations a stated profiler window disturbed, and a note on what was read."""
+    start, end = facts.get("profile_step_start"), facts.get("profile_step_end")
+    if not isinstance(start, int) or not isinstance(end, int) or isinstance(start, bool):
+        return (), None
+    if facts.get("profile") is not True:
+        return (), (
+            f"the log states a profiler window (profile_step_start {start}, "
+            f"profile_step_end {end}) with profiling off: no iteration left out for it"
+        )
+    if end <= start:
+        return (), f"the log states an empty profiler window ({start}-{end}): nothing left out"
+    from tprimat.trace.window import ProfileWindow
+
+    window = ProfileWindow(first_recorded=start, last_recorded=end - 1, warmup=1, ranks=())
+    tool = "torch profiler" if facts.get("use_pytorch_profiler") is True else "CUDA profiler range"
+    return window.excluded, (
+        f"the log states a {tool} window profile_step_start {start}, "
+        f"profile_step_end {end}: iterations {start - 1}-{end} marked "
+        "profiled (warm-up, recorded, trace export), as in a live run"
+    )

@@ -1,0 +1,104 @@
+"""What ended a run early, read from the end of its log: a watchdog, a straggler detector, a signal.
+
+Training frameworks print why they stop.  A result keeps that reason (``caveats.stopped_by``)
+so a short run is not mistaken for a complete one.  Only the last part of each file is read
+(:data:`TAIL_BYTES`): these messages come at the end, and a log can be gigabytes long.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+#: How much of the end of a file is searched for a stop reason.
+TAIL_BYTES = 256 * 1024
+
+#: (what stopped the run, pattern).  The first match in file order wins per pattern; the
+#: reason reported is the earliest line that matches any of them.
+STOP_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("NCCL/RCCL watchdog: collective operation timeout", re.compile(r"Watchdog caught collective operation timeout")),
+    (
+        "NCCL/RCCL watchdog",
+        re.compile(
+            r"(?:failure|Exception \(either an error or timeout\)) "
+            r"detected by watchdog"
+        ),
+    ),
+    # nvidia-resiliency-ext's StragglerDetectionCallback with stop_if_detected; its warnings
+    # ("STRAGGLER DETECTION WARNING: ...") do not stop the run and are not matched.
+    ("straggler detector", re.compile(r"Detected stragglers\. Terminating training")),
+    (
+        "fault-tolerance heartbeat timeout",
+        re.compile(
+            r"[Hh]eartbeat.{0,60}timed out|"
+            r"[Nn]o heartbeat received"
+        ),
+    ),
+    ("Megatron exit condition", re.compile(r"exiting program (?:at iteration|after) ")),
+    ("early stop", re.compile(r"\[EarlyStop\]")),
+    ("preemption signal (graceful stop)", re.compile(r"Received signal \d+, initiating graceful stop")),
+    (
+        "signal",
+        re.compile(
+            r"Received (?:SIGTERM|SIGINT|SIGKILL|SIGUSR\d)\b|"
+            r"Sending process \d+ closing signal (?:SIGTERM|SIGKILL)"
+        ),
+    ),
+)
+
+
+_ARGUMENT_RE = re.compile(r"\w \.{3,} \S")
+
+
+def tail_lines(path: Path, size: int = TAIL_BYTES) -> tuple[int, list[str]]:
+    """The last ``size`` bytes of ``path`` as lines, with the 1-based number of the first one."""
+    with open(path, "rb") as handle:
+        handle.seek(0, 2)
+        end = handle.tell()
+        start = max(0, end - size)
+        handle.seek(start)
+        data = handle.read()
+        first = 1
+        if start:
+            handle.seek(0)
+            first += sum(chunk.count(b"\n") for chunk in _chunks(handle, start))
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if start and lines:
+        lines, first = lines[1:], first + 1  # the first line was cut
+    return first, lines
+
+
+def _chunks(handle, limit: int) -> Iterable[bytes]:
+    left = limit
+    while left > 0:
+        chunk = handle.read(min(1 << 20, left))
+        if not chunk:
+            return
+        left -= len(chunk)
+        yield chunk
+
+
+def find_stop_reason(lines: Iterable[str], first_lineno: int = 1, source: str = "") -> str | None:
+    """The first stop reason in ``lines``: what stopped the run, the line and where it is."""
+    for offset, line in enumerate(lines):
+        if _ARGUMENT_RE.search(line):
+            continue  # an argument dump names the settings (straggler_*, *_timeout), not events
+        for what, pattern in STOP_PATTERNS:
+            if pattern.search(line):
+                where = f"{source}:{first_lineno + offset}" if source else f"line {first_lineno + offset}"
+                return f"{what} ({where}: {line.strip()[:160]})"
+    return None
+
+
+def stop_reason(paths: Iterable[Path]) -> str | None:
+    """The stop reason found at the end of any of ``paths`` (the first file that has one)."""
+    for path in paths:
+        try:
+            first, lines = tail_lines(path)
+        except OSError:
+            continue
+        found = find_stop_reason(lines, first, path.name)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,54 @@
+"""Step lines of Primus's TorchTitan engine, on real TorchTitan output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tprimat.contract.registry import Registry
+from tprimat.parse.logs import parse_logs
+from tprimat.plugins.amd_primus.parse import parse_primus
+
+TITAN = (
+    Path(__file__).resolve().parents[2]
+    / "fixtures"
+    / "logs"
+    / "torchtitan"
+    / "torchtitan_2026-02-24_pr2389_moe-gate-fp32_step4-5_excerpt.log"
+)
+
+
+def test_step_lines_become_records_with_the_step_time_between_logged_steps():
+    records = [e for e in parse_primus(TITAN.read_text().splitlines(keepends=True), "t.log") if hasattr(e, "iteration")]
+    # Two ranks printed step 4: the first copy is kept.
+    assert [r.iteration for r in records] == [4, 5]
+    first, second = records
+    assert first.step_time_s is None  # nothing logged before it
+    # 19:46:19,145 - 19:46:17,508
+    assert second.step_time_s == pytest.approx(1.637)
+    assert second.loss == 7.07623 and second.grad_norm == 46.5
+    assert second.mem_max_reserved_gib == 66.91  # TorchTitan's peak reserved, GiB
+    assert second.reported == {
+        "tokens_per_s_per_gpu": 10007.0,
+        "tflops_per_gpu": 313.36,
+        "mfu_percent": 13.93,
+        "mem_max_reserved_percent": 37.51,
+    }
+    # TorchTitan's own tokens/s/GPU agrees with 16,384 tokens per GPU per step over 1.637 s
+    assert 16384 / second.step_time_s == pytest.approx(second.reported["tokens_per_s_per_gpu"], rel=1e-3)
+
+
+def test_parse_reads_it_as_amd_primus_when_told():
+    result = parse_logs([TITAN], registry=Registry.from_environment(), backend="amd_primus").result
+    assert result.run.backend == "amd_primus"
+    assert [r.step_time_s for r in result.iterations] == [None, pytest.approx(1.637)]
+
+
+def test_step_lines_are_found_past_the_start_up_part_of_a_large_file(monkeypatch):
+    from tprimat.parse.logfile import LogFile
+    from tprimat.plugins._megatron import logparse
+
+    monkeypatch.setattr(logparse, "STARTUP_BYTES", 1)  # every chunk after the first is "running"
+    events = list(parse_primus(LogFile(TITAN, chunk_bytes=64), "t.log"))
+    assert [e.iteration for e in events if hasattr(e, "iteration")] == [4, 5]
