@@ -48,6 +48,13 @@ from tprimat.cli.output import echo_json, print_table
     help="Iterations of round 0 (default: warm-up + 3); each round doubles them.",
 )
 @click.option(
+    "--repeats",
+    type=click.IntRange(min=2),
+    default=3,
+    show_default=True,
+    help="Runs of each finalist in the last round (the winner's interval needs at least 2).",
+)
+@click.option(
     "--output",
     "output_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -73,6 +80,7 @@ def tune(
     capacity_gib: float | None,
     budget: str,
     min_iterations: int | None,
+    repeats: int,
     output_dir: Path | None,
     preset_dir: Path | None,
     dry_run: bool,
@@ -103,6 +111,7 @@ def tune(
         budget=tuning.parse_budget(budget),
         capacity_gib=capacity_gib,
         min_iterations=min_iterations,
+        final_repeats=repeats,
     )
     spec = plan.spec
     if dry_run:

@@ -86,6 +86,7 @@ def prepare(
     budget: Budget,
     capacity_gib: float | None = None,
     min_iterations: int | None = None,
+    final_repeats: int = 3,
     estimator: Estimator | None | bool = True,
 ) -> Plan:
     """Resolve the base config, the space, the candidates, pruning and the budget.
@@ -118,7 +119,7 @@ def prepare(
             f"the model, {len(pruned)} pruned by the memory estimator; widen --space "
             "or change --device-capacity"
         )
-    eta, finalists, repeats = 2, 2, 3
+    eta, finalists, repeats = 2, 2, final_repeats
     chosen, dropped = fit_budget(kept, budget, eta=eta, finalists=finalists, final_repeats=repeats)
     notes = [*notes, *prune_notes]
     if dropped:

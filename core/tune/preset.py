@@ -84,7 +84,7 @@ def render_preset(
                 f"{outcome.decision}",
             },
         ),
-        *_table("config", outcome.winner.deviations(base)),
+        *_table("config", outcome.winner.as_dict()),  # every knob, so a changed base cannot shift it
     ]
     software: dict[str, Any] = {}
     for trial in outcome.trials:

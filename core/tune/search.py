@@ -191,7 +191,7 @@ def _trial(directory: Path, state: SuiteState, run: Any, candidate: Candidate, r
             status="completed",
             **dates,
             software=software,
-            tokens_per_s_per_gpu=result.summary.tokens_per_s_per_gpu,
+            tokens_per_s_per_gpu=_run_median(result),
         )
     if state.attempts.get(run.id, 0) < 1:
         return Trial(**base, status="pending", **dates, software=software)
@@ -199,6 +199,12 @@ def _trial(directory: Path, state: SuiteState, run: Any, candidate: Candidate, r
     if oom:
         return Trial(**base, status="infeasible", **dates, software=software, evidence=oom)
     return Trial(**base, status="failed", **dates, software=software, evidence=state.last_error.get(run.id) or problem)
+
+
+def _run_median(result: Any) -> float | None:
+    """A run's own median tokens/s/GPU over its measured iterations (the core's summary)."""
+    stats = result.summary.tokens_per_s_per_gpu
+    return None if stats is None else stats.median
 
 
 def _progress(directory: Path) -> float:
@@ -215,6 +221,48 @@ def _save_progress(directory: Path, seconds: float) -> None:
 Announce = Callable[[str], None]
 
 
+@attrs.define
+class _Search:
+    """The running state of one :func:`tune` call."""
+
+    spec: TuneSpec
+    directory: Path
+    launcher: Callable[[list[str]], int] | None
+    say: Announce
+    clock: Callable[[], float]
+    seconds: float = 0.0
+    budget_spent: bool = False
+    trials: list[Trial] = attrs.Factory(list)
+    status: dict[str, str] = attrs.Factory(dict)
+
+    def measure(self, candidate: Candidate, round_: int, iterations: int, repeats: int) -> list[float]:
+        """Run what is left of ``candidate``'s trials in this round; its completed values."""
+        suite = trial_suite(self.spec, candidate, iterations, repeats)
+        runs = expand(suite)
+        state = SuiteState.load(self.directory / STATE_FILE)
+        pending = any(_trial(self.directory, state, r, candidate, round_, iterations).status == "pending" for r in runs)
+        budget = self.spec.budget.seconds
+        if pending and budget is not None and self.seconds >= budget:
+            self.budget_spent = True
+        if pending and not self.budget_spent:
+            self.say(f"  {candidate.id} {candidate.text}")
+            started = self.clock()
+            run_suite(suite, self.directory, launcher=self.launcher)
+            self.seconds += self.clock() - started
+            _save_progress(self.directory, self.seconds)
+        state = SuiteState.load(self.directory / STATE_FILE)
+        found = [_trial(self.directory, state, r, candidate, round_, iterations) for r in runs]
+        self.trials.extend(found)
+        done = [t.tokens_per_s_per_gpu for t in found if t.status == "completed" and t.tokens_per_s_per_gpu is not None]
+        if any(t.status == "infeasible" for t in found):
+            self.status[candidate.id] = "infeasible (out of memory)"
+            return []
+        if not done:
+            failed = any(t.status == "failed" for t in found)
+            self.status[candidate.id] = f"failed in round {round_}" if failed else "not run (budget spent)"
+        return done
+
+
 def tune(
     spec: TuneSpec,
     directory: Path,
@@ -226,13 +274,16 @@ def tune(
     """Run (or resume) the search in ``directory`` and decide; trials already done are kept."""
     order = {c.id: i for i, c in enumerate(spec.candidates)}
     by_id = {c.id: c for c in spec.candidates}
-    say = announce or (lambda _: None)
-    seconds = _progress(directory)
-    trials: list[Trial] = []
+    search = _Search(
+        spec=spec,
+        directory=directory,
+        launcher=launcher,
+        say=announce or (lambda _: None),
+        clock=clock,
+        seconds=_progress(directory),
+    )
     rounds: list[tuple[str, ...]] = []
-    status: dict[str, str] = {}
     alive = list(spec.candidates)
-    budget_spent = False
     deciding: dict[str, list[float]] = {}
     round_ = 0
     while alive:
@@ -240,64 +291,39 @@ def tune(
         iterations = spec.min_iterations * spec.eta**round_
         repeats = spec.final_repeats if final else 1
         rounds.append(tuple(c.id for c in alive))
-        say(f"round {round_}: {len(alive)} candidate(s), {iterations} iterations, {repeats} run(s) each")
-        values: dict[str, list[float]] = {}
+        search.say(f"round {round_}: {len(alive)} candidate(s), {iterations} iterations, {repeats} run(s) each")
+        values = {}
         for candidate in alive:
-            suite = trial_suite(spec, candidate, iterations, repeats)
-            state = SuiteState.load(directory / STATE_FILE)
-            runs = expand(suite)
-            todo = [r for r in runs if _trial(directory, state, r, candidate, round_, iterations).status == "pending"]
-            if todo and spec.budget.seconds is not None and seconds >= spec.budget.seconds:
-                budget_spent = True
-            if todo and not budget_spent:
-                say(f"  {candidate.id} {candidate.text}")
-                started = clock()
-                run_suite(suite, directory, launcher=launcher)
-                seconds += clock() - started
-                _save_progress(directory, seconds)
-            state = SuiteState.load(directory / STATE_FILE)
-            found = [_trial(directory, state, r, candidate, round_, iterations) for r in runs]
-            trials.extend(found)
-            done = [
-                t.tokens_per_s_per_gpu for t in found if t.status == "completed" and t.tokens_per_s_per_gpu is not None
-            ]
-            if any(t.status == "infeasible" for t in found):
-                status[candidate.id] = "infeasible (out of memory)"
-            elif done:
+            done = search.measure(candidate, round_, iterations, repeats)
+            if done:
                 values[candidate.id] = done
-            elif any(t.status == "failed" for t in found):
-                status[candidate.id] = f"failed in round {round_}"
-            else:
-                status[candidate.id] = "not run (budget spent)"
-        if values:
-            deciding = values
+        if values and not (search.budget_spent and deciding):
+            deciding = values  # a round the budget cut short does not replace a whole one
         ranked = sorted(values, key=lambda cid: (-_median(values[cid]), order[cid]))
-        if budget_spent or final or len(ranked) == 0:
+        if search.budget_spent or final or not ranked:
             break
-        if len(ranked) <= spec.finalists:
-            keep = len(ranked)
-        else:
-            keep = max(spec.finalists, math.ceil(len(ranked) / spec.eta))
+        keep = len(ranked) if len(ranked) <= spec.finalists else max(spec.finalists, math.ceil(len(ranked) / spec.eta))
         for cid in ranked[keep:]:
-            status[cid] = f"eliminated in round {round_}"
+            search.status[cid] = f"eliminated in round {round_}"
         alive = [by_id[cid] for cid in ranked[:keep]]
         round_ += 1
     winner, decision, statistics = _decide(deciding, order, by_id)
     for cid in deciding:
-        status[cid] = "winner" if winner and cid == winner.id else "finalist"
-    if budget_spent:
+        search.status[cid] = "winner" if winner and cid == winner.id else "finalist"
+    if search.budget_spent:
         decision = (
-            f"the budget ({spec.budget}) ran out in round {round_}; decided on that round's completed runs. {decision}"
+            f"the budget ({spec.budget}) ran out in round {round_}; decided on the last "
+            f"round with completed runs. {decision}"
         )
     return Outcome(
-        trials=tuple(trials),
+        trials=tuple(search.trials),
         rounds=tuple(rounds),
-        status=status,
+        status=search.status,
         winner=winner,
         decision=decision,
         statistics=statistics,
-        budget_spent=budget_spent,
-        seconds=seconds,
+        budget_spent=search.budget_spent,
+        seconds=search.seconds,
     )
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import sys
 
+import attrs
+
 from tprimat.config import BenchmarkConfig
 from tprimat.errors import TprimatError
 from tprimat.plans import DataArguments, LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
@@ -41,8 +43,7 @@ def check_supported(config: BenchmarkConfig) -> list[str]:
         )
     if config.training.recompute == "selective":
         raise UnsupportedSetting(
-            "the torch backend recomputes whole decoder layers only: use "
-            "training.recompute = none or full"
+            "the torch backend recomputes whole decoder layers only: use training.recompute = none or full"
         )
     notes = []
     if p.sequence_parallel:
@@ -56,7 +57,10 @@ def profile_plan(context: LaunchContext) -> ProfilePlan:
         args=("--profile-dir", str(context.run_dir / TRACE_DIR)),
         trace_globs=(f"{TRACE_DIR}/*.pt.trace.json", f"{TRACE_DIR}/*.pt.trace.json.gz"),
         profiled_iterations=profiled_iterations(
-            wait=prof.wait, warmup=prof.warmup, active=prof.active, repeat=prof.repeat,
+            wait=prof.wait,
+            warmup=prof.warmup,
+            active=prof.active,
+            repeat=prof.repeat,
             iterations=context.config.benchmark.iterations,
         ),
     )
@@ -74,24 +78,45 @@ def torchrun_argv(context: LaunchContext, python: str | None = None) -> list[str
         argv += ["--standalone", "--nnodes", "1"]
     else:
         argv += [
-            "--nnodes", str(launch.nnodes),
-            "--node-rank", str(context.node_rank),
-            "--master-addr", launch.master_addr,
-            "--master-port", str(launch.master_port),
+            "--nnodes",
+            str(launch.nnodes),
+            "--node-rank",
+            str(context.node_rank),
+            "--master-addr",
+            launch.master_addr,
+            "--master-port",
+            str(launch.master_port),
         ]
     argv += [
-        "--nproc-per-node", str(launch.nproc_per_node),
-        "--log-dir", str(context.run_dir / RANK_LOG_DIR),
-        "--tee", "3",
+        "--nproc-per-node",
+        str(launch.nproc_per_node),
+        "--log-dir",
+        str(context.run_dir / RANK_LOG_DIR),
+        "--tee",
+        "3",
     ]
     return argv
 
 
+#: The tuned config the workers read when ``benchmark.methodology = "tuned"`` changes settings.
+TUNED_CONFIG = "config.tuned.toml"
+
+
 def plan(context: LaunchContext) -> LaunchPlan:
-    notes = check_supported(context.config)
-    argv = torchrun_argv(context)
-    argv += ["-m", TRAIN_MODULE, "--config", str(context.run_dir / "config.toml")]
-    env = {"PYTHONUNBUFFERED": "1"}
+    from tprimat.config import dump_toml
+    from tprimat.methodology import resolve
+
+    resolved = resolve(context.config, backend="torch", device_name=context.platform.device_name)
+    config = resolved.config
+    notes = check_supported(config)
+    files = {}
+    config_path = context.run_dir / "config.toml"
+    if resolved.deviations:  # the workers train the tuned config; config.toml keeps the iso one
+        files[TUNED_CONFIG] = dump_toml(config)
+        config_path = context.run_dir / TUNED_CONFIG
+    argv = torchrun_argv(attrs.evolve(context, config=config))
+    argv += ["-m", TRAIN_MODULE, "--config", str(config_path)]
+    env = {"PYTHONUNBUFFERED": "1", **resolved.env}
     if context.data is not None:
         argv += list(context.data.args)
         env.update(context.data.env)
@@ -99,10 +124,19 @@ def plan(context: LaunchContext) -> LaunchPlan:
         argv += list(context.profile.args)
         env.update(context.profile.env)
     description = (
-        f"torchrun: {context.config.launch.nnodes} node(s) x "
-        f"{context.config.launch.nproc_per_node} process(es), "
-        f"{context.config.parallel.strategy}, {context.model.hf_architecture}"
+        f"torchrun: {config.launch.nnodes} node(s) x "
+        f"{config.launch.nproc_per_node} process(es), "
+        f"{config.parallel.strategy}, {context.model.hf_architecture}"
     )
     if notes:
         description += "; " + "; ".join(notes)
-    return LaunchPlan(argv=tuple(argv), env=env, description=description)
+    preset = (f"tuned preset {resolved.preset}: {resolved.source}",) if resolved.preset else ()
+    return LaunchPlan(
+        argv=tuple(argv),
+        env=env,
+        description=description,
+        files=files,
+        methodology=resolved.methodology,
+        deviations=tuple(str(d) for d in resolved.deviations),
+        notes=preset,
+    )
