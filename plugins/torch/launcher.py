@@ -43,7 +43,8 @@ def check_supported(config: BenchmarkConfig) -> list[str]:
         )
     if config.training.recompute == "selective":
         raise UnsupportedSetting(
-            "the torch backend recomputes whole decoder layers only: use training.recompute = none or full"
+            "the torch backend recomputes whole decoder layers only: use "
+            "training.recompute = none or full"
         )
     notes = []
     if p.sequence_parallel:
@@ -57,10 +58,7 @@ def profile_plan(context: LaunchContext) -> ProfilePlan:
         args=("--profile-dir", str(context.run_dir / TRACE_DIR)),
         trace_globs=(f"{TRACE_DIR}/*.pt.trace.json", f"{TRACE_DIR}/*.pt.trace.json.gz"),
         profiled_iterations=profiled_iterations(
-            wait=prof.wait,
-            warmup=prof.warmup,
-            active=prof.active,
-            repeat=prof.repeat,
+            wait=prof.wait, warmup=prof.warmup, active=prof.active, repeat=prof.repeat,
             iterations=context.config.benchmark.iterations,
         ),
     )
@@ -78,22 +76,15 @@ def torchrun_argv(context: LaunchContext, python: str | None = None) -> list[str
         argv += ["--standalone", "--nnodes", "1"]
     else:
         argv += [
-            "--nnodes",
-            str(launch.nnodes),
-            "--node-rank",
-            str(context.node_rank),
-            "--master-addr",
-            launch.master_addr,
-            "--master-port",
-            str(launch.master_port),
+            "--nnodes", str(launch.nnodes),
+            "--node-rank", str(context.node_rank),
+            "--master-addr", launch.master_addr,
+            "--master-port", str(launch.master_port),
         ]
     argv += [
-        "--nproc-per-node",
-        str(launch.nproc_per_node),
-        "--log-dir",
-        str(context.run_dir / RANK_LOG_DIR),
-        "--tee",
-        "3",
+        "--nproc-per-node", str(launch.nproc_per_node),
+        "--log-dir", str(context.run_dir / RANK_LOG_DIR),
+        "--tee", "3",
     ]
     return argv
 
@@ -131,12 +122,6 @@ def plan(context: LaunchContext) -> LaunchPlan:
     if notes:
         description += "; " + "; ".join(notes)
     preset = (f"tuned preset {resolved.preset}: {resolved.source}",) if resolved.preset else ()
-    return LaunchPlan(
-        argv=tuple(argv),
-        env=env,
-        description=description,
-        files=files,
-        methodology=resolved.methodology,
-        deviations=tuple(str(d) for d in resolved.deviations),
-        notes=preset,
-    )
+    return LaunchPlan(argv=tuple(argv), env=env, description=description, files=files,
+                      methodology=resolved.methodology,
+                      deviations=tuple(str(d) for d in resolved.deviations), notes=preset)
