@@ -127,7 +127,13 @@ def tune(
     for note in plan.notes:
         click.echo(f"tune: {note}", err=True)
     click.echo(f"tune: {len(plan.spec.candidates)} candidate(s) in {directory}", err=True)
-    outcome = run_search(plan.spec, directory, announce=lambda line: click.echo(f"tune: {line}", err=True))
+    # Tests inject an in-process trial launcher; by default each trial is a child `tprimat run`.
+    outcome = run_search(
+        plan.spec,
+        directory,
+        launcher=ctx.obj.get("trial_launcher"),
+        announce=lambda line: click.echo(f"tune: {line}", err=True),
+    )
     pruned = [
         {"id": p.candidate.id, "settings": p.candidate.as_dict(), "reason": p.reason, "total_gib": p.total_gib}
         for p in plan.pruned
