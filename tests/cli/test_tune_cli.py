@@ -66,7 +66,7 @@ def test_a_time_budget_stops_starting_trials_and_says_so(tmp_path):
     plan = prepare(registry, backend="torch", model="llama3.1-tiny", budget=Budget(seconds=250), estimator=None)
     plan, _ = open_directory(plan, tmp_path)
     started = []
-    ticks = itertools.count(step=50)  # every trial takes 100 s of this clock
+    ticks = itertools.count(step=100)  # every trial takes 100 s of this clock
 
     def launcher(argv):
         started.append(argv)
