@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from tprimat.memory.report import memory_report
 from tprimat.metrics import summarize, with_throughput
 from tprimat.models import UnknownModelError, get_model
 from tprimat.schema import (
@@ -37,11 +38,14 @@ def assemble_result(
     exclude_profiled: bool = True,
     tensor_parallel: int = 1,
     ceiling: Mapping[str, Any] | None = None,
+    rank_memory: Iterable[Any] = (),
 ) -> Result:
     """Fill in per-iteration throughput, summarise, and record what was left out.
 
     ``ceiling`` is the latest ``tprimat microbench`` summary of the run's device
     (recorded in the run manifest), for MAMF utilisation next to MFU.
+    ``rank_memory`` holds per-rank memory peaks (:class:`tprimat.memory.logfacts.RankPeak`)
+    for the result's memory section, beside the estimate for its config.
     """
     hardware = hardware or Hardware()
     provenance = provenance or Provenance()
@@ -68,6 +72,11 @@ def assemble_result(
         ceiling=ceiling,
     )
     provenance = attrs.evolve(provenance, notes=[*provenance.notes, *notes])
+    memory = memory_report(
+        settings=config.settings, model_name=config.model, backend=run.backend,
+        device_name=hardware.device_name, capacity_gib=hardware.memory_per_device_gib,
+        records=finished, rank_peaks=rank_memory, summary=summary,
+    )
     return Result(
         run=run,
         hardware=hardware,
@@ -76,4 +85,5 @@ def assemble_result(
         iterations=finished,
         summary=summary,
         provenance=provenance,
+        memory=memory,
     )

@@ -26,6 +26,7 @@ from tprimat.config import BenchmarkConfig, default_config_dict
 from tprimat.errors import TprimatError
 from tprimat.logfile import LogFile
 from tprimat.manifest import Manifest, find_manifest, load_manifest
+from tprimat.memory.report import log_rank_peaks
 from tprimat.metrics import _ranges
 from tprimat.schema import (
     Hardware,
@@ -476,6 +477,7 @@ def parse_logs(
         exclude_profiled=config.benchmark.exclude_profiled if config is not None else True,
         tensor_parallel=tensor_parallel,
         ceiling=manifest.extra.get("microbench") if manifest else None,
+        rank_memory=log_rank_peaks(files),
     )
     return ParseOutcome(result=result, backend=backend, detected=detected, files=files,
                         collector=collector)

@@ -767,7 +767,14 @@ class Runner:
             provenance=provenance, warmup_iterations=c.benchmark.warmup_iterations,
             exclude_profiled=c.benchmark.exclude_profiled, tensor_parallel=c.parallel.tensor,
             ceiling=self.manifest.extra.get("microbench"),
+            rank_memory=self._rank_memory() if final else (),
         )
+
+    def _rank_memory(self) -> list[Any]:
+        from tprimat.memory.report import run_rank_peaks
+
+        samples = list(self.monitor.samples) if self.monitor is not None else []
+        return run_rank_peaks(self.prepared.run_dir / self.log_rel, samples)
 
     @property
     def writes_result(self) -> bool:

@@ -164,6 +164,29 @@ class Summary:
 
 
 @attrs.frozen(kw_only=True)
+class MemoryReport:
+    """Predicted per-GPU memory beside what the ranks measured, in GiB (see docs/memory.md).
+
+    Per-rank maps are keyed by the rank as a string (JSON object keys); a rank
+    the log does not name is keyed "?".
+    """
+
+    predicted_terms_gib: dict[str, float] = attrs.Factory(dict)  # parameters, gradients, ... overhead
+    predicted_allocated_gib: float | None = None  # to compare with the peak allocated
+    predicted_total_gib: float | None = None  # to compare with the capacity
+    capacity_gib: float | None = None
+    fits: bool | None = None
+    estimator_note: str | None = None  # layout and why a prediction is missing
+    per_rank_max_allocated_gib: dict[str, float] = attrs.Factory(dict)
+    per_rank_max_reserved_gib: dict[str, float] = attrs.Factory(dict)
+    per_rank_device_used_gib: dict[str, float] = attrs.Factory(dict)
+    peak_rank: str | None = None  # the rank with the largest peak (allocated, else device-used)
+    measured_peak_allocated_gib: float | None = None
+    measured_peak_reserved_gib: float | None = None
+    measured_peak_device_used_gib: float | None = None
+
+
+@attrs.frozen(kw_only=True)
 class Provenance:
     inputs: list[str] = attrs.Factory(list)
     parser: str | None = None
@@ -183,6 +206,7 @@ class Result:
     iterations: list[IterationRecord] = attrs.Factory(list)
     summary: Summary
     provenance: Provenance = Provenance()
+    memory: MemoryReport | None = None
 
 
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -238,7 +262,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(float | str | None, _structure_reported)
     for cls in (RunInfo, Hardware, Software, ResultConfig, IterationRecord, Stats, Summary,
-                Provenance, Result):
+                Provenance, MemoryReport, Result):
         converter.register_structure_hook(
             cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
         )

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "models": "tprimat.cli.models:models",
     "detect": "tprimat.cli.detect:detect",
     "config": "tprimat.cli.config:config",
+    "memory": "tprimat.cli.memory:memory",
 }
 
 

@@ -120,9 +120,11 @@ def preflight(prepared, *, strict: bool) -> list[dict[str, str]]:
     """
     from tprimat.doctor import findings_to_dicts, run_checks, tokenizer_needed
     from tprimat.errors import TprimatError
+    from tprimat.memory.preflight import memory_findings
 
     findings = run_checks(output_dir=prepared.run_dir.parent,
                           tokenizer=tokenizer_needed(prepared.config))
+    findings += memory_findings(prepared)
     for finding in findings:
         click.echo(f"doctor: {finding.message} — {finding.fix}", err=True)
     if strict and findings:

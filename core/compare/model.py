@@ -67,6 +67,14 @@ MEMORY_FIELDS = (
     ("mem_rss_gib", "host process RSS (GiB)"),
 )
 
+#: Predicted beside measured memory per GPU, from each result's memory section: (field, label).
+PREDICTED_MEMORY_FIELDS = (
+    ("predicted_allocated_gib", "predicted peak allocated (GiB)"),
+    ("measured_peak_allocated_gib", "measured peak allocated (GiB)"),
+    ("predicted_total_gib", "predicted total with overhead (GiB)"),
+    ("measured_peak_device_used_gib", "measured peak device used (GiB)"),
+)
+
 
 class MismatchError(TprimatError):
     """Results whose fair-comparison fields differ, compared without ``--allow-mismatch``."""
@@ -119,6 +127,9 @@ class SystemSummary:
     # Achieved TFLOP/s over the measured matmul ceiling (`tprimat microbench`), when recorded.
     mamf_utilisation: Aggregate | None = None
     mamf_tflops: list[float] = attrs.Factory(list)
+    # The memory estimate beside the measured peak (result.memory): PREDICTED_MEMORY_FIELDS -> Aggregate.
+    predicted_memory: dict[str, Aggregate] = attrs.Factory(dict)
+    memory_peak_ranks: list[str] = attrs.Factory(list)
 
 
 @attrs.frozen(kw_only=True)
@@ -240,6 +251,16 @@ def _cost(tokens: Aggregate | None, device: str, world: int | None, settings: Co
                 world_size=world, time_to_train_s=time, note=note)
 
 
+def _predicted_memory(results: Sequence[Any]) -> dict[str, Aggregate]:
+    """The memory estimate and measured peaks of each result's memory section, aggregated."""
+    predicted = {}
+    for field, _label in PREDICTED_MEMORY_FIELDS:
+        agg = aggregate([getattr(r.memory, field) if r.memory else None for r in results], interval=False)
+        if agg is not None:
+            predicted[field] = agg
+    return predicted
+
+
 def _unique(values: Sequence[Any]) -> Any:
     distinct = {repr(v): v for v in values}
     return next(iter(distinct.values())) if len(distinct) == 1 else None
@@ -343,6 +364,8 @@ def build_comparison(
             ratio=ratio,
             same_config_as_baseline=members[0].group == baseline_runs[0].group,
             mamf_utilisation=aggregate([s.mamf_utilisation for s in summaries], interval=False),
+            predicted_memory=_predicted_memory(results),
+            memory_peak_ranks=sorted({r.memory.peak_rank for r in results if r.memory and r.memory.peak_rank}),
             mamf_tflops=sorted({s.mamf_tflops for s in summaries if s.mamf_tflops is not None}),
         ))
 

@@ -22,7 +22,13 @@ from tprimat.compare.document import (
     to_markdown,
 )
 from tprimat.compare.group import FAIR_FIELDS
-from tprimat.compare.model import MEMORY_FIELDS, Comparison, SystemSummary, comparison_to_dict
+from tprimat.compare.model import (
+    MEMORY_FIELDS,
+    PREDICTED_MEMORY_FIELDS,
+    Comparison,
+    SystemSummary,
+    comparison_to_dict,
+)
 from tprimat.compare.stats import Aggregate
 from tprimat.errors import TprimatError
 
@@ -266,6 +272,7 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
         blocks.append(Paragraph("No memory figures were recorded by these runs."))
     if "memory.png" in plots:
         blocks.append(Image("memory.png", "Memory per GPU"))
+    blocks.extend(_predicted_memory(c))
 
     if any(s.energy_per_token_j is not None for s in c.systems):
         blocks.append(Heading(2, "Energy"))
@@ -458,3 +465,24 @@ def systems_for_terminal(c: Comparison) -> list[list[str]]:
 
 __all__ = ["FORMATS", "SystemSummary", "build_document", "parse_formats", "results_csv",
            "systems_for_terminal", "write_report"]
+
+
+def _predicted_memory(c: Comparison) -> list[Any]:
+    """Predicted beside measured memory per system (the estimator of docs/memory.md)."""
+    if not any(s.predicted_memory for s in c.systems):
+        return []
+    fields = [(f, label) for f, label in PREDICTED_MEMORY_FIELDS if any(f in s.predicted_memory for s in c.systems)]
+    rows = []
+    for s in c.systems:
+        predicted, measured = s.predicted_memory.get("predicted_allocated_gib"), s.predicted_memory.get(
+            "measured_peak_allocated_gib"
+        )
+        ratio = f"{measured.median / predicted.median:.2f}" if predicted and measured and predicted.median else ""
+        rows.append([s.label, *[_median(s.predicted_memory.get(f), ".2f") for f, _ in fields], ratio,
+                     ", ".join(s.memory_peak_ranks)])
+    return [
+        Heading(3, "Predicted and measured memory"),
+        Table(["system", *[label for _, label in fields], "measured ÷ predicted", "rank that peaked"], rows),
+        Paragraph("The prediction is `tprimat memory estimate` for each run's own config (formulas in "
+                  "docs/memory.md); the measured peak is the largest any rank reported."),
+    ]

@@ -1,0 +1,60 @@
+"""The run's pre-flight memory check: warn (or, with ``--strict``, refuse) before a run that cannot fit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tprimat.doctor import Finding
+from tprimat.memory.estimate import MemoryEstimate, MemoryEstimateError, estimate_memory
+
+
+def memory_findings(prepared: Any) -> list[Finding]:
+    """A finding when the estimate for ``prepared`` (a PreparedRun) exceeds its GPUs' memory.
+
+    The capacity is what platform detection measured on this machine, else the
+    capacity table's figure for the detected device; a CPU run has none and
+    is not checked.
+    """
+    platform = prepared.platform
+    if platform.platform == "cpu" or (platform.device_name is None and platform.memory_per_device_gib is None):
+        return []
+    try:
+        estimate = estimate_memory(
+            prepared.config,
+            prepared.model,
+            capacity_gib=platform.memory_per_device_gib,
+            device=platform.device_name,
+            backend=prepared.backend,
+        )
+    except MemoryEstimateError:
+        return []  # an unknown device without a measured capacity: nothing to compare with
+    finding = fit_finding(estimate, command=_command(prepared))
+    return [] if finding is None else [finding]
+
+
+def fit_finding(estimate: MemoryEstimate, *, command: str) -> Finding | None:
+    """The warning for an estimate that does not fit its capacity (None when it fits or is unknown)."""
+    if estimate.fits is not False:
+        return None
+    device = estimate.device or "this GPU"
+    return Finding(
+        check="memory-fit",
+        severity="warning",
+        message=(
+            f"{estimate.model} needs about {estimate.total_gib:.1f} GiB per GPU (parameters "
+            f"{estimate.parameters_gib:.1f}, gradients {estimate.gradients_gib:.1f}, optimizer states "
+            f"{estimate.optimizer_states_gib:.1f}, activations {estimate.activations_gib:.1f}, overhead "
+            f"{estimate.overhead_gib:.1f}) but {device} has {estimate.capacity_gib:.1f} GiB: "
+            f"{-estimate.margin_gib:.1f} GiB short, it will likely run out of memory"
+        ),
+        fix=f"set training.recompute=full, a smaller micro-batch or more tensor/pipeline parallelism; see `{command}`",
+    )
+
+
+def _command(prepared: Any) -> str:
+    t, p = prepared.config.training, prepared.config.parallel
+    sets = (
+        f"--set training.micro_batch_size={t.micro_batch_size} --set training.seq_length={t.seq_length} "
+        f"--set training.recompute={t.recompute} --set parallel.tensor={p.tensor} --set parallel.pipeline={p.pipeline}"
+    )
+    return f"tprimat memory estimate --model {prepared.model.name} --backend {prepared.backend} {sets}"

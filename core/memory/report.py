@@ -1,0 +1,129 @@
+"""A result's memory section: the estimate for its config beside the per-rank peaks that were measured.
+
+Measured peaks come from the iteration records (allocator figures the logs
+print, device-used memory the monitor sampled), from the log's per-rank
+memory lines (:mod:`tprimat.memory.logfacts`) and, for live runs, from the
+monitor's per-GPU samples.  The estimate needs the full benchmark config and a
+registered model; without them only the measurements are recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tprimat.memory.logfacts import RankPeak, scan_memory_file
+from tprimat.schema import IterationRecord, MemoryReport, Summary
+
+#: Key for a measurement that names no rank.
+UNKNOWN_RANK = "?"
+
+
+def memory_report(
+    *,
+    settings: Mapping[str, Any],
+    model_name: str,
+    backend: str | None,
+    device_name: str | None,
+    capacity_gib: float | None,
+    records: Sequence[IterationRecord],
+    rank_peaks: Iterable[RankPeak] = (),
+    summary: Summary | None = None,
+) -> MemoryReport | None:
+    """The memory section of a result, or None when nothing was predicted or measured.
+
+    The measured peaks are the largest of the records, the ``summary`` (which may
+    carry figures the records do not, e.g. imported results) and the per-rank peaks.
+    """
+    maps: dict[str, dict[str, float]] = {"max_allocated_gib": {}, "max_reserved_gib": {}, "device_used_gib": {}}
+    for peak in rank_peaks:
+        key = UNKNOWN_RANK if peak.rank is None else str(peak.rank)
+        for quantity, by_rank in maps.items():
+            value = getattr(peak, quantity)
+            if value is not None:
+                by_rank[key] = max(value, by_rank.get(key, value))
+    measured = {
+        quantity: _max([*(getattr(r, f"mem_{quantity}") for r in records), getattr(summary, f"mem_{quantity}", None)])
+        for quantity in maps
+    }
+    for quantity, by_rank in maps.items():
+        measured[quantity] = _max([measured[quantity], *by_rank.values()])
+    predicted, note = _predict(settings, model_name, backend, device_name, capacity_gib)
+    if predicted is None and all(v is None for v in measured.values()):
+        return None
+    peak_map = maps["max_allocated_gib"] or maps["device_used_gib"]
+    peak_rank = max(peak_map, key=lambda k: peak_map[k]) if peak_map else None
+    return MemoryReport(
+        predicted_terms_gib={name: gib for name, gib, _ in predicted.terms()} if predicted else {},
+        predicted_allocated_gib=predicted.allocated_gib if predicted else None,
+        predicted_total_gib=predicted.total_gib if predicted else None,
+        capacity_gib=predicted.capacity_gib if predicted else capacity_gib,
+        fits=predicted.fits if predicted else None,
+        estimator_note=note,
+        per_rank_max_allocated_gib=maps["max_allocated_gib"],
+        per_rank_max_reserved_gib=maps["max_reserved_gib"],
+        per_rank_device_used_gib=maps["device_used_gib"],
+        peak_rank=peak_rank,
+        measured_peak_allocated_gib=measured["max_allocated_gib"],
+        measured_peak_reserved_gib=measured["max_reserved_gib"],
+        measured_peak_device_used_gib=measured["device_used_gib"],
+    )
+
+
+def _max(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _predict(
+    settings: Mapping[str, Any],
+    model_name: str,
+    backend: str | None,
+    device_name: str | None,
+    capacity_gib: float | None,
+):
+    from tprimat.config import ConfigError, config_from_dict
+    from tprimat.memory.estimate import MemoryEstimateError, estimate_memory
+    from tprimat.models import UnknownModelError, get_model
+
+    if not settings:
+        return None, "no estimate: the result does not carry its full benchmark config"
+    try:
+        config = config_from_dict(dict(settings))
+        model = get_model(model_name)
+    except ConfigError as exc:
+        return None, f"no estimate: {exc}"
+    except UnknownModelError as exc:
+        return None, f"no estimate: {exc}"
+    try:
+        estimate = estimate_memory(config, model, capacity_gib=capacity_gib, device=device_name, backend=backend)
+    except MemoryEstimateError:
+        estimate = estimate_memory(config, model, capacity_gib=capacity_gib, backend=backend)
+    return estimate, estimate.layout
+
+
+def log_rank_peaks(paths: Iterable[Path]) -> list[RankPeak]:
+    """Per-rank peaks from the memory lines of the log files at ``paths`` (unreadable files skipped)."""
+    peaks: list[RankPeak] = []
+    for path in paths:
+        try:
+            peaks.extend(scan_memory_file(path).ranks)
+        except OSError:
+            continue
+    return peaks
+
+
+def run_rank_peaks(log_path: Path, samples: Iterable[Any] = ()) -> list[RankPeak]:
+    """Per-rank peaks of a live run: its log's memory lines and the monitor's per-GPU samples.
+
+    A monitor sample's GPU index is taken as the local rank (one process per GPU).
+    """
+    peaks = log_rank_peaks([log_path])
+    used: dict[int, float] = {}
+    for sample in samples:
+        for gpu in sample.gpus:
+            if gpu.mem_used_gib is not None:
+                used[gpu.index] = max(gpu.mem_used_gib, used.get(gpu.index, gpu.mem_used_gib))
+    peaks.extend(RankPeak(rank=index, device_used_gib=value) for index, value in sorted(used.items()))
+    return peaks

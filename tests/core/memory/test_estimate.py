@@ -1,0 +1,139 @@
+"""The memory estimator: arithmetic, layouts, capacities and the fits answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from tprimat.config import load_config
+from tprimat.memory import MemoryEstimateError, estimate_memory, find_capacity, optimizer_layout
+from tprimat.memory.capacity import DEVICE_CAPACITIES
+from tprimat.models import get_model
+
+LLAMA = get_model("llama3.1-8b")
+
+
+def test_terms_add_up_to_the_total_and_every_term_states_its_formula():
+    estimate = estimate_memory(load_config(), LLAMA)
+    assert sum(gib for _, gib, _ in estimate.terms()) == pytest.approx(estimate.total_gib)
+    for name, gib, formula in estimate.terms():
+        assert formula.endswith(f"= {gib:.2f} GiB"), name
+    assert estimate.fits is None and estimate.margin_gib is None and estimate.capacity_gib is None
+
+
+def test_mixed_precision_megatron_layout_is_18_bytes_per_parameter_without_distributed_optimizer():
+    config = load_config(overrides=["parallel.distributed_optimizer=false"])
+    estimate = estimate_memory(config, LLAMA)
+    weights_and_optimizer = estimate.parameters_gib + estimate.gradients_gib + estimate.optimizer_states_gib
+    assert weights_and_optimizer * 2**30 == pytest.approx(18 * LLAMA.parameter_count)
+
+
+def test_distributed_optimizer_shards_master_weights_and_moments_over_data_parallel_ranks():
+    full = estimate_memory(load_config(overrides=["parallel.distributed_optimizer=false"]), LLAMA)
+    sharded = estimate_memory(load_config(), LLAMA)  # 8 GPUs, DP 8
+    assert sharded.optimizer_states_gib == pytest.approx(full.optimizer_states_gib / 8)
+    assert sharded.parameters_gib == pytest.approx(full.parameters_gib)
+    assert sharded.gradients_gib == pytest.approx(full.gradients_gib)
+
+
+def test_tensor_parallelism_splits_weights_and_sequence_parallelism_splits_the_rest_of_the_activations():
+    tp1 = estimate_memory(load_config(), LLAMA)
+    tp2 = estimate_memory(load_config(overrides=["parallel.tensor=2"]), LLAMA)
+    tp2_sp = estimate_memory(load_config(overrides=["parallel.tensor=2", "parallel.sequence_parallel=true"]), LLAMA)
+    assert tp2.parameters_gib == pytest.approx(tp1.parameters_gib / 2, rel=1e-3)
+    assert tp1.activations_gib > tp2.activations_gib > tp2_sp.activations_gib
+
+
+def test_full_recompute_keeps_only_layer_inputs_and_selective_changes_nothing_with_flash_attention():
+    none = estimate_memory(load_config(), LLAMA)
+    selective = estimate_memory(load_config(overrides=["training.recompute=selective"]), LLAMA)
+    full = estimate_memory(load_config(overrides=["training.recompute=full"]), LLAMA)
+    assert selective.activations_gib == pytest.approx(none.activations_gib)
+    assert any("selective" in note for note in selective.notes)
+    assert full.activations_gib < none.activations_gib / 3
+    assert "full recompute" in full.formulas["activations"]
+
+
+def test_unfused_attention_adds_the_quadratic_score_term_that_selective_recompute_removes():
+    flash = estimate_memory(load_config(), LLAMA)
+    unfused = estimate_memory(load_config(overrides=["kernels.attention_backend=unfused"]), LLAMA)
+    unfused_sel = estimate_memory(
+        load_config(overrides=["kernels.attention_backend=unfused", "training.recompute=selective"]), LLAMA
+    )
+    scores = 2 * LLAMA.num_attention_heads * 8192**2 * LLAMA.num_layers / 2**30
+    assert unfused.activations_gib - flash.activations_gib == pytest.approx(scores)
+    assert unfused_sel.activations_gib == pytest.approx(flash.activations_gib)
+
+
+def test_fp8_keeps_extra_weight_copies_and_fp32_has_no_master_copy():
+    bf16 = estimate_memory(load_config(), LLAMA)
+    fp8 = estimate_memory(load_config(overrides=["precision.dtype='fp8'"]), LLAMA)
+    fp32 = estimate_memory(load_config(overrides=["precision.dtype='fp32'"]), LLAMA)
+    assert fp8.parameters_gib > bf16.parameters_gib
+    assert "FP8" in fp8.formulas["parameters"]
+    assert fp32.parameters_gib == pytest.approx(2 * bf16.parameters_gib)
+    assert "0 B master" in fp32.formulas["optimizer_states"]
+
+
+def test_torch_backend_fsdp2_shards_all_sixteen_bytes_and_ddp_shards_nothing():
+    fsdp = optimizer_layout(load_config(), backend="torch")
+    ddp = optimizer_layout(load_config(overrides=["parallel.strategy='ddp'"]), backend="torch")
+    assert (fsdp.params_shards, fsdp.grads_shards, fsdp.optimizer_shards) == (8, 8, 8)
+    assert fsdp.param_bytes + fsdp.grad_bytes + fsdp.master_bytes + fsdp.moment_bytes == 16
+    assert (ddp.params_shards, ddp.grads_shards, ddp.optimizer_shards) == (1, 1, 1)
+    sharded = estimate_memory(load_config(), LLAMA, backend="torch")
+    assert sharded.gradients_gib * 2**30 == pytest.approx(4 * LLAMA.parameter_count / 8)
+
+
+def test_llama_8b_at_the_shipped_defaults_fits_an_mi300x_but_an_h100_only_with_full_recompute():
+    mi300x = estimate_memory(load_config(), LLAMA, device="MI300X")
+    h100 = estimate_memory(load_config(), LLAMA, device="NVIDIA H100 80GB HBM3")
+    h100_full = estimate_memory(load_config(overrides=["training.recompute=full"]), LLAMA, device="H100")
+    assert mi300x.fits and mi300x.device == "MI300X" and mi300x.margin_gib > 50
+    assert h100.fits is False and h100.margin_gib < 0 and h100.device == "H100-SXM"
+    assert h100_full.fits
+    assert h100.margin_gib == pytest.approx(h100.capacity_gib - h100.total_gib)
+
+
+def test_given_capacity_wins_and_an_unknown_device_is_an_actionable_error():
+    estimate = estimate_memory(load_config(), LLAMA, device="MI300X", capacity_gib=64)
+    assert estimate.capacity_gib == 64 and estimate.capacity_source == "given" and estimate.fits is False
+    with pytest.raises(MemoryEstimateError, match="no memory capacity known for device 'TPU v5'.*--capacity-gib"):
+        estimate_memory(load_config(), LLAMA, device="TPU v5")
+    assert estimate_memory(load_config(), LLAMA, device="TPU v5", capacity_gib=95).capacity_gib == 95
+    with pytest.raises(MemoryEstimateError, match="positive"):
+        estimate_memory(load_config(), LLAMA, capacity_gib=0)
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("AMD Instinct MI300X", "MI300X"),
+        ("AMD Instinct MI300X VF", "MI300X"),
+        ("NVIDIA H100 80GB HBM3", "H100-SXM"),
+        ("NVIDIA H100 PCIe", "H100-PCIe"),
+        ("NVIDIA GH200 480GB", "GH200"),
+        ("NVIDIA B200", "B200"),
+        ("AMD Instinct MI325X", "MI325X"),
+    ],
+)
+def test_device_names_as_runtimes_print_them_find_their_capacity(name, key):
+    row = find_capacity(name)
+    assert row is not None and row.key == key
+
+
+def test_every_capacity_names_its_source_and_is_in_gib():
+    for row in DEVICE_CAPACITIES:
+        assert row.source and 10 < row.capacity_gib < 400, row.key
+    assert find_capacity("MI300X").capacity_gib == pytest.approx(191.98, abs=0.01)
+
+
+def test_torch_backend_counts_the_eager_modules_activations_which_exceed_the_fused_kernels():
+    fused = estimate_memory(load_config(), LLAMA)
+    eager = estimate_memory(load_config(), LLAMA, backend="torch")
+    assert "eager modules" in eager.formulas["activations"] and "10V" in eager.formulas["activations"]
+    h, q, kv, F = 4096, 4096, 1024, 14336
+    per_layer = 8192 * (12 * h + 6 * q + 4 * kv + 8 * F)
+    logits = 8192 * (6 * h + 10 * LLAMA.vocab_size)
+    tokens = 16 * 8192
+    assert eager.activations_gib * 2**30 == pytest.approx(32 * per_layer + logits + tokens)
+    assert eager.activations_gib > 1.3 * fused.activations_gib
