@@ -110,8 +110,16 @@ def prepare(
     space = search_space(base, tunables, restrict=restrict, fixed=fixed)
     valid, invalid = candidates(base, spec_model, space)
     chosen_estimator = default_estimator() if estimator is True else estimator or None
+    # Without a GPU the estimate (of device memory) has nothing to be checked against but a given capacity.
+    device = platform.device_name if platform.platform != "cpu" else None
     kept, pruned, prune_notes = prune(
-        valid, base, spec_model, capacity_gib=capacity_gib, device=platform.device_name, estimator=chosen_estimator
+        valid,
+        base,
+        spec_model,
+        capacity_gib=capacity_gib,
+        device=device,
+        estimator=chosen_estimator,
+        backend=backend,
     )
     if not kept:
         raise TuneError(

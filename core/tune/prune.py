@@ -44,6 +44,7 @@ def prune(
     capacity_gib: float | None,
     device: str | None,
     estimator: Estimator | None,
+    backend: str | None = None,
 ) -> tuple[list[Candidate], list[Pruned], list[str]]:
     """``(kept, pruned, notes)``: candidates that may fit, in order, and those that cannot."""
     if estimator is None:
@@ -61,9 +62,9 @@ def prune(
     for candidate in found:
         config = apply(base, candidate)
         try:
-            estimate = estimator(config, model, capacity_gib=capacity_gib, device=device)
+            estimate = estimator(config, model, capacity_gib=capacity_gib, device=device, backend=backend)
         except ValueError as exc:  # an unknown device without --device-capacity
-            return list(found), [], [f"memory estimator not used: {exc}"]
+            return list(found), [], [f"memory estimator not used: {exc}; give --device-capacity GIB to prune"]
         if estimate.fits is False:
             margin = getattr(estimate, "margin_gib", None)
             pruned.append(

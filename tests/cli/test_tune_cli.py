@@ -82,3 +82,43 @@ def test_a_time_budget_stops_starting_trials_and_says_so(tmp_path):
     # the time spent is kept: a resumed tune starts no trial either
     again = tune(plan.spec, tmp_path, launcher=launcher, clock=lambda: next(ticks))
     assert len(started) == 3 and again.budget_spent
+
+
+def test_the_memory_estimator_prunes_before_anything_runs():
+    pytest.importorskip("tprimat.memory.estimate")
+    registry = Registry.from_environment()
+    options = dict(
+        backend="nvd_megatron",
+        model="llama3.1-8b",
+        budget=Budget(trials=500),
+        overrides=("launch.nproc_per_node=8", "training.seq_length=8192", "training.global_batch_size=128"),
+        space_items=("training.micro_batch_size=1,8", "parallel.tensor=1", "parallel.pipeline=1", "parallel.context=1"),
+    )
+    roomy = prepare(registry, capacity_gib=1000, **options)
+    tight = prepare(registry, capacity_gib=192, **options)
+    assert not roomy.pruned and tight.pruned
+    assert len(tight.spec.candidates) + len(tight.pruned) == len(roomy.spec.candidates)
+    # Llama 3.1 8B at micro-batch 8 x 8192 tokens without recompute cannot fit in 192 GiB
+    big = {"training.micro_batch_size": 8, "training.recompute": "none"}
+    assert any(big.items() <= c.as_dict().items() for c in roomy.spec.candidates)
+    assert not any(big.items() <= c.as_dict().items() for c in tight.spec.candidates)
+    assert all(p.total_gib > 192 and "does not fit" in p.reason for p in tight.pruned)
+    out = CliRunner().invoke(
+        cli,
+        [
+            "tune",
+            "--backend",
+            "nvd_megatron",
+            "--model",
+            "llama3.1-8b",
+            *(f"--set={o}" for o in options["overrides"]),
+            *(f"--space={o}" for o in options["space_items"]),
+            "--budget",
+            "500",
+            "--device-capacity",
+            "192",
+            "--dry-run",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    assert f"{len(tight.pruned)} pruned" in out.output

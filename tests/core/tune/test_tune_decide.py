@@ -94,7 +94,7 @@ def test_pruning_drops_only_what_definitely_does_not_fit():
     config = cpu_config()
     found = [Candidate(settings=(("training.micro_batch_size", m),)) for m in (1, 2, 4)]
 
-    def estimator(cfg, model, *, capacity_gib, device):
+    def estimator(cfg, model, *, capacity_gib, device, backend):
         mbs = cfg.training.micro_batch_size
         assert capacity_gib == 10.0 and device == "X"
         return FakeEstimate(fits=None if mbs == 1 else mbs < 4, total_gib=3.0 * mbs, margin_gib=10.0 - 3.0 * mbs)
