@@ -122,6 +122,9 @@ def tune(
             ),
         )
         return
+    from tprimat.runner import require_backend
+
+    require_backend(registry, backend, {})  # one line and exit code 2 before any trial, not N failed trials
     directory = output_dir or Path("tunes") / f"{backend}-{spec.model}"
     plan, started_at = tuning.open_directory(plan, directory)
     for note in plan.notes:

@@ -107,7 +107,7 @@ def prepare(
     restrict = parse_space(space_items)
     tunables = tunables_for(backend, registered.spec) if not restrict else _or_empty(backend, registered)
     fixed = [".".join(parse_override(item)[0]) for item in overrides]
-    space = search_space(base, tunables, restrict=restrict, fixed=fixed)
+    space = search_space(base, tunables, restrict=restrict, fixed=fixed, backend=backend)
     valid, invalid = candidates(base, spec_model, space)
     chosen_estimator = default_estimator() if estimator is True else estimator or None
     # Without a GPU the estimate (of device memory) has nothing to be checked against but a given capacity.
@@ -144,6 +144,7 @@ def prepare(
         eta=eta,
         finalists=finalists,
         final_repeats=repeats,
+        device=platform.device_name,
     )
     return Plan(
         spec=spec,

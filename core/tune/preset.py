@@ -84,8 +84,10 @@ def render_preset(
                 f"{outcome.decision}",
             },
         ),
-        *_table("config", outcome.winner.as_dict()),  # every knob, so a changed base cannot shift it
+        *_table("config", outcome.winner.config_settings()),  # every knob, so a changed base cannot shift it
     ]
+    for backend, values in outcome.winner.switches().items():
+        lines += _table(f"backends.{backend}.overrides", values)
     software: dict[str, Any] = {}
     for trial in outcome.trials:
         if trial.candidate == outcome.winner.id and trial.software:

@@ -22,10 +22,12 @@ other failure is recorded and the candidate leaves the search.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,7 @@ from tprimat.tune.space import Candidate
 DEFINITION_FILE = "tune.json"
 PROGRESS_FILE = "progress.json"
 SUMMARY_FILE = "summary.json"
+TRIAL_PRESETS_DIR = "trial-presets"
 
 
 class TuneError(TprimatError):
@@ -77,6 +80,7 @@ class TuneSpec:
     eta: int = 2
     finalists: int = 2
     final_repeats: int = 3
+    device: str | None = None  # the device name trial presets are matched against
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -91,6 +95,7 @@ class TuneSpec:
             "eta": self.eta,
             "finalists": self.finalists,
             "final_repeats": self.final_repeats,
+            "device": self.device,
         }
 
 
@@ -152,17 +157,31 @@ class Outcome:
     seconds: float = 0.0
 
 
-def trial_suite(spec: TuneSpec, candidate: Candidate, iterations: int, repeats: int) -> SuiteSpec:
-    """The suite (one cell, ``repeats`` runs) that measures ``candidate`` at ``iterations``."""
+def trial_suite(spec: TuneSpec, candidate: Candidate, iterations: int, repeats: int, directory: Path) -> SuiteSpec:
+    """The suite (one cell, ``repeats`` runs) that measures ``candidate`` at ``iterations``.
+
+    Config knobs are ``--set`` overrides of an ``iso`` run.  A candidate with backend
+    switches runs ``tuned`` with its own trial preset (:func:`trial_presets`), and its
+    base config is a copy that names the switches, so that the suite's run ids (which
+    cover the base config's content) differ between switch values.
+    """
+    config = spec.config
+    if candidate.switches():
+        base = Path(spec.config).read_text(encoding="utf-8") if spec.config else ""
+        marker = f"# backend switches of {candidate.id} (from its trial preset): {json.dumps(candidate.switches())}\n"
+        path = directory / TRIAL_PRESETS_DIR / candidate.id / "base-config.toml"
+        if not path.exists() or path.read_text(encoding="utf-8") != marker + base:
+            atomic_write_text(path, marker + base)
+        config = str(path.absolute())
     return SuiteSpec(
         name="tune",
         backends=(spec.backend,),
         models=(spec.model,),
         precisions=(spec.precision,),
-        methodologies=("iso",),
+        methodologies=("tuned",) if candidate.switches() else ("iso",),
         repeats=repeats,
         iterations=iterations,
-        config=spec.config,
+        config=config,
         max_attempts=1,
         overrides=(*spec.overrides, *candidate.overrides()),
     )
@@ -207,6 +226,41 @@ def _run_median(result: Any) -> float | None:
     return None if stats is None else stats.median
 
 
+@contextlib.contextmanager
+def trial_presets(spec: TuneSpec, candidate: Candidate, directory: Path) -> Iterator[None]:
+    """While it is open, ``tprimat run`` (and its children) find only ``candidate``'s trial preset:
+    its backend switches as ``[backends.<b>.overrides]``, for this device, backend and model."""
+    if not candidate.switches():
+        yield
+        return
+    from tprimat.methodology import PRESET_DIR_ENV
+
+    folder = directory / TRIAL_PRESETS_DIR / candidate.id / "preset"  # beside its base-config.toml
+    lines = [
+        "[preset]",
+        f"name = {json.dumps('trial-' + candidate.id)}",
+        f"devices = [{json.dumps(spec.device or '')}]",
+        'platform = "any"',
+        f"source = {json.dumps('tprimat tune trial of ' + candidate.id)}",
+        f"backend = {json.dumps(spec.backend)}",
+        f"model = {json.dumps(spec.model)}",
+        "",
+    ]
+    for backend, values in candidate.switches().items():
+        lines.append(f"[backends.{backend}.overrides]")
+        lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
+    atomic_write_text(folder / "trial.toml", "\n".join(lines) + "\n")
+    before = os.environ.get(PRESET_DIR_ENV)
+    os.environ[PRESET_DIR_ENV] = str(folder.absolute())
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(PRESET_DIR_ENV, None)
+        else:
+            os.environ[PRESET_DIR_ENV] = before
+
+
 def _progress(directory: Path) -> float:
     try:
         return float(json.loads((directory / PROGRESS_FILE).read_text())["trial_seconds"])
@@ -237,7 +291,7 @@ class _Search:
 
     def measure(self, candidate: Candidate, round_: int, iterations: int, repeats: int) -> list[float]:
         """Run what is left of ``candidate``'s trials in this round; its completed values."""
-        suite = trial_suite(self.spec, candidate, iterations, repeats)
+        suite = trial_suite(self.spec, candidate, iterations, repeats, self.directory)
         runs = expand(suite)
         state = SuiteState.load(self.directory / STATE_FILE)
         pending = any(_trial(self.directory, state, r, candidate, round_, iterations).status == "pending" for r in runs)
@@ -247,7 +301,8 @@ class _Search:
         if pending and not self.budget_spent:
             self.say(f"  {candidate.id} {candidate.text}")
             started = self.clock()
-            run_suite(suite, self.directory, launcher=self.launcher)
+            with trial_presets(self.spec, candidate, self.directory):
+                run_suite(suite, self.directory, launcher=self.launcher)
             self.seconds += self.clock() - started
             _save_progress(self.directory, self.seconds)
         state = SuiteState.load(self.directory / STATE_FILE)

@@ -53,7 +53,8 @@ BACKEND_TUNABLES: dict[str, dict[str, tuple[Any, ...] | None]] = {
     },
     "nvd_megatron": dict(_MEGATRON_KNOBS),
     "amd_megatron": dict(_MEGATRON_KNOBS),
-    "amd_primus": dict(_MEGATRON_KNOBS),
+    # A backend switch ("<backend>.<key>", not a config key): the first value is the backend's own default.
+    "amd_primus": {**_MEGATRON_KNOBS, "amd_primus.use_turbo_attention": (False, True)},
     "nvd_nemo": dict(_MEGATRON_KNOBS),
 }
 
@@ -73,11 +74,22 @@ class SpaceError(TprimatError):
     """A search space that cannot be used (unknown or frozen key, bad value)."""
 
 
+#: The config's sections; a knob in any other section is a backend switch ("<backend>.<key>").
+CONFIG_SECTIONS = frozenset(field.name for field in attrs.fields(BenchmarkConfig))
+
+
+def is_switch(key: str) -> bool:
+    """Whether ``key`` names a backend's own switch rather than a config key."""
+    return key.partition(".")[0] not in CONFIG_SECTIONS
+
+
 @attrs.frozen(kw_only=True)
 class Candidate:
-    """One configuration to try: config key -> value, for the knobs only."""
+    """One configuration to try: knob -> value (config keys and backend switches)."""
 
     settings: tuple[tuple[str, Any], ...]  # sorted by key
+    #: Each backend switch's default (its first listed value): what "unchanged" means for it.
+    switch_defaults: tuple[tuple[str, Any], ...] = attrs.field(default=(), eq=False)
 
     @property
     def id(self) -> str:
@@ -91,17 +103,31 @@ class Candidate:
     def as_dict(self) -> dict[str, Any]:
         return dict(self.settings)
 
+    def config_settings(self) -> dict[str, Any]:
+        return {k: v for k, v in self.settings if not is_switch(k)}
+
+    def switches(self) -> dict[str, dict[str, Any]]:
+        """Backend switches as ``{backend: {key: value}}`` (a preset's ``[backends.<b>.overrides]``)."""
+        found: dict[str, dict[str, Any]] = {}
+        for key, value in self.settings:
+            if is_switch(key):
+                backend, _, name = key.partition(".")
+                found.setdefault(backend, {})[name] = value
+        return found
+
     def overrides(self) -> list[str]:
-        """The settings as ``--set section.key=value`` values."""
-        return [f"{key}={json.dumps(value)}" for key, value in self.settings]
+        """The config settings as ``--set section.key=value`` values."""
+        return [f"{key}={json.dumps(value)}" for key, value in self.config_settings().items()]
 
     def deviations(self, base: BenchmarkConfig) -> dict[str, Any]:
         """The settings that differ from ``base`` (the config as written)."""
         data = base.to_dict()
+        defaults = dict(self.switch_defaults)
         changed = {}
         for key, value in self.settings:
             section, _, name = key.partition(".")
-            if data[section][name] != value:
+            current = defaults.get(key) if is_switch(key) else data[section][name]
+            if current != value:
                 changed[key] = value
         return changed
 
@@ -172,12 +198,15 @@ def search_space(
     *,
     restrict: Mapping[str, tuple[Any, ...]] | None = None,
     fixed: Sequence[str] = (),
+    backend: str | None = None,
 ) -> dict[str, tuple[Any, ...]]:
     """Knob -> values to search, in a stable order.
 
     ``restrict`` (``--space``) replaces a knob's values or adds a knob;
     ``fixed`` keys (set with ``--set``) are not searched.  Frozen keys
     (:data:`tprimat.methodology.FROZEN_KEYS`) are refused: they define the work.
+    A ``<backend>.<key>`` knob is a switch of ``backend`` itself (applied through
+    the preset's ``[backends.<backend>.overrides]``); its values must be listed.
     """
     restrict = dict(restrict or {})
     defaults = config.to_dict()
@@ -187,6 +216,10 @@ def search_space(
             raise SpaceError(
                 f"{key} defines the work being compared and is never tuned (frozen: {', '.join(sorted(FROZEN_KEYS))})"
             )
+        if is_switch(key) and section == backend and name:
+            if not (restrict.get(key) or tunables.get(key)):
+                raise SpaceError(f"backend switch {key} needs its values: --space {key}=v1,v2")
+            continue
         if section not in defaults or name not in defaults[section]:
             raise SpaceError(f"unknown config key {key} in the search space")
     space: dict[str, tuple[Any, ...]] = {}
@@ -217,7 +250,7 @@ def _model_fits(config: BenchmarkConfig, model: ModelSpec) -> bool:
 def apply(config: BenchmarkConfig, candidate: Candidate) -> BenchmarkConfig:
     """``config`` with the candidate's settings (raises :class:`ConfigError` if they do not fit)."""
     data = config.to_dict()
-    for key, value in candidate.settings:
+    for key, value in candidate.config_settings().items():
         section, _, name = key.partition(".")
         data[section][name] = value
     return config_from_dict(data)
@@ -230,8 +263,9 @@ def candidates(
     keys = sorted(space)
     valid: list[Candidate] = []
     invalid: list[tuple[Candidate, str]] = []
+    defaults = tuple((k, space[k][0]) for k in keys if is_switch(k))
     for values in itertools.product(*(space[k] for k in keys)):
-        candidate = Candidate(settings=tuple(zip(keys, values, strict=True)))
+        candidate = Candidate(settings=tuple(zip(keys, values, strict=True)), switch_defaults=defaults)
         try:
             tuned = apply(config, candidate)
         except ConfigError as exc:

@@ -70,6 +70,7 @@ class Trials:
         self.monkeypatch = monkeypatch
         self.calls = 0
         self.kills: dict[int, str] = {}  # call number -> before | during | after
+        self.outputs: list[str] = []
 
     def __call__(self, argv: list[str]) -> int:
         assert argv[1:4] == ["-m", "tprimat.cli", "run"]
@@ -81,7 +82,9 @@ class Trials:
             self.monkeypatch.setenv("REPLAY_STOP_AFTER", "3")
             self.monkeypatch.setenv("REPLAY_EXIT", "137")
         try:
-            code = CliRunner().invoke(cli, argv[3:], catch_exceptions=False).exit_code
+            result = CliRunner().invoke(cli, argv[3:], catch_exceptions=False)
+            code = result.exit_code
+            self.outputs.append(result.output)
         finally:
             self.monkeypatch.delenv("REPLAY_STOP_AFTER", raising=False)
             self.monkeypatch.delenv("REPLAY_EXIT", raising=False)
@@ -216,3 +219,61 @@ def test_a_tune_killed_at_random_points_resumes_to_the_same_trials_and_winner(re
     assert all(_completed(killed).get(k) == v for k, v in seen.items())
     if "during" in kinds[:kills]:  # the cut-short attempt was set aside, not counted, and run again
         assert list((killed / "tune" / "runs" / ".attempts").iterdir())
+
+
+PRIMUS_FIXED = [
+    "training.micro_batch_size=1",
+    'training.recompute="none"',
+    "parallel.tensor=1",
+    "parallel.pipeline=1",
+    "parallel.context=1",
+    "parallel.distributed_optimizer=true",
+    "parallel.overlap_grad_reduce=true",
+    "parallel.overlap_param_gather=true",
+]
+
+
+def test_a_backend_switch_is_tried_through_a_trial_preset_and_written_to_the_preset(bench, monkeypatch):  # noqa: F811
+    from tests.cli.test_run_vendor_replay import CASES
+
+    case = CASES["amd_primus"]
+    monkeypatch.setenv("REPLAY_LOG", str(LOGS / case.log))
+    monkeypatch.setenv("PRIMUS_PATH", str(bench.primus))
+    args = [
+        "tune",
+        "--backend",
+        "amd_primus",
+        "--model",
+        "llama3.1-8b",
+        "--output",
+        str(bench.tmp / "tune"),
+        "--preset-dir",
+        str(bench.tmp / "presets"),
+    ]
+    for setting in (
+        *case.settings,
+        'precision.dtype="bf16"',
+        "benchmark.warmup_iterations=2",
+        "monitor.enabled=false",
+        *PRIMUS_FIXED,
+    ):
+        args += ["--set", setting]
+    trials = Trials(monkeypatch)
+    out = CliRunner().invoke(cli, args, obj={"trial_launcher": trials}, catch_exceptions=False)
+    assert out.exit_code == 0, out.output + "\n".join(trials.outputs)
+    preset = _preset(bench.tmp)
+    assert preset["tune"]["space"] == {"amd_primus.use_turbo_attention": [False, True]}
+    runs = sorted((bench.tmp / "tune" / "runs").glob("amd_primus-*"))
+    assert len(runs) == 2 * 3 and all("-tuned-" in r.name for r in runs)
+    seen = set()
+    for run in runs:
+        experiment = (run / "primus_experiment.yaml").read_text()
+        turbo = "use_turbo_attention: true" in experiment
+        assert turbo or "use_turbo_attention: false" in experiment
+        seen.add(turbo)
+        notes = load_result(run / "result.json").provenance.notes
+        assert f"tuned deviation: amd_primus.use_turbo_attention: unset -> {str(turbo).lower()}" in notes
+    assert seen == {False, True}
+    # identical replays: the tie goes to the switch's default
+    assert preset["backends"]["amd_primus"]["overrides"] == {"use_turbo_attention": False}
+    assert "TPRIMAT_PRESET_DIR" not in __import__("os").environ
