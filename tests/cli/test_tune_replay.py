@@ -178,7 +178,7 @@ def _case():
     return CASES["nvd_megatron"]
 
 
-@pytest.mark.parametrize("seed", [3, 7])
+@pytest.mark.parametrize("seed", [3])  # kills cycle through before, during and after a trial
 def test_a_tune_killed_at_random_points_resumes_to_the_same_trials_and_winner(replay, monkeypatch, seed):
     reference = replay.tmp / "reference"
     reference.mkdir()
