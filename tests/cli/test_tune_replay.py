@@ -13,6 +13,7 @@ an uninterrupted one exactly.
 
 from __future__ import annotations
 
+import os
 import random
 import tomllib
 from pathlib import Path
@@ -258,6 +259,7 @@ def test_a_backend_switch_is_tried_through_a_trial_preset_and_written_to_the_pre
         *PRIMUS_FIXED,
     ):
         args += ["--set", setting]
+    user_presets = os.environ["TPRIMAT_PRESET_DIR"]
     trials = Trials(monkeypatch)
     out = CliRunner().invoke(cli, args, obj={"trial_launcher": trials}, catch_exceptions=False)
     assert out.exit_code == 0, out.output + "\n".join(trials.outputs)
@@ -276,4 +278,4 @@ def test_a_backend_switch_is_tried_through_a_trial_preset_and_written_to_the_pre
     assert seen == {False, True}
     # identical replays: the tie goes to the switch's default
     assert preset["backends"]["amd_primus"]["overrides"] == {"use_turbo_attention": False}
-    assert "TPRIMAT_PRESET_DIR" not in __import__("os").environ
+    assert os.environ["TPRIMAT_PRESET_DIR"] == user_presets  # the trial presets were only in force during trials
