@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -131,18 +135,20 @@ def tune(
         click.echo(f"tune: {note}", err=True)
     click.echo(f"tune: {len(plan.spec.candidates)} candidate(s) in {directory}", err=True)
     # Tests inject an in-process trial launcher; by default each trial is a child `tprimat run`.
-    outcome = run_search(
-        plan.spec,
-        directory,
-        launcher=ctx.obj.get("trial_launcher"),
-        announce=lambda line: click.echo(f"tune: {line}", err=True),
-    )
+    with _stdout_to_stderr(as_json):  # the trials' own output must not mix with the JSON
+        outcome = run_search(
+            plan.spec,
+            directory,
+            launcher=ctx.obj.get("trial_launcher"),
+            announce=lambda line: click.echo(f"tune: {line}", err=True),
+        )
     pruned = [
         {"id": p.candidate.id, "settings": p.candidate.as_dict(), "reason": p.reason, "total_gib": p.total_gib}
         for p in plan.pruned
     ]
     write_summary(directory, plan.spec, outcome, {"device": plan.device, "notes": list(plan.notes), "pruned": pruned})
-    _print_outcome(plan, outcome)
+    if not as_json:
+        _print_outcome(plan, outcome)
     if outcome.winner is None:
         raise click.ClickException(
             f"no configuration completed a run ({outcome.decision}); see {directory}/summary.json"
@@ -192,6 +198,23 @@ def _print_plan(plan, worst: int) -> None:
         f"{len(plan.pruned)} pruned, {len(plan.dropped)} beyond the budget); at most {worst} "
         f"trial run(s); round 0 runs {spec.min_iterations} iterations"
     )
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
+    """Point file descriptor 1 at stderr (children inherit it) while the trials run."""
+    if not enabled:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _print_outcome(plan, outcome) -> None:

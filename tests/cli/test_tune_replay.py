@@ -13,6 +13,7 @@ an uninterrupted one exactly.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import tomllib
@@ -250,6 +251,7 @@ def test_a_backend_switch_is_tried_through_a_trial_preset_and_written_to_the_pre
         str(bench.tmp / "tune"),
         "--preset-dir",
         str(bench.tmp / "presets"),
+        "--json",
     ]
     for setting in (
         *case.settings,
@@ -264,6 +266,9 @@ def test_a_backend_switch_is_tried_through_a_trial_preset_and_written_to_the_pre
     out = CliRunner().invoke(cli, args, obj={"trial_launcher": trials}, catch_exceptions=False)
     assert out.exit_code == 0, out.output + "\n".join(trials.outputs)
     preset = _preset(bench.tmp)
+    printed = json.loads(out.stdout)  # --json: only the outcome on stdout
+    assert printed["winner"] == {"amd_primus.use_turbo_attention": False}
+    assert Path(printed["preset"]).parent == bench.tmp / "presets" and printed["directory"].endswith("tune")
     assert preset["tune"]["space"] == {"amd_primus.use_turbo_attention": [False, True]}
     runs = sorted((bench.tmp / "tune" / "runs").glob("amd_primus-*"))
     assert len(runs) == 2 * 3 and all("-tuned-" in r.name for r in runs)
