@@ -209,6 +209,9 @@ def search_space(
     the preset's ``[backends.<backend>.overrides]``); its values must be listed.
     """
     restrict = dict(restrict or {})
+    both = sorted(set(restrict) & set(fixed))
+    if both:
+        raise SpaceError(f"{both[0]} is both fixed with --set and searched with --space; drop one of them")
     defaults = config.to_dict()
     for key in [*tunables, *restrict]:
         section, _, name = key.partition(".")

@@ -76,6 +76,8 @@ def test_set_fixes_a_knob_and_space_restricts_or_adds_one():
     assert space == {"training.micro_batch_size": (1, 2)}
     added = search_space(config, {}, restrict=parse_space(["kernels.compile=false,true"]))
     assert added == {"kernels.compile": (False, True)}
+    with pytest.raises(SpaceError, match="both fixed with --set and searched with --space"):
+        search_space(config, {}, restrict={"training.recompute": ("none",)}, fixed=["training.recompute"])
 
 
 @pytest.mark.parametrize(
