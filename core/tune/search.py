@@ -313,7 +313,7 @@ class _Search:
             self.status[candidate.id] = "infeasible (out of memory)"
             return []
         if not done:
-            failed = any(t.status == "failed" for t in found)
+            failed = any(t.status in ("failed", "completed") for t in found)  # completed: nothing measured
             self.status[candidate.id] = f"failed in round {round_}" if failed else "not run (budget spent)"
         return done
 
