@@ -14,6 +14,12 @@ def fixtures() -> Path:
     return FIXTURES
 
 
+@pytest.fixture(autouse=True)
+def _no_user_presets(tmp_path_factory, monkeypatch) -> None:
+    """Tests never read the presets in the user's own preset directory (``tprimat tune`` writes there)."""
+    monkeypatch.setenv("TPRIMAT_PRESET_DIR", str(tmp_path_factory.mktemp("user-presets")))
+
+
 def _slurm_answers() -> bool:
     import shutil
     import subprocess

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "trace": "tprimat.cli.trace:trace",
     "microbench": "tprimat.cli.microbench:microbench",
     "suite": "tprimat.cli.suite:suite",
+    "tune": "tprimat.cli.tune:tune",
     "doctor": "tprimat.cli.doctor:doctor",
     "bundle": "tprimat.cli.bundle:bundle",
     "unbundle": "tprimat.cli.bundle:unbundle",

@@ -10,13 +10,22 @@ A preset may change how the work is laid out and executed (micro-batch,
 parallel layout, kernels, environment, framework switches) but never *what*
 is computed: the fair fields of :mod:`tprimat.settings.fairness` (model,
 dataset, sequence length, global batch, precision) are refused.
+
+Presets come from two places: those shipped with tprimat, and the user's
+preset directory (``$TPRIMAT_PRESET_DIR``, else
+``$XDG_CONFIG_HOME/tprimat/presets`` or ``~/.config/tprimat/presets``), where
+``tprimat tune`` writes what it found.  A user preset may name the backend and
+model it was found for; it then applies only to those, and for them it is
+chosen before a shipped preset of the same device.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -64,6 +73,19 @@ class Preset:
     config: dict[str, Any] = attrs.Factory(dict)  # "section.key" -> value
     env: dict[str, str] = attrs.Factory(dict)
     backends: dict[str, dict[str, Any]] = attrs.Factory(dict)  # backend -> {args, overrides, env}
+    backend: str | None = None  # a user preset found for one backend and model applies only to them
+    model: str | None = None
+
+    def applies_to(self, device_name: str, backend: str | None, model: str | None) -> bool:
+        name = device_name.lower()
+        if not any(device.lower() in name for device in self.devices):
+            return False
+        return (self.backend is None or self.backend == backend) and (
+            self.model is None or self.model == model)
+
+
+#: Environment variable naming the user preset directory.
+PRESET_DIR_ENV = "TPRIMAT_PRESET_DIR"
 
 
 @attrs.frozen(kw_only=True)
@@ -82,7 +104,10 @@ class Resolved:
 
 def _load(name: str) -> Preset:
     text = resources.files("tprimat.settings").joinpath("presets", name).read_text(encoding="utf-8")
-    data = tomllib.loads(text)
+    return _parse(name, tomllib.loads(text))
+
+
+def _parse(name: str, data: dict[str, Any]) -> Preset:
     head = data.get("preset", {})
     try:
         preset = Preset(
@@ -93,6 +118,8 @@ def _load(name: str) -> Preset:
             config=dict(data.get("config", {})),
             env={k: str(v) for k, v in data.get("env", {}).items()},
             backends=dict(data.get("backends", {})),
+            backend=head.get("backend"),
+            model=head.get("model"),
         )
     except KeyError as exc:
         raise PresetError(f"preset {name}: missing [preset] key {exc.args[0]}") from None
@@ -109,13 +136,37 @@ def presets() -> list[Preset]:
             if entry.name.endswith(".toml")]
 
 
-def preset_for(device_name: str | None) -> Preset | None:
-    """The preset whose device names match ``device_name`` (None: no preset)."""
+def user_preset_dir() -> Path:
+    """Where user presets live (``tprimat tune`` writes here)."""
+    if os.environ.get(PRESET_DIR_ENV):
+        return Path(os.environ[PRESET_DIR_ENV])
+    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config_home) / "tprimat" / "presets"
+
+
+def user_presets() -> list[Preset]:
+    """Every preset in the user preset directory, by file name."""
+    folder = user_preset_dir()
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in sorted(folder.glob("*.toml")):
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise PresetError(f"user preset {path} cannot be read: {exc}; fix or remove it") from None
+        found.append(_parse(str(path), data))
+    return found
+
+
+def preset_for(device_name: str | None, *, backend: str | None = None,
+               model: str | None = None) -> Preset | None:
+    """The preset for ``device_name`` (None: no preset): a matching user preset first, then a
+    shipped one."""
     if not device_name:
         return None
-    name = device_name.lower()
-    for preset in presets():
-        if any(device.lower() in name for device in preset.devices):
+    for preset in [*user_presets(), *presets()]:
+        if preset.applies_to(device_name, backend, model):
             return preset
     return None
 
@@ -126,7 +177,7 @@ def resolve(
     """Apply the config's methodology for ``backend`` on a device called ``device_name``."""
     if config.benchmark.methodology == "iso":
         return Resolved(methodology="iso", config=config)
-    chosen = preset or preset_for(device_name)
+    chosen = preset or preset_for(device_name, backend=backend, model=config.benchmark.model)
     if chosen is None:
         known = ", ".join(f"{p.name} ({'/'.join(p.devices)})" for p in presets())
         raise PresetError(

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import sys
 
+import attrs
+
 from tprimat.contract.plans import DataArguments, LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
 from tprimat.errors import TprimatError
 from tprimat.plugins.torch.schedule import profiled_iterations
@@ -87,11 +89,25 @@ def torchrun_argv(context: LaunchContext, python: str | None = None) -> list[str
     return argv
 
 
+#: The tuned config the workers read when ``benchmark.methodology = "tuned"`` changes settings.
+TUNED_CONFIG = "config.tuned.toml"
+
+
 def plan(context: LaunchContext) -> LaunchPlan:
-    notes = check_supported(context.config)
-    argv = torchrun_argv(context)
-    argv += ["-m", TRAIN_MODULE, "--config", str(context.run_dir / "config.toml")]
-    env = {"PYTHONUNBUFFERED": "1"}
+    from tprimat.settings.config import dump_toml
+    from tprimat.settings.methodology import resolve
+
+    resolved = resolve(context.config, backend="torch", device_name=context.platform.device_name)
+    config = resolved.config
+    notes = check_supported(config)
+    files = {}
+    config_path = context.run_dir / "config.toml"
+    if resolved.deviations:  # the workers train the tuned config; config.toml keeps the iso one
+        files[TUNED_CONFIG] = dump_toml(config)
+        config_path = context.run_dir / TUNED_CONFIG
+    argv = torchrun_argv(attrs.evolve(context, config=config))
+    argv += ["-m", TRAIN_MODULE, "--config", str(config_path)]
+    env = {"PYTHONUNBUFFERED": "1", **resolved.env}
     if context.data is not None:
         argv += list(context.data.args)
         env.update(context.data.env)
@@ -99,10 +115,13 @@ def plan(context: LaunchContext) -> LaunchPlan:
         argv += list(context.profile.args)
         env.update(context.profile.env)
     description = (
-        f"torchrun: {context.config.launch.nnodes} node(s) x "
-        f"{context.config.launch.nproc_per_node} process(es), "
-        f"{context.config.parallel.strategy}, {context.model.hf_architecture}"
+        f"torchrun: {config.launch.nnodes} node(s) x "
+        f"{config.launch.nproc_per_node} process(es), "
+        f"{config.parallel.strategy}, {context.model.hf_architecture}"
     )
     if notes:
         description += "; " + "; ".join(notes)
-    return LaunchPlan(argv=tuple(argv), env=env, description=description)
+    preset = (f"tuned preset {resolved.preset}: {resolved.source}",) if resolved.preset else ()
+    return LaunchPlan(argv=tuple(argv), env=env, description=description, files=files,
+                      methodology=resolved.methodology,
+                      deviations=tuple(str(d) for d in resolved.deviations), notes=preset)

@@ -73,3 +73,33 @@ def test_a_preset_that_breaks_the_config_is_refused():
                  config={"training.micro_batch_size": 3})
     with pytest.raises(PresetError, match="does not fit"):
         resolve(config, backend="amd_megatron", device_name="X", preset=odd)
+
+
+def _user_preset(folder, name, *, backend="torch", model="llama3.1-tiny", mbs=4):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.toml").write_text(
+        f'[preset]\nname = "{name}"\ndevices = ["H100"]\nplatform = "nvidia"\nsource = "tprimat tune"\n'
+        f'backend = "{backend}"\nmodel = "{model}"\n\n[config]\n"training.micro_batch_size" = {mbs}\n'
+        '\n[tune]\nwinner = "c-1"\n')
+
+
+def test_a_user_preset_beats_the_shipped_one_for_its_backend_and_model_only(tmp_path, monkeypatch):
+    from tprimat.settings.methodology import PRESET_DIR_ENV, user_preset_dir
+
+    monkeypatch.setenv(PRESET_DIR_ENV, str(tmp_path / "presets"))
+    assert user_preset_dir() == tmp_path / "presets"
+    _user_preset(tmp_path / "presets", "tuned-h100-torch-llama3.1-tiny")
+    found = preset_for("NVIDIA H100 80GB HBM3", backend="torch", model="llama3.1-tiny")
+    assert found.name == "tuned-h100-torch-llama3.1-tiny" and found.config == {"training.micro_batch_size": 4}
+    # another backend or model on the same device keeps the shipped preset
+    assert preset_for("NVIDIA H100 80GB HBM3", backend="nvd_megatron", model="llama3.1-tiny").name == "h100"
+    assert preset_for("NVIDIA H100 80GB HBM3", backend="torch", model="llama3.1-8b").name == "h100"
+
+
+def test_a_broken_user_preset_is_an_error_naming_the_file(tmp_path, monkeypatch):
+    from tprimat.settings.methodology import PRESET_DIR_ENV
+
+    monkeypatch.setenv(PRESET_DIR_ENV, str(tmp_path))
+    (tmp_path / "bad.toml").write_text("[preset\n")
+    with pytest.raises(PresetError, match="bad.toml"):
+        preset_for("H100")

@@ -1,0 +1,146 @@
+"""``tprimat tune`` on CPU with the torch backend: the real command, killed with SIGKILL and resumed.
+
+Two candidates (DDP and FSDP2 over 2 processes), two runs each: the smallest search
+that still has a final round with intervals.  The tuner is killed while a trial's
+workers train; nothing of it survives, the resumed tuner keeps the completed trial
+(same file), finishes, writes the preset with every trial, and ``tprimat run --set
+benchmark.methodology=tuned`` then trains the winner's configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import tomllib
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_suite_kill_resume import MARK, marked_processes, wait_until_gone
+from tprimat.result.schema import load_result
+
+pytestmark = [pytest.mark.slow, pytest.mark.torch]
+
+SETTINGS = [
+    "training.seq_length=32",
+    "training.micro_batch_size=1",
+    'training.recompute="none"',
+    "benchmark.warmup_iterations=1",
+    "launch.nproc_per_node=2",
+    "monitor.enabled=false",
+]
+
+
+def _torch_ready() -> bool:
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _command(tmp: Path) -> list[str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "tprimat.cli",
+        "tune",
+        "--backend",
+        "torch",
+        "--model",
+        "llama3.1-tiny",
+        "--space",
+        "parallel.strategy=ddp,fsdp2",
+        "--repeats",
+        "2",
+        "--min-iterations",
+        "3",
+        "--output",
+        str(tmp / "tune"),
+        "--preset-dir",
+        str(tmp / "presets"),
+    ]
+    for setting in SETTINGS:
+        argv += ["--set", setting]
+    return argv
+
+
+def _completed(tmp: Path) -> dict[str, tuple[int, int]]:
+    found = {}
+    for path in (tmp / "tune" / "runs").glob("*/result.json"):
+        if load_result(path).run.status == "completed":
+            found[path.parent.name] = (path.stat().st_ino, path.stat().st_mtime_ns)
+    return found
+
+
+@pytest.mark.skipif(not _torch_ready(), reason="torch and transformers needed")
+def test_torch_tune_survives_kill_9_and_the_tuned_run_uses_the_winner(tmp_path):
+    mark = uuid.uuid4().hex
+    env = dict(os.environ, **{MARK: mark}, PYTHONUNBUFFERED="1", TPRIMAT_PRESET_DIR=str(tmp_path / "presets"))
+    log = (tmp_path / "tune.log").open("a")
+    proc = subprocess.Popen(_command(tmp_path), stdout=log, stderr=subprocess.STDOUT, env=env)
+    # Kill it once one trial has completed and the next one's workers train.
+    deadline = time.monotonic() + 180
+    training = False
+    while time.monotonic() < deadline and proc.poll() is None and not training:
+        if (tmp_path / "tune" / "runs").is_dir() and _completed(tmp_path):
+            alive = marked_processes(mark).values()
+            training = any("tprimat.plugins.torch.train" in c for c in alive)
+        time.sleep(0.05)
+    assert training, (tmp_path / "tune.log").read_text()
+    proc.kill()
+    proc.wait()
+    assert not wait_until_gone(mark), "processes outlived the killed tuner"
+    before = _completed(tmp_path)
+    assert len(before) == 1
+    done = subprocess.run(_command(tmp_path), stdout=log, stderr=subprocess.STDOUT, env=env, timeout=300)
+    assert done.returncode == 0, (tmp_path / "tune.log").read_text()
+    after = _completed(tmp_path)
+    assert all(after[k] == v for k, v in before.items()), "a completed trial was run again"
+    assert len(after) == 4
+    [preset_path] = (tmp_path / "presets").glob("*.toml")
+    preset = tomllib.loads(preset_path.read_text())
+    tune = preset["tune"]
+    assert sorted(t["id"] for t in tune["trials"]) == sorted(after)
+    assert all(t["status"] == "completed" and t["tokens_per_s_per_gpu"] > 0 for t in tune["trials"])
+    winner = preset["config"]["parallel.strategy"]
+    assert winner in ("ddp", "fsdp2") and tune["winner_settings"]["parallel.strategy"] == winner
+    summary = json.loads((tmp_path / "tune" / "summary.json").read_text())
+    assert summary["winner_id"] == tune["winner"]
+    # The tuned methodology trains the winner: base strategy is the other one.
+    other = "fsdp2" if winner == "ddp" else "ddp"
+    run = [
+        sys.executable,
+        "-m",
+        "tprimat.cli",
+        "run",
+        "--backend",
+        "torch",
+        "--model",
+        "llama3.1-tiny",
+        "--iterations",
+        "3",
+        "--output",
+        str(tmp_path / "runs"),
+        "--run-id",
+        "tuned",
+        "--set",
+        "benchmark.methodology=tuned",
+        "--set",
+        f"parallel.strategy={other}",
+    ]
+    for setting in SETTINGS:
+        run += ["--set", setting]
+    out = subprocess.run(run, capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = load_result(tmp_path / "runs" / "tuned" / "result.json")
+    assert result.config.methodology == "tuned" and result.config.preset == preset["preset"]["name"]
+    assert f'parallel.strategy: "{other}" -> "{winner}"' in result.config.deviations
+    assert any(layer.startswith(f"tuned preset {preset['preset']['name']} (tprimat tune") for layer in result.config.layers)
+    launcher_log = (tmp_path / "runs" / "tuned" / "logs" / "launcher.log").read_text()
+    assert f'"strategy":"{winner}"' in launcher_log
