@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import attrs
+
 from tprimat import __version__
 from tprimat.manifest import performance_environment
 from tprimat.microbench.formulas import ATTENTION_FORMULA, GEMM_FORMULA
@@ -250,6 +252,7 @@ def run_microbench(
         "platform": platform.platform if devices[0].type == "cuda" else "cpu",
         "device_name": described[0]["name"],
         "platform_device_name": platform.device_name if devices[0].type == "cuda" else None,
+        "partition": attrs.asdict(platform.partition) if devices[0].type == "cuda" and platform.partition else None,
         "device_count": len(described),
         "devices": described,
         "software": _software(torch),
