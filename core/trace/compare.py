@@ -185,8 +185,8 @@ class TraceComparison:
     def to_dict(self) -> dict[str, Any]:
         return {
             "labels": list(self.labels),
-            "a": attrs.asdict(self.a),
-            "b": attrs.asdict(self.b),
+            "a": {**attrs.asdict(self.a), "idle_share": self.a.idle_share},
+            "b": {**attrs.asdict(self.b), "idle_share": self.b.idle_share},
             "delta_us": self.delta_us,
             "deltas": self.deltas(),
             "summary": self.summary_line(),
