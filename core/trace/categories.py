@@ -69,7 +69,7 @@ TEMPORAL_CLASS: dict[str, str] = {
 class Rule(NamedTuple):
     category: str
     family: str  # vendor/library family the rule was written for
-    pattern: str  # searched (re.search, case-insensitive) in the kernel name
+    pattern: str  # searched (re.search, case-insensitive) in the kernel's own name (see own_name)
     example: str  # a real kernel name the rule matches
 
 
@@ -423,7 +423,7 @@ def collective_kind(name: str) -> str:
 def rules_markdown() -> str:
     """The rule table as Markdown (``docs/traces.md`` holds this text; a test keeps them equal)."""
     lines = [
-        "| # | category | family | pattern (case-insensitive, searched) | example |",
+        "| # | category | family | pattern (case-insensitive, searched in the own name) | example |",
         "|---:|---|---|---|---|",
     ]
     for number, rule in enumerate(RULES, start=1):
