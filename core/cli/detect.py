@@ -19,6 +19,10 @@ def detect(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         echo_json(data)
         return
+    if info.partition is not None:
+        from tprimat.hardware.partitions import describe
+
+        data["partition"] = describe(info.partition)
     print_table("Platform", ["field", "value"], [[k, v] for k, v in data.items() if k != "notes"])
     for note in info.notes:
         click.echo(f"  note  {note}")

@@ -125,8 +125,8 @@ def render(document: dict[str, Any], path: Path | None) -> None:
 @click.command()
 @click.argument("what", type=click.Choice(["gemm", "attention", "all"]), default="all")
 @click.option("--model", help="Registered model (default: the benchmark config's).")
-@click.option("--dtype", "dtypes", default="bf16,fp8", show_default=True,
-              help="Comma-separated dtypes: bf16, fp16, fp32, fp8.")
+@click.option("--dtype", "dtypes", default=None,
+              help="Comma-separated dtypes: bf16, fp16, fp32, fp8 (default: bf16,fp8 on GPUs, fp32 on a CPU).")
 @click.option("--tp", type=click.IntRange(min=1), default=None,
               help="Tensor-parallel size the shapes are split by (default: the config's).")
 @click.option("--seq-length", type=click.IntRange(min=1), default=None,
@@ -135,14 +135,14 @@ def render(document: dict[str, Any], path: Path | None) -> None:
               help="Micro-batch size (default: the config's).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True),
               help="A benchmark config whose model and layout give the defaults.")
-@click.option("--warmup", type=click.IntRange(min=0), default=5, show_default=True,
-              help="Untimed iterations per case.")
-@click.option("--iterations", type=click.IntRange(min=1), default=30, show_default=True,
-              help="Timed iterations per case.")
+@click.option("--warmup", type=click.IntRange(min=0), default=None,
+              help="Untimed iterations per case (default: 5 on GPUs, 1 on a CPU).")
+@click.option("--iterations", type=click.IntRange(min=1), default=None,
+              help="Timed iterations per case (default: 30 on GPUs, 5 on a CPU).")
 @click.option("--sweep-step", type=click.IntRange(min=1), default=256, show_default=True,
               help="Step of the sweep around each forward shape's n and k.")
-@click.option("--sweep-radius", type=click.IntRange(min=0), default=2, show_default=True,
-              help="Steps each side of n and k in the sweep (0: no sweep).")
+@click.option("--sweep-radius", type=click.IntRange(min=0), default=None,
+              help="Steps each side of n and k in the sweep, 0: no sweep (default: 2 on GPUs, 0 on a CPU).")
 @click.option("--window", type=click.IntRange(min=1), default=4096, show_default=True,
               help="Sliding-window size (keys per query, itself included).")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto",
@@ -154,25 +154,37 @@ def render(document: dict[str, Any], path: Path | None) -> None:
               help="Where to save the result (default: $TPRIMAT_MICROBENCH_DIR or "
                    "~/.cache/tprimat/microbench).")
 @click.option("--no-save", is_flag=True, help="Do not save the result.")
-@click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+@click.option("--quiet", is_flag=True, help="No progress lines (bar, count, time left) on stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result document as JSON.")
-def microbench(what: str, model: str | None, dtypes: str, tp: int | None, seq_length: int | None,
-               micro_batch_size: int | None, config_file: str | None, warmup: int,
-               iterations: int, sweep_step: int, sweep_radius: int, window: int, device: str,
+def microbench(what: str, model: str | None, dtypes: str | None, tp: int | None, seq_length: int | None,
+               micro_batch_size: int | None, config_file: str | None, warmup: int | None,
+               iterations: int | None, sweep_step: int, sweep_radius: int | None, window: int, device: str,
                flush_mib: float | None, no_flash_attn: bool, output_dir: Path | None,
                no_save: bool, quiet: bool, as_json: bool) -> None:
     """Time the model's GEMMs and attention; find the maximum achievable matmul FLOP/s.
 
     WHAT is gemm, attention or all.  Every GPU of the node is measured
     separately; the result is saved so that later runs on this device report
-    MFU against the measured ceiling too.
+    MFU against the measured ceiling too.  Without a GPU the defaults are the
+    CPU preset's workload (tiny model, sequence 256), fp32, 1+5 iterations
+    per case and no sweep; options given explicitly always win.
     """
+    from tprimat.microbench.defaults import cpu_config_base, defaults_for, device_kind
     from tprimat.microbench.runner import run_microbench
     from tprimat.microbench.store import save
     from tprimat.settings.config import load_config
     from tprimat.settings.models import UnknownModelError, get_model
 
-    cfg = load_config(config_file)
+    kind = device_kind(device)
+    chosen = defaults_for(kind)
+    cfg = load_config(config_file, base=cpu_config_base() if kind == "cpu" else None)
+    dtypes = dtypes or chosen.dtypes
+    warmup = chosen.warmup if warmup is None else warmup
+    iterations = chosen.iterations if iterations is None else iterations
+    sweep_radius = chosen.sweep_radius if sweep_radius is None else sweep_radius
+    if kind == "cpu" and not quiet:
+        click.echo(f"no GPU: CPU defaults (the CPU preset's workload, {chosen.describe()}); options "
+                   "given on the command line win", err=True)
     try:
         spec = get_model(model or cfg.benchmark.model)
     except UnknownModelError as exc:

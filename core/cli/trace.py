@@ -187,7 +187,7 @@ def compare(
     output: Path | None,
     as_json: bool,
 ) -> None:
-    """Per-step GPU time of A and B and the difference (B − A) attributed to kernel categories.
+    """Step time of A and B (host ProfilerStep) and the difference (B − A) by kernel category and GPU idle.
 
     A and B are trace files, directories of per-rank traces, or run directories
     (their traces/ folder).

@@ -20,13 +20,15 @@ import shutil
 import socket
 import subprocess
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from tprimat import hookimpl
-from tprimat.hardware.partitions import DevicePartition
-from tprimat.hardware.smi_text import SmiText, parse_nvidia_smi_list, parse_nvidia_smi_table, parse_rocm_smi_text
+
+if TYPE_CHECKING:
+    from tprimat.hardware.partitions import DevicePartition
+    from tprimat.hardware.smi_text import SmiText
 
 GIB = 2**30
 MIB = 2**20
@@ -118,6 +120,8 @@ def _host_memory_gib() -> float | None:
 
 
 def _detect_nvidia() -> PlatformInfo | None:
+    from tprimat.hardware.smi_text import parse_nvidia_smi_table
+
     query = _run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"])
     table_text = _run(["nvidia-smi"]) or ""
     rows = parse_nvidia_smi_query(query) if query else []
@@ -167,6 +171,7 @@ def _detect_nvidia() -> PlatformInfo | None:
 def _mig_view(table: SmiText, listing: str) -> tuple[DevicePartition, int, float | None]:
     """(partition, MIG device count, memory per MIG device in GiB) from the table's ``MIG devices:`` box."""
     from tprimat.hardware.partitions import mig_partition
+    from tprimat.hardware.smi_text import parse_nvidia_smi_list
 
     migs = table.mig_devices
     listed = parse_nvidia_smi_list(listing) if listing else None
@@ -191,6 +196,8 @@ def _rocm_version() -> str | None:
 def _detect_amd() -> PlatformInfo | None:
     if not Path("/dev/kfd").exists():
         return None
+    from tprimat.hardware.smi_text import parse_rocm_smi_text
+
     text = _run(["rocm-smi", "--showproductname", "--showmeminfo", "vram", "--showdriverversion", "--json"])
     concise = parse_rocm_smi_text(_run(["rocm-smi"]) or "")
     cards: list[dict[str, str]] = []

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import attrs
+
 from tprimat import __version__
 from tprimat.microbench.formulas import ATTENTION_FORMULA, GEMM_FORMULA
 from tprimat.microbench.shapes import ShapeError, model_gemm_shapes, sweep_shapes
@@ -135,6 +137,41 @@ def parse_dtypes(text: str | Sequence[str]) -> list[str]:
     return dtypes
 
 
+def _flash_attn_runs(device: Any) -> bool:
+    from tprimat.microbench.attention import flash_attn_module
+
+    return device.type == "cuda" and flash_attn_module()[0] is not None
+
+
+def _tracker(
+    progress: Callable[[str], None] | None, what: What, shapes: Sequence[Any], dtypes: Sequence[str], *,
+    fp8: bool, flash_attn: bool, devices: int,
+) -> Callable[[str], None] | None:
+    """``progress`` wrapped with a bar and an estimate of the time left over every device's cases."""
+    if progress is None:
+        return None
+    from tprimat.microbench.defaults import CaseProgress
+
+    return CaseProgress(planned_cases(what, shapes, dtypes, fp8=fp8, flash_attn=flash_attn) * devices, progress)
+
+
+def planned_cases(what: What, shapes: Sequence[Any], dtypes: Sequence[str], *, fp8: bool, flash_attn: bool) -> int:
+    """How many timed cases one device runs (what the progress estimate counts)."""
+    from tprimat.microbench.attention import ATTENTION_VARIANTS
+    from tprimat.microbench.gemm import FORWARD_OPS
+
+    total = 0
+    for dtype in dtypes:
+        if what in ("gemm", "all"):
+            if dtype == "fp8":
+                total += len(shapes) if fp8 else 0
+            else:
+                total += sum(len(FORWARD_OPS) if s.pass_ == "fwd" else 1 for s in shapes)
+        if what in ("attention", "all") and dtype != "fp8":
+            total += len(ATTENTION_VARIANTS) * (2 if flash_attn else 1)
+    return total
+
+
 def run_microbench(
     *,
     what: What,
@@ -172,6 +209,7 @@ def run_microbench(
     created = datetime.now(UTC)
     devices = select_devices(torch, device)
     described, gemm_rows, attention_rows, methods = [], [], [], []
+    tracker: Callable[[str], None] | None = None
     for index, dev in enumerate(devices):
         torch.manual_seed(seed)
         if dev.type == "cuda":
@@ -186,17 +224,19 @@ def run_microbench(
         info["fp8"] = {"available": fp8_dtype is not None, "reason": fp8_reason,
                        "dtype": str(fp8_dtype).replace("torch.", "") if fp8_dtype else None}
         described.append(info)
+        tracker = tracker or _tracker(progress, what, shapes + sweep, dtypes, fp8=fp8_dtype is not None,
+                                      flash_attn=use_flash_attn and _flash_attn_runs(dev), devices=len(devices))
         if what in ("gemm", "all"):
             gemm_rows += run_gemms(torch, dev, index, shapes + sweep, dtypes=dtypes, method=method,
                                    flush=flush, fp8_dtype=fp8_dtype, fp8_reason=fp8_reason,
-                                   progress=progress)
+                                   progress=tracker)
         if what in ("attention", "all"):
             t = tensor_parallel
             attention_rows += run_attention(
                 torch, dev, index, batch=micro_batch_size, heads=model.num_attention_heads // t,
                 kv_heads=model.num_query_groups // t, seq_length=seq_length,
                 head_dim=model.kv_channels, window=window, dtypes=dtypes, method=method,
-                flush=flush, use_flash_attn=use_flash_attn, progress=progress)
+                flush=flush, use_flash_attn=use_flash_attn, progress=tracker)
         del flush
         if dev.type == "cuda":
             torch.cuda.empty_cache()
@@ -212,6 +252,7 @@ def run_microbench(
         "platform": platform.platform if devices[0].type == "cuda" else "cpu",
         "device_name": described[0]["name"],
         "platform_device_name": platform.device_name if devices[0].type == "cuda" else None,
+        "partition": attrs.asdict(platform.partition) if devices[0].type == "cuda" and platform.partition else None,
         "device_count": len(described),
         "devices": described,
         "software": _software(torch),

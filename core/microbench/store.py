@@ -20,6 +20,7 @@ from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError
 from tprimat.result.metrics import mamf_utilisation  # noqa: F401  (re-exported: defined with the other figures)
 from tprimat.result.peaks import find_device, lookup_peak
+from tprimat.result.schema import DevicePartition
 
 KIND = "tprimat.microbench"
 SCHEMA_VERSION = 1
@@ -86,6 +87,12 @@ def case_spread(rows: Iterable[dict[str, Any]], fields: Sequence[str],
     return out
 
 
+def _partition(document: dict[str, Any]) -> DevicePartition | None:
+    """The GPU partition the devices are (MIG, CPX, ...), as platform detection recorded it."""
+    recorded = document.get("partition")
+    return DevicePartition(**recorded) if recorded else None
+
+
 def summarize(document: dict[str, Any]) -> dict[str, Any]:
     """The figures other commands use, derived from a document's rows (nothing else)."""
     gemm = document.get("gemm") or []
@@ -111,7 +118,7 @@ def summarize(document: dict[str, Any]) -> dict[str, Any]:
                                   "pass", "m", "n", "k")}
             for best in (per_device[i] for i in sorted(per_device))
         ]
-        peak = lookup_peak(device_name, dtype)
+        peak = lookup_peak(device_name, dtype, _partition(document))
         summary["peak_tflops"][dtype] = peak.tflops
         summary["peak_source"][dtype] = (
             f"{peak.device_key} {peak.dtype} (peaks table {peak.table_version})"

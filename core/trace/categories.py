@@ -2,10 +2,10 @@
 
 :data:`RULES` is the single source of truth.  Each rule is a category, the
 vendor family it was written for, a case-insensitive regular expression
-searched in the kernel name, and a real kernel name it must match (the tests
+searched in the kernel's own name, and a real kernel name it must match (the tests
 check every example).  Rules are tried in order and the first match wins, so
-specific families come before generic ones: attention before GEMM (fused
-attention kernels often carry ``gemm`` in their template names), the
+specific families come before generic ones: attention before GEMM (a fused
+attention kernel's own name may carry ``gemm``), the
 optimizer before normalisation (``multi_tensor_l2norm`` is gradient clipping).
 
 Rules are matched against the kernel's **own name** (:func:`own_name`), not
@@ -69,7 +69,7 @@ TEMPORAL_CLASS: dict[str, str] = {
 class Rule(NamedTuple):
     category: str
     family: str  # vendor/library family the rule was written for
-    pattern: str  # searched (re.search, case-insensitive) in the kernel name
+    pattern: str  # searched (re.search, case-insensitive) in the kernel's own name (see own_name)
     example: str  # a real kernel name the rule matches
 
 
@@ -423,7 +423,7 @@ def collective_kind(name: str) -> str:
 def rules_markdown() -> str:
     """The rule table as Markdown (``docs/traces.md`` holds this text; a test keeps them equal)."""
     lines = [
-        "| # | category | family | pattern (case-insensitive, searched) | example |",
+        "| # | category | family | pattern (case-insensitive, searched in the own name) | example |",
         "|---:|---|---|---|---|",
     ]
     for number, rule in enumerate(RULES, start=1):

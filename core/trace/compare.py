@@ -185,8 +185,8 @@ class TraceComparison:
     def to_dict(self) -> dict[str, Any]:
         return {
             "labels": list(self.labels),
-            "a": attrs.asdict(self.a),
-            "b": attrs.asdict(self.b),
+            "a": {**attrs.asdict(self.a), "idle_share": self.a.idle_share},
+            "b": {**attrs.asdict(self.b), "idle_share": self.b.idle_share},
             "delta_us": self.delta_us,
             "deltas": self.deltas(),
             "summary": self.summary_line(),
@@ -238,10 +238,14 @@ class TraceComparison:
         notes = [*a.notes, *b.notes]
         if notes:
             lines += ["Notes:", *[f"- {n}" for n in notes], ""]
-        lines.append(
+        step = (
             "The step is the profiler step on the host timeline (`ProfilerStep#N`); idle is the part of it "
             "with no GPU activity on any stream (the GPU waits on the host). "
-            "Times are exclusive: where kernels overlap, compute claims the time first, then "
+            if {a.step_basis, b.step_basis} == {"host"}
+            else "Without profiler steps a step is the span of the GPU activity, so host time around it is not seen. "
+        )
+        lines.append(
+            step + "Times are exclusive: where kernels overlap, compute claims the time first, then "
             "communication, memcpy/memset and GPU sync, so the rows add up to the step time."
         )
         return "\n".join(lines) + "\n"

@@ -89,3 +89,20 @@ def test_partition_survives_a_result_round_trip():
     assert data["partition"]["per_gpu"] == 4
     assert _converter.structure(data, Hardware) == hardware
     assert _converter.structure({"device_name": "x"}, Hardware).partition is None
+
+
+def test_microbench_fraction_of_peak_uses_the_partition_share():
+    import attrs
+
+    from tprimat.microbench.gemm import gemm_case
+    from tprimat.microbench.shapes import GemmShape
+    from tprimat.microbench.store import summarize
+
+    shape = GemmShape(name="qkv", pass_="fwd", m=8192, n=8192, k=8192)
+    row = gemm_case(shape, op="matmul", dtype="bf16", dtype_used="bf16", device_index=0, times=[0.01] * 3)
+    document = {"device_name": "AMD Instinct MI300X", "gemm": [row], "attention": []}
+    whole = summarize(document)
+    document["partition"] = attrs.asdict(amd_partition("CPX", "NPS1", "rocm-smi"))
+    part = summarize(document)
+    assert part["peak_tflops"]["bf16"] == pytest.approx(whole["peak_tflops"]["bf16"] / 8)
+    assert part["mamf_fraction_of_peak"]["bf16"] == pytest.approx(8 * whole["mamf_fraction_of_peak"]["bf16"])
