@@ -420,7 +420,16 @@ def convert_legacy(
         parser_version=__version__,
         notes=notes,
     )
-    result = assemble_result(
+    memory_notes, peaks = _memory(memory, ident["kind"], extractor, run.platform)
+    caveats, factor_notes = _factor_check(performance, step_times, recorded, gbs, seq, world,
+                                          options)
+    provenance = attrs.evolve(provenance, notes=[*provenance.notes, *memory_notes])
+
+    def audit(summary: Any, finished: list[IterationRecord]) -> list[str]:
+        return [*_check_performance(summary, finished, performance, step_times, gbs, seq, world),
+                *factor_notes]
+
+    return assemble_result(
         run=run,
         config=config,
         records=records,
@@ -429,20 +438,9 @@ def convert_legacy(
         provenance=provenance,
         warmup_iterations=options.warmup_iterations,
         tensor_parallel=tp or 1,
-    )
-
-    memory_notes, summary = _memory(result, memory, ident["kind"], extractor)
-    checks = _check_performance(result, performance, step_times, gbs, seq, world)
-    caveats, factor_notes = _factor_check(performance, step_times, recorded, gbs, seq, world,
-                                          options)
-    checks.extend(factor_notes)
-    return attrs.evolve(
-        result,
-        summary=summary,
+        run_peaks=peaks,
         caveats=caveats,
-        provenance=attrs.evolve(
-            result.provenance, notes=[*result.provenance.notes, *memory_notes, *checks]
-        ),
+        audit=audit,
     )
 
 
@@ -487,17 +485,16 @@ def _memory_quantity(key: str, kind: str, extractor: bool, platform: str | None
     return None
 
 
-def _memory(result: Result, memory: dict[str, Any], kind: str, extractor: bool
-            ) -> tuple[list[str], Any]:
-    """Memory peaks from the legacy run summary, each under the quantity it really is."""
+def _memory(memory: dict[str, Any], kind: str, extractor: bool, platform: str | None
+            ) -> tuple[list[str], dict[str, float]]:
+    """Memory peaks from the legacy run summary, each under the quantity it really is (GiB by summary field)."""
     notes: list[str] = []
-    summary = result.summary
-    updates: dict[str, Any] = {}
+    updates: dict[str, float] = {}
     for key in sorted(memory):
         value = _number(memory, key)
         if value is None:
             continue
-        quantity = _memory_quantity(key, kind, extractor, result.run.platform)
+        quantity = _memory_quantity(key, kind, extractor, platform)
         if quantity is not None:
             field, factor, what, unit = quantity
             gib = value * factor
@@ -513,16 +510,12 @@ def _memory(result: Result, memory: dict[str, Any], kind: str, extractor: bool
                          "(not a schema field, kept here)")
     if not memory:
         notes.append("no memory figures in the legacy file")
-    if result.config.precision is None and summary.mfu is not None:
-        # The MFU denominator depends on the dtype; without it there is no honest peak.
-        updates.update(peak_tflops=None, peak_source=None, mfu=None)
-    if updates:
-        summary = attrs.evolve(summary, **updates)
-    return notes, summary
+    return notes, updates
 
 
 def _check_performance(
-    result: Result,
+    summary: Any,
+    iterations: list[IterationRecord],
     performance: dict[str, Any],
     step_times: Sequence[float],
     gbs: int | None,
@@ -531,8 +524,7 @@ def _check_performance(
 ) -> list[str]:
     """A note for every legacy figure that disagrees with what the recorded step times give."""
     notes: list[str] = []
-    summary = result.summary
-    measured, _ = select_measured(result.iterations, warmup_iterations=summary.warmup_iterations)
+    measured, _ = select_measured(iterations, warmup_iterations=summary.warmup_iterations)
     n = len(step_times)
     after_first = [t for t in step_times[1:] if math.isfinite(t) and t > 0]
     span = (f"iterations {measured[0].iteration}-{measured[-1].iteration}" if measured

@@ -10,7 +10,7 @@ arrived.  Nothing is patched into a summary afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -19,6 +19,7 @@ from tprimat.contract.backend import WarmupRule
 from tprimat.result.memory import memory_report
 from tprimat.result.metrics import summarize, with_throughput
 from tprimat.result.schema import (
+    Caveats,
     Hardware,
     IterationRecord,
     Provenance,
@@ -26,6 +27,7 @@ from tprimat.result.schema import (
     ResultConfig,
     RunInfo,
     Software,
+    Summary,
 )
 from tprimat.settings.config import BenchmarkConfig
 from tprimat.settings.methodology import Resolved
@@ -75,6 +77,9 @@ def assemble_result(
     tensor_parallel: int = 1,
     ceiling: Mapping[str, Any] | None = None,
     rank_memory: Iterable[Any] = (),
+    run_peaks: Mapping[str, float] | None = None,
+    caveats: Caveats | None = None,
+    audit: Callable[[Summary, list[IterationRecord]], list[str]] | None = None,
 ) -> Result:
     """Fill in per-iteration throughput, summarise, and record what was left out.
 
@@ -82,6 +87,12 @@ def assemble_result(
     it raises the warm-up when its logs fold start-up into leading iterations.
     ``rank_memory`` holds per-rank memory peaks (:class:`tprimat.memory.logfacts.RankPeak`)
     for the result's memory section, beside the estimate for its config.
+    ``run_peaks`` are memory peaks known only for the run as a whole (an earlier
+    script's summary), by summary field (``mem_max_allocated_gib``...): the summary
+    keeps the larger of them and the iterations' own peaks.  ``caveats`` are what
+    the caller found doubtful about its inputs.  ``audit`` is called with the
+    summary and the records and returns notes (e.g. how an earlier tool's own
+    figures compare), so that nothing is patched in after the build.
     ``ceiling`` is the latest ``tprimat microbench`` summary of the run's device
     (recorded in the run manifest), for MAMF utilisation next to MFU.
     """
@@ -116,6 +127,11 @@ def assemble_result(
         ceiling=ceiling,
         partition=hardware.partition,
     )
+    if run_peaks:
+        summary = attrs.evolve(summary, **{
+            field: max(value, getattr(summary, field) or value) for field, value in run_peaks.items()})
+    if audit is not None:
+        notes = [*notes, *audit(summary, finished)]
     provenance = attrs.evolve(provenance, notes=[*provenance.notes, *notes])
     memory = memory_report(
         settings=config.settings, model_name=config.model, backend=run.backend,
@@ -131,4 +147,5 @@ def assemble_result(
         summary=summary,
         provenance=provenance,
         memory=memory,
+        caveats=caveats,
     )
