@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import sys
 
-import attrs
-
 from tprimat.contract.plans import DataArguments, LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
 from tprimat.errors import TprimatError
 from tprimat.plugins.torch.schedule import profiled_iterations
@@ -89,25 +87,14 @@ def torchrun_argv(context: LaunchContext, python: str | None = None) -> list[str
     return argv
 
 
-#: The tuned config the workers read when ``benchmark.methodology = "tuned"`` changes settings.
-TUNED_CONFIG = "config.tuned.toml"
-
-
 def plan(context: LaunchContext) -> LaunchPlan:
-    from tprimat.settings.config import dump_toml
-    from tprimat.settings.methodology import resolve
-
-    resolved = resolve(context.config, backend="torch", device_name=context.platform.device_name)
-    config = resolved.config
+    """torchrun on the trainer, which reads the run's ``config.toml``: the final config, as recorded."""
+    config = context.config
     notes = check_supported(config)
-    files = {}
+    argv = torchrun_argv(context)
     config_path = context.run_dir / "config.toml"
-    if resolved.deviations:  # the workers train the tuned config; config.toml keeps the iso one
-        files[TUNED_CONFIG] = dump_toml(config)
-        config_path = context.run_dir / TUNED_CONFIG
-    argv = torchrun_argv(attrs.evolve(context, config=config))
     argv += ["-m", TRAIN_MODULE, "--config", str(config_path)]
-    env = {"PYTHONUNBUFFERED": "1", **resolved.env}
+    env = {"PYTHONUNBUFFERED": "1", **context.methodology.env}
     if context.data is not None:
         argv += list(context.data.args)
         env.update(context.data.env)
@@ -121,7 +108,4 @@ def plan(context: LaunchContext) -> LaunchPlan:
     )
     if notes:
         description += "; " + "; ".join(notes)
-    preset = (f"tuned preset {resolved.preset}: {resolved.source}",) if resolved.preset else ()
-    return LaunchPlan(argv=tuple(argv), env=env, description=description, files=files,
-                      methodology=resolved.methodology,
-                      deviations=tuple(str(d) for d in resolved.deviations), notes=preset)
+    return LaunchPlan(argv=tuple(argv), env=env, description=description)
