@@ -21,7 +21,7 @@ import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -143,6 +143,11 @@ class BackendSpec:
     #: Recognises this backend's logs for ``tprimat parse`` (None: never auto-detected).
     sniff: Sniffer | None = attrs.field(default=None, eq=False)
     warmup: WarmupRule = WarmupRule()
+    #: What ``tprimat tune`` may search: a config key ("training.micro_batch_size") or a
+    #: framework switch of this backend ("<backend>.<key>", applied like a tuned preset's
+    #: overrides) -> its allowed values (None: the core derives them from the config).
+    #: Only settings that change speed, never the training math.
+    tunables: Mapping[str, tuple[Any, ...] | None] = attrs.field(factory=dict, eq=False)
 
     @property
     def runs_on_cpu(self) -> bool:

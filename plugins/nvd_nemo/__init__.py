@@ -37,6 +37,17 @@ BACKEND = BackendSpec(
         hint="use the NeMo image (docker/nvd.Dockerfile)",
     ),
     default_for=("nvidia",),
+    # Megatron-core's layout and overlap switches, which the recipe's strategy exposes.
+    tunables={
+        "training.micro_batch_size": None,
+        "training.recompute": ("none", "selective", "full"),
+        "parallel.tensor": None,
+        "parallel.pipeline": None,
+        "parallel.context": None,
+        "parallel.distributed_optimizer": (False, True),
+        "parallel.overlap_grad_reduce": (False, True),
+        "parallel.overlap_param_gather": (False, True),
+    },
     sniff=sniff_nemo,
 )
 
