@@ -22,7 +22,6 @@ base experiment of the checkout they go on top of.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +50,7 @@ class PrimusError(TprimatError):
 
 def primus_path(context: LaunchContext) -> Path | None:
     """The Primus checkout (``--primus-path`` or ``$PRIMUS_PATH``); None when neither is set."""
-    given = context.options.get("primus_path") or os.environ.get("PRIMUS_PATH")
+    given = context.options.get("primus_path")
     if not given:
         return None
     path = Path(given)

@@ -14,7 +14,6 @@ RUNNABLE HERE.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from tprimat.contract import LaunchContext, LaunchPlan
@@ -41,7 +40,7 @@ class FrameworkMissingError(TprimatError):
 
 def megatron_path(context: LaunchContext, *, hint: str) -> Path | None:
     """The Megatron-LM checkout (``--megatron-path`` or ``$MEGATRON_PATH``); None when neither is set."""
-    given = context.options.get("megatron_path") or os.environ.get("MEGATRON_PATH")
+    given = context.options.get("megatron_path")
     if not given:
         return None
     path = Path(given)

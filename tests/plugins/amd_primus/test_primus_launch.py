@@ -13,7 +13,7 @@ from tprimat.errors import TprimatError
 from tprimat.settings.models import get_model
 from tprimat.contract.plans import LaunchContext, PreparedDataset, ProfilePlan
 from tprimat.hardware.platform import PlatformInfo
-from tprimat.plugins.amd_primus.data import data_arguments
+from tprimat.plugins.megatron.data import data_arguments
 from tprimat.plugins.amd_primus.launcher import EXPERIMENT_FILE, plan
 
 PRIMUS_TREE = Path(__file__).resolve().parents[2] / "fixtures" / "primus_configs"
