@@ -6,8 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.settings.config import load_config
-from tprimat.settings.models import get_model
 from tprimat.contract.plans import PreparedDataset
 from tprimat.plugins.megatron.data import data_arguments, vocab_divisor
 from tprimat.plugins.megatron.settings import (
@@ -23,6 +21,8 @@ from tprimat.plugins.megatron.settings import (
     to_argv,
     to_overrides,
 )
+from tprimat.settings.config import load_config
+from tprimat.settings.models import get_model
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "megatron_args"
 TARGETS = {
