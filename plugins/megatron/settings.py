@@ -270,7 +270,6 @@ def architecture(model: ModelSpec) -> dict[str, Any]:
         "position_embedding_type": "rope",
         "rotary_base": _number(model.rope_theta),
         "use_rope_scaling": bool(model.rope_scaling),
-        "rope_scaling_factor": None,
         "max_position_embeddings": model.max_position_embeddings,
         "untie_embeddings_and_output_weights": not model.tie_embeddings,
         "add_bias_linear": False,
@@ -287,7 +286,10 @@ def architecture(model: ModelSpec) -> dict[str, Any]:
                 f"{model.name}: rope scaling {model.rope_scaling} is not Llama 3.1 scaling, "
                 "the only kind Megatron-LM's --use-rope-scaling applies"
             )
-        settings["rope_scaling_factor"] = float(factor)
+        # after use_rope_scaling, as Megatron's own listing orders them
+        at = list(settings).index("use_rope_scaling") + 1
+        items = list(settings.items())
+        settings = dict([*items[:at], ("rope_scaling_factor", float(factor)), *items[at:]])
     return settings
 
 
@@ -345,11 +347,12 @@ def training(config: BenchmarkConfig) -> dict[str, Any]:
 
 
 def mock_data(model: ModelSpec, version: tuple[int, int]) -> dict[str, Any]:
-    """Synthetic tokens with a tokenizer of the model's real vocabulary (no hub download)."""
+    """Synthetic tokens with a tokenizer of the model's real vocabulary (no hub download).
+
+    ``data_path`` and ``split`` stay at the framework's defaults (no dataset to split).
+    """
     return {
         "mock_data": True,
-        "data_path": None,
-        "split": None,
         "train_data_path": None,
         "valid_data_path": None,
         "test_data_path": None,
@@ -382,7 +385,8 @@ def build_settings(
 
     ``data`` is the ``prepare_data`` answer (its ``overrides`` are destinations; None:
     mock data); ``extra`` (profiling, a ``tuned`` preset's destinations) is applied last.
-    ``None`` means "unset": no flag, and ``null`` in a Primus experiment.
+    ``None`` means "unset": no flag, and ``null`` in a Primus experiment (which pins it
+    over the base experiment); a destination left out keeps the framework's default.
     """
     settings = {
         **architecture(model),

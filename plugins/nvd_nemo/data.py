@@ -5,7 +5,7 @@ from __future__ import annotations
 from tprimat.settings.config import BenchmarkConfig
 from tprimat.settings.models import get_model
 from tprimat.contract.plans import DataArguments, PreparedDataset
-from tprimat.plugins._megatron.data import SPLIT, dataset_tokenizer
+from tprimat.plugins.megatron.data import SPLIT, dataset_tokenizer
 
 
 def data_arguments(dataset: PreparedDataset, config: BenchmarkConfig) -> DataArguments:
