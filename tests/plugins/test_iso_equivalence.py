@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from tests.plugins.test_launch_golden import context_for
-from tprimat.plugins.megatron.settings import ARGS, from_argv
 from tprimat.contract.registry import Registry
+from tprimat.plugins.megatron.settings import ARGS, from_argv
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tprimat.settings.config import load_config
-from tprimat.errors import TprimatError
-from tprimat.settings.models import get_model
 from tprimat.contract.plans import LaunchContext, PreparedDataset, ProfilePlan
+from tprimat.errors import TprimatError
 from tprimat.hardware.platform import PlatformInfo
-from tprimat.plugins.megatron.data import data_arguments
 from tprimat.plugins.amd_primus.launcher import EXPERIMENT_FILE, plan
+from tprimat.plugins.megatron.data import data_arguments
+from tprimat.settings.config import load_config
+from tprimat.settings.models import get_model
 
 PRIMUS_TREE = Path(__file__).resolve().parents[2] / "fixtures" / "primus_configs"
 MI300X = PlatformInfo(platform="amd", device_name="AMD Instinct MI300X", source="test")
