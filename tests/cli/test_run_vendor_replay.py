@@ -366,8 +366,10 @@ def test_a_missing_framework_is_one_line_exit_2_and_dry_run_still_works(
     monkeypatch.delenv("PRIMUS_PATH", raising=False)
     for name in ("amd-gpu", "nvidia-gpu"):
         monkeypatch.setitem(backend_module.DEVICE_CHECKS, name, lambda: False)
+    # each backend is given the checkout option it takes (the core refuses options it does not)
+    paths = {"amd_primus": ["--primus-path", str(primus)], "nvd_nemo": []}
     args = ["--backend", backend, "--output", str(tmp_path / "runs"), "--run-id", "r",
-            "--megatron-path", str(megatron), "--primus-path", str(primus),
+            *paths.get(backend, ["--megatron-path", str(megatron)]),
             "--set", "benchmark.model=\"llama3.1-8b\"", "--set", "launch.nproc_per_node=8",
             "--set", "training.global_batch_size=16", "--set", "training.micro_batch_size=1"]
     out = _plain_invoke(*args)
