@@ -23,9 +23,20 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tprimat import hookimpl
+
+if TYPE_CHECKING:
+    from tprimat.contract import (
+        BackendSpec,
+        DataArguments,
+        LaunchContext,
+        LaunchPlan,
+        PreparedDataset,
+        ProfilePlan,
+    )
+    from tprimat.settings.config import BenchmarkConfig
 
 #: The backends this plugin serves (each a package ``tprimat.plugins.<name>``).
 BACKENDS = ("amd_primus", "amd_megatron", "nvd_megatron")
@@ -38,19 +49,19 @@ _PARSERS = {
 
 
 @hookimpl
-def register_backends() -> list[Any]:
+def register_backends() -> list[BackendSpec]:
     return [importlib.import_module(f"tprimat.plugins.{name}").BACKEND for name in BACKENDS]
 
 
 @hookimpl
-def prepare_data(backend: str, dataset: Any, config: Any) -> Any:
+def prepare_data(backend: str, dataset: PreparedDataset, config: BenchmarkConfig) -> DataArguments:
     from tprimat.plugins.megatron.data import data_arguments
 
     return data_arguments(dataset, config)
 
 
 @hookimpl
-def profile(backend: str, context: Any) -> Any:
+def profile(backend: str, context: LaunchContext) -> ProfilePlan:
     """The config's window with the backend's own profiler settings.
 
     Under Nsight Systems without the torch profiler, ``pretrain_gpt.py`` opens the
@@ -68,7 +79,7 @@ def profile(backend: str, context: Any) -> Any:
 
 
 @hookimpl
-def launch(backend: str, context: Any) -> Any:
+def launch(backend: str, context: LaunchContext) -> LaunchPlan:
     return importlib.import_module(f"tprimat.plugins.{backend}.launcher").plan(context)
 
 

@@ -56,6 +56,10 @@ class MegatronSettingsError(TprimatError):
     """A config, model or preset that Megatron-LM's arguments cannot express."""
 
 
+#: How argparse stores an argument (see :class:`Arg`).
+Action = Literal["value", "list", "store_true", "store_false"]
+
+
 @attrs.frozen(kw_only=True)
 class Arg:
     """One Megatron-LM argument: its destination, its flag, and how argparse stores it.
@@ -68,20 +72,23 @@ class Arg:
 
     dest: str
     flag: str
-    action: Literal["value", "list", "store_true", "store_false"] = "value"
+    action: Action = "value"
     since: tuple[int, int] | None = None
 
 
-def _args(*specs: tuple[str, str] | tuple[str, str, str]) -> dict[str, Arg]:
+def _args(*specs: tuple[str, Action] | tuple[str, Action, str]) -> dict[str, Arg]:
+    """The table from ``(dest, action)`` (flag derived from the name) or ``(dest, action, flag)``."""
     table: dict[str, Arg] = {}
     for spec in specs:
-        dest, action = spec[0], spec[1]
-        flag = spec[2] if len(spec) == 3 else "--" + dest.replace("_", "-")
-        table[dest] = Arg(dest=dest, flag=flag, action=action)  # type: ignore[arg-type]
+        flag = spec[2] if len(spec) == 3 else "--" + spec[0].replace("_", "-")
+        table[spec[0]] = Arg(dest=spec[0], flag=flag, action=spec[1])
     return table
 
 
-_V, _L, _T, _F = "value", "list", "store_true", "store_false"
+_V: Action = "value"
+_L: Action = "list"
+_T: Action = "store_true"
+_F: Action = "store_false"
 
 #: Every Megatron-LM argument tprimat sets, by destination (tests check each flag against the
 #: flags Megatron-LM's parser accepts in every targeted release, and each destination
@@ -411,9 +418,9 @@ def validate(settings: Mapping[str, Any], version: tuple[int, int]) -> None:
             "(a tuned preset's Megatron keys must be argument destinations, e.g. micro_batch_size)"
         )
     too_new = sorted(
-        ARGS[dest].flag
-        for dest, value in settings.items()
-        if ARGS[dest].since is not None and version < ARGS[dest].since and value not in (None, False)  # type: ignore[operator]
+        arg.flag
+        for arg, value in ((ARGS[dest], value) for dest, value in settings.items())
+        if arg.since is not None and version < arg.since and value not in (None, False)
     )
     if too_new:
         raise MegatronSettingsError(
