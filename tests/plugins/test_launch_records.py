@@ -14,7 +14,6 @@ environment/arguments/overrides.
 from __future__ import annotations
 
 import json
-import tomllib
 from typing import Any
 
 import pytest
@@ -25,7 +24,7 @@ from tprimat.plugins.amd_primus.launcher import EXPERIMENT_FILE
 from tprimat.plugins.megatron.settings import FROM_CONFIG, from_argv
 from tprimat.result.builder import result_config
 from tprimat.running.prepare import PreparedRun
-from tprimat.settings.config import dump_toml
+from tprimat.settings.config import dump_toml, load_config
 from tprimat.settings.models import get_model
 
 BACKENDS = ["amd_primus", "amd_megatron", "nvd_megatron", "nvd_nemo", "torch"]
@@ -138,8 +137,12 @@ def _check_torch(run: PreparedRun, recorded: dict[str, Any]) -> dict[str, Any]:
     argv = list(run.plan.argv)
     config_file = argv[argv.index("--config") + 1]
     assert config_file == str(run.run_dir / "config.toml")
-    # The runner writes the final config there (Runner._write_inputs); the worker reads it.
-    launched_config = tomllib.loads(dump_toml(run.config))
+    # The runner writes the final config there (Runner._write_inputs); the worker loads it
+    # with load_config, as read here.
+    written = run.run_dir.parent / "config.toml"
+    written.parent.mkdir(parents=True, exist_ok=True)
+    written.write_text(dump_toml(run.config))
+    launched_config = load_config(str(written)).to_dict()
     launched: dict[str, Any] = {}
     for section, values in recorded.items():
         for key, value in values.items():
