@@ -26,8 +26,8 @@ def doctor(config_file: str | None, overrides: tuple[str, ...], output_dir: Path
     launch-blocking and debug-logging variables, TunableOp tuning during a
     timed run, low disk space, and a missing HF_TOKEN for gated tokenizers.
     """
-    from tprimat.settings.config import load_config
     from tprimat.running.doctor import findings_to_dicts, run_checks, tokenizer_needed
+    from tprimat.settings.config import load_config
 
     cfg = load_config(config_file, overrides)
     findings = run_checks(output_dir=output_dir, tokenizer=tokenizer_needed(cfg))

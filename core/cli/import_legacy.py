@@ -37,9 +37,9 @@ def import_legacy(files: tuple[Path, ...], output_dir: Path, model: str | None,
     sequence length; every legacy figure that disagrees is listed in the
     result's provenance notes.
     """
-    from tprimat.settings.config import default_config_dict
     from tprimat.parse.legacy import LegacyOptions, convert_legacy, write_name
     from tprimat.result.schema import write_result
+    from tprimat.settings.config import default_config_dict
 
     if warmup_iterations is None:
         warmup_iterations = int(default_config_dict()["benchmark"]["warmup_iterations"])

@@ -167,9 +167,9 @@ def microbench(what: str, model: str | None, dtypes: str, tp: int | None, seq_le
     separately; the result is saved so that later runs on this device report
     MFU against the measured ceiling too.
     """
-    from tprimat.settings.config import load_config
     from tprimat.microbench.runner import run_microbench
     from tprimat.microbench.store import save
+    from tprimat.settings.config import load_config
     from tprimat.settings.models import UnknownModelError, get_model
 
     cfg = load_config(config_file)

@@ -55,10 +55,10 @@ def parse(ctx: click.Context, paths: tuple[str, ...], backend: str | None,
     --seq-length, --global-batch-size, --world-size and --precision, each
     falling back to what the log itself states.
     """
-    from tprimat.settings.config import load_config
     from tprimat.errors import TprimatError
     from tprimat.parse.logs import Workload, parse_logs
     from tprimat.result.schema import result_to_dict, write_result
+    from tprimat.settings.config import load_config
 
     if model is not None:
         from tprimat.settings.models import UnknownModelError, get_model

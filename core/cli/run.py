@@ -28,7 +28,7 @@ def backend_option_params(ctx: click.Context) -> list[click.Option]:
         kind: Any = {"path": click.Path(file_okay=False, exists=True), "int": int}.get(option.kind, str)
         default = f"; default ${option.env}" if option.env else ""
         params.append(
-            click.Option([option.flag], option.name, type=kind, help=f"{option.help} ({', '.join(backends)}{default}).")
+            click.Option([option.flag, option.name], type=kind, help=f"{option.help} ({', '.join(backends)}{default}).")
         )
     return params
 

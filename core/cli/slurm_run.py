@@ -13,6 +13,7 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
+
 import click
 
 from tprimat.running.prepare import RunRequest

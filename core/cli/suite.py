@@ -16,8 +16,8 @@ def suite() -> None:
 
 
 def _print_doctor(strict: bool, directory: Path) -> None:
-    from tprimat.running.doctor import run_checks
     from tprimat.errors import TprimatError
+    from tprimat.running.doctor import run_checks
 
     findings = run_checks(output_dir=directory)
     for finding in findings:

@@ -34,9 +34,9 @@ from tprimat.compare.stats import (
     aggregate,
     ratio_of_medians,
 )
-from tprimat.settings.config import CostSection
 from tprimat.errors import TprimatError
 from tprimat.result.metrics import select_measured
+from tprimat.settings.config import CostSection
 
 #: Colour-blind-safe palette (Okabe & Ito), deliberately not the vendors' brand colours.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",

@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tprimat.result.metrics import describe
 from tprimat.microbench.formulas import (
     ATTENTION_VARIANTS,
     AttentionVariant,
@@ -29,6 +28,7 @@ from tprimat.microbench.formulas import (
 )
 from tprimat.microbench.gemm import TORCH_DTYPES, _first_line, resolve_dtype
 from tprimat.microbench.timing import Method, is_gpu, measure
+from tprimat.result.metrics import describe
 
 #: SDPA backend enum names as tprimat reports them.
 SDPA_BACKENDS = {

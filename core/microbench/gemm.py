@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from tprimat.result.metrics import describe
 from tprimat.microbench.formulas import tflops
 from tprimat.microbench.shapes import GemmShape
 from tprimat.microbench.timing import Method, is_gpu, measure
+from tprimat.result.metrics import describe
 
 #: Operators compared on forward shapes; backward shapes run through ``torch.matmul`` only.
 FORWARD_OPS = ("matmul", "linear", "linear+bias")

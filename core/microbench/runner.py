@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from tprimat import __version__
-from tprimat.running.manifest import performance_environment
 from tprimat.microbench.formulas import ATTENTION_FORMULA, GEMM_FORMULA
 from tprimat.microbench.shapes import ShapeError, model_gemm_shapes, sweep_shapes
 from tprimat.microbench.store import (
@@ -25,6 +24,7 @@ from tprimat.microbench.store import (
     case_spread,
     summarize,
 )
+from tprimat.running.manifest import performance_environment
 from tprimat.settings.models import ModelSpec
 
 What = Literal["gemm", "attention", "all"]
@@ -164,10 +164,10 @@ def run_microbench(
                                 tensor_parallel=tensor_parallel, sweep_step=sweep_step,
                                 sweep_radius=sweep_radius)
     torch = _import_torch()
+    from tprimat.hardware.platform import detect
     from tprimat.microbench.attention import run_attention
     from tprimat.microbench.gemm import fp8_support, run_gemms
     from tprimat.microbench.timing import make_flush, method_for
-    from tprimat.hardware.platform import detect
 
     created = datetime.now(UTC)
     devices = select_devices(torch, device)

@@ -17,14 +17,10 @@ from pathlib import Path
 
 from tprimat.contract.backend import SNIFF_LINES, LogMatch
 from tprimat.contract.registry import Registry
-from tprimat.errors import TprimatError
+from tprimat.parse.errors import ParseError
 
 #: How many lines are read when the short head (``SNIFF_LINES``) shows nothing known.
 LONG_HEAD_LINES = 200_000
-
-
-class DetectError(TprimatError):
-    """A log that no installed backend recognises, or that two recognise equally."""
 
 
 def _head(path: Path, limit: int) -> list[str]:
@@ -32,7 +28,7 @@ def _head(path: Path, limit: int) -> list[str]:
         with open(path, encoding="utf-8", errors="replace") as handle:
             return list(itertools.islice(handle, limit))
     except OSError as exc:
-        raise DetectError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise ParseError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def _ask(registry: Registry, lines: Sequence[str], source: str) -> list[tuple[LogMatch, str]]:
@@ -44,7 +40,7 @@ def _ask(registry: Registry, lines: Sequence[str], source: str) -> list[tuple[Lo
         try:
             match = sniff(lines, source)
         except Exception as exc:  # a broken sniffer must not hide the others
-            raise DetectError(
+            raise ParseError(
                 f"backend {name}'s log sniffer ({entry.distribution or entry.plugin_name}) failed on "
                 f"{source}: {type(exc).__name__}: {exc}"
             ) from None
@@ -66,7 +62,7 @@ def detect_backend(files: Sequence[Path], registry: Registry) -> tuple[str, str]
             best, name = answers[0]
             tied = [other for match, other in answers[1:] if match.confidence == best.confidence]
             if tied:
-                raise DetectError(
+                raise ParseError(
                     f"{path}: recognised equally by backends {', '.join([name, *tied])} "
                     f"({best.evidence}); choose one with --backend"
                 )
@@ -74,8 +70,10 @@ def detect_backend(files: Sequence[Path], registry: Registry) -> tuple[str, str]
         if not cut:
             break  # every file was read whole: a longer head shows nothing more
     shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
+    if all(not _head(p, 1) for p in files):
+        raise ParseError(f"{shown}: empty: there is nothing to read")
     known = ", ".join(name for name, e in registry.backends().items() if e.spec.sniff is not None) or "none"
-    raise DetectError(
-        f"{shown}: no installed backend recognises this log (backends that read logs: {known}); "
+    raise ParseError(
+        f"{shown}: no training iterations that an installed backend recognises (backends that read logs: {known}); "
         "give --backend if you know which framework wrote it"
     )

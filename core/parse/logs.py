@@ -20,15 +20,12 @@ from typing import Any
 import attrs
 
 from tprimat import __version__
-from tprimat.result.builder import assemble_result
-from tprimat.result.collect import EventCollector, is_memory_only
-from tprimat.settings.config import BenchmarkConfig, default_config_dict
-from tprimat.errors import TprimatError
 from tprimat.parse.detect import detect_backend
+from tprimat.parse.errors import ParseError
 from tprimat.parse.logfile import LogFile
 from tprimat.result import builder
-from tprimat.result.workload import Workload, as_int, check_workload_declared
-from tprimat.running.manifest import Manifest, find_manifest, load_manifest
+from tprimat.result.builder import assemble_result
+from tprimat.result.collect import EventCollector, is_memory_only
 from tprimat.result.metrics import _ranges
 from tprimat.result.schema import (
     Hardware,
@@ -39,11 +36,9 @@ from tprimat.result.schema import (
     RunInfo,
     Software,
 )
-
-
-class ParseError(TprimatError):
-    """Logs that cannot be turned into a result (none found, no iterations, a mismatch)."""
-
+from tprimat.result.workload import Workload, as_int, check_workload_declared
+from tprimat.running.manifest import Manifest, find_manifest, load_manifest
+from tprimat.settings.config import BenchmarkConfig, default_config_dict
 
 #: File names read from a directory that is not a Primus tree.
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")

@@ -17,9 +17,6 @@ import attrs
 
 from tprimat.contract.backend import WarmupRule
 from tprimat.result.metrics import summarize, with_throughput
-from tprimat.settings.config import BenchmarkConfig
-from tprimat.settings.methodology import Resolved
-from tprimat.settings.models import UnknownModelError, get_model
 from tprimat.result.schema import (
     Hardware,
     IterationRecord,
@@ -29,6 +26,9 @@ from tprimat.result.schema import (
     RunInfo,
     Software,
 )
+from tprimat.settings.config import BenchmarkConfig
+from tprimat.settings.methodology import Resolved
+from tprimat.settings.models import UnknownModelError, get_model
 
 
 def result_config(

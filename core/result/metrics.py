@@ -22,9 +22,9 @@ from typing import Any
 import attrs
 
 from tprimat.result.flops import flops_per_token, formula_name
-from tprimat.settings.models import ModelSpec
 from tprimat.result.peaks import lookup_peak
 from tprimat.result.schema import IterationRecord, Stats, Summary
+from tprimat.settings.models import ModelSpec
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:

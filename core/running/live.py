@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tprimat.settings.config import BenchmarkConfig
 from tprimat.result.metrics import with_throughput
 from tprimat.result.schema import IterationRecord, Result, Stats
+from tprimat.settings.config import BenchmarkConfig
 
 
 def _fmt(value: float | None, spec: str = ".4g", unit: str = "") -> str:

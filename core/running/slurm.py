@@ -178,12 +178,6 @@ def tprimat_node_command(run_args: Sequence[str], *, program: str = "tprimat") -
     ]
 
 
-#: ``tprimat run`` options that belong to the submission, not to the per-node run.
-_SUBMIT_ONLY = {"--slurm": 0, "--dry-run": 0, "--nodes": 1, "--gpus-per-node": 1,
-                "--partition": 1, "--time": 1, "--account": 1,
-                "--nnodes": 1, "--node-rank": 1, "--master-addr": 1, "--master-port": 1}
-
-
 def _require(program: str) -> str:
     found = shutil.which(program)
     if found is None:

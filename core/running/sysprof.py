@@ -30,8 +30,8 @@ from pathlib import Path
 
 import attrs
 
-from tprimat.errors import TprimatError
 from tprimat.contract.plans import LaunchPlan
+from tprimat.errors import TprimatError
 
 TOOLS = ("nsys", "rocprofv3")
 

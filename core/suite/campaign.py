@@ -42,12 +42,11 @@ from typing import Any
 
 import attrs
 
-from tprimat.running.supervise import die_with_parent_hook
-
 from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError
-from tprimat.running.orphans import kill_marked
 from tprimat.result.schema import ResultError, load_result
+from tprimat.running.orphans import kill_marked
+from tprimat.running.supervise import die_with_parent_hook
 
 SUITE_FILE = "suite.toml"
 #: In every process of a suite's run: its run directory, to find what outlived a killed suite.

@@ -26,7 +26,7 @@ from tprimat.plugins.megatron.settings import (
     parse_version,
     to_argv,
 )
-from tprimat.running.torchrun import torchrun_argv
+from tprimat.contract.torchrun import torchrun_argv
 
 #: What Megatron-LM itself asks of the environment on every platform.
 MEGATRON_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}

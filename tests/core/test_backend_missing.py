@@ -6,8 +6,8 @@ import attrs
 import pytest
 
 from tprimat.contract.backend import BackendUnavailableError, require_available
-from tprimat.errors import TprimatError
 from tprimat.contract.registry import Registry
+from tprimat.errors import TprimatError
 
 
 @pytest.mark.parametrize(("backend", "needs", "hint"), [
@@ -30,10 +30,10 @@ def test_missing_framework_names_what_and_how(backend, needs, hint, monkeypatch)
 
 @pytest.mark.parametrize("backend", ["amd_megatron", "nvd_megatron"])
 def test_launch_without_megatron_says_where_to_point(backend, monkeypatch, tmp_path):
-    from tprimat.settings.config import load_config
-    from tprimat.settings.models import get_model
     from tprimat.contract.plans import LaunchContext
     from tprimat.hardware.platform import PlatformInfo
+    from tprimat.settings.config import load_config
+    from tprimat.settings.models import get_model
 
     monkeypatch.delenv("MEGATRON_PATH", raising=False)
     context = LaunchContext(run_id="r", run_dir=tmp_path, config=load_config(None, []),

@@ -4,8 +4,8 @@ import tarfile
 import pytest
 from click.testing import CliRunner
 
-from tprimat.suite.bundle import CHECKSUMS, BundleError, make_bundle, unbundle
 from tprimat.cli import cli
+from tprimat.suite.bundle import CHECKSUMS, BundleError, make_bundle, unbundle
 
 
 @pytest.fixture

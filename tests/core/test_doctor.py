@@ -4,8 +4,8 @@ import pytest
 from click.testing import CliRunner
 
 from tprimat.cli import cli
-from tprimat.settings.config import load_config
 from tprimat.running.doctor import GIB, Probe, run_checks, tokenizer_needed
+from tprimat.settings.config import load_config
 
 
 def probe(env=None, files=None, tools=None, free_gib=500.0) -> Probe:

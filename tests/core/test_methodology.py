@@ -73,17 +73,3 @@ def test_a_preset_that_breaks_the_config_is_refused():
                  config={"training.micro_batch_size": 3})
     with pytest.raises(PresetError, match="does not fit"):
         resolve(config, backend="amd_megatron", device_name="X", preset=odd)
-
-
-def test_provenance_notes_carry_every_deviation():
-    from tprimat.settings.methodology import provenance_notes
-    from tprimat.contract.plans import LaunchPlan
-
-    plan = LaunchPlan(argv=("x",), methodology="tuned",
-                      deviations=("training.micro_batch_size: 1 -> 2", 'env.A: unset -> "1"'),
-                      notes=("tuned preset mi300x: source", "other"))
-    assert provenance_notes(plan) == [
-        "methodology: tuned", "tuned deviation: training.micro_batch_size: 1 -> 2",
-        'tuned deviation: env.A: unset -> "1"', "tuned preset mi300x: source",
-    ]
-    assert provenance_notes(LaunchPlan(argv=("x",))) == ["methodology: iso"]

@@ -5,8 +5,8 @@ import pytest
 from tprimat.result.builder import assemble_result
 from tprimat.result.flops import flops_per_token
 from tprimat.result.metrics import describe, percentile, select_measured, with_throughput
-from tprimat.settings.models import get_model
 from tprimat.result.schema import Hardware, IterationRecord, ResultConfig, RunInfo
+from tprimat.settings.models import get_model
 
 
 def test_percentile_interpolates_like_numpy():

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.running.orphans import kill_marked, marked_processes
 from tprimat.contract.plans import LaunchPlan
+from tprimat.running.orphans import kill_marked, marked_processes
 from tprimat.running.supervise import RUNNER_PID_ENV, ProcessExecution
 
 pytestmark = [pytest.mark.slow,

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from tests.plugins.logfixtures import LOGS
-from tprimat.settings.config import load_config
-from tprimat.running.manifest import Manifest, write_manifest
-from tprimat.parse.logs import ParseError, Workload, detect_backend, find_log_files, parse_logs
 from tprimat.contract.registry import Registry
+from tprimat.parse.logs import ParseError, Workload, detect_backend, find_log_files, parse_logs
 from tprimat.result.schema import Hardware, Software
+from tprimat.running.manifest import Manifest, write_manifest
+from tprimat.settings.config import load_config
 
 FULL15 = LOGS / "megatron/mlm_core0.16rc0_2026-03-31_llama3-1b_1gpu_GH200_full15iter_stdout.log"
 P57 = LOGS / ("primus/primus_AMD-AGI-Primus_deepseek-v4_p57r2_no_tilelang_v2_proxy_trace_"
@@ -42,7 +42,7 @@ def registry():
     ("nemo/cloudai-test_nemo-launcher_2025-03-04_perf_metrics_utils_snippet.log", "nvd_nemo"),
 ])
 def test_format_detection(registry, name, backend):
-    detected, reason = detect_backend([LOGS / name], registry.backends())
+    detected, reason = detect_backend([LOGS / name], registry)
     assert detected == backend
     assert ":" in reason  # names the line that decided it
 
@@ -176,7 +176,7 @@ def test_iteration_one_is_warm_up_for_megatron_even_with_no_warm_up(registry):
 def test_empty_and_unrelated_files_are_errors(registry, tmp_path):
     empty = tmp_path / "empty.log"
     empty.write_text("")
-    with pytest.raises(ParseError, match="no training iteration"):
+    with pytest.raises(ParseError, match="empty: there is nothing to read"):
         parse_logs([empty], registry=registry)
     with pytest.raises(ParseError, match="no training iterations"):
         parse_logs([P57], registry=registry, backend="nvd_nemo")

@@ -22,17 +22,17 @@ import attrs
 import pytest
 
 from tprimat import hookimpl
-from tprimat.contract.backend import BackendSpec, Requirements
-from tprimat.result.metrics import describe
-from tprimat.running.monitor import GpuMonitor, GpuReading
+from tprimat.contract.backend import BackendSpec, LaunchOption, Requirements
 from tprimat.contract.plans import DataArguments, LaunchPlan, PreparedDataset, ProfilePlan
-from tprimat.hardware.platform import PlatformInfo
 from tprimat.contract.records import ParseIssue
-from tprimat.contract.registry import Registry
+from tprimat.contract.registry import BackendError, Registry
+from tprimat.hardware.platform import PlatformInfo
+from tprimat.result.metrics import describe
+from tprimat.result.schema import IterationRecord, load_result
 from tprimat.running.dryrun import describe_plan
+from tprimat.running.monitor import GpuMonitor, GpuReading
 from tprimat.running.prepare import RunError, RunRequest, prepare, resolve_backend
 from tprimat.running.runner import run
-from tprimat.result.schema import IterationRecord, load_result
 
 JOB = r"""
 import sys, time
@@ -62,7 +62,8 @@ class FakeBackend:
     @hookimpl
     def register_backends(self):
         return [BackendSpec(name="fake", platform="any", framework="fakeframe",
-                            description="a test job", requires=Requirements())]
+                            description="a test job", requires=Requirements(),
+                            options=tuple(LaunchOption(name=n, help=n) for n in ("sleep", "code", "hang_after")))]
 
     @hookimpl
     def detect_platform(self):
@@ -240,7 +241,8 @@ def test_parser_failure_keeps_the_run_and_says_so(tmp_path):
     registry = make_registry(fail_parser_at=4)
     result = run(prepare(request(tmp_path), registry), registry).result
     assert [r.iteration for r in result.iterations] == [1, 2, 3]
-    assert any("parser failed (RuntimeError: parser bug)" in n for n in result.provenance.notes)
+    assert any("parser failed (PluginError: plugin fake (no distribution) failed in its parse_metrics hook "
+               "for backend fake: RuntimeError: parser bug)" in n for n in result.provenance.notes)
     assert any("only 3 of 6" in n for n in result.provenance.notes)
 
 
@@ -273,34 +275,53 @@ def test_profiled_iterations_are_marked_and_energy_comes_from_the_monitor(tmp_pa
         sum(r.energy_j for r in measured) / sum(r.tokens for r in measured))
 
 
-def test_default_backend_falls_back_to_torch_when_the_platform_default_is_unusable():
-    class Entry:
-        def __init__(self, state):
-            self.state = state
+class _Declares:
+    """A plugin declaring one backend that is the default for some platforms."""
 
-        def availability(self):
-            from tprimat.contract.backend import Availability
+    def __init__(self, name, default_for, usable):
+        self.spec = BackendSpec(name=name, platform="any", framework=name, description=name,
+                                default_for=default_for,
+                                requires=Requirements(python=() if usable else ("no_such_module_here",)))
 
-            return Availability(state=self.state, detail="x")
+    @hookimpl
+    def register_backends(self):
+        return [self.spec]
 
-    class Reg:
-        def __init__(self, backends):
-            self._b = backends
 
-        def backends(self):
-            return self._b
+def _declaring(*plugins):
+    registry = Registry()
+    for plugin in plugins:
+        registry.register(plugin, name=plugin.spec.name)
+    return registry
 
-        def backend(self, name):
-            return self._b[name]
 
+def test_default_backend_is_what_backends_declare_and_falls_back_when_unusable():
     amd = PlatformInfo(platform="amd")
-    usable = Reg({"amd_primus": Entry("available"), "torch": Entry("available")})
-    assert resolve_backend(usable, None, amd)[0] == "amd_primus"
-    missing = Reg({"amd_primus": Entry("missing"), "torch": Entry("available")})
-    backend, reason = resolve_backend(missing, None, amd)
-    assert backend == "torch" and "amd_primus" in reason
-    assert resolve_backend(usable, None, PlatformInfo(platform="cpu"))[0] == "torch"
-    assert resolve_backend(usable, "amd_primus", PlatformInfo(platform="cpu"))[0] == "amd_primus"
+    usable = _declaring(_Declares("vendor", ("amd",), True), _Declares("ref", ("cpu", "*"), True))
+    assert resolve_backend(usable, None, amd, {})[0] == "vendor"
+    missing = _declaring(_Declares("vendor", ("amd",), False), _Declares("ref", ("cpu", "*"), True))
+    backend, reason = resolve_backend(missing, None, amd, {})
+    assert backend == "ref" and "vendor" in reason and "no_such_module_here" in reason
+    assert resolve_backend(usable, None, PlatformInfo(platform="cpu"), {})[0] == "ref"
+    assert resolve_backend(usable, "vendor", PlatformInfo(platform="cpu"), {})[0] == "vendor"
+
+
+def test_tprimat_default_backend_beats_what_backends_declare():
+    registry = _declaring(_Declares("vendor", ("amd",), True), _Declares("ref", ("cpu", "*"), True))
+    amd = PlatformInfo(platform="amd")
+    assert resolve_backend(registry, None, amd, {"TPRIMAT_DEFAULT_BACKEND": "ref"}) == (
+        "ref", "TPRIMAT_DEFAULT_BACKEND names it for amd")
+    per_platform = {"TPRIMAT_DEFAULT_BACKEND": "nvidia=vendor,amd=ref"}
+    assert resolve_backend(registry, None, amd, per_platform)[0] == "ref"
+    assert resolve_backend(registry, None, PlatformInfo(platform="cpu"), per_platform)[0] == "ref"
+    with pytest.raises(BackendError, match="unknown backend 'nope'"):
+        resolve_backend(registry, None, amd, {"TPRIMAT_DEFAULT_BACKEND": "nope"})
+
+
+def test_two_usable_defaults_for_one_platform_are_an_error_naming_both():
+    registry = _declaring(_Declares("one", ("amd",), True), _Declares("two", ("amd",), True))
+    with pytest.raises(RunError, match="one, two"):
+        resolve_backend(registry, None, PlatformInfo(platform="amd"), {})
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
 import json
 
+from tprimat.hardware.platform import PlatformInfo
 from tprimat.running.manifest import (
     capture_manifest,
     find_manifest,
@@ -7,7 +8,6 @@ from tprimat.running.manifest import (
     performance_environment,
     write_manifest,
 )
-from tprimat.hardware.platform import PlatformInfo
 from tprimat.secrets import REDACTED, get_secret, load_env_file, redact_env, redact_text
 
 TOKEN = "hf_" + "a1B2c3D4e5F6g7H8i9J0kLmNoPqR"

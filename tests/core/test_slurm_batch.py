@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -134,24 +135,32 @@ def test_a_failing_job_reports_its_exit_code(slurm_cluster, tmp_path):
     assert result.state == "FAILED" and result.exit_code == 3 and not result.ok
 
 
-def test_run_options_for_the_submission_stay_out_of_the_node_command():
-    from tprimat.running.slurm import node_run_args
+def test_every_run_option_reaches_the_node_command(tmp_path):
+    from tprimat.cli.slurm_run import node_run_arguments
+    from tprimat.running.prepare import RunRequest
 
-    argv = ["--backend", "amd_primus", "--slurm", "--nodes", "4", "--gpus-per-node=8",
-            "--partition", "mi300x", "--time", "02:00:00", "--account", "perf", "--dry-run",
-            "--master-port", "29611", "--config", "bench.toml", "--set", "training.seq_length=4096"]
-    assert node_run_args(argv) == ["--backend", "amd_primus", "--config", "bench.toml",
-                                   "--set", "training.seq_length=4096"]
+    request = RunRequest(backend="amd_megatron", config_file="bench.toml", overrides=("training.seq_length=4096",),
+                         iterations=20, nproc_per_node=8, profile=True, system_profiler="rocprofv3",
+                         options={"megatron_path": "/opt/megatron-lm", "megatron_version": "0.15"},
+                         output=tmp_path)
+    args = node_run_arguments(request, run_id="r1", strict=True)
+    assert args == ["--backend", "amd_megatron", "--config", str(Path("bench.toml").absolute()),
+                    "--set", "training.seq_length=4096", "--iterations", "20", "--nproc-per-node", "8",
+                    "--profile", "--system-profiler", "rocprofv3", "--strict",
+                    "--megatron-path", "/opt/megatron-lm", "--megatron-version", "0.15",
+                    "--output", str(tmp_path), "--run-id", "r1", "--slurm-node"]
+    command = tprimat_node_command(args)
+    assert command[:2] == ["tprimat", "run"] and command[-8:] == [
+        "--nnodes", "{nnodes}", "--node-rank", "{node_rank}", "--master-addr", "{master_addr}",
+        "--master-port", "{master_port}"]
 
 
-def test_submit_from_cli_dry_run(tmp_path, monkeypatch):
-    from tprimat.running.slurm import submit_from_cli
-
+def test_a_dry_run_submission_writes_both_scripts(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    submission = submit_from_cli(
-        ["--backend", "nvd_nemo", "--slurm", "--nodes", "2", "--config", "b.toml"],
+    submission = submit_run(
+        node_command=tprimat_node_command(["--backend", "nvd_nemo", "--config", "b.toml"]),
         run_dir=tmp_path / "run", options=SlurmOptions(nodes=2, gpus_per_node=8),
-        master_port=29612, dry_run=True,
+        master_port=29612, cwd=tmp_path, dry_run=True,
     )
     assert submission.job_id is None
     assert "#SBATCH --nodes=2" in submission.script
@@ -159,25 +168,20 @@ def test_submit_from_cli_dry_run(tmp_path, monkeypatch):
     assert "export MASTER_PORT=29612" in submission.script
     last = submission.node_script.splitlines()[-1]
     assert last.startswith("exec tprimat run --backend nvd_nemo --config b.toml --nnodes")
-    assert "--slurm" not in last and "--nodes" not in last.replace("--nnodes", "")
     assert f"cd {tmp_path}" in submission.node_script
 
 
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_submit_from_cli_runs_one_node_command_with_the_allocation_rendezvous(slurm_cluster, tmp_path,
-                                                                             monkeypatch):
-    from tprimat.running.slurm import submit_from_cli
-
+def test_one_node_command_runs_with_the_allocation_rendezvous(slurm_cluster, tmp_path, monkeypatch):
     # A stand-in for the tprimat executable that reports the arguments it was given.
     program = tmp_path / "tprimat-standin"
     program.write_text("#!/bin/bash\necho \"argv: $*\"\necho \"NODE_RANK=$NODE_RANK\"\n")
     program.chmod(0o755)
     monkeypatch.chdir(tmp_path)
-    submission = submit_from_cli(
-        ["--backend", "torch", "--slurm", "--nodes", "1", "--config", "tiny.toml"],
-        run_dir=tmp_path / "run", options=SlurmOptions(nodes=1), master_port=29613,
-        program=str(program),
+    submission = submit_run(
+        node_command=tprimat_node_command(["--backend", "torch", "--config", "tiny.toml"], program=str(program)),
+        run_dir=tmp_path / "run", options=SlurmOptions(nodes=1), master_port=29613, cwd=tmp_path,
     )
     result = follow_job(submission.job_id, run_dir=tmp_path / "run", poll_s=0.3, timeout_s=60)
     assert result.ok, result

@@ -6,13 +6,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tprimat.result.builder import assemble_result
 from tprimat.cli import cli
+from tprimat.result.builder import assemble_result
 from tprimat.result.schema import IterationRecord, ResultConfig, RunInfo, write_result
 from tprimat.suite.campaign import (
-    counts,
     STATE_FILE,
     SuiteError,
+    counts,
     expand,
     init_suite_dir,
     load_suite,

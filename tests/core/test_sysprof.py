@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.errors import TprimatError
 from tprimat.contract.plans import LaunchPlan
+from tprimat.errors import TprimatError
 from tprimat.running.sysprof import (
     SystemProfiler,
     apply_system_profiler,

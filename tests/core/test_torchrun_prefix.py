@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from tprimat.settings.config import load_config
 from tprimat.errors import TprimatError
-from tprimat.running.torchrun import torchrun_argv
+from tprimat.contract.torchrun import torchrun_argv
+from tprimat.settings.config import load_config
 
 
 def test_prefix_from_the_config_and_node_rank():

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import attrs
 
-from tprimat.result.builder import assemble_result
 from tprimat.parse.legacy import LegacyOptions, convert_legacy
+from tprimat.result.builder import assemble_result
 from tprimat.result.schema import Provenance, Result, write_result
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

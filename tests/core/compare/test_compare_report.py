@@ -19,9 +19,9 @@ from compare_helpers import AMD, CUDA, NVD, TORCH_CPU, imported, legacy_file, wi
 from tprimat.compare.model import MismatchError, build_comparison
 from tprimat.compare.report import CSV_COLUMNS, write_report
 from tprimat.compare.traces import trace_section
-from tprimat.settings.config import load_config
 from tprimat.errors import TprimatError
 from tprimat.result.schema import write_result
+from tprimat.settings.config import load_config
 
 COST = load_config().cost
 

@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
+from tprimat.contract.plans import PreparedDataset
 from tprimat.data import PreparedDatasetError, load_prepared
 from tprimat.data.indexed import IndexedWriter
 from tprimat.errors import TprimatError
-from tprimat.contract.plans import PreparedDataset
 
 
 def make(tmp_path, **changes):

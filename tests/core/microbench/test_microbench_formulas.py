@@ -2,9 +2,9 @@
 
 import pytest
 
-from tprimat.result.flops import flops_per_token
 from tprimat.microbench.formulas import attended_pairs, attention_flops, gemm_flops, tflops
 from tprimat.microbench.shapes import model_gemm_shapes
+from tprimat.result.flops import flops_per_token
 from tprimat.settings.models import get_model
 
 

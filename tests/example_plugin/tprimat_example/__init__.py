@@ -2,21 +2,41 @@
 
 The toy "framework" is a tiny Python program that sleeps for a fixed time per
 step and prints one line per step, ``toy step N time_ms T loss L``.  It is
-small on purpose: it shows every piece a real backend has (declaration,
-launch plan, streaming parser) with nothing else in the way.
+small on purpose: it shows every piece a real backend has (declaration with
+its own launch option and log sniffer, launch plan, streaming parser) with
+nothing else in the way, and it imports only ``tprimat.contract``.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import tprimat
-from tprimat.contract.backend import BackendSpec, Requirements
-from tprimat.contract.plans import LaunchContext, LaunchPlan
-from tprimat.contract.records import LogFact, ParseIssue
-from tprimat.result.schema import IterationRecord
+from tprimat.contract import (
+    BackendSpec,
+    IterationRecord,
+    LaunchContext,
+    LaunchOption,
+    LaunchPlan,
+    LogFact,
+    LogMatch,
+    ParseIssue,
+    Requirements,
+)
+
+_STEP = re.compile(r"^toy step (\d+) time_ms ([\d.]+) loss ([-\w.+]+)\s*$")
+_BATCH = re.compile(r"^toy global_batch_size (\d+)\s*$")
+
+
+def sniff(lines: Sequence[str], source: str) -> LogMatch | None:
+    """A toy log: its step line (cheap, no imports: ``tprimat parse`` calls it on every file it reads)."""
+    for number, line in enumerate(lines, start=1):
+        if _STEP.match(line):
+            return LogMatch(confidence=0.9, evidence=f"toy step line at {source}:{number}")
+    return None
+
 
 TOY = BackendSpec(
     name="toy",
@@ -24,10 +44,10 @@ TOY = BackendSpec(
     framework="toy",
     description="Example backend: a sleeping loop that logs one line per step",
     requires=Requirements(python=("tprimat_example",)),
+    options=(LaunchOption(name="toy_step_ms", kind="int", env="TOY_STEP_MS",
+                          help="Milliseconds each toy step sleeps"),),
+    sniff=sniff,
 )
-
-_STEP = re.compile(r"^toy step (\d+) time_ms ([\d.]+) loss ([-\w.+]+)\s*$")
-_BATCH = re.compile(r"^toy global_batch_size (\d+)\s*$")
 
 _PROGRAM = """
 import sys, time
@@ -52,7 +72,7 @@ def launch(backend: str, context: LaunchContext) -> LaunchPlan:
     return LaunchPlan(
         argv=(
             sys.executable, "toy_train.py", str(config.benchmark.iterations),
-            str(context.options.get("step_ms", 5.0)), str(config.training.global_batch_size),
+            str(context.options.get("toy_step_ms", 5)), str(config.training.global_batch_size),
         ),
         cwd=context.run_dir,
         files={"toy_train.py": _PROGRAM},
