@@ -8,8 +8,8 @@ family shares.
 """
 
 from tprimat.contract import BackendSpec, Requirements
-from tprimat.plugins._megatron.sniff import sniff_rocm_megatron
 from tprimat.plugins.megatron.family import MEGATRON_PATH_OPTION, VERSION_OPTION, WARMUP
+from tprimat.plugins.megatron.sniff import sniff_rocm_megatron
 
 BACKEND = BackendSpec(
     name="amd_megatron",

@@ -8,8 +8,8 @@ family shares.
 """
 
 from tprimat.contract import BackendSpec, LaunchOption, Requirements
-from tprimat.plugins._megatron.sniff import sniff_primus
 from tprimat.plugins.megatron.family import VERSION_OPTION, WARMUP
+from tprimat.plugins.megatron.sniff import sniff_primus
 
 BACKEND = BackendSpec(
     name="amd_primus",

@@ -10,7 +10,8 @@ arguments.  This plugin keeps what they share, once:
 * :mod:`~tprimat.plugins.megatron.data`: prepared-dataset settings;
 * :mod:`~tprimat.plugins.megatron.profiling`: the profile window as profiler settings;
 * :mod:`~tprimat.plugins.megatron.pretrain`: the ``torchrun … pretrain_gpt.py`` plan;
-* the log parser and sniffers in :mod:`tprimat.plugins._megatron`.
+* :mod:`~tprimat.plugins.megatron.logparse` and :mod:`~tprimat.plugins.megatron.sniff`:
+  the Megatron iteration-line parser and the log sniffers.
 
 Each backend's folder (``plugins/<backend>/``) holds only its own: its
 ``BackendSpec``, its launcher with its platform environment, and its

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tprimat.contract import LaunchContext, LaunchPlan
+from tprimat.contract.torchrun import torchrun_argv
 from tprimat.errors import TprimatError
 from tprimat.plugins.megatron.settings import (
     DEFAULT_VERSION,
@@ -26,7 +27,6 @@ from tprimat.plugins.megatron.settings import (
     parse_version,
     to_argv,
 )
-from tprimat.contract.torchrun import torchrun_argv
 
 #: What Megatron-LM itself asks of the environment on every platform.
 MEGATRON_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}

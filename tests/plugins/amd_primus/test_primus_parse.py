@@ -6,7 +6,7 @@ import pytest
 
 from tests.plugins.logfixtures import LOGS, collect, events_of, facts_of, timed
 from tprimat.result.collect import EventCollector
-from tprimat.plugins._megatron.logparse import GIB_LABEL_NOTE
+from tprimat.plugins.megatron.logparse import GIB_LABEL_NOTE
 from tprimat.plugins.amd_primus.parse import parse_primus
 
 SAFE = ("primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_"

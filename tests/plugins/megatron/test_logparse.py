@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.plugins.logfixtures import LOGS, facts_of, issues_of, records_of
-from tprimat.plugins._megatron.logparse import (
+from tprimat.contract.records import LogFact, ParseIssue
+from tprimat.plugins.megatron.logparse import (
     GIB_LABEL_NOTE,
     LineError,
     MegatronLogParser,
@@ -18,7 +19,6 @@ from tprimat.plugins._megatron.logparse import (
     parse_units,
     strip_ansi,
 )
-from tprimat.contract.records import LogFact, ParseIssue
 from tprimat.result.schema import IterationRecord
 
 LINE = (
