@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import importlib
 import inspect
 import json
 import os
@@ -30,15 +31,39 @@ def _listed_packages() -> set[str]:
     return set(SETUP["options"]["packages"].split())
 
 
-def test_every_backend_folder_has_an_entry_point():
+def _served_backends(entry_points: dict[str, str]) -> dict[str, str]:
+    """Backend name -> the entry-point plugin that registers it."""
+    served: dict[str, str] = {}
+    for plugin, target in entry_points.items():
+        module = importlib.import_module(target)
+        if hasattr(module, "register_backends"):
+            served.update((spec.name, plugin) for spec in module.register_backends())
+    return served
+
+
+def test_every_backend_folder_is_served_by_an_entry_point_plugin():
     entry_points = _entry_points()
+    for name, target in entry_points.items():
+        assert target == f"tprimat.plugins.{name}", f"entry point {name} must name tprimat.plugins.{name}"
+    served = _served_backends(entry_points)
     folders = [p.name for p in (ROOT / "plugins").iterdir()
-               if p.is_dir() and not p.name.startswith(("_", "."))]
+               if p.is_dir() and not p.name.startswith(("_", ".")) and (p / "__init__.py").exists()]
     assert folders, "no backends under plugins/"
     for name in folders:
-        assert entry_points.get(name) == f"tprimat.plugins.{name}", (
-            f"plugins/{name} has no entry point '{name} = tprimat.plugins.{name}' "
-            "in setup.cfg's [options.entry_points] tprimat group")
+        assert name in entry_points or name in served, (
+            f"plugins/{name} is neither an entry point ('{name} = tprimat.plugins.{name}' in setup.cfg's "
+            "[options.entry_points] tprimat group) nor a backend that an entry-point plugin registers")
+
+
+def test_a_backend_folder_served_by_another_plugin_implements_no_hooks():
+    """Its hooks are the serving plugin's; a second set would never be called."""
+    entry_points = _entry_points()
+    for backend, plugin in _served_backends(entry_points).items():
+        if backend == plugin or not (ROOT / "plugins" / backend).is_dir():
+            continue
+        module = importlib.import_module(f"tprimat.plugins.{backend}")
+        hooks = [name for name, value in vars(module).items() if hasattr(value, "tprimat_impl")]
+        assert hooks == [], f"plugins/{backend} implements {hooks}; the {plugin} plugin serves it"
 
 
 def test_every_package_is_listed_in_setup_cfg():

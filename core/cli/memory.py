@@ -35,8 +35,8 @@ def memory() -> None:
 )
 @click.option(
     "--backend",
-    help="Backend whose memory layout to assume: torch, or a Megatron-core "
-    "backend (amd_primus, amd_megatron, nvd_megatron, nvd_nemo; the default).",
+    help="Backend whose memory layout to assume: torch (eager PyTorch modules), or any "
+    "Megatron-core backend (see `tprimat backends`; the default).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_context

@@ -8,6 +8,7 @@ BackendSpec, LaunchPlan, ...``) and the ``@tprimat.hookimpl`` marker:
 * the per-backend hooks' arguments and answers: :class:`LaunchContext`,
   :class:`LaunchPlan`, :class:`ProfilePlan`, :class:`DataArguments`,
   :class:`PreparedDataset`, :class:`PlatformInfo`;
+* profiling: :class:`ProfileWindow` and :func:`check_profile_config`;
 * what ``parse_metrics`` yields: :class:`IterationRecord`, :class:`LogFact`,
   :class:`ParseIssue`.
 
@@ -33,6 +34,8 @@ _EXPORTS = {
     "LaunchContext": "plans",
     "LaunchPlan": "plans",
     "ProfilePlan": "plans",
+    "ProfileWindow": "window",
+    "check_profile_config": "window",
     "DataArguments": "plans",
     "PreparedDataset": "plans",
     "IterationRecord": "records",

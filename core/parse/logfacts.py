@@ -15,7 +15,7 @@ confirm and reads the sequence length and the profiler settings from them, when 
 A log that states a profiler window (``--profile True --profile_step_start S
 --profile_step_end E``) had those iterations disturbed by the profiler:
 :func:`profiled_iterations` gives them, with the same rule a live run uses
-(:class:`tprimat.trace.window.ProfileWindow`: warm-up ``S-1``, recorded ``S`` … ``E-1``, and
+(:class:`tprimat.contract.window.ProfileWindow`: warm-up ``S-1``, recorded ``S`` … ``E-1``, and
 ``E``, whose time includes writing the trace).
 """
 
@@ -214,7 +214,7 @@ def profiled_iterations(facts: dict[str, Any]) -> tuple[tuple[int, ...], str | N
         )
     if end <= start:
         return (), f"the log states an empty profiler window ({start}-{end}): nothing left out"
-    from tprimat.trace.window import ProfileWindow
+    from tprimat.contract.window import ProfileWindow
 
     window = ProfileWindow(first_recorded=start, last_recorded=end - 1, warmup=1, ranks=())
     tool = "torch profiler" if facts.get("use_pytorch_profiler") is True else "CUDA profiler range"

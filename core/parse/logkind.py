@@ -121,8 +121,8 @@ def _line_kinds(head: Sequence[str]) -> str | None:
             engine = "a Primus log of its TorchTitan engine" if _PRIMUS_RE.search(line) else "a TorchTitan log"
             return (
                 f"{engine} (line {number}: 'step: ... loss: ... tps: ...') with no sign of Primus "
-                "or ROCm: tprimat reads TorchTitan only as Primus's engine; if it is one, pass "
-                "--backend amd_primus"
+                "or ROCm: tprimat reads TorchTitan only as Primus's engine; if it is one, name "
+                "the Primus backend with --backend (see `tprimat backends`)"
             )
         if _HF_TRAINER_RE.search(line):
             return (

@@ -1,10 +1,9 @@
 """The search space of ``tprimat tune``: settings that change speed, never the training math.
 
 A *knob* is a config key with the values the search may give it.  Which knobs
-a backend has is the backend's to say: a :class:`~tprimat.contract.backend.BackendSpec`
-may carry a ``tunables`` mapping (config key -> allowed values, or ``None`` for
-the core's default values); until every plugin declares one,
-:data:`BACKEND_TUNABLES` holds the same data for the built-in backends.
+a backend has is the backend's to say: its :class:`~tprimat.contract.backend.BackendSpec`
+carries a ``tunables`` mapping (config key or "<backend>.<switch>" -> allowed
+values, or ``None`` for the core's default values); the core names no backend.
 
 A *candidate* is one assignment of the knobs.  Candidates that the config
 itself refuses (global batch not divisible by micro-batch × data-parallel size,
@@ -30,33 +29,6 @@ from tprimat.errors import TprimatError
 from tprimat.settings.config import BenchmarkConfig, ConfigError, config_from_dict
 from tprimat.settings.methodology import FROZEN_KEYS
 from tprimat.settings.models import ModelSpec
-
-#: Knobs whose values the core derives from the config (``None`` in a tunables table).
-_MEGATRON_KNOBS: dict[str, tuple[Any, ...] | None] = {
-    "training.micro_batch_size": None,
-    "training.recompute": ("none", "selective", "full"),
-    "parallel.tensor": None,
-    "parallel.pipeline": None,
-    "parallel.context": None,
-    "parallel.distributed_optimizer": (False, True),
-    "parallel.overlap_grad_reduce": (False, True),
-    "parallel.overlap_param_gather": (False, True),
-}
-
-#: Per-backend tunables of the built-in backends, as data a plugin could declare itself
-#: (``BackendSpec.tunables``); a declared mapping wins over this table.
-BACKEND_TUNABLES: dict[str, dict[str, tuple[Any, ...] | None]] = {
-    "torch": {
-        "training.micro_batch_size": None,
-        "training.recompute": ("none", "full"),  # the torch backend recomputes whole layers only
-        "parallel.strategy": ("ddp", "fsdp2"),
-    },
-    "nvd_megatron": dict(_MEGATRON_KNOBS),
-    "amd_megatron": dict(_MEGATRON_KNOBS),
-    # A backend switch ("<backend>.<key>", not a config key): the first value is the backend's own default.
-    "amd_primus": {**_MEGATRON_KNOBS, "amd_primus.use_turbo_attention": (False, True)},
-    "nvd_nemo": dict(_MEGATRON_KNOBS),
-}
 
 #: Knobs that are only meaningful when the node has more than one process.
 _MULTI_PROCESS = {
@@ -139,12 +111,10 @@ class Candidate:
 
 
 def tunables_for(backend: str, spec: Any = None) -> dict[str, tuple[Any, ...] | None]:
-    """The backend's tunables: its spec's ``tunables`` when it declares them, else the table."""
+    """What the backend declares ``tprimat tune`` may search (``BackendSpec.tunables``)."""
     declared = getattr(spec, "tunables", None)
     if declared:
         return {str(k): (tuple(v) if v is not None else None) for k, v in dict(declared).items()}
-    if backend in BACKEND_TUNABLES:
-        return dict(BACKEND_TUNABLES[backend])
     raise SpaceError(
         f"backend {backend} declares no tunable settings; give the knobs to search with "
         "--space section.key=v1,v2 (e.g. --space training.micro_batch_size=1,2,4)"

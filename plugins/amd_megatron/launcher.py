@@ -7,17 +7,14 @@ needs to train correctly at full speed on MI300X-class GPUs; anything more
 
 from __future__ import annotations
 
-from tprimat.contract.plans import LaunchContext, LaunchPlan
-from tprimat.plugins._megatron.launch import megatron_plan
+from tprimat.contract import LaunchContext, LaunchPlan
+from tprimat.plugins.megatron.pretrain import megatron_plan
 
 #: Without it the HSA runtime reclaims scratch memory between kernels, which AMD's
 #: MI300X training guides and Primus's launcher (base_env.sh) both switch off.
 PLATFORM_ENV = {"HSA_NO_SCRATCH_RECLAIM": "1"}
 
-HINT = (
-    "the ROCm Primus image (docker/amd.Dockerfile) ships Megatron-LM under "
-    "$PRIMUS_PATH/third_party/Megatron-LM"
-)
+HINT = "the ROCm Primus image (docker/amd.Dockerfile) ships Megatron-LM under $PRIMUS_PATH/third_party/Megatron-LM"
 
 
 def plan(context: LaunchContext) -> LaunchPlan:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from tprimat.plugins._megatron.logparse import Event, MegatronLogParser, iter_events
+from tprimat.plugins.megatron.logparse import Event, MegatronLogParser, iter_events
 
 
 class RocmMegatronLogParser(MegatronLogParser):

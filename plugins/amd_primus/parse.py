@@ -21,15 +21,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from tprimat.plugins._megatron.logparse import (
+from tprimat.plugins.amd_primus.torchtitan import TorchTitanSteps
+from tprimat.plugins.megatron.logparse import (
     FACT_ARGUMENTS,
     Event,
     MegatronLogParser,
-    _fact_value,
+    fact_value,
     iter_events,
     strip_ansi,
 )
-from tprimat.plugins.amd_primus.torchtitan import TorchTitanSteps
 
 _PRIMUS_ARG_RE = re.compile(
     r":\s+([A-Za-z_][A-Za-z0-9_]*)\s+: (.*?) \((?:int|bool|str|float|list|dict|NoneType)\)\s*$"
@@ -62,7 +62,7 @@ class PrimusLogParser(MegatronLogParser):
                 key = FACT_ARGUMENTS.get(match.group(1))
                 if key is None or match.group(2) == "None":
                     return []
-                fact = self.fact(key, _fact_value(match.group(2)), lineno)
+                fact = self.fact(key, fact_value(match.group(2)), lineno)
                 return [fact] if fact is not None else []
         if "initialized with seq_len" in line:
             match = _EXTENSION_RE.search(line)

@@ -1,4 +1,4 @@
-"""``amd_primus`` profiling: Primus's profiler keys, set as experiment overrides.
+"""``amd_primus`` profiling: the Megatron window plus Primus's own profiler keys, as experiment overrides.
 
 Primus runs Megatron-LM's training loop with its own ``torch.profiler``
 settings: with ``profile`` and ``use_pytorch_profiler`` set, it records
@@ -13,28 +13,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from tprimat.contract.plans import LaunchContext, ProfilePlan
-from tprimat.trace.window import megatron_window
+from tprimat.contract import LaunchContext, ProfilePlan
+from tprimat.plugins.megatron.profiling import window_settings
+from tprimat.plugins.megatron.settings import to_overrides
 
 #: The experiment's tensorboard/ folder, wherever the launch puts the Primus workspace below the run directory.
 TRACE_GLOBS = ("**/tensorboard/*.pt.trace.json.gz", "**/tensorboard/*.pt.trace.json")
+#: Primus's own profiler keys (not Megatron-LM arguments).
+PRIMUS_PROFILER = {
+    "disable_tensorboard": False,
+    "torch_profiler_use_gzip": True,
+    "torch_profiler_record_shapes": False,
+    "torch_profiler_with_stack": False,
+}
 
 
 def profile_overrides(context: LaunchContext) -> tuple[dict[str, Any], tuple[int, ...]]:
     """The Primus module-config keys for the config's profile window, and the iterations it disturbs."""
-    start, end, window = megatron_window(context.config)
-    overrides: dict[str, Any] = {
-        "profile": True,
-        "use_pytorch_profiler": True,
-        "profile_ranks": list(window.ranks),
-        "profile_step_start": start,
-        "profile_step_end": end,
-        "disable_tensorboard": False,
-        "torch_profiler_use_gzip": True,
-        "torch_profiler_record_shapes": False,
-        "torch_profiler_with_stack": False,
-    }
-    return overrides, window.excluded
+    settings, window = window_settings(context.config)
+    return {**to_overrides(settings), **PRIMUS_PROFILER}, window.excluded
 
 
 def profile_plan(context: LaunchContext) -> ProfilePlan:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tprimat.contract.plans import LaunchContext, LaunchPlan
-from tprimat.plugins._megatron.launch import megatron_plan
+from tprimat.contract import LaunchContext, LaunchPlan
+from tprimat.plugins.megatron.pretrain import megatron_plan
 
 #: NVIDIA needs nothing beyond what Megatron-LM asks for on every platform.
 PLATFORM_ENV: dict[str, str] = {}

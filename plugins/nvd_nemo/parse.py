@@ -26,10 +26,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tprimat.contract.records import LogFact, ParseIssue
-from tprimat.plugins._megatron.logparse import (
+from tprimat.plugins.megatron.logparse import (
     LineError,
-    _normal_key,
     iter_events,
+    normal_key,
     parse_float,
     parse_int,
     strip_ansi,
@@ -139,7 +139,7 @@ class NemoLogParser:
                 reported["tflops_per_gpu"] = parse_float(values.pop("TFLOPS_per_GPU"))
             for key, value in values.items():
                 if _NUMBER_RE.fullmatch(value) and len(key) < 60:
-                    reported[_normal_key(key)] = float(value)
+                    reported[normal_key(key)] = float(value)
         except LineError as exc:
             return [self.issue(lineno, f"unreadable NeMo step line ({exc}); skipped")]
         step_time = fields.get("step_time_s")

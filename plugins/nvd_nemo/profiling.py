@@ -24,13 +24,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from tprimat.contract.plans import LaunchContext, ProfilePlan
-from tprimat.trace.window import nemo_window
+from tprimat.contract import LaunchContext, ProfilePlan, ProfileWindow, check_profile_config
+from tprimat.settings.config import BenchmarkConfig, ConfigError
 
 PYTORCH_CALLBACK = "nemo.lightning.pytorch.callbacks.PytorchProfilerCallback"
 NSYS_CALLBACK = "nemo.lightning.pytorch.callbacks.NsysCallback"
 TRACE_DIR = "torch_profile"  # below the run directory
 TRACE_GLOBS = (f"{TRACE_DIR}/device/rank-*.json",)
+
+
+def nemo_window(config: BenchmarkConfig) -> tuple[int, int, ProfileWindow]:
+    """(start_step, end_step, window) for NeMo's profiler callback (0-based global steps).
+
+    The profiler starts at ``start_step = wait`` and stops at
+    ``end_step = wait + warmup + active``.
+    """
+    check_profile_config(config)
+    profile = config.profile
+    start = profile.wait
+    end = start + profile.warmup + profile.active
+    if end >= config.benchmark.iterations:
+        raise ConfigError(
+            f"the profile window ends at step {end} but the run has {config.benchmark.iterations} steps "
+            "(0-based): lower profile.wait/warmup/active or raise benchmark.iterations"
+        )
+    window = ProfileWindow(
+        first_recorded=start + profile.warmup, last_recorded=end - 1, warmup=profile.warmup,
+        ranks=tuple(profile.ranks),
+    )
+    return start, end, window
 
 
 def profile_plan(context: LaunchContext) -> ProfilePlan:

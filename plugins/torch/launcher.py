@@ -98,6 +98,9 @@ def plan(context: LaunchContext) -> LaunchPlan:
     if context.data is not None:
         argv += list(context.data.args)
         env.update(context.data.env)
+    # A tuned preset's environment and arguments (decided by the core, recorded as deviations).
+    env.update(context.methodology.env)
+    argv += list(context.methodology.args)
     if context.profile is not None:
         argv += list(context.profile.args)
         env.update(context.profile.env)

@@ -29,7 +29,7 @@ def test_missing_framework_names_what_and_how(backend, needs, hint, monkeypatch)
 
 
 @pytest.mark.parametrize("backend", ["amd_megatron", "nvd_megatron"])
-def test_launch_without_megatron_says_where_to_point(backend, monkeypatch, tmp_path):
+def test_launch_without_megatron_plans_with_a_placeholder_and_says_where_to_point(backend, monkeypatch, tmp_path):
     from tprimat.contract.plans import LaunchContext
     from tprimat.hardware.platform import PlatformInfo
     from tprimat.settings.config import load_config
@@ -39,8 +39,13 @@ def test_launch_without_megatron_says_where_to_point(backend, monkeypatch, tmp_p
     context = LaunchContext(run_id="r", run_dir=tmp_path, config=load_config(None, []),
                             model=get_model("llama3.1-8b"), platform=PlatformInfo(platform="cpu"))
     registry = Registry.from_environment({})
-    with pytest.raises(TprimatError, match="set MEGATRON_PATH .*pretrain_gpt.py.*Dockerfile"):
-        registry.launch(backend, context=context)
+    # No checkout: a plan with a named placeholder (the core marks it NOT RUNNABLE HERE) that says
+    # where to point and what it assumed; a path that is not a checkout is an error.
+    plan = registry.launch(backend, context=context)
+    assert "${MEGATRON_PATH}/pretrain_gpt.py" in plan.argv
+    notes = " ".join(plan.notes)
+    assert "--megatron-path or $MEGATRON_PATH" in notes and "Dockerfile" in notes
+    assert "assumed Megatron-core 0.15" in notes
     context = attrs.evolve(context, options={"megatron_path": str(tmp_path)})
     with pytest.raises(TprimatError, match="pretrain_gpt.py does not exist"):
         registry.launch(backend, context=context)

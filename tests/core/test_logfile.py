@@ -15,7 +15,7 @@ from tprimat.plugins.amd_primus.parse import parse_primus
 from tprimat.plugins.nvd_megatron.parse import parse_megatron
 from tprimat.plugins.nvd_nemo.parse import parse_nemo
 
-PARSERS = {"primus": parse_primus, "megatron": parse_megatron, "bridge": parse_megatron,
+PARSERS = {"primus": parse_primus, "torchtitan": parse_primus, "megatron": parse_megatron, "bridge": parse_megatron,
            "nemo": parse_nemo}
 
 

@@ -10,66 +10,39 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from importlib import resources
 from pathlib import Path
 
 import pytest
 
+from tests.plugins.launching import prepared
 from tprimat.contract.plans import LaunchContext
 from tprimat.contract.registry import Registry
-from tprimat.hardware.platform import PlatformInfo
+from tprimat.running.prepare import PreparedRun
 from tprimat.settings.config import load_config
-from tprimat.settings.models import get_model
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden"
+ROOT_PLUGINS = HERE.parents[1] / "plugins"
 #: Generated files that are copies of a file tprimat ships (checked against it, not stored twice).
 SHIPPED = {"nemo_pretrain.py": resources.files("tprimat.plugins.nvd_nemo") / "nemo_pretrain.py"}
-FIXTURES = HERE.parent / "fixtures"
 BACKENDS = ["amd_primus", "amd_megatron", "nvd_megatron", "nvd_nemo"]
 MODELS = ["llama3.1-8b", "qwen2.5-7b"]
 
-MI300X = PlatformInfo(platform="amd", device_name="AMD Instinct MI300X", device_count=8,
-                      stack="rocm", source="test")
-H100 = PlatformInfo(platform="nvidia", device_name="NVIDIA H100 80GB HBM3", device_count=8,
-                    stack="cuda", source="test")
+
+def prepared_for(backend: str, model: str, tmp_path: Path, overrides=()) -> tuple[PreparedRun, dict[str, str]]:
+    """The run the core prepares on the backend's target GPU, and the paths to normalise in goldens."""
+    run = prepared(backend, model, tmp_path, overrides)
+    replacements = {str(run.run_dir): "<RUN_DIR>"}
+    for option, name in (("megatron_path", "<MEGATRON_PATH>"), ("primus_path", "<PRIMUS_PATH>")):
+        if option in run.context.options:
+            replacements[run.context.options[option]] = name
+    return run, replacements
 
 
-def fake_megatron(root: Path) -> Path:
-    """A directory shaped like a Megatron-LM core 0.15 checkout (launch only checks paths)."""
-    (root / "megatron" / "core").mkdir(parents=True)
-    (root / "pretrain_gpt.py").write_text("")
-    info = root / "megatron" / "core" / "package_info.py"
-    info.write_text("MAJOR = 0\nMINOR = 15\nPATCH = 0\n")
-    return root
-
-
-def fake_primus(root: Path) -> Path:
-    """The real Primus config tree (fixture) plus an empty launcher file where Primus keeps it."""
-    shutil.copytree(FIXTURES / "primus_configs", root)
-    (root / "runner").mkdir()
-    (root / "runner" / "primus-cli").write_text("")
-    return root
-
-
-def context_for(
-    backend: str, model: str, tmp_path: Path, overrides=()
-) -> tuple[LaunchContext, dict]:
-    config = load_config(None, [f'benchmark.model="{model}"', *overrides])
-    run_dir = tmp_path / "runs" / "r1"
-    options: dict = {}
-    replacements = {str(run_dir): "<RUN_DIR>"}
-    if backend.endswith("_megatron"):
-        options["megatron_path"] = str(fake_megatron(tmp_path / "megatron"))
-        replacements[options["megatron_path"]] = "<MEGATRON_PATH>"
-    if backend == "amd_primus":
-        options["primus_path"] = str(fake_primus(tmp_path / "primus"))
-        replacements[options["primus_path"]] = "<PRIMUS_PATH>"
-    platform = MI300X if backend.startswith("amd") else H100
-    context = LaunchContext(run_id="r1", run_dir=run_dir, config=config, model=get_model(model),
-                            platform=platform, options=options)
-    return context, replacements
+def context_for(backend: str, model: str, tmp_path: Path, overrides=()) -> tuple[LaunchContext, dict]:
+    run, replacements = prepared_for(backend, model, tmp_path, overrides)
+    return run.context, replacements
 
 
 def normalise(text: str, replacements: dict[str, str]) -> str:
@@ -78,14 +51,15 @@ def normalise(text: str, replacements: dict[str, str]) -> str:
     return text
 
 
-def plan_record(plan, replacements) -> tuple[dict, dict[str, str]]:
+def plan_record(run: PreparedRun, replacements) -> tuple[dict, dict[str, str]]:
+    plan = run.plan
     record = {
         "argv": [normalise(a, replacements) for a in plan.argv],
         "env": {k: normalise(v, replacements) for k, v in sorted(plan.env.items())},
         "cwd": normalise(str(plan.cwd), replacements) if plan.cwd else None,
         "files": sorted(plan.files),
-        "methodology": plan.methodology,
-        "deviations": list(plan.deviations),
+        "methodology": run.methodology.methodology,  # the core's resolution, applied by the plan
+        "deviations": [str(d) for d in run.methodology.deviations],
         "notes": [normalise(n, replacements) for n in plan.notes],
     }
     files = {name: normalise(text, replacements) for name, text in plan.files.items()}
@@ -100,9 +74,8 @@ def registry():
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_generated_invocation_matches_golden(backend, model, tmp_path, registry):
-    context, replacements = context_for(backend, model, tmp_path)
-    plan = registry.launch(backend, context=context)
-    record, files = plan_record(plan, replacements)
+    run, replacements = prepared_for(backend, model, tmp_path)
+    record, files = plan_record(run, replacements)
     stem = GOLDEN / backend / model
     # Files the plan copies verbatim from the package are compared with the package's copy.
     verbatim = {name: text for name, text in files.items() if name in SHIPPED}
@@ -145,31 +118,31 @@ def test_multi_node_rendezvous_reaches_the_launcher(backend, tmp_path, registry)
 def test_hooks_stay_registered_after_their_submodules_are_imported(backend):
     import importlib
 
-    for submodule in ("launcher", "data", "profiling", "parse"):
-        importlib.import_module(f"tprimat.plugins.{backend}.{submodule}")
+    fresh = Registry.from_environment({})
+    plugin = fresh.backend(backend).plugin_name
+    for package in {backend, plugin}:
+        for module in (ROOT_PLUGINS / package).glob("*.py"):
+            importlib.import_module(f"tprimat.plugins.{package}.{module.stem}")
     fresh = Registry.from_environment({})
     for hook in ("launch", "prepare_data", "profile", "parse_metrics"):
         assert fresh.implements(backend, hook), hook
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_tuned_plans_carry_their_deviations(backend, tmp_path, registry):
-    context, _ = context_for(backend, "llama3.1-8b", tmp_path, ['benchmark.methodology="tuned"'])
-    iso_context, _ = context_for(backend, "llama3.1-8b", tmp_path / "iso", [])
-    plan = registry.launch(backend, context=context)
-    iso = registry.launch(backend, context=iso_context)
-    assert plan.methodology == "tuned" and iso.methodology == "iso" and iso.deviations == ()
-    assert plan.deviations, "a tuned plan lists what it changed"
-    assert any(n.startswith("tuned preset ") for n in plan.notes)
-    for deviation in plan.deviations:  # every env deviation is really in the environment
-        if deviation.startswith("env."):
-            name = deviation[4:].split(":")[0]
-            assert name in plan.env and name not in iso.env
+def test_tuned_plans_apply_the_cores_deviations(backend, tmp_path):
+    run, _ = prepared_for(backend, "llama3.1-8b", tmp_path, ['benchmark.methodology="tuned"'])
+    iso, _ = prepared_for(backend, "llama3.1-8b", tmp_path / "iso", [])
+    assert run.methodology.methodology == "tuned" and iso.methodology.deviations == ()
+    assert run.methodology.deviations, "a tuned run lists what it changed"
+    assert run.methodology.preset == ("mi300x" if backend.startswith("amd") else "h100")
+    for deviation in run.methodology.deviations:  # every env deviation is really in the environment
+        if deviation.setting.startswith("env."):
+            name = deviation.setting[4:]
+            assert run.plan.env[name] == deviation.tuned and name not in iso.plan.env
+    argv = list(run.plan.argv)
     if backend == "nvd_megatron":
-        argv = list(plan.argv)
         assert argv[argv.index("--context-parallel-size") + 1] == "2"
     if backend == "amd_megatron":
-        argv = list(plan.argv)
         assert argv[argv.index("--micro-batch-size") + 1] == "2"
 
 

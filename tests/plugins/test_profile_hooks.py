@@ -48,7 +48,7 @@ def _flags_in(path: Path) -> set[str]:
 @pytest.mark.parametrize("version", ["core_v0.12.0.txt", "core_v0.15.0.txt", "core_v0.19.0.txt",
                                      "main_2026-08-22.txt"])
 def test_every_megatron_profile_flag_exists_in_megatron(tmp_path, version):
-    from tprimat.plugins.nvd_megatron.profiling import nsys_plan, profile_plan
+    from tprimat.plugins.megatron.profiling import nsys_plan, profile_plan
 
     flags = _flags_in(MEGATRON_ARGS / version)
     ctx = context(tmp_path)
@@ -58,7 +58,7 @@ def test_every_megatron_profile_flag_exists_in_megatron(tmp_path, version):
 
 
 def test_nsys_plan_uses_the_cuda_profiler_range_not_the_torch_profiler(tmp_path):
-    from tprimat.plugins.nvd_megatron.profiling import nsys_plan
+    from tprimat.plugins.megatron.profiling import nsys_plan
 
     plan = nsys_plan(context(tmp_path))
     assert "--use-pytorch-profiler" not in plan.args and plan.args[0] == "--profile"

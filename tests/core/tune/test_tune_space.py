@@ -10,7 +10,6 @@ from tprimat.settings.models import get_model
 from tprimat.tune import Budget, parse_budget
 from tprimat.tune.search import TuneError, fit_budget, worst_case_trials
 from tprimat.tune.space import (
-    BACKEND_TUNABLES,
     SpaceError,
     candidates,
     parse_space,
@@ -28,7 +27,7 @@ def cpu_config(*overrides: str):
 
 def test_torch_space_on_cpu_searches_micro_batch_and_recompute_only():
     config = cpu_config()  # global batch 4, one process
-    space = search_space(config, tunables_for("torch"))
+    space = search_space(config, tunables_for("torch", _spec("torch")))
     assert space == {"training.micro_batch_size": (1, 2, 4), "training.recompute": ("none", "full")}
     found, invalid = candidates(config, get_model("llama3.1-tiny"), space)
     assert {c.as_dict()["training.micro_batch_size"] for c in found} == {1, 2, 4}
@@ -40,7 +39,7 @@ def test_torch_space_on_cpu_searches_micro_batch_and_recompute_only():
 
 def test_two_processes_add_ddp_versus_fsdp2():
     config = cpu_config("launch.nproc_per_node=2")
-    space = search_space(config, tunables_for("torch"))
+    space = search_space(config, tunables_for("torch", _spec("torch")))
     assert space["parallel.strategy"] == ("ddp", "fsdp2")
     found, invalid = candidates(config, get_model("llama3.1-tiny"), space)
     assert {c.as_dict()["parallel.strategy"] for c in found} == {"ddp", "fsdp2"}
@@ -51,7 +50,7 @@ def test_two_processes_add_ddp_versus_fsdp2():
 
 def test_megatron_space_stays_within_the_node_and_the_model():
     config = load_config(None, ["launch.nproc_per_node=8", "training.global_batch_size=16"])
-    space = search_space(config, tunables_for("nvd_megatron"))
+    space = search_space(config, tunables_for("nvd_megatron", _spec("nvd_megatron")))
     assert space["parallel.tensor"] == (1, 2, 4, 8)
     assert space["training.recompute"] == ("none", "selective", "full")
     found, _ = candidates(config, get_model("llama3.1-8b"), space)
@@ -69,7 +68,7 @@ def test_set_fixes_a_knob_and_space_restricts_or_adds_one():
     config = cpu_config()
     space = search_space(
         config,
-        tunables_for("torch"),
+        tunables_for("torch", _spec("torch")),
         restrict=parse_space(["training.micro_batch_size=1,2"]),
         fixed=["training.recompute"],
     )
@@ -103,7 +102,13 @@ def test_a_declared_tunables_mapping_wins_over_the_table():
         tunables = {"training.recompute": ["none"]}
 
     assert tunables_for("torch", Spec()) == {"training.recompute": ("none",)}
-    assert "torch" in BACKEND_TUNABLES
+
+
+
+def _spec(name):
+    from tprimat.contract.registry import Registry
+
+    return Registry.from_environment({}).backend(name).spec
 
 
 def test_budgets():

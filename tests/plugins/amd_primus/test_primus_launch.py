@@ -11,8 +11,8 @@ import yaml
 from tprimat.contract.plans import LaunchContext, PreparedDataset, ProfilePlan
 from tprimat.errors import TprimatError
 from tprimat.hardware.platform import PlatformInfo
-from tprimat.plugins.amd_primus.data import data_arguments
 from tprimat.plugins.amd_primus.launcher import EXPERIMENT_FILE, plan
+from tprimat.plugins.megatron.data import data_arguments
 from tprimat.settings.config import load_config
 from tprimat.settings.models import get_model
 
@@ -123,13 +123,33 @@ def test_a_config_tree_without_a_launcher_is_refused_with_a_hint(primus, tmp_pat
         plan(context(primus, tmp_path, []))
 
 
-def test_missing_primus_path_says_what_to_do(tmp_path, monkeypatch):
-    monkeypatch.delenv("PRIMUS_PATH", raising=False)
-    config = load_config(None, [])
+def test_without_a_checkout_the_plan_names_a_placeholder_and_the_base_experiment(tmp_path):
+    config = load_config(None, ['precision.dtype="fp8"'])
     ctx = LaunchContext(run_id="r", run_dir=tmp_path, config=config, model=get_model("llama3.1-8b"),
                         platform=MI300X)
-    with pytest.raises(TprimatError, match=r"set PRIMUS_PATH .*docker/amd\.Dockerfile"):
+    launch_plan = plan(ctx)
+    assert launch_plan.argv[1] == "${PRIMUS_PATH}/runner/primus-cli"
+    notes = "\n".join(launch_plan.notes)
+    assert "placeholder ${PRIMUS_PATH}" in notes and "docker/amd.Dockerfile" in notes
+    assert "examples/megatron/configs/MI300X/llama3.1_8B-FP8-pretrain.yaml" in notes
+    assert "assumed Megatron-core 0.15" in notes
+    experiment = yaml.safe_load(launch_plan.files[EXPERIMENT_FILE])
+    assert experiment["modules"]["pre_trainer"]["model"] == "llama3.1_8B.yaml"
+    assert overrides_of(launch_plan)["fp8"] == "hybrid"
+
+
+def test_a_path_that_is_not_a_primus_checkout_is_refused(tmp_path):
+    config = load_config(None, [])
+    ctx = LaunchContext(run_id="r", run_dir=tmp_path, config=config, model=get_model("llama3.1-8b"),
+                        platform=MI300X, options={"primus_path": str(tmp_path / "nowhere")})
+    with pytest.raises(TprimatError, match=r"Primus not found: .*docker/amd\.Dockerfile"):
         plan(ctx)
+
+
+def test_every_megatron_destination_is_a_primus_key():
+    from tprimat.plugins.megatron.settings import ARGS
+
+    assert sorted(set(ARGS) - primus_keys()) == []
 
 
 def test_prepared_dataset_switches_mock_data_off(primus, tmp_path):
@@ -139,7 +159,9 @@ def test_prepared_dataset_switches_mock_data_off(primus, tmp_path):
     ctx = context(primus, tmp_path, ['benchmark.model="qwen2.5-7b"'],
                   data=data_arguments(dataset, config))
     o = overrides_of(plan(ctx))
-    assert o["mock_data"] is False and o["train_data_path"] == str(tmp_path / "d" / "text_document")
+    # the same data settings pretrain_gpt.py gets: one prefix, every token in the training split
+    assert o["mock_data"] is False and o["data_path"] == [str(tmp_path / "d" / "text_document")]
+    assert o["split"] == "100,0,0" and o["train_data_path"] is None
     assert o["tokenizer_type"] == "HuggingFaceTokenizer" and o["tokenizer_model"] == "/tok"
     assert o["make_vocab_size_divisible_by"] == 512 and o["vocab_size"] is None
 
@@ -153,12 +175,26 @@ def test_profile_overrides_are_carried(primus, tmp_path):
     assert launch_plan.env["PRIMUS_X"] == "1"
 
 
-def test_tuned_lists_every_deviation(primus, tmp_path):
-    launch_plan = plan(context(primus, tmp_path, ['benchmark.methodology="tuned"']))
-    assert launch_plan.methodology == "tuned"
-    assert "training.micro_batch_size: 1 -> 2" in launch_plan.deviations
-    assert 'env.GPU_MAX_HW_QUEUES: unset -> "2"' in launch_plan.deviations
-    assert "amd_primus.use_turbo_attention: unset -> true" in launch_plan.deviations
-    o = overrides_of(launch_plan)
+def test_tuned_applies_the_cores_resolution(tmp_path):
+    from tests.plugins.launching import prepared
+
+    run = prepared("amd_primus", "llama3.1-8b", tmp_path, ['benchmark.methodology="tuned"'])
+    deviations = [str(d) for d in run.methodology.deviations]
+    assert "training.micro_batch_size: 1 -> 2" in deviations
+    assert 'env.GPU_MAX_HW_QUEUES: unset -> "2"' in deviations
+    assert "amd_primus.use_turbo_attention: unset -> true" in deviations
+    o = overrides_of(run.plan)
     assert o["micro_batch_size"] == 2 and o["use_turbo_attention"] is True
-    assert launch_plan.env["GPU_MAX_HW_QUEUES"] == "2"
+    assert run.plan.env["GPU_MAX_HW_QUEUES"] == "2"
+
+
+def test_a_tuned_megatron_key_goes_through_the_settings_checks(primus, tmp_path):
+    import attrs
+
+    from tprimat.settings.methodology import Resolved
+
+    base = context(primus, tmp_path, [])
+    tuned = Resolved(methodology="tuned", config=base.config, overrides={"overlap_param_gather": True,
+                                                                        "use_distributed_optimizer": False})
+    with pytest.raises(TprimatError, match="distributed_optimizer"):
+        plan(attrs.evolve(base, methodology=tuned))

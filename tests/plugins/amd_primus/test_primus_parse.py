@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.plugins.logfixtures import LOGS, collect, events_of, facts_of, timed
-from tprimat.plugins._megatron.logparse import GIB_LABEL_NOTE
 from tprimat.plugins.amd_primus.parse import parse_primus
+from tprimat.plugins.megatron.logparse import GIB_LABEL_NOTE
 from tprimat.result.collect import EventCollector
 
 SAFE = ("primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_"

@@ -47,7 +47,7 @@ def test_parse_reads_it_as_amd_primus_when_told():
 
 def test_step_lines_are_found_past_the_start_up_part_of_a_large_file(monkeypatch):
     from tprimat.parse.logfile import LogFile
-    from tprimat.plugins._megatron import logparse
+    from tprimat.plugins.megatron import logparse
 
     monkeypatch.setattr(logparse, "STARTUP_BYTES", 1)  # every chunk after the first is "running"
     events = list(parse_primus(LogFile(TITAN, chunk_bytes=64), "t.log"))

@@ -1,4 +1,4 @@
-"""Prepared-dataset arguments shared by the Megatron-family backends.
+"""Prepared-dataset settings shared by the Megatron-family backends (``prepare_data``).
 
 A dataset made by ``tprimat prepare-data`` is a Megatron ``.bin``/``.idx``
 pair plus the Hugging Face tokenizer it was tokenized with.  Megatron sizes
@@ -11,9 +11,11 @@ runs have the same FLOPs as mock-data runs.
 
 from __future__ import annotations
 
-from tprimat.contract.plans import PreparedDataset
+from typing import Any
+
+from tprimat.contract import DataArguments, PreparedDataset
 from tprimat.errors import TprimatError
-from tprimat.plugins._megatron.args import VOCAB_DIVISIBLE_BY
+from tprimat.plugins.megatron.settings import VOCAB_DIVISIBLE_BY
 from tprimat.settings.config import BenchmarkConfig
 from tprimat.settings.models import get_model
 
@@ -50,14 +52,26 @@ def dataset_tokenizer(dataset: PreparedDataset, config: BenchmarkConfig) -> str:
     return config.data.tokenizer or dataset.tokenizer
 
 
-def megatron_data_args(dataset: PreparedDataset, config: BenchmarkConfig) -> tuple[str, ...]:
-    """``--data-path``, the split, and the dataset's own Hugging Face tokenizer."""
+def data_settings(dataset: PreparedDataset, config: BenchmarkConfig) -> dict[str, Any]:
+    """``data_path``, the split, and the dataset's own Hugging Face tokenizer, as Megatron destinations."""
     model = get_model(config.benchmark.model)
-    divisor = vocab_divisor(dataset.vocab_size, model.vocab_size, config.parallel.tensor)
-    return (
-        "--data-path", str(dataset.path_prefix),
-        "--split", SPLIT,
-        "--tokenizer-type", "HuggingFaceTokenizer",
-        "--tokenizer-model", dataset_tokenizer(dataset, config),
-        "--make-vocab-size-divisible-by", str(divisor),
-    )
+    return {
+        "mock_data": False,
+        "data_path": [str(dataset.path_prefix)],
+        "split": SPLIT,
+        "train_data_path": None,
+        "valid_data_path": None,
+        "test_data_path": None,
+        "tokenizer_type": "HuggingFaceTokenizer",
+        "tokenizer_model": dataset_tokenizer(dataset, config),
+        "vocab_size": None,
+        "make_vocab_size_divisible_by": vocab_divisor(dataset.vocab_size, model.vocab_size, config.parallel.tensor),
+    }
+
+
+def data_arguments(dataset: PreparedDataset, config: BenchmarkConfig) -> DataArguments:
+    """The ``prepare_data`` answer: the settings as ``overrides`` keyed by Megatron destinations.
+
+    The launch renders them with the rest (flags for ``pretrain_gpt.py``, keys for Primus).
+    """
+    return DataArguments(overrides=data_settings(dataset, config))

@@ -147,11 +147,13 @@ def parse_units(text: str, count: int, wanted: tuple[int, ...]) -> list[float]:
     return [parse_float(parts[i].strip().rstrip("GiB%")) for i in wanted]
 
 
-def _normal_key(key: str) -> str:
+def normal_key(key: str) -> str:
+    """A log's label as a record key: ``"throughput per GPU (TFLOP/s/GPU)"`` -> ``throughput_per_gpu_tflop_s_gpu``."""
     return re.sub(r"[^a-z0-9]+", "_", key.lower()).strip("_")
 
 
-def _fact_value(text: str) -> Any:
+def fact_value(text: str) -> Any:
+    """A value as a log prints it, typed: ``True``/``False``, an int, a float, else the text."""
     value = text.strip()
     if value in ("True", "False"):
         return value == "True"
@@ -334,7 +336,7 @@ class MegatronLogParser:
                 elif key and len(key) < 60:
                     number = _NUMBER_RE.fullmatch(value.strip())
                     if number is not None:
-                        reported[_normal_key(key)] = float(number.group(0))
+                        reported[normal_key(key)] = float(number.group(0))
             except LineError as exc:
                 problems.append(f"{key.strip()}: {exc}")
         if problems:
@@ -446,7 +448,7 @@ class MegatronLogParser:
         key = FACT_ARGUMENTS.get(match.group(1))
         if key is None or match.group(2) == "None":
             return []
-        fact = self.fact(key, _fact_value(match.group(2)), lineno)
+        fact = self.fact(key, fact_value(match.group(2)), lineno)
         return [fact] if fact is not None else []
 
     # -- segment handlers -----------------------------------------------------------------

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tests.plugins.logfixtures import LOGS, facts_of, issues_of, records_of
 from tprimat.contract.records import LogFact, ParseIssue
-from tprimat.plugins._megatron.logparse import (
+from tprimat.plugins.megatron.logparse import (
     GIB_LABEL_NOTE,
     LineError,
     MegatronLogParser,

@@ -1,4 +1,4 @@
-"""The shared Megatron-LM argument builder: architecture, semantics, and flags that really exist."""
+"""The one Megatron settings model: architecture, semantics, flags that really exist, and its renderings."""
 
 from __future__ import annotations
 
@@ -7,15 +7,20 @@ from pathlib import Path
 import pytest
 
 from tprimat.contract.plans import PreparedDataset
-from tprimat.plugins._megatron.args import (
-    MegatronArgsError,
-    build_megatron_args,
+from tprimat.plugins.megatron.data import data_arguments, vocab_divisor
+from tprimat.plugins.megatron.settings import (
+    ARGS,
+    MegatronSettingsError,
+    build_settings,
     detect_version,
     flags,
-    null_tokenizer_vocab_arg,
+    from_argv,
+    null_tokenizer_vocab_size,
+    padded_vocab_size,
     parse_version,
+    to_argv,
+    to_overrides,
 )
-from tprimat.plugins._megatron.data import megatron_data_args, vocab_divisor
 from tprimat.settings.config import load_config
 from tprimat.settings.models import get_model
 
@@ -34,6 +39,10 @@ CONFIG_VARIANTS = [
     ["training.recompute=\"selective\"", "parallel.pipeline=2", "parallel.context=2",
      "precision.dtype=\"fp32\"", "training.lr_decay_style=\"constant\""],
 ]
+
+
+def argv_of(config, model, **kw) -> list[str]:
+    return to_argv(build_settings(config, model, **kw))
 
 
 def accepted(version: tuple[int, int]) -> set[str]:
@@ -56,8 +65,7 @@ def as_dict(args) -> dict[str, str | None]:
 @pytest.mark.parametrize("overrides", CONFIG_VARIANTS)
 def test_every_flag_exists_in_the_targeted_megatron(version, model, overrides):
     config = load_config(None, [f'benchmark.model="{model}"', *overrides])
-    built = build_megatron_args(config, get_model(model), version=version)
-    unknown = sorted(set(flags(built.args)) - accepted(version))
+    unknown = sorted(set(flags(argv_of(config, get_model(model), version=version))) - accepted(version))
     assert unknown == []
 
 
@@ -69,7 +77,7 @@ def test_a_flag_megatron_does_not_know_is_caught():
 
 def test_llama_architecture_is_complete():
     config = load_config(None, [])
-    args = as_dict(build_megatron_args(config, get_model("llama3.1-8b")).args)
+    args = as_dict(argv_of(config, get_model("llama3.1-8b")))
     assert args["--num-layers"] == "32"
     assert args["--hidden-size"] == "4096"
     assert args["--ffn-hidden-size"] == "14336"
@@ -82,21 +90,20 @@ def test_llama_architecture_is_complete():
     assert "--use-rope-scaling" in args and args["--rope-scaling-factor"] == "8"
     assert "--untie-embeddings-and-output-weights" in args and "--disable-bias-linear" in args
     assert "--add-qkv-bias" not in args
-    assert args["--hidden-dropout"] == "0" and args["--attention-dropout"] == "0"
+    assert args["--hidden-dropout"] == "0.0" and args["--attention-dropout"] == "0.0"
     assert args["--log-interval"] == "1" and "--log-throughput" in args
     assert args["--eval-iters"] == "0"
 
 
 def test_qwen_architecture_has_qkv_bias_and_no_rope_scaling():
     config = load_config(None, ['benchmark.model="qwen2.5-7b"'])
-    built = build_megatron_args(config, get_model("qwen2.5-7b"))
-    args = as_dict(built.args)
+    args = as_dict(argv_of(config, get_model("qwen2.5-7b")))
     assert "--add-qkv-bias" in args
     assert args["--num-query-groups"] == "4"
     assert args["--rotary-base"] == "1000000"
     assert args["--norm-epsilon"] == "1e-06"
     assert "--use-rope-scaling" not in args
-    assert built.padded_vocab_size == 152064
+    assert padded_vocab_size(config, get_model("qwen2.5-7b")) == 152064
 
 
 @pytest.mark.parametrize(
@@ -104,9 +111,9 @@ def test_qwen_architecture_has_qkv_bias_and_no_rope_scaling():
 )
 def test_mock_tokenizer_vocabulary_equals_the_models(version, expected):
     # Up to core 0.17 the NullTokenizer adds an EOD token to --vocab-size; from 0.18 it does not.
-    assert null_tokenizer_vocab_arg(128256, version) == expected
+    assert null_tokenizer_vocab_size(128256, version) == expected
     config = load_config(None, [])
-    args = as_dict(build_megatron_args(config, get_model("llama3.1-8b"), version=version).args)
+    args = as_dict(argv_of(config, get_model("llama3.1-8b"), version=version))
     assert args["--tokenizer-type"] == "NullTokenizer" and "--mock-data" in args
     assert args["--vocab-size"] == str(expected)
 
@@ -122,7 +129,7 @@ def test_config_fields_land():
         "kernels.attention_backend=\"fused\"",
         "parallel.overlap_param_gather=false",
     ])
-    args = as_dict(build_megatron_args(config, get_model("llama3.1-8b")).args)
+    args = as_dict(argv_of(config, get_model("llama3.1-8b")))
     assert args["--micro-batch-size"] == "2" and args["--global-batch-size"] == "64"
     assert args["--seq-length"] == "4096" and args["--train-iters"] == "30"
     assert args["--seed"] == "7" and args["--lr"] == "0.0001" and args["--min-lr"] == "1e-05"
@@ -141,16 +148,16 @@ def test_config_fields_land():
 
 def test_overlap_param_gather_needs_the_distributed_optimizer():
     config = load_config(None, ["parallel.distributed_optimizer=false"])
-    with pytest.raises(MegatronArgsError, match="distributed_optimizer"):
-        build_megatron_args(config, get_model("llama3.1-8b"))
+    with pytest.raises(MegatronSettingsError, match="distributed_optimizer"):
+        build_settings(config, get_model("llama3.1-8b"))
 
 
 def test_non_llama3_rope_scaling_is_refused():
     import attrs
 
     odd = attrs.evolve(get_model("llama3.1-8b"), rope_scaling={"rope_type": "yarn", "factor": 4.0})
-    with pytest.raises(MegatronArgsError, match="Llama 3.1 scaling"):
-        build_megatron_args(load_config(None, []), odd)
+    with pytest.raises(MegatronSettingsError, match="Llama 3.1 scaling"):
+        build_settings(load_config(None, []), odd)
 
 
 def test_version_reading(tmp_path):
@@ -169,21 +176,18 @@ def test_prepared_data_uses_the_dataset_tokenizer_and_keeps_the_model_vocab(tmp_
         fingerprint="sha256:x", documents=10, tokens=1000, vocab_size=151665,
     )
     config = load_config(None, ['benchmark.model="qwen2.5-7b"'])
-    data_args = megatron_data_args(dataset, config)
-    args = as_dict(data_args)
+    data = data_arguments(dataset, config)
+    args = as_dict(argv_of(config, get_model("qwen2.5-7b"), data=data))
     assert args["--data-path"] == str(tmp_path / "qwen_text_document")
+    assert args["--split"] == "100,0,0"
     assert args["--tokenizer-type"] == "HuggingFaceTokenizer"
     assert args["--tokenizer-model"] == str(tmp_path / "tok")
     # 151665 tokens padded to 152064, the model's embedding
     assert args["--make-vocab-size-divisible-by"] == "512"
-    from tprimat.contract.plans import DataArguments
-
-    built = build_megatron_args(config, get_model("qwen2.5-7b"), data=DataArguments(args=data_args))
-    full = as_dict(built.args)
-    assert "--mock-data" not in full and "--vocab-size" not in full
-    assert list(built.args).count("--make-vocab-size-divisible-by") == 1
-    unknown = set(flags(built.args)) - accepted((0, 15))
-    assert not unknown
+    assert "--mock-data" not in args and "--vocab-size" not in args
+    argv = argv_of(config, get_model("qwen2.5-7b"), data=data)
+    assert argv.count("--make-vocab-size-divisible-by") == 1
+    assert not set(flags(argv)) - accepted((0, 15))
 
 
 @pytest.mark.parametrize(("tok", "model", "tp", "padded"), [
@@ -200,3 +204,58 @@ def test_a_tokenizer_larger_than_the_model_is_refused():
 
     with pytest.raises(TprimatError, match="another model"):
         vocab_divisor(200000, 152064, 1)
+
+
+def test_every_argument_exists_in_each_targeted_megatron():
+    for version in TARGETS:
+        missing = sorted(a.flag for a in ARGS.values()
+                         if (a.since is None or version >= a.since) and a.flag not in accepted(version))
+        assert missing == [], (version, missing)
+
+
+@pytest.mark.parametrize("overrides", CONFIG_VARIANTS)
+def test_flags_read_back_into_the_settings(overrides):
+    """Rendering as flags and parsing them as Megatron would gives back every setting."""
+    config = load_config(None, list(overrides))
+    settings = build_settings(config, get_model("llama3.1-8b"))
+    back = from_argv(to_argv(settings))
+    for dest, value in settings.items():
+        parsed = back[dest]
+        if value is None or isinstance(value, bool):
+            assert parsed == value, dest
+        elif isinstance(value, list):
+            assert parsed == [str(v) for v in value], dest
+        else:
+            assert type(value)(parsed) == value, dest
+
+
+def test_overrides_are_the_destinations_themselves():
+    config = load_config(None, ['precision.dtype="fp8"', "kernels.fused_rope=false"])
+    settings = build_settings(config, get_model("llama3.1-8b"))
+    overrides = to_overrides(settings)
+    assert overrides == settings
+    assert overrides["fp8"] == "hybrid" and overrides["apply_rope_fusion"] is False
+    assert overrides["add_bias_linear"] is False and overrides["recompute_granularity"] is None
+
+
+def test_a_switch_at_its_default_gives_no_flag_and_a_store_false_switch_gives_its_flag():
+    assert to_argv({"apply_rope_fusion": True, "sequence_parallel": False}) == []
+    assert to_argv({"apply_rope_fusion": False, "sequence_parallel": True}) == ["--no-rope-fusion",
+                                                                                 "--sequence-parallel"]
+
+
+def test_an_unknown_destination_is_refused_with_its_name():
+    with pytest.raises(MegatronSettingsError, match="use_turbo_attention"):
+        build_settings(load_config(None, []), get_model("llama3.1-8b"), extra={"use_turbo_attention": True})
+
+
+def test_a_flag_newer_than_the_target_is_refused(monkeypatch):
+    import attrs
+
+    from tprimat.plugins.megatron import settings as module
+
+    newer = attrs.evolve(ARGS["cross_entropy_fusion_impl"], since=(0, 19))
+    monkeypatch.setitem(module.ARGS, "cross_entropy_fusion_impl", newer)
+    with pytest.raises(MegatronSettingsError, match="0.15 has no --cross-entropy-fusion-impl"):
+        build_settings(load_config(None, []), get_model("llama3.1-8b"), version=(0, 15))
+    build_settings(load_config(None, []), get_model("llama3.1-8b"), version=(0, 19))

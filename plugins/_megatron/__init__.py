@@ -1,5 +1,0 @@
-"""Code shared by the Megatron-family backends (``amd_primus``, ``amd_megatron``, ``nvd_megatron``).
-
-Not a plugin: it has no entry point and implements no hooks.  Its modules
-must stay importable without torch or any framework installed.
-"""

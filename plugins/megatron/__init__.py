@@ -1,0 +1,90 @@
+"""``megatron``: the one plugin serving the Megatron-family backends.
+
+``amd_primus`` (Primus on ROCm), ``amd_megatron`` (Megatron-LM on ROCm) and
+``nvd_megatron`` (Megatron-LM on CUDA) train with the same Megatron-LM
+arguments.  This plugin keeps what they share, once:
+
+* :mod:`~tprimat.plugins.megatron.settings`: the settings model keyed by
+  Megatron-LM's argument destinations, its checks, and its two renderings
+  (``pretrain_gpt.py`` flags, Primus experiment overrides);
+* :mod:`~tprimat.plugins.megatron.data`: prepared-dataset settings;
+* :mod:`~tprimat.plugins.megatron.profiling`: the profile window as profiler settings;
+* :mod:`~tprimat.plugins.megatron.pretrain`: the ``torchrun … pretrain_gpt.py`` plan;
+* :mod:`~tprimat.plugins.megatron.logparse` and :mod:`~tprimat.plugins.megatron.sniff`:
+  the Megatron iteration-line parser and the log sniffers.
+
+Each backend's folder (``plugins/<backend>/``) holds only its own: its
+``BackendSpec``, its launcher with its platform environment, and its
+log-line extensions.  The per-backend hooks below receive the backend name
+and hand over to that folder.  Submodules are never named after a hook
+(importing ``…megatron.launch`` would rebind ``launch`` on this package).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from tprimat import hookimpl
+
+if TYPE_CHECKING:
+    from tprimat.contract import (
+        BackendSpec,
+        DataArguments,
+        LaunchContext,
+        LaunchPlan,
+        PreparedDataset,
+        ProfilePlan,
+    )
+    from tprimat.settings.config import BenchmarkConfig
+
+#: The backends this plugin serves (each a package ``tprimat.plugins.<name>``).
+BACKENDS = ("amd_primus", "amd_megatron", "nvd_megatron")
+#: Each backend's log parser: (module, function).
+_PARSERS = {
+    "amd_primus": ("tprimat.plugins.amd_primus.parse", "parse_primus"),
+    "amd_megatron": ("tprimat.plugins.amd_megatron.parse", "parse_rocm_megatron"),
+    "nvd_megatron": ("tprimat.plugins.nvd_megatron.parse", "parse_megatron"),
+}
+
+
+@hookimpl
+def register_backends() -> list[BackendSpec]:
+    return [importlib.import_module(f"tprimat.plugins.{name}").BACKEND for name in BACKENDS]
+
+
+@hookimpl
+def prepare_data(backend: str, dataset: PreparedDataset, config: BenchmarkConfig) -> DataArguments:
+    from tprimat.plugins.megatron.data import data_arguments
+
+    return data_arguments(dataset, config)
+
+
+@hookimpl
+def profile(backend: str, context: LaunchContext) -> ProfilePlan:
+    """The config's window with the backend's own profiler settings.
+
+    Under Nsight Systems without the torch profiler, ``pretrain_gpt.py`` opens the
+    same window as a CUDA profiler range instead.
+    """
+    if backend == "amd_primus":
+        from tprimat.plugins.amd_primus.profiling import profile_plan as primus_plan
+
+        return primus_plan(context)
+    from tprimat.plugins.megatron.profiling import nsys_plan, profile_plan
+
+    if context.system_profiler == "nsys" and not context.config.profile.enabled:
+        return nsys_plan(context)
+    return profile_plan(context)
+
+
+@hookimpl
+def launch(backend: str, context: LaunchContext) -> LaunchPlan:
+    return importlib.import_module(f"tprimat.plugins.{backend}.launcher").plan(context)
+
+
+@hookimpl
+def parse_metrics(backend: str, lines: Iterable[str], source: str) -> Iterator[Any]:
+    module, function = _PARSERS[backend]
+    return getattr(importlib.import_module(module), function)(lines, source)
