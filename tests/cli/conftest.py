@@ -48,6 +48,7 @@ class ProfiledRuns:
 
     runs: Path  # holds exactly the two run directories
     one: Path  # `tprimat run --profile --nproc-per-node 1`
+    one_output: str  # what `tprimat run` printed for ``one``
     two: Path  # `tprimat profile --nproc-per-node 2` with profile.ranks = [0, 1]
     two_output: str  # what `tprimat profile` printed for ``two``
 
@@ -70,6 +71,8 @@ def profiled_torch_cpu_runs(tmp_path_factory: pytest.TempPathFactory) -> Profile
             str(runs),
             "--run-id",
             "p1",
+            "--model",
+            "llama3.1-tiny",
             *PROFILED,
         ],
         catch_exceptions=False,
@@ -87,6 +90,8 @@ def profiled_torch_cpu_runs(tmp_path_factory: pytest.TempPathFactory) -> Profile
             str(runs),
             "--run-id",
             "p2",
+            "--model",
+            "llama3.1-tiny",
             "--set",
             "profile.ranks=[0, 1]",
             *PROFILED,
@@ -94,4 +99,4 @@ def profiled_torch_cpu_runs(tmp_path_factory: pytest.TempPathFactory) -> Profile
         catch_exceptions=False,
     )
     assert two.exit_code == 0, two.output
-    return ProfiledRuns(runs=runs, one=runs / "p1", two=runs / "p2", two_output=two.output)
+    return ProfiledRuns(runs=runs, one=runs / "p1", one_output=one.output, two=runs / "p2", two_output=two.output)
