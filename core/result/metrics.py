@@ -38,7 +38,7 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
 
 
-def describe(values: Iterable[float]) -> Stats | None:
+def describe(values: Iterable[float | None]) -> Stats | None:
     """Mean, median, p5, p95, min, max and CV of the finite ``values`` (None if there are none)."""
     finite = sorted(v for v in values if v is not None and math.isfinite(v))
     if not finite:
@@ -123,7 +123,7 @@ def _ranges(numbers: Iterable[int]) -> str:
     ordered = sorted(set(numbers))
     spans: list[str] = []
     start = previous = ordered[0]
-    for n in ordered[1:] + [None]:  # type: ignore[list-item]
+    for n in ordered[1:] + [None]:
         if n is not None and n == previous + 1:
             previous = n
             continue

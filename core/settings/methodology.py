@@ -202,13 +202,13 @@ def resolve(
         tuned_config = config_from_dict(data)
     except ConfigError as exc:
         raise PresetError(f"preset {chosen.name} does not fit this config: {exc}") from None
-    section = chosen.backends.get(backend, {})
-    env = {**chosen.env, **{k: str(v) for k, v in section.get("env", {}).items()}}
+    own = chosen.backends.get(backend, {})  # the preset's table for this backend
+    env = {**chosen.env, **{k: str(v) for k, v in own.get("env", {}).items()}}
     deviations += [Deviation(setting=f"env.{k}", iso=None, tuned=v) for k, v in sorted(env.items())]
-    args = tuple(section.get("args", ()))
+    args = tuple(own.get("args", ()))
     if args:
         deviations.append(Deviation(setting="args", iso=None, tuned=list(args)))
-    overrides = dict(section.get("overrides", {}))
+    overrides = dict(own.get("overrides", {}))
     deviations += [
         Deviation(setting=f"{backend}.{k}", iso=None, tuned=v) for k, v in sorted(overrides.items())
     ]

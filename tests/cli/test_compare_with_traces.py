@@ -54,19 +54,12 @@ def test_report_compares_the_runs_gpu_traces(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.torch
-def test_profiled_torch_cpu_runs_get_a_trace_section_that_says_there_is_no_gpu_time(tmp_path):
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    runs = tmp_path / "runs"
-    for nproc in (1, 2):
-        out = invoke("run", "--backend", "torch", "--profile", "--nproc-per-node", str(nproc),
-                     "--iterations", "6", "--output", str(runs), "--run-id", f"p{nproc}",
-                     "--set", "training.seq_length=64", "--set", "training.global_batch_size=2",
-                     "--set", "training.micro_batch_size=1", "--set", "monitor.enabled=false",
-                     "--set", "profile.wait=1", "--set", "profile.warmup=1",
-                     "--set", "profile.active=1", "--set", 'parallel.strategy="ddp"')
-        assert out.exit_code == 0, out.output
-        assert (runs / f"p{nproc}" / "traces" / "rank-0.pt.trace.json").is_file()
+def test_profiled_torch_cpu_runs_get_a_trace_section_that_says_there_is_no_gpu_time(
+        tmp_path, profiled_torch_cpu_runs):
+    """The session's two profiled torch runs (1 and 2 processes, tests/cli/conftest.py), compared."""
+    runs = profiled_torch_cpu_runs.runs
+    for run_dir in (profiled_torch_cpu_runs.one, profiled_torch_cpu_runs.two):
+        assert (run_dir / "traces" / "rank-0.pt.trace.json").is_file()
     report = tmp_path / "report"
     out = invoke("compare", str(runs), "-o", str(report), "--format", "md")
     assert out.exit_code == 0, out.output

@@ -118,19 +118,17 @@ def test_stand_in_profiler_wraps_each_worker_not_a_shell(tmp_path, tool):
 
 @pytest.mark.slow
 @pytest.mark.torch
-def test_profile_collects_real_cpu_traces_and_analyses_them_consistently(tmp_path):
-    """`tprimat profile` on the torch backend (2 CPU processes), then `trace analyze` on its traces."""
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    out = invoke("profile", "--backend", "torch", "--nproc-per-node", "2", "--iterations", "6",
-                 "--output", str(tmp_path), "--run-id", "p", "--set", "profile.ranks=[0, 1]",
-                 "--set", "profile.wait=1", "--set", "profile.warmup=1", "--set", "profile.active=2",
-                 "--set", 'parallel.strategy="ddp"', *SHORT)
-    assert out.exit_code == 0, out.output
-    run_dir = tmp_path / "p"
+def test_profile_collects_real_cpu_traces_and_analyses_them_consistently(profiled_torch_cpu_runs):
+    """`tprimat profile` on the torch backend (2 CPU processes), then `trace analyze` on its traces.
+
+    The run is the session's (tests/cli/conftest.py): ``profile --nproc-per-node 2`` with
+    ``profile.ranks = [0, 1]``, 6 iterations, wait 1, warm-up 1, active 2.
+    """
+    run_dir = profiled_torch_cpu_runs.two
+    output = profiled_torch_cpu_runs.two_output
     traces = run_dir / "traces"
     assert sorted(p.name for p in traces.iterdir()) == ["rank-0.pt.trace.json", "rank-1.pt.trace.json"]
-    analysis = out.output[out.output.index("## trace analysis"):]
+    analysis = output[output.index("## trace analysis"):]
     assert "rank-0.pt.trace.json — rank 0" in analysis and "rank-1.pt.trace.json — rank 1" in analysis
     assert analysis.count("no GPU activity in this trace") == 2
 

@@ -31,46 +31,55 @@ def invoke(*args: str):
     return result
 
 
-@pytest.mark.parametrize("model, nproc, strategy, profile", [
-    ("llama3.1-tiny", 1, "ddp", True),
-    ("qwen2.5-tiny", 2, "ddp", False),
-    ("llama3.1-tiny", 2, "fsdp2", False),
-])
-def test_run_trains_and_writes_a_valid_result(tmp_path, model, nproc, strategy, profile):
-    args = ["--model", model, "--nproc-per-node", str(nproc), "--iterations", "5",
-            "--output", str(tmp_path), "--run-id", "r", *SHORT,
-            "--set", f'parallel.strategy="{strategy}"']
-    if profile:
-        args += ["--profile", "--set", "profile.wait=1", "--set", "profile.warmup=1",
-                 "--set", "profile.active=1"]
-    out = invoke(*args)
-    assert out.exit_code == 0, out.output
-    run_dir = tmp_path / "r"
+def _check_completed_run(run_dir, output, *, model, nproc, strategy, iterations, global_batch_size, seq_length):
     result = load_result(run_dir / "result.json")
     assert result.run.status == "completed"
     assert result.run.backend == "torch" and result.run.model == model
     assert result.config.world_size == nproc
-    assert [r.iteration for r in result.iterations] == [1, 2, 3, 4, 5]
+    assert [r.iteration for r in result.iterations] == list(range(1, iterations + 1))
     assert all(r.loss is not None and r.mem_rss_gib for r in result.iterations)
     # The summary's tokens/s/GPU is exactly what the per-iteration records give.
     measured = [r for r in result.iterations[2:] if not r.profiled]
     assert result.summary.tokens_per_s_per_gpu == describe(
-        4 * 64 / r.step_time_s / nproc for r in measured)
+        global_batch_size * seq_length / r.step_time_s / nproc for r in measured)
     assert result.summary.tokens_per_s_per_gpu.count == len(measured)
     assert result.software.torch.startswith("2.13.0")
     assert load_config(run_dir / "config.toml").parallel.strategy == strategy
-    assert "tok/s/GPU" in out.output and "result:" in out.output
+    assert "tok/s/GPU" in output and "result:" in output
     rank_logs = list((run_dir / "logs" / "ranks").rglob("stdout.log"))
     assert len(rank_logs) == nproc
-    if profile:
-        assert [r.iteration for r in result.iterations if r.profiled] == [2, 3]
-        # Written into torch_profile/, collected into traces/ under the rank's name.
-        assert [p.name for p in (run_dir / "traces").iterdir()] == ["rank-0.pt.trace.json"]
-        assert (run_dir / "traces" / "rank-0.pt.trace.json").stat().st_size > 0
-        assert not list((run_dir / "torch_profile").iterdir())
-        assert "traces/rank-0.pt.trace.json" in result.provenance.inputs
-        assert any("from torch_profile/rank0.step3.pt.trace.json" in n
-                   for n in result.provenance.notes)
+    return result
+
+
+@pytest.mark.parametrize("model, nproc, strategy", [
+    ("qwen2.5-tiny", 2, "ddp"),
+    ("llama3.1-tiny", 2, "fsdp2"),
+])
+def test_run_trains_and_writes_a_valid_result(tmp_path, model, nproc, strategy):
+    args = ["--model", model, "--nproc-per-node", str(nproc), "--iterations", "5",
+            "--output", str(tmp_path), "--run-id", "r", *SHORT,
+            "--set", f'parallel.strategy="{strategy}"']
+    out = invoke(*args)
+    assert out.exit_code == 0, out.output
+    _check_completed_run(tmp_path / "r", out.output, model=model, nproc=nproc, strategy=strategy,
+                         iterations=5, global_batch_size=4, seq_length=64)
+
+
+def test_a_profiled_run_trains_and_keeps_rank_0s_trace(profiled_torch_cpu_runs):
+    """The session's `tprimat run --profile` on one process (tests/cli/conftest.py: llama3.1-tiny,
+    ddp, 6 iterations, global batch 2, sequence 64; profiler wait 1, warm-up 1, active 2)."""
+    run_dir = profiled_torch_cpu_runs.one
+    result = _check_completed_run(run_dir, profiled_torch_cpu_runs.one_output, model="llama3.1-tiny",
+                                  nproc=1, strategy="ddp", iterations=6, global_batch_size=2,
+                                  seq_length=64)
+    assert [r.iteration for r in result.iterations if r.profiled] == [2, 3, 4]
+    # Written into torch_profile/, collected into traces/ under the rank's name.
+    assert [p.name for p in (run_dir / "traces").iterdir()] == ["rank-0.pt.trace.json"]
+    assert (run_dir / "traces" / "rank-0.pt.trace.json").stat().st_size > 0
+    assert not list((run_dir / "torch_profile").iterdir())
+    assert "traces/rank-0.pt.trace.json" in result.provenance.inputs
+    assert any("from torch_profile/rank0.step4.pt.trace.json" in n for n in result.provenance.notes), (
+        result.provenance.notes)
 
 
 def test_dry_run_prints_the_torchrun_command_and_the_effective_config(tmp_path):

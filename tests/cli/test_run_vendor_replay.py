@@ -13,7 +13,9 @@ the plan looks for the launcher: ``torchrun`` first on ``PATH`` (Megatron-LM, Ne
 This machine has no GPU and no vendor framework, so the availability checks are
 patched in-process: the device checks say yes, ``MEGATRON_PATH``/``--primus-path``
 name temporary checkouts, and for ``nvd_nemo`` (whose check looks for the ``nemo``
-package) the check itself is patched; no stand-in ``nemo`` package is made.
+package) the check itself is patched; no stand-in ``nemo`` package is made.  The
+SIGINT test runs ``tprimat`` in its own process (``DRIVER``, the same patches) so that
+the signal reaches only the run under test, never the test process.
 
 Each backend's config is set to the replayed run's own workload (global batch,
 sequence length, GPUs), because the runner checks the log against the config.
@@ -26,8 +28,8 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -83,6 +85,29 @@ if hang:
     while True:
         time.sleep(1)
 sys.exit(int(os.environ.get("REPLAY_EXIT", "0")))
+'''
+
+#: ``tprimat`` in its own process, with this machine's answers patched as the ``bench`` fixture patches them.
+DRIVER = r'''
+import sys
+
+from tprimat.contract import backend
+
+backend.DEVICE_CHECKS["amd-gpu"] = lambda: True
+backend.DEVICE_CHECKS["nvidia-gpu"] = lambda: True
+real_check = backend.check_availability
+
+
+def check(spec, environ=None):
+    if spec.name == "nvd_nemo":
+        return backend.Availability(state="available")
+    return real_check(spec, environ)
+
+
+backend.check_availability = check
+from tprimat.cli import main
+
+main()
 '''
 
 
@@ -165,6 +190,14 @@ class Bench:
         for key, value in env.items():
             self.monkeypatch.setenv(key, value)
         return CliRunner().invoke(cli, self.args(case, *extra), catch_exceptions=False)
+
+    def start(self, case: Case, *extra: str, **env: str) -> subprocess.Popen[str]:
+        """``tprimat run`` in a process of its own (``DRIVER``), its output merged into one pipe."""
+        program = self.tmp / "driver.py"
+        program.write_text(DRIVER)
+        environ = {**os.environ, "REPLAY_LOG": str(LOGS / case.log), **env}
+        return subprocess.Popen([sys.executable, str(program), *self.args(case, *extra)], env=environ,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     @property
     def run_dir(self) -> Path:
@@ -304,21 +337,22 @@ def test_sigint_gives_an_interrupted_result_with_the_iterations_so_far(bench, na
     case = CASES[name]
     log = bench.run_dir / "logs" / "launcher.log"
     pattern = re.compile(r"iteration\s+\d+", re.I)
-
-    def interrupt_after_four_iteration_lines() -> None:
+    # The stand-in hangs after four iteration lines, until the run forwards the SIGINT to it.
+    run = bench.start(case, REPLAY_STOP_AFTER="4", REPLAY_HANG="1", REPLAY_DELAY="0")
+    try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if log.exists() and len(pattern.findall(log.read_text(errors="replace"))) >= 4:
-                break
+        while not (log.exists() and len(pattern.findall(log.read_text(errors="replace"))) >= 4):
+            assert run.poll() is None, f"tprimat run ended (code {run.returncode}) before the fourth iteration"
+            assert time.monotonic() < deadline, "no fourth iteration line in launcher.log within 60 s"
             time.sleep(0.05)
         time.sleep(0.3)  # let the parser catch up with what is on disk
-        os.kill(os.getpid(), signal.SIGINT)
-
-    thread = threading.Thread(target=interrupt_after_four_iteration_lines)
-    thread.start()
-    out = bench.invoke(case, REPLAY_STOP_AFTER="4", REPLAY_HANG="1", REPLAY_DELAY="0")
-    thread.join()
-    assert out.exit_code == 1, out.output
+        run.send_signal(signal.SIGINT)  # to the run under test only
+        output, _ = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 1, output
     result = load_result(bench.run_dir / "result.json")
     assert result.run.status == "interrupted"
     # What was printed before the signal is in the result, and nothing after it.

@@ -28,7 +28,7 @@ from tprimat.contract.records import ParseIssue
 from tprimat.contract.registry import BackendError, Registry
 from tprimat.hardware.platform import PlatformInfo
 from tprimat.result.metrics import describe
-from tprimat.result.schema import IterationRecord, load_result
+from tprimat.result.schema import IterationRecord, Result, load_result
 from tprimat.running.dryrun import describe_plan
 from tprimat.running.monitor import GpuMonitor, GpuReading
 from tprimat.running.prepare import RunError, RunRequest, prepare, resolve_backend
@@ -212,23 +212,27 @@ def test_sigint_midway_leaves_an_interrupted_result_with_the_iterations_so_far(t
     prepared = prepare(request(tmp_path, iterations=200, sleep=0.05), registry)
     result_path = prepared.run_dir / "result.json"
 
+    seen: list[Result] = []  # the intermediate result the thread acted on; checked below, in the test's thread
+
     def interrupt_when_partial_result_has_iterations() -> None:
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
+        while time.monotonic() < deadline and not seen:
+            if result_path.exists():  # written atomically: once there, always a whole result
                 partial = load_result(result_path)
                 if len(partial.iterations) >= 3:
-                    assert partial.run.status == "partial"
-                    break
-            except Exception:
-                pass
+                    seen.append(partial)
             time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGINT)
+        # Signal only while the run under test forwards SIGINT (its handler is installed);
+        # once it has ended, a SIGINT would stop pytest itself.
+        if seen and signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            os.kill(os.getpid(), signal.SIGINT)
 
     thread = threading.Thread(target=interrupt_when_partial_result_has_iterations)
     thread.start()
     outcome = run(prepared, registry)
     thread.join()
+    assert seen, "no intermediate result.json with 3 iterations within 30 s"
+    assert seen[0].run.status == "partial"
     result = load_result(result_path)
     assert result.run.status == "interrupted"
     assert 3 <= len(result.iterations) < 200
