@@ -10,6 +10,7 @@ from typing import Any
 
 from tprimat import hookimpl
 from tprimat.contract import BackendSpec, LogMatch, Requirements
+from tprimat.plugins.megatron.family import TUNABLES
 
 _STEP_RE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|.*global_step")
 
@@ -37,17 +38,8 @@ BACKEND = BackendSpec(
         hint="use the NeMo image (docker/nvd.Dockerfile)",
     ),
     default_for=("nvidia",),
-    # Megatron-core's layout and overlap switches, which the recipe's strategy exposes.
-    tunables={
-        "training.micro_batch_size": None,
-        "training.recompute": ("none", "selective", "full"),
-        "parallel.tensor": None,
-        "parallel.pipeline": None,
-        "parallel.context": None,
-        "parallel.distributed_optimizer": (False, True),
-        "parallel.overlap_grad_reduce": (False, True),
-        "parallel.overlap_param_gather": (False, True),
-    },
+    # NeMo trains with Megatron-core: the same layout and overlap switches as the Megatron family.
+    tunables=TUNABLES,
     sniff=sniff_nemo,
 )
 
