@@ -12,8 +12,10 @@ from typing import Any
 
 import attrs
 
+from tprimat.convergence.summary import TRAINER_CLOCK, eval_points, summarize_convergence
 from tprimat.metrics import summarize, with_throughput
 from tprimat.models import UnknownModelError, get_model
+from tprimat.records import EvalRecord
 from tprimat.schema import (
     Hardware,
     IterationRecord,
@@ -37,11 +39,16 @@ def assemble_result(
     exclude_profiled: bool = True,
     tensor_parallel: int = 1,
     ceiling: Mapping[str, Any] | None = None,
+    evaluations: Iterable[EvalRecord] = (),
+    target_log_perplexity: float | None = None,
+    run_clock: Mapping[str, float | None] | None = None,
 ) -> Result:
     """Fill in per-iteration throughput, summarise, and record what was left out.
 
     ``ceiling`` is the latest ``tprimat microbench`` summary of the run's device
     (recorded in the run manifest), for MAMF utilisation next to MFU.
+    ``evaluations`` and ``target_log_perplexity`` give the convergence summary;
+    ``run_clock`` holds the trainer's ``init_time_s`` and ``run_time_s``.
     """
     hardware = hardware or Hardware()
     provenance = provenance or Provenance()
@@ -68,7 +75,19 @@ def assemble_result(
         ceiling=ceiling,
     )
     provenance = attrs.evolve(provenance, notes=[*provenance.notes, *notes])
+    points = eval_points(evaluations, global_batch_size=config.global_batch_size,
+                         seq_length=config.seq_length)
+    convergence = None
+    if target_log_perplexity is not None:
+        clock = dict(run_clock or {})
+        convergence = summarize_convergence(
+            points, target_log_perplexity=target_log_perplexity,
+            init_time_s=clock.get("init_time_s"), run_time_s=clock.get("run_time_s"),
+            clock=TRAINER_CLOCK,
+        )
     return Result(
+        evaluations=points,
+        convergence=convergence,
         run=run,
         hardware=hardware,
         software=software or Software(),

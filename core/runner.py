@@ -767,6 +767,10 @@ class Runner:
             provenance=provenance, warmup_iterations=c.benchmark.warmup_iterations,
             exclude_profiled=c.benchmark.exclude_profiled, tensor_parallel=c.parallel.tensor,
             ceiling=self.manifest.extra.get("microbench"),
+            evaluations=self.collector.eval_records,
+            target_log_perplexity=(c.convergence.target_log_perplexity
+                                   if c.convergence.enabled else None),
+            run_clock={key: self.collector.fact(key) for key in ("init_time_s", "run_time_s")},
         )
 
     @property
@@ -872,7 +876,7 @@ class Runner:
             notes.append("the job's log does not match the config, so the throughput computed "
                          "from the config is not the job's: " + "; ".join(problems))
             return "failed", notes
-        if done < wanted and self.writes_result:
+        if done < wanted and self.writes_result and not self.prepared.config.convergence.enabled:
             notes.append(f"only {done} of {wanted} iterations were read from the output")
         return "completed", notes
 

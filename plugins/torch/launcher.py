@@ -95,6 +95,15 @@ def plan(context: LaunchContext) -> LaunchPlan:
     if context.data is not None:
         argv += list(context.data.args)
         env.update(context.data.env)
+    convergence = context.config.convergence
+    if convergence.enabled and convergence.mlperf_log:
+        from tprimat.mlperf.writer import LOG_NAME, available
+
+        if available():
+            argv += ["--mlperf-log", str(context.run_dir / LOG_NAME)]
+        else:
+            notes.append("no MLPerf log: the mlperf-logging package is not installed "
+                         "(pip install 'tprimat[mlperf]')")
     if context.profile is not None:
         argv += list(context.profile.args)
         env.update(context.profile.env)

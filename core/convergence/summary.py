@@ -1,0 +1,58 @@
+"""Evaluation points and time to target, computed by the core from a run's evaluation records.
+
+Parsers only report what the log says (:class:`~tprimat.records.EvalRecord`); here the
+core fills in what follows from the config (tokens = samples x sequence length; samples
+from the iteration and the global batch where the log gives only the iteration) and finds
+the first evaluation at or below the target log-perplexity.  Time to target is that
+evaluation's wall time since run start, the MLPerf time-to-train: evaluation time is
+included (the clock never pauses) and initialisation before run start is reported apart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from tprimat.records import EvalRecord
+from tprimat.schema import ConvergenceSummary, EvalPoint
+
+TRAINER_CLOCK = "trainer: wall time since run start (MLPerf run_start), evaluations included"
+
+
+def eval_points(records: Iterable[EvalRecord], *, global_batch_size: int | None,
+                seq_length: int | None) -> list[EvalPoint]:
+    """One :class:`EvalPoint` per record, in training order, with samples and tokens filled in."""
+    points = []
+    for record in records:
+        samples = record.samples
+        if samples is None and record.iteration is not None and global_batch_size:
+            samples = record.iteration * global_batch_size
+        tokens = samples * seq_length if samples is not None and seq_length else None
+        points.append(EvalPoint(
+            iteration=record.iteration, samples=samples, tokens=tokens, time_s=record.time_s,
+            eval_loss=record.eval_loss, eval_sequences=record.eval_sequences,
+            source=record.source,
+        ))
+    return sorted(points, key=lambda p: (p.samples or 0, p.iteration or 0))
+
+
+def summarize_convergence(points: list[EvalPoint], *, target_log_perplexity: float,
+                          init_time_s: float | None = None, run_time_s: float | None = None,
+                          clock: str | None = TRAINER_CLOCK) -> ConvergenceSummary:
+    """Time, samples and tokens to the first evaluation whose loss is at or below the target."""
+    losses = [p.eval_loss for p in points if p.eval_loss is not None and math.isfinite(p.eval_loss)]
+    hit = next((p for p in points
+                if p.eval_loss is not None and p.eval_loss <= target_log_perplexity), None)
+    return ConvergenceSummary(
+        target_log_perplexity=target_log_perplexity,
+        reached=hit is not None,
+        evaluations=len(points),
+        time_to_target_s=hit.time_s if hit is not None else None,
+        samples_to_target=hit.samples if hit is not None else None,
+        tokens_to_target=hit.tokens if hit is not None else None,
+        init_time_s=init_time_s,
+        run_time_s=run_time_s,
+        best_eval_loss=min(losses) if losses else None,
+        final_eval_loss=points[-1].eval_loss if points else None,
+        clock=clock if any(p.time_s is not None for p in points) else None,
+    )
