@@ -63,8 +63,7 @@ def training_sequences(path_prefix: str | Path, seq_length: int, seed: int, frac
     return PackedSequences(path_prefix, seq_length, seed, documents=train)
 
 
-def validation_sequences(path_prefix: str | Path, seq_length: int, fraction: float,
-                         count: int) -> list[numpy.ndarray]:
+def validation_sequences(path_prefix: str | Path, seq_length: int, fraction: float, count: int) -> list[numpy.ndarray]:
     """The fixed evaluation set: ``count`` sequences of ``seq_length + 1`` held-out tokens."""
     from tprimat.data.indexed import IndexedReader
     from tprimat.data.sequences import PackedSequences

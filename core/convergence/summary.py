@@ -19,8 +19,9 @@ from tprimat.schema import ConvergenceSummary, EvalPoint
 TRAINER_CLOCK = "trainer: wall time since run start (MLPerf run_start), evaluations included"
 
 
-def eval_points(records: Iterable[EvalRecord], *, global_batch_size: int | None,
-                seq_length: int | None) -> list[EvalPoint]:
+def eval_points(
+    records: Iterable[EvalRecord], *, global_batch_size: int | None, seq_length: int | None
+) -> list[EvalPoint]:
     """One :class:`EvalPoint` per record, in training order, with samples and tokens filled in."""
     points = []
     for record in records:
@@ -28,21 +29,31 @@ def eval_points(records: Iterable[EvalRecord], *, global_batch_size: int | None,
         if samples is None and record.iteration is not None and global_batch_size:
             samples = record.iteration * global_batch_size
         tokens = samples * seq_length if samples is not None and seq_length else None
-        points.append(EvalPoint(
-            iteration=record.iteration, samples=samples, tokens=tokens, time_s=record.time_s,
-            eval_loss=record.eval_loss, eval_sequences=record.eval_sequences,
-            source=record.source,
-        ))
+        points.append(
+            EvalPoint(
+                iteration=record.iteration,
+                samples=samples,
+                tokens=tokens,
+                time_s=record.time_s,
+                eval_loss=record.eval_loss,
+                eval_sequences=record.eval_sequences,
+                source=record.source,
+            )
+        )
     return sorted(points, key=lambda p: (p.samples or 0, p.iteration or 0))
 
 
-def summarize_convergence(points: list[EvalPoint], *, target_log_perplexity: float,
-                          init_time_s: float | None = None, run_time_s: float | None = None,
-                          clock: str | None = TRAINER_CLOCK) -> ConvergenceSummary:
+def summarize_convergence(
+    points: list[EvalPoint],
+    *,
+    target_log_perplexity: float,
+    init_time_s: float | None = None,
+    run_time_s: float | None = None,
+    clock: str | None = TRAINER_CLOCK,
+) -> ConvergenceSummary:
     """Time, samples and tokens to the first evaluation whose loss is at or below the target."""
     losses = [p.eval_loss for p in points if p.eval_loss is not None and math.isfinite(p.eval_loss)]
-    hit = next((p for p in points
-                if p.eval_loss is not None and p.eval_loss <= target_log_perplexity), None)
+    hit = next((p for p in points if p.eval_loss is not None and p.eval_loss <= target_log_perplexity), None)
     return ConvergenceSummary(
         target_log_perplexity=target_log_perplexity,
         reached=hit is not None,

@@ -31,9 +31,15 @@ def available() -> bool:
     return find_spec("mlperf_logging") is not None
 
 
-def hyperparameters(config: BenchmarkConfig, *, data_parallel: int, train_samples: int,
-                    config_filename: str, comm_precision: str = "fp32",
-                    attention_precision: str | None = None) -> dict[str, Any]:
+def hyperparameters(
+    config: BenchmarkConfig,
+    *,
+    data_parallel: int,
+    train_samples: int,
+    config_filename: str,
+    comm_precision: str = "fp32",
+    attention_precision: str | None = None,
+) -> dict[str, Any]:
     """The hyper-parameter and disclosure keys of an MLPerf LLM log, from the benchmark config.
 
     ``max_steps`` is the iteration budget; ``opt_learning_rate_decay_steps`` the
@@ -43,8 +49,11 @@ def hyperparameters(config: BenchmarkConfig, *, data_parallel: int, train_sample
     budget = v.max_samples or config.benchmark.iterations * t.global_batch_size
     max_steps = math.ceil(budget / t.global_batch_size)
     decay = t.lr_decay_iterations or max_steps
-    schedule = {"cosine": "cosine with linear warmup", "linear": "linear with linear warmup",
-                "constant": "constant with linear warmup"}[t.lr_decay_style]
+    schedule = {
+        "cosine": "cosine with linear warmup",
+        "linear": "linear with linear warmup",
+        "constant": "constant with linear warmup",
+    }[t.lr_decay_style]
     precision = PRECISION_NAMES[config.precision.dtype]
     return {
         "seed": config.benchmark.seed,
@@ -81,7 +90,7 @@ class MlperfLog:
     """The ``:::MLLOG`` lines of one run, appended to ``path``."""
 
     def __init__(self, path: str | Path, *, namespace: str = "") -> None:
-        from mlperf_logging import mllog
+        from mlperf_logging.mllog.mllog import MLLogger
 
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,8 +100,7 @@ class MlperfLog:
         self._handler = logging.FileHandler(self.path, encoding="utf-8")
         logger.addHandler(self._handler)
         self._logger = logger
-        self._log = mllog.MLLogger(logger=logger, default_namespace=namespace,
-                                   default_stack_offset=2)
+        self._log = MLLogger(logger=logger, default_namespace=namespace, default_stack_offset=2)
         self._blocks_open = False
 
     def close(self) -> None:
@@ -129,11 +137,9 @@ class MlperfLog:
     def evaluation(self, samples: int, eval_loss: float, *, start_ms: int, stop_ms: int) -> None:
         self._log.start("eval_start", metadata={"samples_count": samples}, time_ms=start_ms)
         self._log.end("eval_stop", metadata={"samples_count": samples}, time_ms=stop_ms)
-        self._log.event("eval_accuracy", value=eval_loss, metadata={"samples_count": samples},
-                        time_ms=stop_ms)
+        self._log.event("eval_accuracy", value=eval_loss, metadata={"samples_count": samples}, time_ms=stop_ms)
 
     def run_stop(self, samples: int, *, success: bool) -> None:
         if self._blocks_open:
             self.block_stop(samples)
-        self._log.end("run_stop", metadata={"status": "success" if success else "aborted",
-                                            "samples_count": samples})
+        self._log.end("run_stop", metadata={"status": "success" if success else "aborted", "samples_count": samples})

@@ -26,8 +26,7 @@ class Evaluator:
     same number of forward passes (padding with zero-weight repeats), as FSDP2 needs.
     """
 
-    def __init__(self, sequences: list[Any], *, micro_batch_size: int, rank: int, world_size: int,
-                 device: Any) -> None:
+    def __init__(self, sequences: list[Any], *, micro_batch_size: int, rank: int, world_size: int, device: Any) -> None:
         import numpy as np
         import torch
 
@@ -52,12 +51,11 @@ class Evaluator:
         model.eval()
         with torch.no_grad():
             for start in range(0, self.tokens.shape[0], self.mbs):
-                batch = self.tokens[start:start + self.mbs]
-                weight = self.weights[start:start + self.mbs]
+                batch = self.tokens[start : start + self.mbs]
+                weight = self.weights[start : start + self.mbs]
                 with autocast:
                     logits = model(input_ids=batch[:, :-1]).logits
-                per_token = F.cross_entropy(logits.float().transpose(1, 2), batch[:, 1:],
-                                            reduction="none")
+                per_token = F.cross_entropy(logits.float().transpose(1, 2), batch[:, 1:], reduction="none")
                 totals[0] += (per_token.sum(dim=1) * weight).sum().double()
                 totals[1] += (weight * per_token.shape[1]).sum().double()
         if self.distributed:
@@ -69,8 +67,7 @@ class Evaluator:
 class ConvergenceRun:
     """One convergence run's clock, evaluation schedule, stop rule and MLPerf log."""
 
-    def __init__(self, config: BenchmarkConfig, *, rank: int, emit: Any,
-                 mlperf_path: str | None) -> None:
+    def __init__(self, config: BenchmarkConfig, *, rank: int, emit: Any, mlperf_path: str | None) -> None:
         self.init_started = time.perf_counter()  # MLPerf init_start: before the model exists
         self.config = config
         self.settings = config.convergence
@@ -98,8 +95,9 @@ class ConvergenceRun:
         if self.mlperf is None:
             return
         s = self.settings
-        self.mlperf.submission(benchmark=s.mlperf_benchmark, org=s.mlperf_org,
-                               division=s.mlperf_division, platform=platform)
+        self.mlperf.submission(
+            benchmark=s.mlperf_benchmark, org=s.mlperf_org, division=s.mlperf_division, platform=platform
+        )
         self.mlperf.hyperparameters(hyperparameters)
 
     def start_run(self) -> None:
@@ -124,8 +122,17 @@ class ConvergenceRun:
         elapsed = self.since_start()
         self.evaluated_at = samples
         if self.rank == 0:
-            self.emit(format_eval({"iteration": iteration, "samples": samples, "time_s": elapsed,
-                                   "eval_loss": eval_loss, "eval_sequences": self.evaluator.count}))
+            self.emit(
+                format_eval(
+                    {
+                        "iteration": iteration,
+                        "samples": samples,
+                        "time_s": elapsed,
+                        "eval_loss": eval_loss,
+                        "eval_sequences": self.evaluator.count,
+                    }
+                )
+            )
         if self.mlperf is not None:
             self.mlperf.evaluation(samples, eval_loss, start_ms=start_ms, stop_ms=stop_ms)
         return eval_loss
@@ -160,7 +167,12 @@ class ConvergenceRun:
             self.mlperf.run_stop(samples, success=self.reached)
             self.mlperf.close()
         if self.rank == 0:
-            self.emit(format_info({
-                "init_time_s": self.init_time_s, "run_time_s": run_time_s,
-                "convergence_status": "success" if self.reached else "aborted",
-            }))
+            self.emit(
+                format_info(
+                    {
+                        "init_time_s": self.init_time_s,
+                        "run_time_s": run_time_s,
+                        "convergence_status": "success" if self.reached else "aborted",
+                    }
+                )
+            )
