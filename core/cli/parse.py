@@ -48,6 +48,10 @@ def parse(ctx: click.Context, paths: tuple[str, ...], backend: str | None,
           allow_mismatch: bool, output: str | None, as_json: bool) -> None:
     """Parse Primus, Megatron-LM, Megatron-Bridge or NeMo logs into a result.
 
+    MLPerf Training result files (`:::MLLOG` lines, e.g. a submission's
+    `results/<system>/<benchmark>/` folder) give time to train per run and
+    MLPerf's olympic score per system instead.
+
     PATHS are log files or directories (a Primus experiment's per-rank
     `logs/pre_trainer/rank-N/` tree is recognised).  Throughput is computed
     from the step times and the workload: given by --config/--set (the full
@@ -57,8 +61,13 @@ def parse(ctx: click.Context, paths: tuple[str, ...], backend: str | None,
     """
     from tprimat.config import load_config
     from tprimat.errors import TprimatError
+    from tprimat.mlperf.summary import mllog_files
     from tprimat.parse import Workload, parse_logs
     from tprimat.schema import result_to_dict, write_result
+
+    if backend is None and mllog_files(paths):  # MLPerf result files: time to train, olympic score
+        _parse_mlperf(paths, output, as_json)
+        return
 
     if model is not None:
         from tprimat.models import UnknownModelError, get_model
@@ -97,6 +106,24 @@ def parse(ctx: click.Context, paths: tuple[str, ...], backend: str | None,
         echo_json(result_to_dict(result))
         return
     _print_summary(result, outcome)
+    if output:
+        click.echo(f"wrote {output}")
+
+
+def _parse_mlperf(paths: tuple[str, ...], output: str | None, as_json: bool) -> None:
+    from rich.console import Console
+
+    from tprimat.atomic import atomic_write_text
+    from tprimat.mlperf.summary import print_summary, summarize_paths, summary_to_dict
+
+    systems = summarize_paths(paths)
+    data = summary_to_dict(systems)
+    if output:
+        atomic_write_text(output, json.dumps(data, indent=2) + "\n")
+    if as_json:
+        echo_json(data)
+        return
+    print_summary(systems, Console())
     if output:
         click.echo(f"wrote {output}")
 
