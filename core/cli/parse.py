@@ -69,14 +69,7 @@ def parse(ctx: click.Context, paths: tuple[str, ...], backend: str | None,
         _parse_mlperf(paths, output, as_json)
         return
 
-    if model is not None:
-        from tprimat.models import UnknownModelError, get_model
-
-        try:
-            get_model(model)
-        except UnknownModelError as exc:
-            raise TprimatError(f"--model: {exc} (leave --model out to parse without FLOPs)") \
-                from None
+    _check_model(model)
     config = None
     label = "the command line"
     if config_file or overrides:
@@ -108,6 +101,18 @@ def parse(ctx: click.Context, paths: tuple[str, ...], backend: str | None,
     _print_summary(result, outcome)
     if output:
         click.echo(f"wrote {output}")
+
+
+def _check_model(model: str | None) -> None:
+    from tprimat.errors import TprimatError
+    from tprimat.models import UnknownModelError, get_model
+
+    if model is None:
+        return
+    try:
+        get_model(model)
+    except UnknownModelError as exc:
+        raise TprimatError(f"--model: {exc} (leave --model out to parse without FLOPs)") from None
 
 
 def _parse_mlperf(paths: tuple[str, ...], output: str | None, as_json: bool) -> None:
