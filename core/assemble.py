@@ -12,7 +12,13 @@ from typing import Any
 
 import attrs
 
-from tprimat.convergence.summary import TRAINER_CLOCK, eval_points, summarize_convergence
+from tprimat.convergence.summary import (
+    STEP_CLOCK,
+    TRAINER_CLOCK,
+    eval_points,
+    summarize_convergence,
+    with_step_clock,
+)
 from tprimat.metrics import summarize, with_throughput
 from tprimat.models import UnknownModelError, get_model
 from tprimat.records import EvalRecord
@@ -77,13 +83,14 @@ def assemble_result(
     provenance = attrs.evolve(provenance, notes=[*provenance.notes, *notes])
     points = eval_points(evaluations, global_batch_size=config.global_batch_size,
                          seq_length=config.seq_length)
+    points, from_steps = with_step_clock(points, finished)
     convergence = None
     if target_log_perplexity is not None:
         clock = dict(run_clock or {})
         convergence = summarize_convergence(
             points, target_log_perplexity=target_log_perplexity,
             init_time_s=clock.get("init_time_s"), run_time_s=clock.get("run_time_s"),
-            clock=TRAINER_CLOCK,
+            clock=STEP_CLOCK if from_steps else TRAINER_CLOCK,
         )
     return Result(
         evaluations=points,

@@ -190,11 +190,6 @@ class BenchmarkConfig:
                 f"world size {self.world_size} (launch.nnodes × launch.nproc_per_node) is not "
                 f"divisible by tensor × pipeline × context = {model_parallel}"
             )
-        if self.convergence.enabled and self.data.dataset == "mock":
-            raise ConfigError(
-                "convergence.enabled needs real tokens with a held-out split: set data.dataset to "
-                "a directory made by `tprimat prepare-data`"
-            )
         per_step = t.micro_batch_size * self.data_parallel
         if t.global_batch_size % per_step:
             raise ConfigError(

@@ -476,6 +476,10 @@ def parse_logs(
         exclude_profiled=config.benchmark.exclude_profiled if config is not None else True,
         tensor_parallel=tensor_parallel,
         ceiling=manifest.extra.get("microbench") if manifest else None,
+        evaluations=collector.eval_records,
+        target_log_perplexity=(config.convergence.target_log_perplexity
+                               if config is not None and config.convergence.enabled else None),
+        run_clock={key: collector.fact(key) for key in ("init_time_s", "run_time_s")},
     )
     return ParseOutcome(result=result, backend=backend, detected=detected, files=files,
                         collector=collector)

@@ -13,10 +13,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import attrs
+
 from tprimat.records import EvalRecord
-from tprimat.schema import ConvergenceSummary, EvalPoint
+from tprimat.schema import ConvergenceSummary, EvalPoint, IterationRecord
 
 TRAINER_CLOCK = "trainer: wall time since run start (MLPerf run_start), evaluations included"
+STEP_CLOCK = (
+    "sum of the logged step times up to each evaluation: the log states no wall time, so "
+    "evaluation and initialisation time are not included"
+)
 
 
 def eval_points(
@@ -41,6 +47,23 @@ def eval_points(
             )
         )
     return sorted(points, key=lambda p: (p.samples or 0, p.iteration or 0))
+
+
+def with_step_clock(points: list[EvalPoint], records: Iterable[IterationRecord]) -> tuple[list[EvalPoint], bool]:
+    """Fill in ``time_s`` from the step times when the log gives none; True if it did."""
+    if not points or any(p.time_s is not None for p in points):
+        return points, False
+    steps = sorted((r.iteration, r.step_time_s * r.covers_iterations) for r in records if r.step_time_s is not None)
+    if not steps:
+        return points, False
+    filled = []
+    for point in points:
+        if point.iteration is None:
+            filled.append(point)
+            continue
+        covered = [t for i, t in steps if i <= point.iteration]
+        filled.append(attrs.evolve(point, time_s=sum(covered) if covered else None))
+    return filled, True
 
 
 def summarize_convergence(
