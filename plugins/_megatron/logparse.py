@@ -26,10 +26,10 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from tprimat.records import LogFact, ParseIssue
+from tprimat.records import EvalRecord, LogFact, ParseIssue
 from tprimat.schema import IterationRecord
 
-Event = IterationRecord | LogFact | ParseIssue
+Event = IterationRecord | LogFact | ParseIssue | EvalRecord
 
 # Real ESC sequences, and colour codes whose ESC byte was lost on the way ("[[32m").
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\[[0-9;]*[0-9]m")
@@ -37,6 +37,9 @@ _ITERATION_RE = re.compile(r"(?<![A-Za-z_])iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 _MEGATRON_TS_RE = re.compile(r"\[(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}(?:\.\d+)?)\]\s*$")
 _PRIMUS_TS_RE = re.compile(r"\[(\d{4})(\d{2})(\d{2}) (\d{2}:\d{2}:\d{2})\]")
 _MEMORY_RE = re.compile(r"\(after (\d+) iterations?\) memory \(MB\)\s*\|(.*)")
+_VALIDATION_RE = re.compile(
+    r"validation loss at iteration\s+(\d+)\s*\|\s*lm loss value:\s*([-+0-9.eEnaNinf]+)"
+)
 _ARG_RE = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_]*) \.{2,} (\S.*?)\s*$")
 _RANK_PREFIX_RE = re.compile(r"^rank-\d+\s+")
 # "key: value" segments between "|" (the value runs to the next "|"; segments without ":" drop).
@@ -163,6 +166,22 @@ def _fact_value(text: str) -> Any:
         return value
 
 
+def validation_record(line: str, source: str) -> EvalRecord | ParseIssue | None:
+    """``validation loss at iteration N | lm loss value: X | lm loss PPL: Y |`` as an evaluation.
+
+    The end-of-training lines (``... for val data``/``for test data``) carry no
+    iteration and are not read.  The perplexity is exp(loss) and is not kept.
+    """
+    match = _VALIDATION_RE.search(strip_ansi(line))
+    if match is None:
+        return None
+    try:
+        loss = parse_float(match.group(2))
+    except LineError as exc:
+        return ParseIssue(source=source, message=f"unreadable validation loss ({exc}); skipped")
+    return EvalRecord(iteration=int(match.group(1)), eval_loss=loss, source=source)
+
+
 class MegatronLogParser:
     """Stateful reader of one stream of Megatron-family log lines.
 
@@ -249,6 +268,10 @@ class MegatronLogParser:
             found = self._iteration_or_memory(line, lineno)
             if found is not None:
                 return found
+            if "validation loss at iteration" in line:
+                evaluation = validation_record(line, self.where(lineno))
+                if evaluation is not None:
+                    return [evaluation]
         if " ...." in line:
             found = self._argument(line, lineno)
             if found is not None:
