@@ -1,0 +1,40 @@
+"""Convergence settings reach the NeMo settings file: validation cadence, batches and a held-out split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tprimat.config import load_config
+from tprimat.models import get_model
+from tprimat.plans import LaunchContext
+from tprimat.platform import PlatformInfo
+from tprimat.plugins.nvd_nemo.data import convergence_split
+from tprimat.plugins.nvd_nemo.launcher import settings
+
+
+def context(*overrides: str) -> LaunchContext:
+    config = load_config(overrides=["training.global_batch_size=32", *overrides])
+    return LaunchContext(
+        run_id="r",
+        run_dir=Path("/tmp/r"),
+        config=config,
+        model=get_model("llama3.1-8b"),
+        platform=PlatformInfo(platform="nvidia", device_name="NVIDIA H100 80GB HBM3", device_count=8),
+    )
+
+
+def test_convergence_adds_validation_settings():
+    ctx = context(
+        "convergence.enabled=true",
+        "convergence.eval_interval_samples=12288",
+        "convergence.eval_sequences=1024",
+        "convergence.validation_fraction=0.01",
+    )
+    values = settings(ctx, ctx.config)
+    assert values["validation"] == {"check_interval_steps": 384, "batches": 32}
+    assert convergence_split(ctx.config) == "0.99,0.01,0"
+
+
+def test_throughput_runs_have_no_validation():
+    ctx = context()
+    assert "validation" not in settings(ctx, ctx.config) and convergence_split(ctx.config) is None
