@@ -1,4 +1,4 @@
-"""Time to train in comparison reports, from real CPU convergence runs (tests/fixtures/compare/torch_cpu_convergence)."""
+"""Time to train in comparison reports, from real CPU convergence runs (fixtures/compare/torch_cpu_convergence)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from tprimat.compare.convergence import convergence_blocks, convergence_of
 from tprimat.compare.model import MismatchError, build_comparison
 from tprimat.compare.report import write_report
 from tprimat.config import load_config
-from tprimat.schema import load_result
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "compare"
 CONVERGENCE = FIXTURES / "torch_cpu_convergence"
@@ -24,10 +23,7 @@ def test_time_to_target_per_system_with_intervals():
     found = {s.label: s for s in convergence_of(comparison)}
     assert len(found) == 2
     for system in comparison.systems:
-        runs = [
-            load_result(CONVERGENCE / key / "result.json")
-            for key in (r.path.split("/")[-2] for r in comparison.runs_of(system.label))
-        ]
+        runs = [r.result for r in comparison.runs_of(system.label)]
         times = [r.convergence.time_to_target_s for r in runs]
         entry = found[system.label]
         assert (entry.runs, entry.reached, entry.targets) == (2, 2, [4.6])
