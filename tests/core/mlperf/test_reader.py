@@ -79,3 +79,29 @@ def test_not_an_mllog(tmp_path):
     lines = (FIXTURES / "amd_mi355x" / "result_0.txt").read_text().splitlines()
     with pytest.raises(MlperfLogError, match="no run_start"):
         read_run([line for line in lines if '"run_start"' not in line], "cut.txt")
+
+
+RUNS = Path(__file__).parents[2] / "fixtures" / "compare" / "torch_cpu_convergence"
+
+
+@pytest.mark.parametrize("run_dir", sorted(RUNS.glob("*/")), ids=lambda p: p.name)
+def test_own_log_agrees_with_the_result(run_dir):
+    """The MLPerf log a convergence run wrote reads back to the times and samples of its result."""
+    from tprimat.schema import load_result
+
+    result = load_result(run_dir / "result.json")
+    run = read_file(run_dir / "mlperf.log")
+    assert run.converged and run.benchmark == "llama31_8b" and run.division == "open"
+    assert run.samples_to_converge == result.convergence.samples_to_target
+    # MLPerf logs whole milliseconds; the trainer's clock is finer
+    assert run.time_to_train_s == pytest.approx(result.convergence.run_time_s, abs=0.01)
+    assert run.init_time_s == pytest.approx(result.convergence.init_time_s, abs=0.05)
+    assert [e.value for e in run.evaluations] == [p.eval_loss for p in result.evaluations]
+    assert [e.samples for e in run.evaluations] == [p.samples for p in result.evaluations]
+    assert run.hyperparameters["global_batch_size"] == result.config.global_batch_size
+
+
+def test_two_runs_leave_no_olympic_score():
+    runs = [read_file(p) for p in sorted(RUNS.glob("*1proc*/mlperf.log"))]
+    score = olympic_score(runs)
+    assert score.score_s is None and "none after dropping" in score.reason
