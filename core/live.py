@@ -118,10 +118,21 @@ def summary_table(result: Result) -> Table:
         ("energy", _fmt(s.energy_per_token_j, ".4g", " J/token")
          if s.energy_per_token_j is not None else "— (no power samples for every iteration)"),
         ("final loss", _fmt(s.final_loss, ".4f")),
+        *([("time to train", convergence_text(result.convergence))] if result.convergence else []),
     ]
     for what, value in rows:
         table.add_row(what, value)
     return table
+
+
+def convergence_text(c: Any) -> str:
+    """``target 4.6 reached at 192 samples in 43.3 s (init 7.6 s, 6 evaluations)`` or the miss."""
+    if c.reached:
+        text = (f"target {c.target_log_perplexity:g} reached at {c.samples_to_target:,} samples "
+                f"in {_fmt(c.time_to_target_s, '.1f', ' s')}")
+    else:
+        text = f"target {c.target_log_perplexity:g} not reached (best eval loss {_fmt(c.best_eval_loss, '.4f')})"
+    return text + f" (init {_fmt(c.init_time_s, '.1f', ' s')}, {c.evaluations} evaluations)"
 
 
 def mamf_text(summary: Any) -> str:

@@ -47,3 +47,13 @@ def test_step_clock_only_without_logged_times():
     assert summary.time_to_target_s == 2.0 and summary.clock == STEP_CLOCK
     timed = eval_points(RECORDS, global_batch_size=8, seq_length=32)
     assert with_step_clock(timed, steps) == (timed, False)
+
+
+def test_run_summary_line():
+    from tprimat.live import convergence_text
+
+    points = eval_points(RECORDS, global_batch_size=8, seq_length=32)
+    hit = summarize_convergence(points, target_log_perplexity=5.2, init_time_s=2.0)
+    assert convergence_text(hit) == "target 5.2 reached at 64 samples in 2.9 s (init 2.0 s, 4 evaluations)"
+    miss = summarize_convergence(points, target_log_perplexity=3.3)
+    assert convergence_text(miss).startswith("target 3.3 not reached (best eval loss 4.9000)")
