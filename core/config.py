@@ -125,7 +125,7 @@ class ConvergenceSection:
     target_log_perplexity: float = attrs.field(validator=attrs.validators.gt(0))
     max_samples: int = attrs.field(validator=attrs.validators.ge(0))
     max_time_s: float = attrs.field(validator=attrs.validators.ge(0))
-    mlperf_log: bool
+    mlperf_log: Literal["convergence", "always", "never"]
     mlperf_benchmark: str
     mlperf_division: Literal["open", "closed"]
     mlperf_org: str

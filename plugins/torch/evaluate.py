@@ -1,6 +1,9 @@
 """Convergence runs in the torch trainer: held-out evaluation, the MLPerf clock and the stop rule.
 
 :class:`ConvergenceRun` is created first thing in the trainer (MLPerf ``init_start``),
+for convergence runs and for throughput runs that write an MLPerf log (those only
+log the clock and one training block, and stop after ``benchmark.iterations``);
+it
 starts the run clock with :meth:`~ConvergenceRun.start_run` right before any data
 is read (``init_stop``/``run_start``), evaluates every ``eval_interval_samples``
 training samples on the fixed held-out sequences, and says when to stop: at the
@@ -74,7 +77,10 @@ class ConvergenceRun:
         self.rank = rank
         self.emit = emit
         t = config.training
-        budget = self.settings.max_samples or config.benchmark.iterations * t.global_batch_size
+        self.evaluates = self.settings.enabled
+        budget = config.benchmark.iterations * t.global_batch_size
+        if self.evaluates and self.settings.max_samples:
+            budget = self.settings.max_samples
         self.iterations = math.ceil(budget / t.global_batch_size)
         self.global_batch_size = t.global_batch_size
         self.mlperf = None
@@ -139,6 +145,8 @@ class ConvergenceRun:
 
     def after_iteration(self, iteration: int, model: Any, autocast: Any) -> bool:
         """Evaluate when due; True when training must stop (target reached or budget spent)."""
+        if not self.evaluates:
+            return False
         samples = iteration * self.global_batch_size
         last = iteration >= self.iterations
         over_time = 0 < self.settings.max_time_s <= self.since_start()
@@ -166,7 +174,7 @@ class ConvergenceRun:
         if self.mlperf is not None:
             self.mlperf.run_stop(samples, success=self.reached)
             self.mlperf.close()
-        if self.rank == 0:
+        if self.rank == 0 and self.evaluates:
             self.emit(
                 format_info(
                     {
@@ -176,3 +184,48 @@ class ConvergenceRun:
                     }
                 )
             )
+
+
+def begin_run(
+    run: ConvergenceRun, config: BenchmarkConfig, *, data_prefix: str | None, config_name: str, env: Any
+) -> Any:
+    """Log initialisation, start the run clock, then open the data.
+
+    Returns the training side of the held-out split for convergence runs (None
+    otherwise).  Sizes logged before ``run_start`` come from the dataset's index only.
+    """
+    import torch
+
+    from tprimat.convergence.split import training_sample_count, training_sequences, validation_sequences
+    from tprimat.mlperf.writer import hyperparameters
+
+    v, t = config.convergence, config.training
+    if v.enabled and not data_prefix:
+        raise SystemExit("convergence runs need a prepared dataset (--data-prefix)")
+    if v.enabled:
+        train_count = training_sample_count(data_prefix, t.seq_length, v.validation_fraction)
+    elif data_prefix:
+        from tprimat.data.indexed import IndexedReader
+
+        train_count = max((IndexedReader(data_prefix).token_count - 1) // t.seq_length, 0)
+    else:
+        train_count = 0  # mock data: no dataset
+    device_name = torch.cuda.get_device_name(env.device) if env.gpu else "cpu"
+    run.describe(
+        platform=f"{env.world_size}x{device_name}",
+        hyperparameters=hyperparameters(
+            config, data_parallel=env.world_size, config_filename=config_name, train_samples=train_count
+        ),
+    )
+    run.start_run()  # MLPerf init_stop + run_start: no token was read before this
+    if not v.enabled:
+        return None
+    samples = training_sequences(data_prefix, t.seq_length, config.benchmark.seed, v.validation_fraction)
+    run.evaluator = Evaluator(
+        validation_sequences(data_prefix, t.seq_length, v.validation_fraction, v.eval_sequences),
+        micro_batch_size=t.micro_batch_size,
+        rank=env.rank,
+        world_size=env.world_size,
+        device=env.device,
+    )
+    return samples

@@ -95,15 +95,16 @@ def plan(context: LaunchContext) -> LaunchPlan:
     if context.data is not None:
         argv += list(context.data.args)
         env.update(context.data.env)
+    missing: tuple[str, ...] = ()
     convergence = context.config.convergence
-    if convergence.enabled and convergence.mlperf_log:
+    if convergence.mlperf_log == "always" or (convergence.enabled and convergence.mlperf_log == "convergence"):
         from tprimat.mlperf.writer import LOG_NAME, available
 
         if available():
             argv += ["--mlperf-log", str(context.run_dir / LOG_NAME)]
         else:
-            notes.append("no MLPerf log: the mlperf-logging package is not installed "
-                         "(pip install 'tprimat[mlperf]')")
+            missing = ("no MLPerf log: the mlperf-logging package is not installed "
+                       "(pip install 'tprimat[mlperf]')",)
     if context.profile is not None:
         argv += list(context.profile.args)
         env.update(context.profile.env)
@@ -114,4 +115,4 @@ def plan(context: LaunchContext) -> LaunchPlan:
     )
     if notes:
         description += "; " + "; ".join(notes)
-    return LaunchPlan(argv=tuple(argv), env=env, description=description)
+    return LaunchPlan(argv=tuple(argv), env=env, description=description, notes=missing)

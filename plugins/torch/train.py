@@ -43,7 +43,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--config", required=True, help="the run's config.toml")
     parser.add_argument("--data-prefix", help="a prepared dataset's <prefix> (.bin/.idx)")
     parser.add_argument("--profile-dir", help="write torch.profiler traces here")
-    parser.add_argument("--mlperf-log", help="convergence runs: write the MLPerf log here")
+    parser.add_argument("--mlperf-log", help="write the run's MLPerf log here")
     parser.add_argument(
         "--fixed-batch", action="store_true",
         help="train on the same mock batches every iteration (checks that the model learns)",
@@ -283,7 +283,7 @@ def train(config: BenchmarkConfig, args: argparse.Namespace,
 
     emit = emit or (lambda line: print(line, flush=True))
     convergence = None
-    if config.convergence.enabled:  # MLPerf init_start: the clock for init time starts here
+    if config.convergence.enabled or args.mlperf_log:  # MLPerf init_start: the init clock starts
         from tprimat.plugins.torch.evaluate import ConvergenceRun
 
         convergence = ConvergenceRun(config, rank=int(os.environ.get("RANK", "0")), emit=emit,
@@ -307,37 +307,11 @@ def train(config: BenchmarkConfig, args: argparse.Namespace,
         iterations = config.benchmark.iterations
         train_samples = None
         if convergence is not None:
-            if not args.data_prefix:
-                raise SystemExit("convergence runs need a prepared dataset (--data-prefix)")
-            from tprimat.convergence.split import (
-                training_sample_count,
-                training_sequences,
-                validation_sequences,
-            )
-            from tprimat.mlperf.writer import hyperparameters
+            from tprimat.plugins.torch.evaluate import begin_run
 
             iterations = convergence.iterations
-            v = config.convergence
-            device_name = torch.cuda.get_device_name(env.device) if env.gpu else "cpu"
-            convergence.describe(
-                platform=f"{env.world_size}x{device_name}",
-                hyperparameters=hyperparameters(
-                    config, data_parallel=dp, config_filename=Path(args.config).name,
-                    train_samples=training_sample_count(args.data_prefix, t.seq_length,
-                                                        v.validation_fraction),
-                ),
-            )
-            convergence.start_run()  # MLPerf init_stop + run_start: no data was read before this
-            train_samples = training_sequences(args.data_prefix, t.seq_length,
-                                               config.benchmark.seed, v.validation_fraction)
-            from tprimat.plugins.torch.evaluate import Evaluator
-
-            convergence.evaluator = Evaluator(
-                validation_sequences(args.data_prefix, t.seq_length, v.validation_fraction,
-                                     v.eval_sequences),
-                micro_batch_size=t.micro_batch_size, rank=env.rank, world_size=env.world_size,
-                device=env.device,
-            )
+            train_samples = begin_run(convergence, config, data_prefix=args.data_prefix,
+                                      config_name=Path(args.config).name, env=env)
         if args.data_prefix:
             batches: Any = DatasetBatches(
                 path_prefix=args.data_prefix, micro_batch_size=t.micro_batch_size,
