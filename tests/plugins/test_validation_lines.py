@@ -76,3 +76,15 @@ def test_nemo_val_loss_where_it_changes():
     found = evaluations(events_of(parse_nemo, NEMO))
     assert [(e.iteration, e.eval_loss) for e in found[:4]] == [(2, 0.3142), (4, 0.1524), (6, 0.1952), (8, 0.1372)]
     assert len({e.iteration for e in found}) == len(found)
+
+
+def test_primus_mlperf_end_lines():
+    from tprimat.plugins.amd_primus.parse import parse_primus
+    from tprimat.records import LogFact
+
+    path = LOGS / "primus" / "primus_AMD-AGI-Primus_PR656_mlperf_llama3.1_8b_MI355X_2026-04-06_excerpt.log"
+    events = events_of(parse_primus, path)
+    (stop,) = evaluations(events)
+    assert (stop.samples, stop.time_s, stop.eval_loss) == (172032, 5877.2, 3.292395)
+    facts = {e.key: e.value for e in events if isinstance(e, LogFact)}
+    assert facts["convergence_status"] == "success" and facts["run_time_s"] == 5877.2
