@@ -18,7 +18,7 @@ import attrs
 from tprimat.records import EvalRecord
 from tprimat.schema import ConvergenceSummary, EvalPoint, IterationRecord
 
-TRAINER_CLOCK = "trainer: wall time since run start (MLPerf run_start), evaluations included"
+TRAINER_CLOCK = "wall time since run start as the training program logged it (evaluations included)"
 STEP_CLOCK = (
     "sum of the logged step times up to each evaluation: the log states no wall time, so "
     "evaluation and initialisation time are not included"
