@@ -34,3 +34,14 @@ def test_parse_prints_the_mlperf_table():
     assert result.exit_code == 0, result.output
     assert "99.31 min" in result.output and "10/10" in result.output and "MI355X" in result.output
     assert "not of equivalent work" not in result.output
+
+
+def test_compare_puts_published_systems_side_by_side(tmp_path):
+    result = CliRunner().invoke(cli, ["compare", str(FIXTURES), "-o", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert set(json.loads(result.output)["files"]) == {"report.md", "report.html", "report.json"}
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| llama31_8b | AMD / MI355X | 10/10 | 99.31 |" in markdown
+    assert "| llama31_8b | Dell / 1xXE9680Lx8B200-SXM-180GB | 10/10 | 85.03 |" in markdown
+    assert "## Not equivalent" in markdown and "global_batch_size differs" in markdown
+    assert "lowest_numerical_precision_in_linear is not in these logs" in markdown
