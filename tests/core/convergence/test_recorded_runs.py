@@ -1,0 +1,31 @@
+"""What the recorded CPU convergence runs (fixtures/compare/torch_cpu_convergence) show about the trainer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tprimat.schema import load_result
+
+RUNS = Path(__file__).resolve().parents[2] / "fixtures" / "compare" / "torch_cpu_convergence"
+
+
+@pytest.mark.parametrize("repeat", ["r1", "r2"])
+def test_evaluation_split_over_two_ranks_equals_one_rank(repeat):
+    """Same seed, same data: the held-out loss summed over two ranks' shards is the one-rank loss."""
+    one = load_result(RUNS / f"torch-cpu-llama3.1-tiny-convergence-1proc-{repeat}" / "result.json")
+    two = load_result(RUNS / f"torch-cpu-llama3.1-tiny-convergence-2proc-{repeat}" / "result.json")
+    assert [p.samples for p in one.evaluations] == [p.samples for p in two.evaluations]
+    for a, b in zip(one.evaluations, two.evaluations, strict=True):
+        assert a.eval_loss == pytest.approx(b.eval_loss, abs=1e-5)
+    assert one.convergence.samples_to_target == two.convergence.samples_to_target
+
+
+def test_every_run_stopped_at_its_first_evaluation_under_the_target():
+    for path in sorted(RUNS.glob("*/result.json")):
+        result = load_result(path)
+        losses = [p.eval_loss for p in result.evaluations]
+        target = result.convergence.target_log_perplexity
+        assert losses[-1] <= target < min(losses[:-1]), path
+        assert result.iterations[-1].iteration == result.evaluations[-1].iteration
