@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tprimat.config import BenchmarkConfig
+from tprimat.convergence import iteration_budget
 from tprimat.metrics import with_throughput
 from tprimat.schema import IterationRecord, Result, Stats
 
@@ -49,7 +50,7 @@ class LiveView:
                 TextColumn("{task.fields[throughput]}"), TextColumn("loss {task.fields[loss]}"),
                 TimeElapsedColumn(), console=self.console, transient=False,
             )
-            self.task = self.progress.add_task("train", total=c.benchmark.iterations,
+            self.task = self.progress.add_task("train", total=iteration_budget(c),
                                                throughput="", loss="—")
             self.progress.start()
 
@@ -65,7 +66,7 @@ class LiveView:
                                  loss=loss)
         else:
             self.console.print(
-                f"iteration {record.iteration}/{config.benchmark.iterations}  "
+                f"iteration {record.iteration}/{iteration_budget(config)}  "
                 f"step {_fmt(done.step_time_s, '.4f', ' s')}  {throughput}  loss {loss}"
                 + ("  (profiled)" if done.profiled else ""),
                 highlight=False,

@@ -12,11 +12,11 @@ runner's parser does not see it twice.
 from __future__ import annotations
 
 import logging
-import math
 from pathlib import Path
 from typing import Any
 
 from tprimat.config import BenchmarkConfig
+from tprimat.convergence import iteration_budget
 
 LOG_NAME = "mlperf.log"
 
@@ -46,8 +46,7 @@ def hyperparameters(
     iterations of decay after warm-up, as tprimat's schedule applies them.
     """
     t, p, v = config.training, config.parallel, config.convergence
-    budget = v.max_samples or config.benchmark.iterations * t.global_batch_size
-    max_steps = math.ceil(budget / t.global_batch_size)
+    max_steps = iteration_budget(config)
     decay = t.lr_decay_iterations or max_steps
     schedule = {
         "cosine": "cosine with linear warmup",

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from tprimat.config import BenchmarkConfig
+from tprimat.convergence import iteration_budget
 from tprimat.plugins.torch.protocol import format_eval, format_info
 
 
@@ -78,10 +79,7 @@ class ConvergenceRun:
         self.emit = emit
         t = config.training
         self.evaluates = self.settings.enabled
-        budget = config.benchmark.iterations * t.global_batch_size
-        if self.evaluates and self.settings.max_samples:
-            budget = self.settings.max_samples
-        self.iterations = math.ceil(budget / t.global_batch_size)
+        self.iterations = iteration_budget(config)
         self.global_batch_size = t.global_batch_size
         self.mlperf = None
         if mlperf_path and rank == 0:
