@@ -12,12 +12,13 @@ runs have the same FLOPs as mock-data runs.
 from __future__ import annotations
 
 from tprimat.config import BenchmarkConfig
+from tprimat.convergence import megatron_split
 from tprimat.errors import TprimatError
 from tprimat.models import get_model
 from tprimat.plans import PreparedDataset
 from tprimat.plugins._megatron.args import VOCAB_DIVISIBLE_BY
 
-#: Every token trains; nothing is held out (evaluation is off in benchmarks).
+#: Throughput runs: every token trains, nothing is held out (convergence runs: megatron_split).
 SPLIT = "100,0,0"
 
 
@@ -56,7 +57,7 @@ def megatron_data_args(dataset: PreparedDataset, config: BenchmarkConfig) -> tup
     divisor = vocab_divisor(dataset.vocab_size, model.vocab_size, config.parallel.tensor)
     return (
         "--data-path", str(dataset.path_prefix),
-        "--split", SPLIT,
+        "--split", megatron_split(config) or SPLIT,
         "--tokenizer-type", "HuggingFaceTokenizer",
         "--tokenizer-model", dataset_tokenizer(dataset, config),
         "--make-vocab-size-divisible-by", str(divisor),

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from tprimat.config import load_config
+from tprimat.convergence import megatron_split
 from tprimat.models import get_model
 from tprimat.plans import LaunchContext
 from tprimat.platform import PlatformInfo
-from tprimat.plugins.nvd_nemo.data import convergence_split
 from tprimat.plugins.nvd_nemo.launcher import settings
 
 
@@ -32,9 +32,28 @@ def test_convergence_adds_validation_settings():
     )
     values = settings(ctx, ctx.config)
     assert values["validation"] == {"check_interval_steps": 384, "batches": 32}
-    assert convergence_split(ctx.config) == "0.99,0.01,0"
+    assert megatron_split(ctx.config) == "0.99,0.01,0"
 
 
 def test_throughput_runs_have_no_validation():
     ctx = context()
-    assert "validation" not in settings(ctx, ctx.config) and convergence_split(ctx.config) is None
+    assert "validation" not in settings(ctx, ctx.config) and megatron_split(ctx.config) is None
+
+
+def test_megatron_family_holds_out_the_same_fraction():
+    from tprimat.plans import PreparedDataset
+    from tprimat.plugins._megatron.data import megatron_data_args
+
+    dataset = PreparedDataset(
+        path_prefix=Path("/data/c4/text_document"),
+        tokenizer="/data/tok",
+        vocab_size=128256,
+        fingerprint="sha256:0",
+        documents=10,
+        tokens=100,
+    )
+    on = context("convergence.enabled=true", "convergence.validation_fraction=0.02").config
+    args = megatron_data_args(dataset, on)
+    assert args[args.index("--split") + 1] == "0.98,0.02,0"
+    off = megatron_data_args(dataset, context().config)
+    assert off[off.index("--split") + 1] == "100,0,0"
