@@ -29,3 +29,24 @@ def test_every_run_stopped_at_its_first_evaluation_under_the_target():
         target = result.convergence.target_log_perplexity
         assert losses[-1] <= target < min(losses[:-1]), path
         assert result.iterations[-1].iteration == result.evaluations[-1].iteration
+
+
+def test_parsing_the_log_again_gives_the_runs_own_summary():
+    """The core computes the same convergence figures from the log as the live run did."""
+    from tprimat.config import load_config
+    from tprimat.parse import parse_logs
+    from tprimat.registry import Registry
+
+    run = RUNS / "torch-cpu-llama3.1-tiny-convergence-2proc-r1"
+    outcome = parse_logs(
+        [str(run / "logs" / "launcher.log")],
+        registry=Registry.from_environment(),
+        backend="torch",
+        config=load_config(run / "config.toml"),
+        config_label="config.toml",
+    )
+    live = load_result(run / "result.json")
+    assert outcome.result.convergence == live.convergence
+    assert [(p.samples, p.time_s, p.eval_loss) for p in outcome.result.evaluations] == [
+        (p.samples, p.time_s, p.eval_loss) for p in live.evaluations
+    ]
