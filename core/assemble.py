@@ -47,14 +47,14 @@ def assemble_result(
     ceiling: Mapping[str, Any] | None = None,
     evaluations: Iterable[EvalRecord] = (),
     target_log_perplexity: float | None = None,
-    run_clock: Mapping[str, float | None] | None = None,
+    run_clock: Mapping[str, Any] | None = None,
 ) -> Result:
     """Fill in per-iteration throughput, summarise, and record what was left out.
 
     ``ceiling`` is the latest ``tprimat microbench`` summary of the run's device
     (recorded in the run manifest), for MAMF utilisation next to MFU.
     ``evaluations`` and ``target_log_perplexity`` give the convergence summary;
-    ``run_clock`` holds the trainer's ``init_time_s`` and ``run_time_s``.
+    ``run_clock`` holds the trainer's ``init_time_s``, ``run_time_s`` and ``run_started_at``.
     """
     hardware = hardware or Hardware()
     provenance = provenance or Provenance()
@@ -90,6 +90,7 @@ def assemble_result(
         convergence = summarize_convergence(
             points, target_log_perplexity=target_log_perplexity,
             init_time_s=clock.get("init_time_s"), run_time_s=clock.get("run_time_s"),
+            run_started_at=clock.get("run_started_at"),
             clock=STEP_CLOCK if from_steps else TRAINER_CLOCK,
         )
     return Result(

@@ -23,6 +23,7 @@ from tprimat import __version__
 from tprimat.assemble import assemble_result
 from tprimat.collect import EventCollector, is_memory_only
 from tprimat.config import BenchmarkConfig, default_config_dict
+from tprimat.convergence.summary import RUN_CLOCK_FACTS
 from tprimat.errors import TprimatError
 from tprimat.logfile import LogFile
 from tprimat.manifest import Manifest, find_manifest, load_manifest
@@ -479,7 +480,7 @@ def parse_logs(
         evaluations=collector.eval_records,
         target_log_perplexity=(config.convergence.target_log_perplexity
                                if config is not None and config.convergence.enabled else None),
-        run_clock={key: collector.fact(key) for key in ("init_time_s", "run_time_s")},
+        run_clock={key: collector.fact(key) for key in RUN_CLOCK_FACTS},
     )
     return ParseOutcome(result=result, backend=backend, detected=detected, files=files,
                         collector=collector)

@@ -45,6 +45,7 @@ from tprimat import __version__
 from tprimat.assemble import assemble_result
 from tprimat.collect import EventCollector
 from tprimat.config import BenchmarkConfig, default_config_dict, dump_toml, load_config
+from tprimat.convergence.summary import RUN_CLOCK_FACTS
 from tprimat.errors import TprimatError
 from tprimat.manifest import Manifest, capture_manifest, write_manifest
 from tprimat.models import ModelSpec, UnknownModelError, get_model
@@ -773,7 +774,7 @@ class Runner:
             evaluations=self.collector.eval_records,
             target_log_perplexity=(c.convergence.target_log_perplexity
                                    if c.convergence.enabled else None),
-            run_clock={key: self.collector.fact(key) for key in ("init_time_s", "run_time_s")},
+            run_clock={key: self.collector.fact(key) for key in RUN_CLOCK_FACTS},
         )
 
     @property

@@ -188,6 +188,7 @@ class ConvergenceSummary:
     tokens_to_target: int | None = None
     init_time_s: float | None = None  # before run start (model build), reported apart
     run_time_s: float | None = None  # run start to run stop, as the trainer measured it
+    run_started_at: str | None = None  # ISO 8601 UTC of run start, to place iterations on the clock
     best_eval_loss: float | None = None
     final_eval_loss: float | None = None
     clock: str | None = None  # where time_s comes from

@@ -5,12 +5,14 @@ lines).  Each run contributes its own time and samples to the target; a system's
 the median over the runs that reached it, with the same bootstrap interval as throughput
 (:mod:`tprimat.compare.stats`).  Runs that missed the target are counted, never averaged in.
 The figures draw every run: training loss (thin) and evaluation loss (markers) against
-tokens, and evaluation loss against wall time since run start, with the target line.
+tokens and against wall time since run start (training loss only where the run logged
+its start time and iteration timestamps), with the target line.
 """
 
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +126,7 @@ def convergence_blocks(c: Comparison, plots: dict[str, Path]) -> list[Block]:
         blocks.append(Bullets(notes))
     for name, alt in (
         ("loss_vs_tokens.png", "Loss against tokens with the target"),
-        ("eval_vs_time.png", "Evaluation loss against wall time with the target"),
+        ("eval_vs_time.png", "Loss against wall time since run start with the target"),
     ):
         if name in plots:
             blocks.append(Image(name, alt))
@@ -187,12 +189,25 @@ def plot_loss_vs_tokens(plt: Any, c: Comparison, path: Path) -> Path | None:
     _target_line(ax, c)
     ax.set_xlabel("tokens trained")
     ax.set_ylabel("loss (nats per token)")
-    ax.set_title("Training loss (thin) and eval log-perplexity (markers) against tokens")
+    ax.set_title("Loss against tokens (thin: training; markers: eval)")
     ax.legend(loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=160)
     plt.close(fig)
     return path
+
+
+def _training_on_clock(result: Any) -> list[tuple[float, float]]:
+    """Training loss at each iteration's end, in seconds since run start (when both are logged)."""
+    started = result.convergence.run_started_at if result.convergence else None
+    if not started:
+        return []
+    zero = datetime.fromisoformat(started)
+    return [
+        ((datetime.fromisoformat(r.timestamp) - zero).total_seconds(), r.loss)
+        for r in result.iterations
+        if r.timestamp and r.loss is not None and math.isfinite(r.loss)
+    ]
 
 
 def plot_eval_vs_time(plt: Any, c: Comparison, path: Path) -> Path | None:
@@ -212,11 +227,14 @@ def plot_eval_vs_time(plt: Any, c: Comparison, path: Path) -> Path | None:
                 continue
             label = system.label if system.label not in seen else None
             seen.add(system.label)
+            train = _training_on_clock(run.result)
+            if train:
+                ax.plot(*zip(*train, strict=True), color=system.colour, lw=0.8, alpha=0.45)
             ax.plot(*zip(*points, strict=True), color=system.colour, lw=1.6, marker="o", ms=4, label=label)
     _target_line(ax, c)
     ax.set_xlabel("wall time since run start (s)")
-    ax.set_ylabel("eval log-perplexity (nats per token)")
-    ax.set_title("Eval log-perplexity against time to train")
+    ax.set_ylabel("loss (nats per token)")
+    ax.set_title("Loss against time to train (thin: training; markers: eval)")
     ax.legend(loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=160)

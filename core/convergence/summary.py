@@ -19,6 +19,8 @@ from tprimat.records import EvalRecord
 from tprimat.schema import ConvergenceSummary, EvalPoint, IterationRecord
 
 TRAINER_CLOCK = "wall time since run start as the training program logged it (evaluations included)"
+#: The run-clock facts a trainer may state (LogFact keys), passed on to the summary.
+RUN_CLOCK_FACTS = ("init_time_s", "run_time_s", "run_started_at")
 STEP_CLOCK = (
     "sum of the logged step times up to each evaluation: the log states no wall time, so "
     "evaluation and initialisation time are not included"
@@ -72,6 +74,7 @@ def summarize_convergence(
     target_log_perplexity: float,
     init_time_s: float | None = None,
     run_time_s: float | None = None,
+    run_started_at: str | None = None,
     clock: str | None = TRAINER_CLOCK,
 ) -> ConvergenceSummary:
     """Time, samples and tokens to the first evaluation whose loss is at or below the target."""
@@ -86,6 +89,7 @@ def summarize_convergence(
         tokens_to_target=hit.tokens if hit is not None else None,
         init_time_s=init_time_s,
         run_time_s=run_time_s,
+        run_started_at=run_started_at,
         best_eval_loss=min(losses) if losses else None,
         final_eval_loss=points[-1].eval_loss if points else None,
         clock=clock if any(p.time_s is not None for p in points) else None,

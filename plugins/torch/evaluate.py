@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from tprimat.config import BenchmarkConfig
@@ -89,6 +90,7 @@ class ConvergenceRun:
             self.mlperf.init_start()
         self.run_started: float | None = None
         self.init_time_s: float | None = None
+        self.run_started_at: str | None = None
         self.next_eval = self.settings.eval_interval_samples
         self.evaluated_at = -1
         self.reached = False
@@ -107,6 +109,7 @@ class ConvergenceRun:
     def start_run(self) -> None:
         """MLPerf init_stop + run_start: call immediately before any data is read."""
         self.run_started = time.perf_counter()
+        self.run_started_at = datetime.now(UTC).isoformat(timespec="microseconds")
         self.init_time_s = self.run_started - self.init_started
         if self.mlperf is not None:
             self.mlperf.init_stop_run_start()
@@ -178,6 +181,7 @@ class ConvergenceRun:
                     {
                         "init_time_s": self.init_time_s,
                         "run_time_s": run_time_s,
+                        "run_started_at": self.run_started_at,
                         "convergence_status": "success" if self.reached else "aborted",
                     }
                 )

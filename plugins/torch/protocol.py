@@ -41,7 +41,7 @@ INT_FIELDS = ("global_batch_size", "consumed_samples", "skipped")
 INFO_FACTS = (
     "torch_version", "transformers_version", "world_size", "device_name", "collectives",
     "strategy", "dtype", "attention", "dataset", "micro_batches_per_rank",
-    "init_time_s", "run_time_s", "convergence_status",
+    "init_time_s", "run_time_s", "run_started_at", "convergence_status",
 )
 
 

@@ -50,3 +50,17 @@ def test_parsing_the_log_again_gives_the_runs_own_summary():
     assert [(p.samples, p.time_s, p.eval_loss) for p in outcome.result.evaluations] == [
         (p.samples, p.time_s, p.eval_loss) for p in live.evaluations
     ]
+
+
+def test_iterations_sit_on_the_run_clock():
+    from tprimat.compare.convergence import _training_on_clock
+
+    for path in sorted(RUNS.glob("*/result.json")):
+        result = load_result(path)
+        points = _training_on_clock(result)
+        assert len(points) == len(result.iterations), path
+        times = [t for t, _ in points]
+        # every iteration ends after run start and before the evaluation that follows it
+        assert 0 < times[0] and times == sorted(times)
+        last_eval = result.evaluations[-1]
+        assert times[-1] <= last_eval.time_s <= result.convergence.run_time_s
