@@ -21,6 +21,7 @@ import attrs
 from tprimat.compare.document import Block, Bullets, Heading, Image, Paragraph, Table
 from tprimat.compare.model import Comparison
 from tprimat.compare.stats import Aggregate, aggregate
+from tprimat.mlperf.reader import olympic_mean
 
 DASH = "–"
 
@@ -36,6 +37,8 @@ class SystemConvergence:
     tokens_to_target: Aggregate | None
     init_time_s: Aggregate | None
     clocks: list[str]
+    olympic_s: float | None  # MLPerf's olympic mean (a run that missed counts as the slowest)
+    olympic_note: str | None
 
 
 def convergence_of(c: Comparison) -> list[SystemConvergence]:
@@ -47,6 +50,7 @@ def convergence_of(c: Comparison) -> list[SystemConvergence]:
             continue
         summaries = [r.convergence for r in results if r.convergence is not None]
         hit = [s for s in summaries if s.reached]
+        olympic, _, note = olympic_mean([s.time_to_target_s if s.reached else None for s in summaries])
         found.append(
             SystemConvergence(
                 label=system.label,
@@ -58,6 +62,8 @@ def convergence_of(c: Comparison) -> list[SystemConvergence]:
                 tokens_to_target=aggregate([s.tokens_to_target for s in hit]),
                 init_time_s=aggregate([s.init_time_s for s in summaries], interval=False),
                 clocks=sorted({s.clock for s in summaries if s.clock}),
+                olympic_s=olympic,
+                olympic_note=note,
             )
         )
     return found
@@ -84,14 +90,16 @@ def convergence_blocks(c: Comparison, plots: dict[str, Path]) -> list[Block]:
         tokens, _ = _agg(s.tokens_to_target, ",.0f")
         init, _ = _agg(s.init_time_s, ",.1f")
         target = ", ".join(f"{t:g}" for t in s.targets) or DASH
-        rows.append([s.label, f"{s.reached}/{s.runs}", target, time, time_ci, samples, tokens, init])
+        olympic = f"{s.olympic_s:,.1f}" if s.olympic_s is not None else f"{DASH} ({s.olympic_note})"
+        rows.append([s.label, f"{s.reached}/{s.runs}", target, time, time_ci, olympic, samples, tokens, init])
     blocks: list[Block] = [
         Heading(2, "Time to train"),
         Paragraph(
             "Time to target = wall time from run start to the first evaluation at or below the target "
             "eval log-perplexity (MLPerf's clock: evaluation included, initialisation reported apart). "
             "The median is over the runs that reached the target; the interval is the 95% bootstrap "
-            "interval of that median."
+            "interval of that median.  The olympic mean is MLPerf's score: drop the fastest and the "
+            "slowest run (a run that missed the target counting as the slowest) and average the rest."
         ),
         Table(
             [
@@ -100,6 +108,7 @@ def convergence_blocks(c: Comparison, plots: dict[str, Path]) -> list[Block]:
                 "target",
                 "time to target (s, median)",
                 "95% CI",
+                "olympic mean (s)",
                 "samples to target",
                 "tokens to target",
                 "init time (s)",
@@ -146,6 +155,8 @@ def convergence_to_dict(c: Comparison) -> list[dict[str, Any]]:
             "time_to_target_s": plain(s.time_to_target_s),
             "samples_to_target": plain(s.samples_to_target),
             "tokens_to_target": plain(s.tokens_to_target),
+            "olympic_s": s.olympic_s,
+            "olympic_note": s.olympic_note,
             "clocks": s.clocks,
         }
         for s in convergence_of(c)

@@ -233,35 +233,30 @@ class OlympicScore:
         return self.score_s / 60 if self.score_s is not None else None
 
 
+def olympic_mean(times: list[float | None], *, max_dropped: int = 1) -> tuple[float | None, list[int], str | None]:
+    """MLPerf's olympic mean of run times (None: the run did not converge, counted as the slowest).
+
+    Returns the score, the indices of the dropped runs, and why there is no score.
+    """
+    failed = sum(t is None for t in times)
+    if failed > max_dropped:
+        return None, [], f"{failed} runs did not converge; MLPerf allows {max_dropped}"
+    order = sorted(range(len(times)), key=lambda i: math.inf if times[i] is None else times[i])
+    kept = order[max_dropped : len(order) - max_dropped]
+    if not kept:
+        return None, [], f"{len(times)} runs leave none after dropping the fastest and the slowest"
+    dropped = order[:max_dropped] + order[len(order) - max_dropped :]
+    return sum(times[i] for i in kept) / len(kept), dropped, None  # type: ignore[misc]
+
+
 def olympic_score(runs: list[MlperfRun], *, max_dropped: int = 1) -> OlympicScore:
     """Drop the ``max_dropped`` fastest and slowest runs (a failed run is the slowest); mean the rest."""
-    converged = sum(run.converged and run.time_to_train_s is not None for run in runs)
-    failed = len(runs) - converged
-    if failed > max_dropped:
-        return OlympicScore(
-            runs=len(runs),
-            converged=converged,
-            score_s=None,
-            dropped=[],
-            reason=f"{failed} runs did not converge; MLPerf allows {max_dropped}",
-        )
-    ordered = sorted(
-        runs, key=lambda r: r.time_to_train_s if r.converged and r.time_to_train_s is not None else math.inf
-    )
-    kept = ordered[max_dropped : len(ordered) - max_dropped]
-    if not kept:
-        return OlympicScore(
-            runs=len(runs),
-            converged=converged,
-            score_s=None,
-            dropped=[],
-            reason=f"{len(runs)} runs leave none after dropping the fastest and the slowest",
-        )
-    dropped = ordered[:max_dropped] + ordered[len(ordered) - max_dropped :]
-    times = [run.time_to_train_s for run in kept]
+    times = [run.time_to_train_s if run.converged else None for run in runs]
+    score, dropped, reason = olympic_mean(times, max_dropped=max_dropped)
     return OlympicScore(
         runs=len(runs),
-        converged=converged,
-        score_s=sum(times) / len(times),  # type: ignore[arg-type]
-        dropped=[run.source for run in dropped],
+        converged=sum(t is not None for t in times),
+        score_s=score,
+        dropped=[runs[i].source for i in dropped],
+        reason=reason,
     )

@@ -105,3 +105,12 @@ def test_two_runs_leave_no_olympic_score():
     runs = [read_file(p) for p in sorted(RUNS.glob("*1proc*/mlperf.log"))]
     score = olympic_score(runs)
     assert score.score_s is None and "none after dropping" in score.reason
+
+
+def test_olympic_mean_of_plain_times():
+    from tprimat.mlperf.reader import olympic_mean
+
+    assert olympic_mean([5.0, 1.0, 3.0, 4.0]) == (3.5, [1, 0], None)
+    assert olympic_mean([2.0, None, 1.0, 3.0]) == (2.5, [2, 1], None)  # the miss is the slowest
+    score, dropped, reason = olympic_mean([1.0, 2.0])
+    assert score is None and dropped == [] and "none after dropping" in reason
