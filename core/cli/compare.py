@@ -34,10 +34,18 @@ def compare(paths: tuple[Path, ...], output_dir: Path, allow_mismatch: bool,
             overrides: tuple[str, ...], as_json: bool) -> None:
     """Compare results (files or directories of them) in one report.
 
+    MLPerf Training result files (`:::MLLOG`) are reported side by side by
+    their time to train and olympic score instead (docs/convergence.md).
+
     Runs are grouped by the fields a fair comparison needs (model, dataset,
     sequence length, global batch, precision, methodology, iterations
     measured); mismatched runs are refused unless --allow-mismatch.
     """
+    from tprimat.mlperf.summary import mllog_files
+
+    if mllog_files(paths):  # published MLPerf result files: their own side-by-side report
+        _compare_mlperf(paths, output_dir, as_json)
+        return
     from tprimat.compare.model import MismatchError, build_comparison
     from tprimat.compare.report import parse_formats, systems_for_terminal, write_report
     from tprimat.settings.config import load_config
@@ -71,4 +79,19 @@ def compare(paths: tuple[Path, ...], output_dir: Path, allow_mismatch: bool,
                    "groups compare different workloads; the report lists every differing field", err=True)
     for skipped in comparison.skipped:
         click.echo(f"skipped {skipped.path}: {skipped.reason}", err=True)
+    click.echo(f"report written to {output_dir}: {', '.join(sorted(written))}")
+
+
+def _compare_mlperf(paths: tuple[Path, ...], output_dir: Path, as_json: bool) -> None:
+    from rich.console import Console
+
+    from tprimat.mlperf.report import write_mlperf_report
+    from tprimat.mlperf.summary import print_summary, summarize_paths
+
+    systems = summarize_paths(paths)
+    written = write_mlperf_report(systems, output_dir)
+    if as_json:
+        echo_json({"files": {name: str(path) for name, path in written.items()}})
+        return
+    print_summary(systems, Console())
     click.echo(f"report written to {output_dir}: {', '.join(sorted(written))}")

@@ -48,6 +48,10 @@ def parse(ctx: click.Context, paths: tuple[str, ...], backend: str | None,
           allow_mismatch: bool, output: str | None, as_json: bool) -> None:
     """Parse Primus, Megatron-LM, Megatron-Bridge or NeMo logs into a result.
 
+    MLPerf Training result files (`:::MLLOG` lines, e.g. a submission's
+    `results/<system>/<benchmark>/` folder) give time to train per run and
+    MLPerf's olympic score per system instead.
+
     PATHS are log files or directories (a Primus experiment's per-rank
     `logs/pre_trainer/rank-N/` tree is recognised).  Throughput is computed
     from the step times and the workload: given by --config/--set (the full
@@ -56,18 +60,16 @@ def parse(ctx: click.Context, paths: tuple[str, ...], backend: str | None,
     falling back to what the log itself states.
     """
     from tprimat.errors import TprimatError
+    from tprimat.mlperf.summary import mllog_files
     from tprimat.parse.logs import Workload, parse_logs
     from tprimat.result.schema import result_to_dict, write_result
     from tprimat.settings.config import load_config
 
-    if model is not None:
-        from tprimat.settings.models import UnknownModelError, get_model
+    if backend is None and mllog_files(paths):  # MLPerf result files: time to train, olympic score
+        _parse_mlperf(paths, output, as_json)
+        return
 
-        try:
-            get_model(model)
-        except UnknownModelError as exc:
-            raise TprimatError(f"--model: {exc} (leave --model out to parse without FLOPs)") \
-                from None
+    _check_model(model)
     config = None
     label = "the command line"
     if config_file or overrides:
@@ -98,6 +100,36 @@ def parse(ctx: click.Context, paths: tuple[str, ...], backend: str | None,
         echo_json(result_to_dict(result))
         return
     _print_summary(result, outcome)
+    if output:
+        click.echo(f"wrote {output}")
+
+
+def _check_model(model: str | None) -> None:
+    from tprimat.errors import TprimatError
+    from tprimat.settings.models import UnknownModelError, get_model
+
+    if model is None:
+        return
+    try:
+        get_model(model)
+    except UnknownModelError as exc:
+        raise TprimatError(f"--model: {exc} (leave --model out to parse without FLOPs)") from None
+
+
+def _parse_mlperf(paths: tuple[str, ...], output: str | None, as_json: bool) -> None:
+    from rich.console import Console
+
+    from tprimat.atomic import atomic_write_text
+    from tprimat.mlperf.summary import print_summary, summarize_paths, summary_to_dict
+
+    systems = summarize_paths(paths)
+    data = summary_to_dict(systems)
+    if output:
+        atomic_write_text(output, json.dumps(data, indent=2) + "\n")
+    if as_json:
+        echo_json(data)
+        return
+    print_summary(systems, Console())
     if output:
         click.echo(f"wrote {output}")
 

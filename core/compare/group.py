@@ -33,7 +33,8 @@ def fair_fields_of(result: Result) -> dict[str, Any]:
 
     The same fields as :mod:`tprimat.settings.fairness` (the dataset is
     ``mock`` or identified by content), applied to the result's recorded
-    config, plus the number of measured iterations.
+    config, plus the number of measured iterations (for convergence runs,
+    which stop when they reach it, the target instead).
     """
     config = result.config
     if result.run.dataset == "mock":
@@ -46,8 +47,15 @@ def fair_fields_of(result: Result) -> dict[str, Any]:
             seq_length=config.seq_length, global_batch_size=config.global_batch_size,
             precision=config.precision,
         ),
-        "measured_iterations": result.summary.measured_iterations,
+        "measured_iterations": _measured(result),
     }
+
+
+def _measured(result: Result) -> int | str:
+    """Iterations measured; a convergence run stops at its target, so the target stands in."""
+    if result.convergence is not None:
+        return f"until eval loss <= {result.convergence.target_log_perplexity:g}"
+    return result.summary.measured_iterations
 
 
 def device_key(result: Result) -> str:

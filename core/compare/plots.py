@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from tprimat.compare.convergence import plot_eval_vs_time, plot_loss_vs_tokens
 from tprimat.compare.model import MEMORY_FIELDS, Comparison
 from tprimat.result.metrics import select_measured
 
@@ -237,6 +238,8 @@ PLOTS = (
     ("loss.png", plot_loss),
     ("memory.png", plot_memory),
     ("mfu.png", plot_mfu),
+    ("loss_vs_tokens.png", plot_loss_vs_tokens),
+    ("eval_vs_time.png", plot_eval_vs_time),
 )
 
 

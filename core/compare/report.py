@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tprimat.atomic import atomic_write_text
+from tprimat.compare.convergence import convergence_blocks, convergence_to_dict
 from tprimat.compare.document import (
     Block,
     Bullets,
@@ -219,6 +220,7 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
          for s in c.systems]))
     if "throughput.png" in plots:
         blocks.append(Image("throughput.png", "Throughput per GPU by system"))
+    blocks.extend(convergence_blocks(c, plots))
 
     blocks.append(Heading(2, "Step time"))
     blocks.append(Table(
@@ -447,6 +449,7 @@ def write_report(c: Comparison, out_dir: str | Path, formats: Iterable[str] = FO
         written["results.csv"] = atomic_write_text(out / "results.csv", results_csv(c))
     if "json" in formats:
         data = comparison_to_dict(c)
+        data["convergence"] = convergence_to_dict(c)
         data["files"] = sorted(written)
         written["report.json"] = atomic_write_text(
             out / "report.json", json.dumps(data, indent=2, allow_nan=False) + "\n")

@@ -10,7 +10,7 @@ BackendSpec, LaunchPlan, ...``) and the ``@tprimat.hookimpl`` marker:
   :class:`PreparedDataset`, :class:`PlatformInfo`;
 * profiling: :class:`ProfileWindow` and :func:`check_profile_config`;
 * what ``parse_metrics`` yields: :class:`IterationRecord`, :class:`LogFact`,
-  :class:`ParseIssue`.
+  :class:`EvalRecord`, :class:`ParseIssue`.
 
 The hook specs are :mod:`tprimat.contract.hookspecs`; the registry that
 loads plugins and routes hooks is :mod:`tprimat.contract.registry`.  The
@@ -40,6 +40,7 @@ _EXPORTS = {
     "PreparedDataset": "plans",
     "IterationRecord": "records",
     "LogFact": "records",
+    "EvalRecord": "records",
     "ParseIssue": "records",
 }
 

@@ -119,6 +119,7 @@ def parse_metrics(backend: str, lines: Iterable[str], source: str) -> Iterator[P
     :class:`tprimat.contract.records.IterationRecord` (measured values only: the core
     computes tokens, throughput and everything derived),
     :class:`tprimat.contract.records.LogFact` (batch size, sequence length, versions
-    read from the log) and :class:`tprimat.contract.records.ParseIssue` (lines skipped
-    and why).  Must be a pure function of the lines: no torch, no hardware.
+    read from the log), :class:`tprimat.contract.records.EvalRecord` (held-out
+    evaluations) and :class:`tprimat.contract.records.ParseIssue` (lines skipped and
+    why).  Must be a pure function of the lines: no torch, no hardware.
     """

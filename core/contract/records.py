@@ -1,4 +1,4 @@
-"""What a log parser yields: per-iteration records, facts read from the log, and issues.
+"""What a log parser yields: per-iteration records, facts read from the log, evaluations and issues.
 
 ``parse_metrics`` streams :class:`IterationRecord` objects interleaved with
 :class:`LogFact` and :class:`ParseIssue`; the core collects them into a result
@@ -64,4 +64,20 @@ class ParseIssue:
     message: str
 
 
-ParseEvent = IterationRecord | LogFact | ParseIssue
+@attrs.frozen(kw_only=True)
+class EvalRecord:
+    """One evaluation on held-out data, as the log states it (only measured values).
+
+    ``time_s`` is wall time since the run's start (MLPerf ``run_start``) when the
+    trainer states it; frameworks that do not print it leave it None.
+    """
+
+    iteration: int | None = None  # the training iteration it followed
+    samples: int | None = None  # training samples consumed before it
+    time_s: float | None = None
+    eval_loss: float  # mean cross-entropy per token (nats), i.e. log-perplexity
+    eval_sequences: int | None = None
+    source: str | None = None  # "file:line"
+
+
+ParseEvent = IterationRecord | LogFact | ParseIssue | EvalRecord

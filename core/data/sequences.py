@@ -17,6 +17,9 @@ dataset does:
 3. **Sample order.**  The same generator then draws a permutation of the
    samples; item ``j`` of epoch ``e`` is sample ``perm[j]``.
 
+``documents`` restricts all of this to a subset of the documents (the two sides
+of a held-out split, :mod:`tprimat.convergence.split`).
+
 Item ``i`` belongs to epoch ``i // samples_per_epoch``; with ``num_samples``
 larger than one epoch, later epochs reshuffle documents and samples with their
 own generator.  The same ``(data, seq_length, seed)`` gives the same items on
@@ -44,6 +47,7 @@ class PackedSequences:
         seed: int,
         *,
         num_samples: int | None = None,
+        documents: numpy.ndarray | None = None,
     ) -> None:
         import numpy as np
 
@@ -57,7 +61,10 @@ class PackedSequences:
         self._reader = IndexedReader(path_prefix)
         self._lengths = self._reader.lengths.astype(np.int64)
         self._starts = self._reader.document_starts()
-        total = self._reader.token_count
+        if documents is not None:  # a subset of the documents, e.g. one side of a held-out split
+            chosen = np.asarray(documents, dtype=np.int64)
+            self._lengths, self._starts = self._lengths[chosen], self._starts[chosen]
+        total = int(self._lengths.sum()) if documents is not None else self._reader.token_count
         self.samples_per_epoch = (total - 1) // self.seq_length if total > 0 else 0
         if self.samples_per_epoch < 1:
             raise TprimatError(
@@ -74,7 +81,7 @@ class PackedSequences:
 
     @property
     def tokens(self) -> int:
-        return self._reader.token_count
+        return int(self._lengths.sum())
 
     def __len__(self) -> int:
         return self._length

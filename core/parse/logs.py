@@ -28,6 +28,7 @@ from tprimat.parse.logkind import unwrap_lines
 from tprimat.result import builder
 from tprimat.result.builder import assemble_result
 from tprimat.result.collect import EventCollector, is_memory_only
+from tprimat.result.convergence import RUN_CLOCK_FACTS
 from tprimat.result.metrics import _ranges
 from tprimat.result.schema import (
     Caveats,
@@ -395,6 +396,10 @@ def parse_logs(
         tensor_parallel=tensor_parallel,
         ceiling=manifest.extra.get("microbench") if manifest else None,
         rank_memory=log_rank_peaks(files),
+        evaluations=collector.eval_records,
+        target_log_perplexity=(config.convergence.target_log_perplexity
+                               if config is not None and config.convergence.enabled else None),
+        run_clock={key: collector.fact(key) for key in RUN_CLOCK_FACTS},
     )
     if stopped_by is not None:
         result = attrs.evolve(result, caveats=Caveats(stopped_by=stopped_by))

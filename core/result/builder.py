@@ -16,6 +16,14 @@ from typing import Any
 import attrs
 
 from tprimat.contract.backend import WarmupRule
+from tprimat.contract.records import EvalRecord
+from tprimat.result.convergence import (
+    STEP_CLOCK,
+    TRAINER_CLOCK,
+    eval_points,
+    summarize_convergence,
+    with_step_clock,
+)
 from tprimat.result.memory import memory_report
 from tprimat.result.metrics import summarize, with_throughput
 from tprimat.result.schema import (
@@ -80,6 +88,9 @@ def assemble_result(
     run_peaks: Mapping[str, float] | None = None,
     caveats: Caveats | None = None,
     audit: Callable[[Summary, list[IterationRecord]], list[str]] | None = None,
+    evaluations: Iterable[EvalRecord] = (),
+    target_log_perplexity: float | None = None,
+    run_clock: Mapping[str, Any] | None = None,
 ) -> Result:
     """Fill in per-iteration throughput, summarise, and record what was left out.
 
@@ -93,6 +104,8 @@ def assemble_result(
     the caller found doubtful about its inputs.  ``audit`` is called with the
     summary and the records and returns notes (e.g. how an earlier tool's own
     figures compare), so that nothing is patched in after the build.
+    ``evaluations`` and ``target_log_perplexity`` give the convergence summary;
+    ``run_clock`` holds the trainer's ``init_time_s``, ``run_time_s`` and ``run_started_at``.
     ``ceiling`` is the latest ``tprimat microbench`` summary of the run's device
     (recorded in the run manifest), for MAMF utilisation next to MFU.
     """
@@ -133,6 +146,17 @@ def assemble_result(
     if audit is not None:
         notes = [*notes, *audit(summary, finished)]
     provenance = attrs.evolve(provenance, notes=[*provenance.notes, *notes])
+    points = eval_points(evaluations, global_batch_size=config.global_batch_size, seq_length=config.seq_length)
+    points, from_steps = with_step_clock(points, finished)
+    convergence = None
+    if target_log_perplexity is not None:
+        clock = dict(run_clock or {})
+        convergence = summarize_convergence(
+            points, target_log_perplexity=target_log_perplexity,
+            init_time_s=clock.get("init_time_s"), run_time_s=clock.get("run_time_s"),
+            run_started_at=clock.get("run_started_at"),
+            clock=STEP_CLOCK if from_steps else TRAINER_CLOCK,
+        )
     memory = memory_report(
         settings=config.settings, model_name=config.model, backend=run.backend,
         device_name=hardware.device_name, capacity_gib=hardware.memory_per_device_gib,
@@ -148,4 +172,6 @@ def assemble_result(
         provenance=provenance,
         memory=memory,
         caveats=caveats,
+        evaluations=points,
+        convergence=convergence,
     )

@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from tprimat.contract.records import LogFact, ParseIssue
+from tprimat.contract.records import EvalRecord, LogFact, ParseIssue
 from tprimat.result.schema import IterationRecord
 
 #: How many skipped-line references a result keeps verbatim (the rest are counted).
@@ -99,6 +99,7 @@ class EventCollector:
     facts: dict[str, LogFact] = attrs.Factory(dict)
     conflicting_facts: list[str] = attrs.Factory(list)
     issues: list[ParseIssue] = attrs.Factory(list)
+    evaluations: dict[tuple[int | None, int | None], EvalRecord] = attrs.Factory(dict)
     issue_count: int = 0
     duplicates: int = 0
     replaced: list[int] = attrs.Factory(list)
@@ -133,12 +134,18 @@ class EventCollector:
                 )
             self.facts.setdefault(event.key, event)
             return None
+        if isinstance(event, EvalRecord):
+            # Keyed like iterations: a repeat (another rank, a restart) replaces the earlier line.
+            self.evaluations[(event.iteration, event.samples)] = event
+            return None
         if isinstance(event, ParseIssue):
             self.issue_count += 1
             if len(self.issues) < MAX_ISSUES_KEPT:
                 self.issues.append(event)
             return None
-        raise TypeError(f"parsers yield IterationRecord, LogFact or ParseIssue, not {event!r}")
+        raise TypeError(
+            f"parsers yield IterationRecord, EvalRecord, LogFact or ParseIssue, not {event!r}"
+        )
 
     def consume(self, events: Iterable[Any]) -> EventCollector:
         for event in events:
@@ -148,6 +155,12 @@ class EventCollector:
     @property
     def records(self) -> list[IterationRecord]:
         return [self.iterations[i] for i in sorted(self.iterations)]
+
+    @property
+    def eval_records(self) -> list[EvalRecord]:
+        """Evaluations in training order."""
+        return sorted(self.evaluations.values(),
+                      key=lambda e: (e.samples or 0, e.iteration or 0))
 
     def fact(self, key: str, default: Any = None) -> Any:
         found = self.facts.get(key)

@@ -159,6 +159,37 @@ class MemoryReport:
 
 
 @attrs.frozen(kw_only=True)
+class EvalPoint:
+    """One evaluation on held-out data (see docs/convergence.md)."""
+
+    iteration: int | None = None
+    samples: int | None = None  # training samples consumed before the evaluation
+    tokens: int | None = None  # samples x seq_length, computed by the core
+    time_s: float | None = None  # wall time since run start (never paused)
+    eval_loss: float | None = None  # mean cross-entropy per token (nats) = log-perplexity
+    eval_sequences: int | None = None
+    source: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ConvergenceSummary:
+    """Time to train, computed by the core from the evaluations and the target."""
+
+    target_log_perplexity: float
+    reached: bool
+    evaluations: int
+    time_to_target_s: float | None = None  # run start to the first evaluation at the target
+    samples_to_target: int | None = None
+    tokens_to_target: int | None = None
+    init_time_s: float | None = None  # before run start (model build), reported apart
+    run_time_s: float | None = None  # run start to run stop, as the trainer measured it
+    run_started_at: str | None = None  # ISO 8601 UTC of run start, to place iterations on the clock
+    best_eval_loss: float | None = None
+    final_eval_loss: float | None = None
+    clock: str | None = None  # where time_s comes from
+
+
+@attrs.frozen(kw_only=True)
 class Provenance:
     inputs: list[str] = attrs.Factory(list)
     parser: str | None = None
@@ -195,6 +226,8 @@ class Result:
     provenance: Provenance = Provenance()
     memory: MemoryReport | None = None
     caveats: Caveats | None = None
+    evaluations: list[EvalPoint] = attrs.Factory(list)
+    convergence: ConvergenceSummary | None = None
 
 
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -250,7 +283,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(float | str | None, _structure_reported)
     for cls in (RunInfo, DevicePartition, Hardware, Software, ResultConfig, IterationRecord, Stats, Summary,
-                Provenance, MemoryReport, Caveats, Result):
+                Provenance, MemoryReport, Caveats, EvalPoint, ConvergenceSummary, Result):
         converter.register_structure_hook(
             cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
         )

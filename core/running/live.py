@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from tprimat.convergence import iteration_budget
 from tprimat.result.metrics import with_throughput
 from tprimat.result.schema import IterationRecord, Result, Stats
 from tprimat.settings.config import BenchmarkConfig
@@ -49,7 +50,7 @@ class LiveView:
                 TextColumn("{task.fields[throughput]}"), TextColumn("loss {task.fields[loss]}"),
                 TimeElapsedColumn(), console=self.console, transient=False,
             )
-            self.task = self.progress.add_task("train", total=c.benchmark.iterations,
+            self.task = self.progress.add_task("train", total=iteration_budget(c),
                                                throughput="", loss="—")
             self.progress.start()
 
@@ -65,7 +66,7 @@ class LiveView:
                                  loss=loss)
         else:
             self.console.print(
-                f"iteration {record.iteration}/{config.benchmark.iterations}  "
+                f"iteration {record.iteration}/{iteration_budget(config)}  "
                 f"step {_fmt(done.step_time_s, '.4f', ' s')}  {throughput}  loss {loss}"
                 + ("  (profiled)" if done.profiled else ""),
                 highlight=False,
@@ -118,10 +119,21 @@ def summary_table(result: Result) -> Table:
         ("energy", _fmt(s.energy_per_token_j, ".4g", " J/token")
          if s.energy_per_token_j is not None else "— (no power samples for every iteration)"),
         ("final loss", _fmt(s.final_loss, ".4f")),
+        *([("time to train", convergence_text(result.convergence))] if result.convergence else []),
     ]
     for what, value in rows:
         table.add_row(what, value)
     return table
+
+
+def convergence_text(c: Any) -> str:
+    """``target 4.6 reached at 192 samples in 43.3 s (init 7.6 s, 6 evaluations)`` or the miss."""
+    if c.reached:
+        text = (f"target {c.target_log_perplexity:g} reached at {c.samples_to_target:,} samples "
+                f"in {_fmt(c.time_to_target_s, '.1f', ' s')}")
+    else:
+        text = f"target {c.target_log_perplexity:g} not reached (best eval loss {_fmt(c.best_eval_loss, '.4f')})"
+    return text + f" (init {_fmt(c.init_time_s, '.1f', ' s')}, {c.evaluations} evaluations)"
 
 
 def mamf_text(summary: Any) -> str:

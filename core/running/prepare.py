@@ -275,6 +275,9 @@ def prepare(request: RunRequest, registry: Registry, environ: Mapping[str, str] 
     if run_dir.exists() and not request.in_slurm_job:
         raise RunError(f"run directory {run_dir} already exists; choose another --run-id")
     dataset = _load_dataset(config)
+    if config.convergence.enabled and dataset is None:
+        raise RunError("convergence.enabled needs real tokens with a held-out split: set "
+                       "data.dataset to a directory made by `tprimat prepare-data`")
     data = None
     if dataset is not None:
         if dataset.vocab_size > model.vocab_size:

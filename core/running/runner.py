@@ -39,6 +39,7 @@ from tprimat.contract.registry import Registry
 from tprimat.hardware.platform import PlatformInfo
 from tprimat.result.builder import assemble_result, result_config
 from tprimat.result.collect import EventCollector
+from tprimat.result.convergence import RUN_CLOCK_FACTS
 from tprimat.result.schema import IterationRecord, Provenance, Result, RunInfo, RunStatus
 from tprimat.result.schema import write_result as _write_result
 from tprimat.running.manifest import Manifest, capture_manifest, write_manifest
@@ -294,6 +295,9 @@ class Runner:
             exclude_profiled=c.benchmark.exclude_profiled, tensor_parallel=c.parallel.tensor,
             ceiling=self.manifest.extra.get("microbench"),
             rank_memory=self._rank_memory() if final else (),
+            evaluations=self.collector.eval_records,
+            target_log_perplexity=(c.convergence.target_log_perplexity if c.convergence.enabled else None),
+            run_clock={key: self.collector.fact(key) for key in RUN_CLOCK_FACTS},
         )
 
     def _rank_memory(self) -> list[Any]:
@@ -405,7 +409,7 @@ class Runner:
             notes.append("the job's log does not match the config, so the throughput computed "
                          "from the config is not the job's: " + "; ".join(problems))
             return "failed", notes
-        if done < wanted and self.writes_result:
+        if done < wanted and self.writes_result and not self.prepared.config.convergence.enabled:
             notes.append(f"only {done} of {wanted} iterations were read from the output")
         return "completed", notes
 

@@ -114,6 +114,23 @@ class MonitorSection:
     interval_s: float = attrs.field(validator=attrs.validators.gt(0))
 
 
+@attrs.frozen(kw_only=True)
+class ConvergenceSection:
+    """Time-to-train runs: held-out evaluation, a target and budgets (docs/convergence.md)."""
+
+    enabled: bool
+    validation_fraction: float = attrs.field(validator=[attrs.validators.gt(0), attrs.validators.lt(1)])
+    eval_interval_samples: int = attrs.field(validator=attrs.validators.gt(0))
+    eval_sequences: int = attrs.field(validator=attrs.validators.gt(0))
+    target_log_perplexity: float = attrs.field(validator=attrs.validators.gt(0))
+    max_samples: int = attrs.field(validator=attrs.validators.ge(0))
+    max_time_s: float = attrs.field(validator=attrs.validators.ge(0))
+    mlperf_log: Literal["convergence", "always", "never"]
+    mlperf_benchmark: str
+    mlperf_division: Literal["open", "closed"]
+    mlperf_org: str
+
+
 def _non_negative_prices(_: Any, attribute: Any, value: dict[str, float]) -> None:
     for device, price in value.items():
         if price < 0:
@@ -135,6 +152,10 @@ def _default_cost() -> CostSection:
     return _converter.structure(default_config_dict()["cost"], CostSection)
 
 
+def _default_convergence() -> ConvergenceSection:
+    return _converter.structure(default_config_dict()["convergence"], ConvergenceSection)
+
+
 @attrs.frozen(kw_only=True)
 class BenchmarkConfig:
     """The effective benchmark config of one run."""
@@ -149,6 +170,7 @@ class BenchmarkConfig:
     profile: ProfileSection
     monitor: MonitorSection
     cost: CostSection = attrs.Factory(_default_cost)
+    convergence: ConvergenceSection = attrs.Factory(_default_convergence)
 
     @property
     def world_size(self) -> int:
@@ -190,7 +212,7 @@ def fair_fields(config: BenchmarkConfig, dataset_fingerprint: str | None = None)
     the same tokens on two clusters match.
     """
     dataset = "mock" if config.data.dataset == "mock" else (dataset_fingerprint or config.data.dataset)
-    return fair_values(
+    fields = fair_values(
         model=config.benchmark.model,
         methodology=config.benchmark.methodology,
         dataset=dataset,
@@ -198,6 +220,14 @@ def fair_fields(config: BenchmarkConfig, dataset_fingerprint: str | None = None)
         global_batch_size=config.training.global_batch_size,
         precision=config.precision.dtype,
     )
+    v = config.convergence
+    if v.enabled:  # time to target compares only on the same held-out set and target
+        fields["convergence"] = {
+            "validation_fraction": v.validation_fraction, "eval_sequences": v.eval_sequences,
+            "eval_interval_samples": v.eval_interval_samples,
+            "target_log_perplexity": v.target_log_perplexity,
+        }
+    return fields
 
 
 def _make_converter() -> cattrs.Converter:
@@ -214,6 +244,7 @@ def _make_converter() -> cattrs.Converter:
         ProfileSection,
         MonitorSection,
         CostSection,
+        ConvergenceSection,
     ):
         converter.register_structure_hook(
             cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)

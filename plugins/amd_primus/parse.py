@@ -10,7 +10,10 @@ iterations printed without the ``/avg`` half and without tokens;
 inst/harmonic mean: X/Y``.  All three are Megatron ``key: value |`` lines, so
 the shared parser reads them; this module adds Primus's own lines (its
 argument listing, the throughput extension's settings, the GPU its launcher
-detected) and the step lines of Primus's TorchTitan engine (``torchtitan.py``).
+detected), the step lines of Primus's TorchTitan engine (``torchtitan.py``), and the end
+lines of its MLPerf mode: ``[EarlyStop] ... eval_loss: X (target: T) | consumed_train_samples: N
+| duration: S sec`` as an evaluation timed by Primus's own clock, ``[TimeToTrain] status: ...``
+as facts.
 
 Primus prints memory computed as ``bytes / 1024**3`` with a "GB" label; the
 values are recorded as GiB and a fact notes the label.
@@ -21,13 +24,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
+from tprimat.contract.records import EvalRecord
 from tprimat.plugins.amd_primus.torchtitan import TorchTitanSteps
 from tprimat.plugins.megatron.logparse import (
     FACT_ARGUMENTS,
     Event,
+    LineError,
     MegatronLogParser,
     fact_value,
     iter_events,
+    parse_float,
     strip_ansi,
 )
 
@@ -36,6 +42,10 @@ _PRIMUS_ARG_RE = re.compile(
 )
 _EXTENSION_RE = re.compile(r"initialized with seq_len: (\d+) world_size: (\d+)")
 _GPU_MODEL_RE = re.compile(r"Detected GPU model: (\S+)")
+_EARLY_STOP_RE = re.compile(
+    r"\[EarlyStop\].*?eval_loss:\s*(\S+).*?consumed_train_samples:\s*(\d+)\s*\|\s*duration:\s*(\S+) sec"
+)
+_TIME_TO_TRAIN_RE = re.compile(r"\[TimeToTrain\] status:\s*(\w+).*?duration:\s*(\S+) sec")
 
 
 class PrimusLogParser(MegatronLogParser):
@@ -44,7 +54,8 @@ class PrimusLogParser(MegatronLogParser):
     # argument listing is read for integers only; the boolean precision flags also appear in
     # Megatron's own argument dump (" ...."), which Primus prints at DEBUG level.
     triggers = (*MegatronLogParser.triggers, "(int)", "initialized with seq_len",
-                "Detected GPU model", "tps:")
+                "Detected GPU model", "tps:", "[EarlyStop]", "[TimeToTrain]")
+    running_triggers = (*MegatronLogParser.running_triggers, "[EarlyStop]", "[TimeToTrain]")
     _titan: TorchTitanSteps | None = None
 
     def extra_line(self, line: str, lineno: int) -> list[Event] | None:
@@ -54,7 +65,7 @@ class PrimusLogParser(MegatronLogParser):
             if found is not None:
                 # Keep finding step lines past the start-up part of a large file (byte-chunk
                 # reading switches to the running triggers after STARTUP_BYTES).
-                self.running_triggers = (*MegatronLogParser.running_triggers, "tps:")
+                self.running_triggers = (*type(self).running_triggers, "tps:")
                 return found
         if "(int)" in line:
             match = _PRIMUS_ARG_RE.search(strip_ansi(line).rstrip())
@@ -77,7 +88,25 @@ class PrimusLogParser(MegatronLogParser):
             if match is not None:
                 fact = self.fact("device_name_in_log", match.group(1), lineno)
                 return [fact] if fact is not None else []
+        if "[EarlyStop]" in line or "[TimeToTrain]" in line:
+            return self._mlperf_end(strip_ansi(line), lineno)
         return super().extra_line(line, lineno)
+
+    def _mlperf_end(self, line: str, lineno: int) -> list[Event] | None:
+        """Primus's MLPerf-mode end lines: the evaluation that stopped training, and the status."""
+        try:
+            stop = _EARLY_STOP_RE.search(line)
+            if stop is not None:
+                return [EvalRecord(eval_loss=parse_float(stop.group(1)), samples=int(stop.group(2)),
+                                   time_s=parse_float(stop.group(3)), source=self.where(lineno))]
+            done = _TIME_TO_TRAIN_RE.search(line)
+            if done is not None:
+                facts = [self.fact("convergence_status", done.group(1), lineno),
+                         self.fact("run_time_s", parse_float(done.group(2)), lineno)]
+                return [f for f in facts if f is not None]
+        except LineError as exc:
+            return [self.issue(lineno, f"unreadable Primus MLPerf line ({exc}); skipped")]
+        return None
 
 
 def parse_primus(lines: Iterable[str], source: str) -> Iterator[Event]:

@@ -14,12 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from tprimat.contract import DataArguments, PreparedDataset
+from tprimat.convergence import megatron_split
 from tprimat.errors import TprimatError
 from tprimat.plugins.megatron.settings import VOCAB_DIVISIBLE_BY
 from tprimat.settings.config import BenchmarkConfig
 from tprimat.settings.models import get_model
 
-#: Every token trains; nothing is held out (evaluation is off in benchmarks).
+#: Throughput runs: every token trains, nothing is held out (convergence runs: megatron_split).
 SPLIT = "100,0,0"
 
 
@@ -58,7 +59,7 @@ def data_settings(dataset: PreparedDataset, config: BenchmarkConfig) -> dict[str
     return {
         "mock_data": False,
         "data_path": [str(dataset.path_prefix)],
-        "split": SPLIT,
+        "split": megatron_split(config) or SPLIT,
         "train_data_path": None,
         "valid_data_path": None,
         "test_data_path": None,

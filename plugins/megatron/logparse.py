@@ -26,10 +26,10 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from tprimat.contract.records import LogFact, ParseIssue
+from tprimat.contract.records import EvalRecord, LogFact, ParseIssue
 from tprimat.result.schema import IterationRecord
 
-Event = IterationRecord | LogFact | ParseIssue
+Event = IterationRecord | LogFact | ParseIssue | EvalRecord
 
 # Real ESC sequences, and colour codes whose ESC byte was lost on the way ("[[32m").
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\[[0-9;]*[0-9]m")
@@ -37,6 +37,9 @@ _ITERATION_RE = re.compile(r"(?<![A-Za-z_])iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 _MEGATRON_TS_RE = re.compile(r"\[(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}(?:\.\d+)?)\]\s*$")
 _PRIMUS_TS_RE = re.compile(r"\[(\d{4})(\d{2})(\d{2}) (\d{2}:\d{2}:\d{2})\]")
 _MEMORY_RE = re.compile(r"\(after (\d+) iterations?\) memory \(MB\)\s*\|(.*)")
+_VALIDATION_RE = re.compile(
+    r"validation loss at iteration\s+(\d+)\s*\|\s*lm loss value:\s*([-+0-9.eEnaNinf]+)"
+)
 _ARG_RE = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_]*) \.{2,} (\S.*?)\s*$")
 _RANK_PREFIX_RE = re.compile(r"^rank-\d+\s+")
 # "key: value" segments between "|" (the value runs to the next "|"; segments without ":" drop).
@@ -165,6 +168,22 @@ def fact_value(text: str) -> Any:
         return value
 
 
+def validation_record(line: str, source: str) -> EvalRecord | ParseIssue | None:
+    """``validation loss at iteration N | lm loss value: X | lm loss PPL: Y |`` as an evaluation.
+
+    The end-of-training lines (``... for val data``/``for test data``) carry no
+    iteration and are not read.  The perplexity is exp(loss) and is not kept.
+    """
+    match = _VALIDATION_RE.search(strip_ansi(line))
+    if match is None:
+        return None
+    try:
+        loss = parse_float(match.group(2))
+    except LineError as exc:
+        return ParseIssue(source=source, message=f"unreadable validation loss ({exc}); skipped")
+    return EvalRecord(iteration=int(match.group(1)), eval_loss=loss, source=source)
+
+
 class MegatronLogParser:
     """Stateful reader of one stream of Megatron-family log lines.
 
@@ -251,6 +270,10 @@ class MegatronLogParser:
             found = self._iteration_or_memory(line, lineno)
             if found is not None:
                 return found
+            if "validation loss at iteration" in line:
+                evaluation = validation_record(line, self.where(lineno))
+                if evaluation is not None:
+                    return [evaluation]
         if " ...." in line:
             found = self._argument(line, lineno)
             if found is not None:
@@ -566,15 +589,15 @@ def _feed(parser: Any, line: str, lineno: int) -> list[Event] | None:
 
 
 def _check_triggers(triggers: tuple[str, ...]) -> None:
-    if not 1 <= len(triggers) <= 8 or not all(t.isascii() and t for t in triggers):
-        raise ValueError("between 1 and 8 non-empty ASCII trigger strings")
+    if not 1 <= len(triggers) <= 10 or not all(t.isascii() and t for t in triggers):
+        raise ValueError("between 1 and 10 non-empty ASCII trigger strings")
 
 
 def _iter_lines(parser: Any, lines: Iterable[str]) -> Iterator[Event]:
     numbered = enumerate(lines, 1)
     for phase, triggers in enumerate((parser.triggers, parser.running_triggers)):
         _check_triggers(triggers)
-        t1, t2, t3, t4, t5, t6, t7, t8 = tuple(triggers) + (triggers[0],) * (8 - len(triggers))
+        t1, t2, t3, t4, t5, t6, t7, t8, t9, t10 = tuple(triggers) + (triggers[0],) * (10 - len(triggers))
         pending = parser.holds_line()
         # One loop per number of triggers: the test of a line that holds nothing is the cost
         # of parsing a log, so it is kept to the fewest substring scans.
@@ -590,8 +613,8 @@ def _iter_lines(parser: Any, lines: Iterable[str]) -> Iterator[Event]:
                     break
         else:
             for lineno, line in numbered:
-                if not (pending or t1 in line or t2 in line or t3 in line or t4 in line
-                        or t5 in line or t6 in line or t7 in line or t8 in line):
+                if not (pending or t1 in line or t2 in line or t3 in line or t4 in line or t5 in line
+                        or t6 in line or t7 in line or t8 in line or t9 in line or t10 in line):
                     continue
                 events = _feed(parser, line, lineno)
                 pending = parser.holds_line()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tprimat.contract.plans import DataArguments, PreparedDataset
+from tprimat.convergence import megatron_split
 from tprimat.plugins.megatron.data import SPLIT, dataset_tokenizer
 from tprimat.settings.config import BenchmarkConfig
 from tprimat.settings.models import get_model
@@ -22,7 +23,8 @@ def data_arguments(dataset: PreparedDataset, config: BenchmarkConfig) -> DataArg
             "data": {
                 "paths": [str(dataset.path_prefix)],
                 "tokenizer": dataset_tokenizer(dataset, config),
-                "split": SPLIT,
+                "split": megatron_split(config) or SPLIT,
             }
         }
     )
+

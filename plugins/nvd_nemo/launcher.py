@@ -10,6 +10,7 @@ script builds NeMo's own recipe for the model and applies the settings; its
 from __future__ import annotations
 
 import json
+import math
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,12 @@ def settings(context: LaunchContext, config: BenchmarkConfig) -> dict[str, Any]:
     }
     if context.data is not None:
         out["data"] = context.data.overrides["data"]
+    v = config.convergence
+    if v.enabled:  # validation in whole global batches (a Lightning val batch is one global batch)
+        out["validation"] = {
+            "check_interval_steps": max(1, math.ceil(v.eval_interval_samples / t.global_batch_size)),
+            "batches": math.ceil(v.eval_sequences / t.global_batch_size),
+        }
     return out
 
 

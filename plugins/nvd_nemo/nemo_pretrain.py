@@ -122,7 +122,7 @@ def build_recipe(s: dict):
     strategy.ddp.use_distributed_optimizer = p["distributed_optimizer"]
     strategy.ckpt_async_save = False
 
-    # Schedule: fixed steps, every step logged, no validation, no checkpoints.
+    # Schedule: fixed steps, every step logged, no checkpoints; validation only in convergence runs.
     trainer = recipe.trainer
     trainer.max_steps = s["max_steps"]
     trainer.log_every_n_steps = 1
@@ -130,6 +130,10 @@ def build_recipe(s: dict):
     trainer.limit_val_batches = 0
     trainer.limit_test_batches = 0
     trainer.num_sanity_val_steps = 0
+    validation = s.get("validation")
+    if validation:  # convergence runs: validate every N steps on a fixed number of batches
+        trainer.val_check_interval = validation["check_interval_steps"]
+        trainer.limit_val_batches = validation["batches"]
     trainer.enable_checkpointing = False
     trainer.plugins = precision_plugin(s)
     recipe.log = run.Config(NeMoLogger, name=s["name"], log_dir=s["dir"], ckpt=None,

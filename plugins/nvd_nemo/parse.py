@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from tprimat.contract.records import LogFact, ParseIssue
+from tprimat.contract.records import EvalRecord, LogFact, ParseIssue
 from tprimat.plugins.megatron.logparse import (
     LineError,
     iter_events,
@@ -36,7 +36,7 @@ from tprimat.plugins.megatron.logparse import (
 )
 from tprimat.result.schema import IterationRecord
 
-Event = IterationRecord | LogFact | ParseIssue
+Event = IterationRecord | LogFact | ParseIssue | EvalRecord
 
 _LINE_RE = re.compile(r"Training epoch (\d+), iteration (\d+)/(\d+)\s*\|(.*)$")
 _MEMBER_RE = re.compile(r"Initializing distributed: GLOBAL_RANK: \d+, MEMBER: \d+/(\d+)")
@@ -59,6 +59,7 @@ class NemoLogParser:
         self._seen_step_lines = False
         self.started = False
         self._summary: tuple[list[float], int] | None = None
+        self._val_loss: str | None = None  # the last val_loss text seen on a step line
 
     def where(self, lineno: int) -> str:
         return f"{self.source}:{lineno}"
@@ -157,7 +158,26 @@ class NemoLogParser:
         except (TypeError, ValueError) as exc:
             return [*events, self.issue(lineno, f"NeMo step line rejected: {exc}")]
         events.append(record)
+        evaluation = self._evaluation(values.get("val_loss"), step, lineno)
+        if evaluation is not None:
+            events.append(evaluation)
         return events
+
+    def _evaluation(self, text: str | None, step: int, lineno: int) -> Event | None:
+        """An evaluation where ``val_loss`` first appears or changes.
+
+        Lightning repeats the latest ``val_loss`` on every later step line; a new
+        value means a validation ran before this step, after ``step`` optimizer steps.
+        Two validations giving the very same printed value read as one.
+        """
+        if text is None or text == self._val_loss:
+            return None
+        self._val_loss = text
+        try:
+            loss = parse_float(text)
+        except LineError as exc:
+            return self.issue(lineno, f"unreadable val_loss ({exc}); skipped")
+        return EvalRecord(iteration=step, eval_loss=loss, source=self.where(lineno))
 
     def finish(self) -> list[Event]:
         if self._summary is None or self._seen_step_lines:

@@ -101,6 +101,16 @@ def plan(context: LaunchContext) -> LaunchPlan:
     # A tuned preset's environment and arguments (decided by the core, recorded as deviations).
     env.update(context.methodology.env)
     argv += list(context.methodology.args)
+    missing: tuple[str, ...] = ()
+    convergence = context.config.convergence
+    if convergence.mlperf_log == "always" or (convergence.enabled and convergence.mlperf_log == "convergence"):
+        from tprimat.mlperf.writer import LOG_NAME, available
+
+        if available():
+            argv += ["--mlperf-log", str(context.run_dir / LOG_NAME)]
+        else:
+            missing = ("no MLPerf log: the mlperf-logging package is not installed "
+                       "(pip install 'tprimat[mlperf]')",)
     if context.profile is not None:
         argv += list(context.profile.args)
         env.update(context.profile.env)
@@ -111,4 +121,4 @@ def plan(context: LaunchContext) -> LaunchPlan:
     )
     if notes:
         description += "; " + "; ".join(notes)
-    return LaunchPlan(argv=tuple(argv), env=env, description=description)
+    return LaunchPlan(argv=tuple(argv), env=env, description=description, notes=missing)

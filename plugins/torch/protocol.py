@@ -5,7 +5,9 @@ Rank 0 of the trainer prints one line per iteration::
     TPRIMAT_ITER {"iteration": 3, "step_time_s": 0.0412, "loss": 7.9, ...}
 
 and one ``TPRIMAT_INFO {...}`` line at start-up (versions, world size,
-devices).  The runner reads them exactly as it reads a vendor framework's
+devices).  Convergence runs add one ``TPRIMAT_EVAL {...}`` line per evaluation
+(samples, wall time since run start, eval loss) and a last ``TPRIMAT_INFO`` line
+with the run clock (init time, run time, status).  The runner reads them exactly as it reads a vendor framework's
 log: through the backend's ``parse_metrics`` hook, into
 :class:`~tprimat.result.schema.IterationRecord` objects.  The line may carry a
 launcher prefix (torchrun's ``[default0]:``), so the marker is searched
@@ -20,11 +22,12 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from tprimat.contract.records import LogFact, ParseEvent, ParseIssue
+from tprimat.contract.records import EvalRecord, LogFact, ParseEvent, ParseIssue
 from tprimat.result.schema import IterationRecord
 
 ITER_MARKER = "TPRIMAT_ITER "
 INFO_MARKER = "TPRIMAT_INFO "
+EVAL_MARKER = "TPRIMAT_EVAL "
 
 #: Fields an iteration line may carry, and the record field each one fills.
 FLOAT_FIELDS = (
@@ -38,6 +41,7 @@ INT_FIELDS = ("global_batch_size", "consumed_samples", "skipped")
 INFO_FACTS = (
     "torch_version", "transformers_version", "world_size", "device_name", "collectives",
     "strategy", "dtype", "attention", "dataset", "micro_batches_per_rank",
+    "init_time_s", "run_time_s", "run_started_at", "convergence_status",
 )
 
 
@@ -48,6 +52,10 @@ def format_iteration(values: dict[str, Any]) -> str:
 
 def format_info(values: dict[str, Any]) -> str:
     return INFO_MARKER + json.dumps(values, separators=(",", ":"), allow_nan=True)
+
+
+def format_eval(values: dict[str, Any]) -> str:
+    return EVAL_MARKER + json.dumps(values, separators=(",", ":"), allow_nan=True)
 
 
 def _number(value: Any) -> float | None:
@@ -82,11 +90,24 @@ def _record(data: dict[str, Any], where: str) -> IterationRecord:
     return IterationRecord(**fields)
 
 
+def _eval_record(data: dict[str, Any], where: str) -> EvalRecord:
+    loss = _number(data.get("eval_loss"))
+    if loss is None:
+        raise ValueError("no number 'eval_loss'")
+    ints = {}
+    for key in ("iteration", "samples", "eval_sequences"):
+        value = data.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ValueError(f"{key} must be an integer, got {value!r}")
+        ints[key] = value
+    return EvalRecord(eval_loss=loss, time_s=_number(data.get("time_s")), source=where, **ints)
+
+
 def parse_lines(lines: Iterable[str], source: str) -> Iterator[ParseEvent]:
     """Iteration records, start-up facts and issues from the trainer's output, lazily."""
     for number, line in enumerate(lines, start=1):
         where = f"{source}:{number}"
-        for marker in (ITER_MARKER, INFO_MARKER):
+        for marker in (ITER_MARKER, INFO_MARKER, EVAL_MARKER):
             at = line.find(marker)
             if at < 0:
                 continue
@@ -97,6 +118,8 @@ def parse_lines(lines: Iterable[str], source: str) -> Iterator[ParseEvent]:
                     raise ValueError("payload is not a JSON object")
                 if marker == ITER_MARKER:
                     yield _record(data, where)
+                elif marker == EVAL_MARKER:
+                    yield _eval_record(data, where)
                 else:
                     for key in INFO_FACTS:
                         if data.get(key) is not None:

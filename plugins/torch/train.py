@@ -43,6 +43,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--config", required=True, help="the run's config.toml")
     parser.add_argument("--data-prefix", help="a prepared dataset's <prefix> (.bin/.idx)")
     parser.add_argument("--profile-dir", help="write torch.profiler traces here")
+    parser.add_argument("--mlperf-log", help="write the run's MLPerf log here")
     parser.add_argument(
         "--fixed-batch", action="store_true",
         help="train on the same mock batches every iteration (checks that the model learns)",
@@ -90,10 +91,12 @@ class DatasetBatches:
     """Micro-batches read from a prepared dataset, each rank its own slice of every global batch."""
 
     def __init__(self, *, path_prefix: str, micro_batch_size: int, seq_length: int, seed: int,
-                 dp_rank: int, micro_batches: int, global_batch_size: int, device: Any) -> None:
+                 dp_rank: int, micro_batches: int, global_batch_size: int, device: Any,
+                 samples: Any = None) -> None:
         from tprimat.data.sequences import PackedSequences
 
-        self.samples = PackedSequences(path_prefix, seq_length, seed)
+        # ``samples``: the training side of a held-out split (convergence runs)
+        self.samples = samples if samples is not None else PackedSequences(path_prefix, seq_length, seed)
         if len(self.samples) == 0:
             raise SystemExit(f"dataset {path_prefix} has no sequence of {seq_length + 1} tokens")
         self.mbs = micro_batch_size
@@ -279,6 +282,12 @@ def train(config: BenchmarkConfig, args: argparse.Namespace,
     from tprimat.plugins.torch.model import build_model
 
     emit = emit or (lambda line: print(line, flush=True))
+    convergence = None
+    if config.convergence.enabled or args.mlperf_log:  # MLPerf init_start: the init clock starts
+        from tprimat.plugins.torch.evaluate import ConvergenceRun
+
+        convergence = ConvergenceRun(config, rank=int(os.environ.get("RANK", "0")), emit=emit,
+                                     mlperf_path=args.mlperf_log)
     env = Environment()
     try:
         if env.world_size != config.world_size:
@@ -295,12 +304,20 @@ def train(config: BenchmarkConfig, args: argparse.Namespace,
         model = _wrap(model, config, env)
         optimizer = _optimizer(model, config, env)
         params = [p for p in model.parameters() if p.requires_grad]
+        iterations = config.benchmark.iterations
+        train_samples = None
+        if convergence is not None:
+            from tprimat.plugins.torch.evaluate import begin_run
+
+            iterations = convergence.iterations
+            train_samples = begin_run(convergence, config, data_prefix=args.data_prefix,
+                                      config_name=Path(args.config).name, env=env)
         if args.data_prefix:
             batches: Any = DatasetBatches(
                 path_prefix=args.data_prefix, micro_batch_size=t.micro_batch_size,
                 seq_length=t.seq_length, seed=config.benchmark.seed, dp_rank=env.rank,
                 micro_batches=micro_batches, global_batch_size=t.global_batch_size,
-                device=env.device,
+                device=env.device, samples=train_samples,
             )
         else:
             batches = MockBatches(
@@ -316,7 +333,7 @@ def train(config: BenchmarkConfig, args: argparse.Namespace,
             p = config.profile
             profiled = set(profiled_iterations(wait=p.wait, warmup=p.warmup, active=p.active,
                                                repeat=p.repeat,
-                                               iterations=config.benchmark.iterations))
+                                               iterations=iterations))
         if env.rank == 0:
             emit(format_info({
                 "torch_version": torch.__version__,
@@ -333,10 +350,10 @@ def train(config: BenchmarkConfig, args: argparse.Namespace,
         no_sync = getattr(model, "no_sync", None)
         set_sync = getattr(model, "set_requires_gradient_sync", None)
         clip = t.clip_grad if t.clip_grad > 0 else math.inf
-        decay_iterations = t.lr_decay_iterations or config.benchmark.iterations
+        decay_iterations = t.lr_decay_iterations or iterations
         loss_sum = torch.zeros((), device=env.device)
         with _profiler(config, env, args.profile_dir) as prof, _attention_context(config, env):
-            for iteration in range(1, config.benchmark.iterations + 1):
+            for iteration in range(1, iterations + 1):
                 lr = lr_at(iteration, lr=t.lr, min_lr=t.min_lr, warmup=t.lr_warmup_iterations,
                            decay_iterations=decay_iterations, style=t.lr_decay_style)
                 if env.gpu:
@@ -387,7 +404,13 @@ def train(config: BenchmarkConfig, args: argparse.Namespace,
                     emit(format_iteration(values))
                 if prof is not None and hasattr(prof, "step"):
                     prof.step()
+                stop = convergence is not None and convergence.after_iteration(
+                    iteration, model, autocast)
                 yield values
+                if stop:
+                    break
+        if convergence is not None:
+            convergence.finish(iteration)
     finally:
         env.close()
 

@@ -51,7 +51,7 @@ def test_document_is_strict_json(tmp_path):
     assert data["schema_version"] == SCHEMA_VERSION
     assert data["iterations"][0]["loss"] == "NaN"
     assert set(data) == {"schema_version", "run", "hardware", "software", "config", "iterations",
-                         "summary", "provenance", "memory"}
+                         "summary", "provenance", "memory", "evaluations", "convergence"}
 
 
 def test_null_hardware_by_default():

@@ -70,3 +70,16 @@ def test_settings_the_backend_cannot_honour_are_refused(override, words):
     extra = ["launch.nproc_per_node=4"] if "tensor" in override else []
     with pytest.raises(UnsupportedSetting, match=words):
         plan(context(override, *extra))
+
+
+def test_mlperf_log_argument_follows_the_setting(monkeypatch):
+    from tprimat.mlperf import writer
+
+    monkeypatch.setattr(writer, "available", lambda: True)
+    assert "--mlperf-log" not in plan(context()).argv  # throughput run, default "convergence"
+    always = plan(context('convergence.mlperf_log="always"')).argv
+    assert always[always.index("--mlperf-log") + 1].endswith("mlperf.log")
+    monkeypatch.setattr(writer, "available", lambda: False)
+    missing = plan(context('convergence.mlperf_log="always"'))
+    assert "--mlperf-log" not in missing.argv
+    assert any("pip install 'tprimat[mlperf]'" in note for note in missing.notes)

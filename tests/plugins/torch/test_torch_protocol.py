@@ -60,3 +60,17 @@ def test_round_trip(iteration, step, loss, profiled, prefix):
 def test_arbitrary_text_never_raises(lines):
     for event in parse_lines(lines, "s"):
         assert isinstance(event, IterationRecord | LogFact | ParseIssue)
+
+
+def test_eval_lines_and_the_run_clock():
+    from tprimat.contract.records import EvalRecord
+    from tprimat.plugins.torch.protocol import format_eval
+
+    line = format_eval({"iteration": 8, "samples": 64, "time_s": 2.5, "eval_loss": 5.18, "eval_sequences": 16})
+    clock = format_info({"init_time_s": 2.7, "run_time_s": 3.0, "convergence_status": "success"})
+    events = list(parse_lines(["[default0]:" + line, clock, 'TPRIMAT_EVAL {"samples": 8}'], "x"))
+    assert events[0] == EvalRecord(iteration=8, samples=64, time_s=2.5, eval_loss=5.18, eval_sequences=16,
+                                   source="x:1")
+    assert [(e.key, e.value) for e in events[1:4]] == [("init_time_s", 2.7), ("run_time_s", 3.0),
+                                                       ("convergence_status", "success")]
+    assert isinstance(events[4], ParseIssue) and "eval_loss" in events[4].message

@@ -118,3 +118,26 @@ def test_dataset_batches_give_each_rank_its_slice_of_every_global_batch(monkeypa
     assert firsts == [[0, 1], [2, 3], [8, 9]]  # iteration 2 starts at sample 8
     assert one.next()[:, 0].tolist() == [4, 5] and one.next()[:, 0].tolist() == [6, 7]
     assert zero.next().dtype == torch.int64
+
+
+@pytest.mark.slow
+def test_a_throughput_run_can_write_an_mlperf_log(monkeypatch, tmp_path):
+    """No evaluation: the log holds the clock, the hyper-parameters and one training block."""
+    pytest.importorskip("mlperf_logging")
+    from tprimat.mlperf.reader import read_file
+    from tprimat.plugins.torch.train import parse_args, train
+
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    config = tiny_config("llama3.1-tiny", "benchmark.iterations=3")
+    log = tmp_path / "mlperf.log"
+    lines: list[str] = []
+    values = list(train(config, parse_args(["--config", "c.toml", "--mlperf-log", str(log)]), emit=lines.append))
+    assert len(values) == 3 and not any("TPRIMAT_EVAL" in line for line in lines)
+    run = read_file(log)
+    assert run.status == "aborted" and run.evaluations == []  # no target, so never "success"
+    assert run.samples_to_converge == 12 and run.hyperparameters["train_samples"] == 0  # mock data
+    assert run.hyperparameters["config_filename"] == "c.toml"
+    # The one block covers the three steps: its time is at least theirs.
+    assert run.time_to_train_s >= sum(v["step_time_s"] for v in values) - 0.01
+    assert run.train_samples_per_s == pytest.approx(12 / run.time_to_train_s, rel=0.05)
