@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tprimat.cli.output import echo_json, print_table
+from tprimat.cli.output import echo_json, print_table, registry_from
 
 
 @click.group()
@@ -39,7 +39,9 @@ def memory() -> None:
     "backend (amd_primus, amd_megatron, nvd_megatron, nvd_nemo; the default).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_context
 def estimate(
+    ctx: click.Context,
     model: str | None,
     config_file: str | None,
     overrides: tuple[str, ...],
@@ -54,6 +56,12 @@ def estimate(
     from tprimat.models import UnknownModelError, get_model
 
     cfg = load_config(config_file, overrides)
+    if backend is not None:
+        known = registry_from(ctx).backends()
+        if backend not in known:
+            raise click.BadParameter(
+                f"unknown backend {backend!r}; known: {', '.join(sorted(known))}", param_hint="--backend"
+            )
     try:
         spec = get_model(model or cfg.benchmark.model)
     except UnknownModelError as exc:

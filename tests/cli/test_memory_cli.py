@@ -51,3 +51,10 @@ def test_bad_input_is_one_line_and_exit_code_2():
     assert unknown_model.exit_code == 2 and "unknown model 'gpt-5'" in unknown_model.output
     bad_key = _run("--set", "training.recompute=sometimes")
     assert bad_key.exit_code == 2 and "recompute" in bad_key.output
+
+
+def test_an_unknown_backend_names_the_known_ones():
+    done = _run("--backend", "tpu_jax")
+    assert done.exit_code == 2 and "unknown backend 'tpu_jax'" in done.output and "nvd_megatron" in done.output
+    torch = _run("--backend", "torch", "--json")
+    assert torch.exit_code == 0 and "eager modules" in torch.output
