@@ -179,9 +179,6 @@ def search_space(
     the preset's ``[backends.<backend>.overrides]``); its values must be listed.
     """
     restrict = dict(restrict or {})
-    both = sorted(set(restrict) & set(fixed))
-    if both:
-        raise SpaceError(f"{both[0]} is both fixed with --set and searched with --space; drop one of them")
     defaults = config.to_dict()
     for key in [*tunables, *restrict]:
         section, _, name = key.partition(".")
@@ -195,6 +192,9 @@ def search_space(
             continue
         if section not in defaults or name not in defaults[section]:
             raise SpaceError(f"unknown config key {key} in the search space")
+    both = sorted(set(restrict) & set(fixed))
+    if both:
+        raise SpaceError(f"{both[0]} is both fixed with --set and searched with --space; drop one of them")
     space: dict[str, tuple[Any, ...]] = {}
     for key in sorted({*tunables, *restrict}):
         if key in fixed:

@@ -144,3 +144,61 @@ def test_torch_tune_survives_kill_9_and_the_tuned_run_uses_the_winner(tmp_path):
     assert any(layer.startswith(f"tuned preset {preset['preset']['name']} (tprimat tune") for layer in result.config.layers)
     launcher_log = (tmp_path / "runs" / "tuned" / "logs" / "launcher.log").read_text()
     assert f'"strategy":"{winner}"' in launcher_log
+
+
+@pytest.mark.skipif(not _torch_ready(), reason="torch and transformers needed")
+def test_torch_tune_over_micro_batch_and_recompute_trains_each_candidate_as_searched(tmp_path):
+    """Four candidates (micro-batch 1/2 x recompute none/full, one process): round 0 runs each once,
+    the two fastest run twice more; every trial's workers trained exactly its candidate."""
+    argv = [
+        sys.executable,
+        "-m",
+        "tprimat.cli",
+        "tune",
+        "--backend",
+        "torch",
+        "--model",
+        "llama3.1-tiny",
+        "--space",
+        "training.micro_batch_size=1,2",
+        "--repeats",
+        "2",
+        "--min-iterations",
+        "3",
+        "--output",
+        str(tmp_path / "tune"),
+        "--preset-dir",
+        str(tmp_path / "presets"),
+        "--json",
+    ]
+    for setting in (
+        "training.seq_length=32",
+        "training.global_batch_size=2",
+        "benchmark.warmup_iterations=1",
+        "monitor.enabled=false",
+    ):
+        argv += ["--set", setting]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    printed = json.loads(out.stdout)
+    summary = json.loads((tmp_path / "tune" / "summary.json").read_text())
+    assert summary["definition"]["candidates"] == [
+        {"training.micro_batch_size": 2, "training.recompute": "none"},  # the config as written first
+        {"training.micro_batch_size": 1, "training.recompute": "none"},
+        {"training.micro_batch_size": 2, "training.recompute": "full"},
+        {"training.micro_batch_size": 1, "training.recompute": "full"},
+    ]
+    trials = summary["trials"]
+    assert [t["round"] for t in trials].count(0) == 4 and [t["round"] for t in trials].count(1) == 4
+    assert all(t["status"] == "completed" for t in trials)
+    settings = {c: s["settings"] for c, s in summary["candidates"].items()}
+    for trial in trials:
+        run_dir = tmp_path / "tune" / "runs" / trial["id"]
+        config = tomllib.loads((run_dir / "config.toml").read_text())
+        wanted = settings[trial["candidate"]]
+        assert config["training"]["micro_batch_size"] == wanted["training.micro_batch_size"]
+        assert config["training"]["recompute"] == wanted["training.recompute"]
+        assert config["benchmark"]["iterations"] == trial["iterations"]
+        micro_batches = 2 // wanted["training.micro_batch_size"]
+        assert f'"micro_batches_per_rank":{micro_batches}' in (run_dir / "logs" / "launcher.log").read_text()
+    assert printed["winner"] == settings[summary["winner_id"]]
