@@ -18,16 +18,3 @@ def iteration_budget(config: Any) -> int:
     if c.enabled and c.max_samples:
         return math.ceil(c.max_samples / gbs)
     return config.benchmark.iterations
-
-
-def megatron_split(config: Any) -> str | None:
-    """Megatron's ``train,valid,test`` weights holding out ``convergence.validation_fraction``.
-
-    Megatron-LM and NeMo split by contiguous document ranges, not by tprimat's seeded
-    document choice (:mod:`tprimat.convergence.split`): their held-out documents differ from
-    the torch backend's.  None for throughput runs (nothing is held out).
-    """
-    if not config.convergence.enabled:
-        return None
-    held_out = config.convergence.validation_fraction
-    return f"{1 - held_out:g},{held_out:g},0"

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 from tprimat.contract import DataArguments, PreparedDataset
-from tprimat.convergence import megatron_split
 from tprimat.errors import TprimatError
 from tprimat.plugins.megatron.settings import VOCAB_DIVISIBLE_BY
 from tprimat.settings.config import BenchmarkConfig
@@ -22,6 +21,19 @@ from tprimat.settings.models import get_model
 
 #: Throughput runs: every token trains, nothing is held out (convergence runs: megatron_split).
 SPLIT = "100,0,0"
+
+
+def megatron_split(config: BenchmarkConfig) -> str | None:
+    """Megatron's ``train,valid,test`` weights holding out ``convergence.validation_fraction``.
+
+    Megatron-LM and NeMo split by contiguous document ranges, not by tprimat's seeded
+    document choice (:mod:`tprimat.convergence.split`): their held-out documents differ from
+    the torch backend's.  None for throughput runs (nothing is held out).
+    """
+    if not config.convergence.enabled:
+        return None
+    held_out = config.convergence.validation_fraction
+    return f"{1 - held_out:g},{held_out:g},0"
 
 
 def vocab_divisor(tokenizer_vocab: int, model_vocab: int, tensor_parallel: int) -> int:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from tprimat.contract.plans import DataArguments, PreparedDataset
-from tprimat.convergence import megatron_split
-from tprimat.plugins.megatron.data import SPLIT, dataset_tokenizer
+from tprimat.plugins.megatron.data import SPLIT, dataset_tokenizer, megatron_split
 from tprimat.settings.config import BenchmarkConfig
 from tprimat.settings.models import get_model
 
