@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tprimat.contract.plans import LaunchContext
-from tprimat.convergence import megatron_split
+from tprimat.plugins.megatron.data import megatron_split
 from tprimat.hardware.platform import PlatformInfo
 from tprimat.plugins.nvd_nemo.launcher import settings
 from tprimat.settings.config import load_config
