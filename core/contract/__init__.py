@@ -42,6 +42,7 @@ _EXPORTS = {
     "LogFact": "records",
     "EvalRecord": "records",
     "ParseIssue": "records",
+    "RankPeak": "records",
 }
 
 __all__ = [*_EXPORTS, "PlatformInfo", "hookimpl"]

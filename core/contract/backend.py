@@ -21,11 +21,14 @@ import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from tprimat.errors import TprimatError
+
+if TYPE_CHECKING:
+    from tprimat.contract.records import RankPeak
 
 Platform = Literal["amd", "nvidia", "any"]
 
@@ -148,6 +151,9 @@ class BackendSpec:
     #: overrides) -> its allowed values (None: the core derives them from the config).
     #: Only settings that change speed, never the training math.
     tunables: Mapping[str, tuple[Any, ...] | None] = attrs.field(factory=dict, eq=False)
+    #: Reads the per-rank memory peaks a log file of this backend reports (allocator or
+    #: driver lines); the result shows them beside the memory estimate (None: none read).
+    memory_peaks: Callable[[Path], Sequence[RankPeak]] | None = attrs.field(default=None, eq=False)
 
     @property
     def runs_on_cpu(self) -> bool:

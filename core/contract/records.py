@@ -48,6 +48,23 @@ class IterationRecord:
 
 
 @attrs.frozen(kw_only=True)
+class RankPeak:
+    """The largest memory figures one rank reported, in GiB.
+
+    What a backend's ``BackendSpec.memory_peaks`` reads from a log file (its
+    framework's allocator or driver lines), and what the GPU monitor sampled;
+    the result's memory section puts them beside the estimate.
+    """
+
+    rank: int | None  # None when the line does not say
+    max_allocated_gib: float | None = None
+    max_reserved_gib: float | None = None
+    allocated_gib: float | None = None  # the last "allocated" (live tensors between steps)
+    device_used_gib: float | None = None
+    device_total_gib: float | None = None
+
+
+@attrs.frozen(kw_only=True)
 class LogFact:
     """A value the log states about the whole run, e.g. ``global_batch_size = 128``."""
 

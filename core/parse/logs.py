@@ -20,7 +20,6 @@ from typing import Any
 import attrs
 
 from tprimat import __version__
-from tprimat.memory.logfacts import log_rank_peaks
 from tprimat.parse.detect import detect_backend
 from tprimat.parse.errors import ParseError
 from tprimat.parse.logfile import LogFile
@@ -29,6 +28,7 @@ from tprimat.result import builder
 from tprimat.result.builder import assemble_result
 from tprimat.result.collect import EventCollector, is_memory_only
 from tprimat.result.convergence import RUN_CLOCK_FACTS
+from tprimat.result.memory import log_rank_peaks
 from tprimat.result.metrics import _ranges
 from tprimat.result.schema import (
     Caveats,
@@ -395,7 +395,7 @@ def parse_logs(
         exclude_profiled=config.benchmark.exclude_profiled if config is not None else True,
         tensor_parallel=tensor_parallel,
         ceiling=manifest.extra.get("microbench") if manifest else None,
-        rank_memory=log_rank_peaks(files),
+        rank_memory=log_rank_peaks(entry.spec.memory_peaks, files),
         evaluations=collector.eval_records,
         target_log_perplexity=(config.convergence.target_log_perplexity
                                if config is not None and config.convergence.enabled else None),

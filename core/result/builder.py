@@ -96,7 +96,7 @@ def assemble_result(
 
     ``warmup_rule`` is the backend's (:class:`~tprimat.contract.backend.WarmupRule`):
     it raises the warm-up when its logs fold start-up into leading iterations.
-    ``rank_memory`` holds per-rank memory peaks (:class:`tprimat.memory.logfacts.RankPeak`)
+    ``rank_memory`` holds per-rank memory peaks (:class:`tprimat.contract.records.RankPeak`)
     for the result's memory section, beside the estimate for its config.
     ``run_peaks`` are memory peaks known only for the run as a whole (an earlier
     script's summary), by summary field (``mem_max_allocated_gib``...): the summary

@@ -2,17 +2,18 @@
 
 Measured peaks come from the iteration records (allocator figures the logs
 print, device-used memory the monitor sampled), from the log's per-rank
-memory lines (:mod:`tprimat.memory.logfacts`) and, for live runs, from the
+memory lines (read by the backend's ``BackendSpec.memory_peaks``) and, for live runs, from the
 monitor's per-GPU samples.  The estimate needs the full benchmark config and a
 registered model; without them only the measurements are recorded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from tprimat.memory.logfacts import RankPeak
+from tprimat.contract.records import RankPeak
 from tprimat.result.schema import IterationRecord, MemoryReport, Summary
 
 #: Key for a measurement that names no rank.
@@ -100,3 +101,26 @@ def _predict(
     except MemoryEstimateError:
         estimate = estimate_memory(config, model, capacity_gib=capacity_gib, backend=backend)
     return estimate, estimate.layout
+
+
+def log_rank_peaks(reader: Callable[[Path], Sequence[RankPeak]] | None, paths: Iterable[Path]) -> list[RankPeak]:
+    """Per-rank peaks the backend's ``memory_peaks`` reader finds in the log files (unreadable files skipped)."""
+    peaks: list[RankPeak] = []
+    if reader is None:
+        return peaks
+    for path in paths:
+        try:
+            peaks.extend(reader(path))
+        except OSError:
+            continue
+    return peaks
+
+
+def monitor_rank_peaks(samples: Iterable[Any]) -> list[RankPeak]:
+    """Per-GPU device-used peaks of the GPU monitor's samples; a GPU's index is taken as the local rank."""
+    used: dict[int, float] = {}
+    for sample in samples:
+        for gpu in sample.gpus:
+            if gpu.mem_used_gib is not None:
+                used[gpu.index] = max(gpu.mem_used_gib, used.get(gpu.index, gpu.mem_used_gib))
+    return [RankPeak(rank=index, device_used_gib=value) for index, value in sorted(used.items())]

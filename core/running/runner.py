@@ -301,10 +301,12 @@ class Runner:
         )
 
     def _rank_memory(self) -> list[Any]:
-        from tprimat.memory.logfacts import run_rank_peaks
+        """Per-rank peaks of this run: its log's memory lines (read by the backend) and the monitor's samples."""
+        from tprimat.result.memory import log_rank_peaks, monitor_rank_peaks
 
+        reader = self.registry.backend(self.prepared.backend).spec.memory_peaks
         samples = list(self.monitor.samples) if self.monitor is not None else []
-        return run_rank_peaks(self.prepared.run_dir / self.log_rel, samples)
+        return [*log_rank_peaks(reader, [self.prepared.run_dir / self.log_rel]), *monitor_rank_peaks(samples)]
 
     @property
     def writes_result(self) -> bool:

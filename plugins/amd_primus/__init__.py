@@ -9,6 +9,7 @@ family shares.
 
 from tprimat.contract import BackendSpec, LaunchOption, Requirements
 from tprimat.plugins.megatron.family import TUNABLES, VERSION_OPTION, WARMUP
+from tprimat.plugins.megatron.memory_lines import memory_peaks
 from tprimat.plugins.megatron.sniff import sniff_primus
 
 BACKEND = BackendSpec(
@@ -34,6 +35,7 @@ BACKEND = BackendSpec(
     default_for=("amd",),
     sniff=sniff_primus,
     warmup=WARMUP,
+    memory_peaks=memory_peaks,
     # a Primus switch ("<backend>.<key>"); the first value is Primus's own default
     tunables={**TUNABLES, "amd_primus.use_turbo_attention": (False, True)},
 )

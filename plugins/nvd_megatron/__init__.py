@@ -9,6 +9,7 @@ family shares.
 
 from tprimat.contract import BackendSpec, Requirements
 from tprimat.plugins.megatron.family import MEGATRON_PATH_OPTION, TUNABLES, VERSION_OPTION, WARMUP
+from tprimat.plugins.megatron.memory_lines import memory_peaks
 from tprimat.plugins.megatron.sniff import sniff_megatron
 
 BACKEND = BackendSpec(
@@ -31,5 +32,6 @@ BACKEND = BackendSpec(
     ),
     sniff=sniff_megatron,
     warmup=WARMUP,
+    memory_peaks=memory_peaks,
     tunables=TUNABLES,
 )

@@ -11,6 +11,7 @@ from typing import Any
 from tprimat import hookimpl
 from tprimat.contract import BackendSpec, LogMatch, Requirements
 from tprimat.plugins.megatron.family import TUNABLES
+from tprimat.plugins.megatron.memory_lines import memory_peaks
 
 _STEP_RE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|.*global_step")
 
@@ -40,6 +41,7 @@ BACKEND = BackendSpec(
     default_for=("nvidia",),
     # NeMo trains with Megatron-core: the same layout and overlap switches as the Megatron family.
     tunables=TUNABLES,
+    memory_peaks=memory_peaks,
     sniff=sniff_nemo,
 )
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tprimat.memory import OptimizerLayout, estimate_memory
-from tprimat.memory.logfacts import scan_memory
+from tprimat.plugins.megatron.memory_lines import scan_memory
 from tprimat.settings.config import load_config
 from tprimat.settings.models import ModelSpec
 

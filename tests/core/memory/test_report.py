@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from tprimat.contract.records import RankPeak
 from tprimat.contract.registry import Registry
-from tprimat.memory.logfacts import RankPeak, log_rank_peaks, run_rank_peaks
 from tprimat.parse.logs import parse_logs
-from tprimat.result.memory import memory_report
+from tprimat.plugins.megatron.memory_lines import memory_peaks
+from tprimat.result.memory import log_rank_peaks, memory_report, monitor_rank_peaks
 from tprimat.result.schema import IterationRecord, dumps_result, load_result
 from tprimat.running.monitor import GpuReading, Sample
 from tprimat.settings.config import load_config
@@ -44,6 +45,7 @@ def test_parsed_log_records_every_ranks_peak_and_the_rank_that_peaked(tmp_path):
 def test_the_estimate_is_recorded_beside_the_measurement_when_the_config_is_known():
     config = load_config()
     peaks = log_rank_peaks(
+        memory_peaks,
         [LOGS / "megatron" / "rocm-megatron_2024-09_llama-32L-h4096_1node8gpu_ROCm6.1_slurm-2631.out_normal.log"]
     )
     report = memory_report(
@@ -81,7 +83,7 @@ def test_a_live_runs_monitor_samples_give_device_used_per_local_rank(tmp_path):
         Sample(time_s=1.0, gpus=(GpuReading(index=0, mem_used_gib=50.0), GpuReading(index=1, mem_used_gib=61.0))),
         Sample(time_s=2.0, gpus=(GpuReading(index=0, mem_used_gib=70.0), GpuReading(index=1, mem_used_gib=60.0))),
     ]
-    peaks = run_rank_peaks(tmp_path / "missing.log", samples)
+    peaks = [*log_rank_peaks(memory_peaks, [tmp_path / "missing.log"]), *monitor_rank_peaks(samples)]
     assert peaks == [RankPeak(rank=0, device_used_gib=70.0), RankPeak(rank=1, device_used_gib=61.0)]
     report = memory_report(
         settings={}, model_name="x", backend=None, device_name=None, capacity_gib=None, records=[], rank_peaks=peaks

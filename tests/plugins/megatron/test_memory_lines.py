@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.memory.logfacts import (
+from tprimat.plugins.megatron.memory_lines import (
     parse_allocator,
     parse_hip_usage,
     parse_nemo_memory,
@@ -73,7 +73,7 @@ def test_scan_keeps_each_ranks_largest_figures_and_names_the_rank_that_peaked():
 
 @pytest.mark.parametrize("block_bytes", [997, 1 << 24])
 def test_the_file_scan_reads_blocks_and_finds_what_the_line_scan_finds(monkeypatch, block_bytes):
-    import tprimat.memory.logfacts as logfacts
+    import tprimat.plugins.megatron.memory_lines as logfacts
 
     monkeypatch.setattr(logfacts, "_BLOCK_BYTES", block_bytes)
     for relative in (

@@ -18,9 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import attrs
+
+from tprimat.contract.records import RankPeak
 
 MIB_PER_GIB = 1024.0
 GIB = 2**30
@@ -46,18 +47,6 @@ class TheoreticalFootprint:
     weight_and_optimizer_mib: float
     activation_mib: float | None = None
     total_mib: float | None = None
-
-
-@attrs.frozen(kw_only=True)
-class RankPeak:
-    """The largest figures one rank reported, in GiB."""
-
-    rank: int | None  # None when the line does not say
-    max_allocated_gib: float | None = None
-    max_reserved_gib: float | None = None
-    allocated_gib: float | None = None  # the last "allocated" (live tensors between steps)
-    device_used_gib: float | None = None
-    device_total_gib: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -204,27 +193,6 @@ def scan_memory(lines: Iterable[str]) -> LogMemory:
     return LogMemory(theoretical=theoretical, ranks=tuple(ordered))
 
 
-def log_rank_peaks(paths: Iterable[Path]) -> list[RankPeak]:
-    """Per-rank peaks from the memory lines of the log files at ``paths`` (unreadable files skipped)."""
-    peaks: list[RankPeak] = []
-    for path in paths:
-        try:
-            peaks.extend(scan_memory_file(path).ranks)
-        except OSError:
-            continue
-    return peaks
-
-
-def run_rank_peaks(log_path: Path, samples: Iterable[Any] = ()) -> list[RankPeak]:
-    """Per-rank peaks of a live run: its log's memory lines and the monitor's per-GPU samples.
-
-    A monitor sample's GPU index is taken as the local rank (one process per GPU).
-    """
-    peaks = log_rank_peaks([log_path])
-    used: dict[int, float] = {}
-    for sample in samples:
-        for gpu in sample.gpus:
-            if gpu.mem_used_gib is not None:
-                used[gpu.index] = max(gpu.mem_used_gib, used.get(gpu.index, gpu.mem_used_gib))
-    peaks.extend(RankPeak(rank=index, device_used_gib=value) for index, value in sorted(used.items()))
-    return peaks
+def memory_peaks(path: Path) -> list[RankPeak]:
+    """``BackendSpec.memory_peaks`` of the Megatron family and NeMo: each rank's peaks in a log file."""
+    return list(scan_memory_file(path).ranks)
