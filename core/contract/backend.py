@@ -28,7 +28,7 @@ import attrs
 from tprimat.errors import TprimatError
 
 if TYPE_CHECKING:
-    from tprimat.contract.records import RankPeak
+    from tprimat.contract.records import LogFact, RankPeak
 
 Platform = Literal["amd", "nvidia", "any"]
 
@@ -115,6 +115,8 @@ Sniffer = Callable[[Sequence[str], str], "LogMatch | None"]
 
 #: How many leading lines of a file a sniffer sees.
 SNIFF_LINES = 4000
+#: How many leading lines of each file ``BackendSpec.stated_facts`` sees.
+STATED_LINES = 5000
 
 
 @attrs.frozen(kw_only=True)
@@ -154,6 +156,12 @@ class BackendSpec:
     #: Reads the per-rank memory peaks a log file of this backend reports (allocator or
     #: driver lines); the result shows them beside the memory estimate (None: none read).
     memory_peaks: Callable[[Path], Sequence[RankPeak]] | None = attrs.field(default=None, eq=False)
+    #: Reads what the start of a log file states about the run outside the iteration lines
+    #: (argument dumps, echoed command lines, config dumps): ``(lines, source, parsed facts)``
+    #: -> (facts, notes).  A fact ``profiled_iterations`` marks those iterations profiled.
+    stated_facts: (
+        Callable[[Sequence[str], str, Mapping[str, Any]], tuple[list[LogFact], list[str]]] | None
+    ) = attrs.field(default=None, eq=False)
 
     @property
     def runs_on_cpu(self) -> bool:

@@ -12,6 +12,7 @@ and hands the records to :func:`tprimat.result.builder.assemble_result`.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import attrs
 
 from tprimat import __version__
+from tprimat.contract.backend import STATED_LINES
 from tprimat.parse.detect import detect_backend
 from tprimat.parse.errors import ParseError
 from tprimat.parse.logfile import LogFile
@@ -317,7 +319,7 @@ def parse_logs(
         shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
         raise ParseError(no_timing_message(shown, backend, timed))
     facts = {key: fact.value for key, fact in collector.facts.items()}
-    facts, stated_notes, records = _with_stated_facts(files, common, facts, records)
+    facts, stated_notes, records = _with_stated_facts(files, common, facts, records, entry.spec.stated_facts)
     timed = [r for r in records if not is_memory_only(r)]
 
     result_config = _result_config(config, workload, facts, config_label)
@@ -463,23 +465,29 @@ def _platform_warnings(files: Sequence[Path], backend: str, platform: str) -> li
 
 def _with_stated_facts(
     files: Sequence[Path], common: Path | None, facts: dict[str, Any],
-    records: list[IterationRecord],
+    records: list[IterationRecord], reader: Any,
 ) -> tuple[dict[str, Any], list[str], list[IterationRecord]]:
-    """``facts`` completed with what the log states elsewhere; the profiled iterations marked."""
-    from tprimat.parse.logfacts import profiled_iterations, stated_facts
-
-    stated, notes = stated_facts(files, [_display_name(p, common) for p in files], facts)
+    """``facts`` completed with what the backend reads from the start of each file
+    (``BackendSpec.stated_facts``; the first file that states a key wins); the profiled
+    iterations it names marked."""
+    if reader is None:
+        return facts, [], records
     facts = dict(facts)
-    for key, fact in sorted(stated.items()):
-        if key not in facts:
-            facts[key] = fact.value
-            notes.append(f"log states {key}={fact.value} ({fact.form} at {fact.source})")
-    window, note = profiled_iterations(facts)
-    if note:
-        notes.append(note)
+    notes: list[str] = []
+    window: set[int] = set()
+    for path in files:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            head = list(itertools.islice(handle, STATED_LINES))
+        stated, file_notes = reader(head, _display_name(path, common), facts)
+        notes.extend(file_notes)
+        for fact in stated:
+            if fact.key == "profiled_iterations":
+                window.update(fact.value)
+            elif fact.key not in facts:
+                facts[fact.key] = fact.value
+                notes.append(f"log states {fact.key}={fact.value} ({fact.source})")
     if window:
-        marked = set(window)
-        records = [attrs.evolve(r, profiled=True) if r.iteration in marked and not r.profiled
+        records = [attrs.evolve(r, profiled=True) if r.iteration in window and not r.profiled
                    else r for r in records]
     return facts, notes, records
 

@@ -11,6 +11,7 @@ from tprimat.contract import BackendSpec, LaunchOption, Requirements
 from tprimat.plugins.megatron.family import TUNABLES, VERSION_OPTION, WARMUP
 from tprimat.plugins.megatron.memory_lines import memory_peaks
 from tprimat.plugins.megatron.sniff import sniff_primus
+from tprimat.plugins.megatron.stated import read_stated
 
 BACKEND = BackendSpec(
     name="amd_primus",
@@ -36,6 +37,7 @@ BACKEND = BackendSpec(
     sniff=sniff_primus,
     warmup=WARMUP,
     memory_peaks=memory_peaks,
+    stated_facts=read_stated,
     # a Primus switch ("<backend>.<key>"); the first value is Primus's own default
     tunables={**TUNABLES, "amd_primus.use_turbo_attention": (False, True)},
 )

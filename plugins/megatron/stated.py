@@ -1,4 +1,4 @@
-"""Workload values a log states outside its parser's own lines, and the profiler window it ran.
+"""Workload values a Megatron-family log states outside its iteration lines, and the profiler window it ran.
 
 Launchers echo their command line (``--seq_length 128 --global_batch_size 16``), Primus
 prints its arguments as a Python dict (``'profile_step_start': 6``), Megatron-LM dumps its
@@ -6,6 +6,8 @@ arguments (``seq_length ........ 4096``) and Primus prefixes every line with
 ``[rank-N/WORLD]``.  :func:`stated_facts` reads these forms from the start of each file, so a
 log that states its sequence length, world size or global batch is not reported as silent
 about them.  The backend's parser keeps precedence: these only fill what it did not read.
+:func:`read_stated` is the family's ``BackendSpec.stated_facts``: the core shows it the
+start of each log file and keeps what no earlier file stated.
 
 Megatron-Bridge prints its whole ``ConfigContainer`` as YAML, often several times (recipe
 defaults, then the overridden config, once per process).  :func:`bridge_config_facts` takes
@@ -22,11 +24,13 @@ A log that states a profiler window (``--profile True --profile_step_start S
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
+
+from tprimat.contract.records import LogFact
 
 #: Lines read from the start of each file (command lines and argument dumps come first).
 HEAD_LINES = 5000
@@ -223,3 +227,24 @@ def profiled_iterations(facts: dict[str, Any]) -> tuple[tuple[int, ...], str | N
         f"profile_step_end {end}: iterations {start - 1}-{end} marked "
         "profiled (warm-up, recorded, trace export), as in a live run"
     )
+
+
+def read_stated(lines: Sequence[str], source: str, parsed: Mapping[str, Any]) -> tuple[list[LogFact], list[str]]:
+    """``BackendSpec.stated_facts``: what the start of one log file states, and notes.
+
+    ``parsed`` are the facts the parser read (and earlier files stated); a stated
+    profiler window becomes the fact ``profiled_iterations`` (the iterations it disturbed).
+    """
+    found = scan_lines(lines, source)
+    bridge, note = bridge_config_facts(lines, source, dict(parsed))
+    for key, fact in bridge.items():
+        found.setdefault(key, fact)
+    notes = [note] if note else []
+    facts = [LogFact(key=key, value=fact.value, source=f"{fact.form} at {fact.source}") for key, fact in found.items()]
+    known = {**{f.key: f.value for f in facts}, **parsed}
+    window, window_note = profiled_iterations(known)
+    if window_note:
+        notes.append(window_note)
+    if window:
+        facts.append(LogFact(key="profiled_iterations", value=window, source=source))
+    return facts, notes

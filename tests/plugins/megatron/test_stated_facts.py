@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from tprimat.contract.registry import Registry
-from tprimat.parse.logfacts import profiled_iterations, scan_lines
 from tprimat.parse.logs import parse_logs
+from tprimat.plugins.megatron.stated import profiled_iterations, scan_lines
 
-LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
+LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 P21 = LOGS / "primus/primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log"
 P57 = LOGS / "primus/primus_AMD-AGI-Primus_deepseek-v4_p57r2_no_tilelang_v2_proxy_trace_MI355X_2026-05-15_full.log"
 FULL15 = LOGS / "megatron/mlm_core0.16rc0_2026-03-31_llama3-1b_1gpu_GH200_full15iter_stdout.log"
@@ -87,7 +87,7 @@ def test_megatron_bridge_config_dump_that_matches_the_run_gives_seq_and_profiler
 
 def test_bridge_dumps_that_do_not_match_the_iteration_lines_are_not_used():
     bridge = LOGS / "bridge/mbridge_2025-08-29_llama_recipe_20iter_out1.txt"
-    from tprimat.parse.logfacts import bridge_config_facts
+    from tprimat.plugins.megatron.stated import bridge_config_facts
 
     head = bridge.read_text(encoding="utf-8").splitlines()[:5000]
     found, note = bridge_config_facts(head, "b.txt", {"train_iters": 20, "global_batch_size": 16})
