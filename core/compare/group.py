@@ -20,19 +20,18 @@ import attrs
 from tprimat.compare.load import LoadedRun
 from tprimat.result.peaks import find_device
 from tprimat.result.schema import Result
-from tprimat.settings.config import config_fingerprint
+from tprimat.settings import fairness
+from tprimat.settings.fairness import config_fingerprint
 
-#: The fields that must match, in the order the report lists them.
-FAIR_FIELDS = (
-    "model", "methodology", "dataset", "seq_length", "global_batch_size", "precision",
-    "measured_iterations",
-)
+#: The fields that must match, in the order the report lists them: the fair fields of the
+#: config, and the number of iterations the statistics stand on.
+FAIR_FIELDS = (*fairness.FAIR_FIELDS, "measured_iterations")
 
 
 def fair_fields_of(result: Result) -> dict[str, Any]:
     """The fields ``result`` shares with every run it may be compared with.
 
-    The same rules as :func:`tprimat.settings.config.fair_fields` (the dataset is
+    The same fields as :mod:`tprimat.settings.fairness` (the dataset is
     ``mock`` or identified by content), applied to the result's recorded
     config, plus the number of measured iterations.
     """
@@ -42,12 +41,11 @@ def fair_fields_of(result: Result) -> dict[str, Any]:
     else:
         dataset = config.dataset_fingerprint or result.run.dataset
     return {
-        "model": config.model,
-        "methodology": config.methodology,
-        "dataset": dataset,
-        "seq_length": config.seq_length,
-        "global_batch_size": config.global_batch_size,
-        "precision": config.precision,
+        **fairness.fair_values(
+            model=config.model, methodology=config.methodology, dataset=dataset,
+            seq_length=config.seq_length, global_batch_size=config.global_batch_size,
+            precision=config.precision,
+        ),
         "measured_iterations": result.summary.measured_iterations,
     }
 

@@ -6,8 +6,13 @@ backends in :func:`register_backends`; the per-backend hooks
 (:func:`prepare_data`, :func:`profile`, :func:`launch`,
 :func:`parse_metrics`) are then called on the plugin that owns the selected
 backend only, with the backend name as first argument (one plugin may serve
-several backends).  Heavy imports (torch, frameworks) belong inside hook
-bodies.  The reference with examples is ``docs/plugins.md``.
+several backends).  By the time a per-backend hook is called the core has
+decided the final config (:mod:`tprimat.running.prepare`); hooks render it and
+never change it.  Everything else the core needs to know of a backend (launch
+options, default platforms, log recognition, warm-up) is declared in its
+:class:`~tprimat.contract.backend.BackendSpec`, not in hooks.  Heavy imports
+(torch, frameworks) belong inside hook bodies.  The reference with examples is
+``docs/plugins.md``.
 """
 
 from __future__ import annotations
@@ -94,7 +99,9 @@ def profile(backend: str, context: LaunchContext) -> ProfilePlan | None:
 def launch(backend: str, context: LaunchContext) -> LaunchPlan | None:
     """Plan the training process for one run; the core runner executes the plan.
 
-    Return a :class:`tprimat.contract.plans.LaunchPlan`: the exact argv, added
+    ``context.config`` is the final config and ``context.methodology`` what a
+    tuned preset adds beyond it (environment, arguments, framework keys); the
+    plan applies both and nothing else.  Return a :class:`tprimat.contract.plans.LaunchPlan`: the exact argv, added
     environment, working directory and files to write into the run directory.
     The runner starts it in its own process group, tees every rank's output
     into the run directory, feeds lines to :func:`parse_metrics` as they
@@ -109,7 +116,7 @@ def parse_metrics(backend: str, lines: Iterable[str], source: str) -> Iterator[P
 
     ``lines`` may be a file being read or a live process's output; ``source``
     names it (for ``file:line`` references).  Yield
-    :class:`tprimat.result.schema.IterationRecord` (measured values only: the core
+    :class:`tprimat.contract.records.IterationRecord` (measured values only: the core
     computes tokens, throughput and everything derived),
     :class:`tprimat.contract.records.LogFact` (batch size, sequence length, versions
     read from the log) and :class:`tprimat.contract.records.ParseIssue` (lines skipped

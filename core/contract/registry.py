@@ -24,7 +24,7 @@ import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pluggy
@@ -34,11 +34,27 @@ from tprimat.contract.backend import Availability, BackendSpec, check_availabili
 from tprimat.errors import TprimatError
 from tprimat.hardware.platform import BuiltinPlatformPlugin, PlatformInfo
 
+if TYPE_CHECKING:
+    from tprimat.contract.plans import DataArguments, LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
+    from tprimat.contract.records import ParseEvent
+    from tprimat.settings.config import BenchmarkConfig
+
 ENTRY_POINT_GROUP = "tprimat"
 
 
 class BackendError(TprimatError):
     """A backend that is unknown, claimed twice, or has no implementation of a hook."""
+
+
+class PluginError(TprimatError):
+    """A plugin's hook raised: the message names the plugin, its distribution and the hook.
+
+    Expected failures a plugin raises as :class:`TprimatError` keep their message
+    and exit code behind that prefix; anything else is a bug in the plugin (exit 1),
+    chained so that ``--debug`` shows its traceback.
+    """
+
+    exit_code = 1
 
 
 @attrs.frozen(kw_only=True)
@@ -228,30 +244,68 @@ class Registry:
 
     def detect_platform(self) -> PlatformInfo:
         """This machine, as the first plugin that knows answers (the built-in fallback last)."""
-        return self.pm.hook.detect_platform()
+        info: PlatformInfo = self.pm.hook.detect_platform()
+        return info
 
     def _owner_caller(self, backend: str, hook: str) -> pluggy.HookCaller:
         owner = self.pm.get_plugin(self.backend(backend).plugin_name)
         others = [p for p in self.pm.get_plugins() if p is not owner]
         return self.pm.subset_hook_caller(hook, remove_plugins=others)
 
+    def _origin(self, backend: str) -> str:
+        entry = self.backend(backend)
+        dist = f"{entry.distribution} {entry.version}" if entry.distribution else "no distribution"
+        return f"plugin {entry.plugin_name} ({dist})"
+
     def _call_owner(self, backend: str, hook: str, **kwargs: Any) -> Any:
-        result = self._owner_caller(backend, hook)(backend=backend, **kwargs)
+        try:
+            result = self._owner_caller(backend, hook)(backend=backend, **kwargs)
+        except BackendError:
+            raise
+        except TprimatError as exc:
+            error = PluginError(f"{exc} [backend {backend}, {self._origin(backend)}, hook {hook}]")
+            error.exit_code = exc.exit_code
+            raise error from exc
+        except Exception as exc:
+            raise PluginError(
+                f"{self._origin(backend)} failed in its {hook} hook for backend {backend}: "
+                f"{_describe(exc)} (report it to the plugin's authors; --debug shows the traceback)"
+            ) from exc
         if result is None:
             raise BackendError(f"backend {backend!r} does not implement {hook}")
         return result
 
-    def prepare_data(self, backend: str, *, dataset: Any, config: Any) -> Any:
+    def prepare_data(self, backend: str, *, dataset: PreparedDataset, config: BenchmarkConfig) -> DataArguments:
+        """The backend's data arguments for a prepared dataset (``prepare_data`` hook)."""
         return self._call_owner(backend, "prepare_data", dataset=dataset, config=config)
 
-    def profile(self, backend: str, *, context: Any) -> Any:
+    def profile(self, backend: str, *, context: LaunchContext) -> ProfilePlan:
+        """The backend's profiling plan (``profile`` hook)."""
         return self._call_owner(backend, "profile", context=context)
 
-    def launch(self, backend: str, *, context: Any) -> Any:
+    def launch(self, backend: str, *, context: LaunchContext) -> LaunchPlan:
+        """The backend's launch plan (``launch`` hook)."""
         return self._call_owner(backend, "launch", context=context)
 
-    def parse_metrics(self, backend: str, *, lines: Iterable[str], source: str) -> Iterator[Any]:
-        return self._call_owner(backend, "parse_metrics", lines=lines, source=source)
+    def parse_metrics(self, backend: str, *, lines: Iterable[str], source: str) -> Iterator[ParseEvent]:
+        """The backend's parse events for ``lines`` (``parse_metrics`` hook), lazily.
+
+        The hook returns a generator; errors raised while it is consumed are
+        wrapped like the hook's own, naming the plugin.
+        """
+        events = self._call_owner(backend, "parse_metrics", lines=lines, source=source)
+        return self._named_errors(backend, events)
+
+    def _named_errors(self, backend: str, events: Iterable[ParseEvent]) -> Iterator[ParseEvent]:
+        try:
+            yield from events
+        except TprimatError:
+            raise
+        except Exception as exc:
+            raise PluginError(
+                f"{self._origin(backend)} failed in its parse_metrics hook for backend {backend}: "
+                f"{_describe(exc)}"
+            ) from exc
 
     def implements(self, backend: str, hook: str) -> bool:
         """Whether the plugin owning ``backend`` implements ``hook``."""

@@ -50,7 +50,7 @@ from tprimat.result.schema import (
     RunInfo,
     Software,
 )
-from tprimat.settings.config import config_fingerprint
+from tprimat.settings.fairness import config_fingerprint, fair_values
 
 GB = 1e9
 GIB = 2**30
@@ -254,14 +254,8 @@ def convert_legacy(
     else:
         notes.append(f"dataset {dataset!r} given on import (--dataset)")
 
-    fair = {
-        "model": model,
-        "methodology": options.methodology,
-        "dataset": dataset,
-        "seq_length": seq,
-        "global_batch_size": gbs,
-        "precision": options.precision,
-    }
+    fair = fair_values(model=model, methodology=options.methodology, dataset=dataset, seq_length=seq,
+                       global_batch_size=gbs, precision=options.precision)
     tp = _int(parallel, "tensor_model_parallel_size")
     settings: dict[str, Any] = {
         "legacy": {

@@ -36,7 +36,7 @@ import attrs
 
 from tprimat.contract.backend import BackendSpec, option_environ, require_available
 from tprimat.contract.plans import LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
-from tprimat.contract.registry import Registry
+from tprimat.contract.registry import PluginError, Registry
 from tprimat.errors import TprimatError
 from tprimat.hardware.platform import PlatformInfo
 from tprimat.settings.config import BenchmarkConfig, ConfigError, default_config_dict, load_config
@@ -312,8 +312,10 @@ def _profile_plan(
         return None
     try:  # a backend that can open a CUDA profiler range over the window answers with it
         candidate = registry.profile(backend, context=context)
-    except ConfigError as exc:
-        notes.append(f"no capture range: the profile window does not fit this run ({exc})")
+    except PluginError as exc:
+        if not isinstance(exc.__cause__, ConfigError):
+            raise
+        notes.append(f"no capture range: the profile window does not fit this run ({exc.__cause__})")
         return None
     return candidate if candidate is not None and candidate.capture_range else None
 

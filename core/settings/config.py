@@ -9,7 +9,6 @@ be compared side by side.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tomllib
 from importlib import resources
@@ -21,6 +20,7 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn
 
 from tprimat.errors import TprimatError
+from tprimat.settings.fairness import config_fingerprint, fair_values
 
 
 class ConfigError(TprimatError, ValueError):
@@ -184,27 +184,20 @@ class BenchmarkConfig:
 
 
 def fair_fields(config: BenchmarkConfig, dataset_fingerprint: str | None = None) -> dict[str, Any]:
-    """The fields two runs must share to be compared side by side.
+    """The fields two runs must share to be compared side by side (:mod:`tprimat.settings.fairness`).
 
-    Parallel layout, kernels and launch shape are deliberately absent: they
-    are what a platform may tune.  The dataset is identified by content
-    (its fingerprint), not by path, so the same tokens on two clusters match.
+    The dataset is identified by content (its fingerprint), not by path, so
+    the same tokens on two clusters match.
     """
     dataset = "mock" if config.data.dataset == "mock" else (dataset_fingerprint or config.data.dataset)
-    return {
-        "model": config.benchmark.model,
-        "methodology": config.benchmark.methodology,
-        "dataset": dataset,
-        "seq_length": config.training.seq_length,
-        "global_batch_size": config.training.global_batch_size,
-        "precision": config.precision.dtype,
-    }
-
-
-def config_fingerprint(fields: dict[str, Any]) -> str:
-    """sha256 over the canonical JSON of ``fields`` (sorted keys), first 16 hex digits."""
-    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    return fair_values(
+        model=config.benchmark.model,
+        methodology=config.benchmark.methodology,
+        dataset=dataset,
+        seq_length=config.training.seq_length,
+        global_batch_size=config.training.global_batch_size,
+        precision=config.precision.dtype,
+    )
 
 
 def _make_converter() -> cattrs.Converter:

@@ -8,7 +8,7 @@ tuned number always says what was changed and on whose advice.
 
 A preset may change how the work is laid out and executed (micro-batch,
 parallel layout, kernels, environment, framework switches) but never *what*
-is computed: the fields in :func:`tprimat.settings.config.fair_fields` (model,
+is computed: the fair fields of :mod:`tprimat.settings.fairness` (model,
 dataset, sequence length, global batch, precision) are refused.
 """
 
@@ -23,12 +23,13 @@ import attrs
 
 from tprimat.errors import TprimatError
 from tprimat.settings.config import BenchmarkConfig, ConfigError, config_from_dict
+from tprimat.settings.fairness import FAIR_CONFIG_KEYS
 
-#: Config keys a preset may never change (they define the work being compared).
+#: Config keys a preset may never change: the fair fields (they define the work being compared)
+#: and what makes two runs the same run (length, seed, tokenizer, FP8 recipe).
 FROZEN_KEYS = frozenset({
-    "benchmark.model", "benchmark.methodology", "benchmark.iterations", "benchmark.seed",
-    "data.dataset", "data.tokenizer", "training.seq_length", "training.global_batch_size",
-    "precision.dtype", "precision.fp8_recipe",
+    *FAIR_CONFIG_KEYS.values(),
+    "benchmark.iterations", "benchmark.seed", "data.tokenizer", "precision.fp8_recipe",
 })
 
 

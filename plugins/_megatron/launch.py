@@ -19,7 +19,7 @@ from tprimat.plugins._megatron.args import (
     detect_version,
     parse_version,
 )
-from tprimat.running.torchrun import torchrun_argv
+from tprimat.contract.torchrun import torchrun_argv
 
 #: What Megatron-LM itself asks of the environment on every platform.
 MEGATRON_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}

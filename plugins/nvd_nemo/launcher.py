@@ -18,7 +18,7 @@ from tprimat.settings.config import BenchmarkConfig
 from tprimat.errors import TprimatError
 from tprimat.settings.models import ModelSpec
 from tprimat.contract.plans import LaunchContext, LaunchPlan
-from tprimat.running.torchrun import torchrun_argv
+from tprimat.contract.torchrun import torchrun_argv
 
 SCRIPT = "nemo_pretrain.py"
 SETTINGS = "nemo_settings.json"

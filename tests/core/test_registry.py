@@ -233,3 +233,36 @@ def test_builtin_backends_register_through_entry_points():
     for name in ("amd_primus", "amd_megatron", "nvd_nemo", "nvd_megatron"):
         assert backends[name].distribution == "tprimat"
         assert backends[name].plugin_name == name
+
+
+def test_an_exception_in_a_plugin_hook_names_the_plugin_and_the_hook(tmp_path):
+    from tprimat import hookimpl
+    from tprimat.contract.backend import BackendSpec
+    from tprimat.contract.registry import PluginError
+    from tprimat.errors import TprimatError
+
+    class Buggy:
+        @hookimpl
+        def register_backends(self):
+            return [BackendSpec(name="buggy", platform="any", framework="b", description="b")]
+
+        @hookimpl
+        def launch(self, backend, context):
+            raise KeyError("missing_key")
+
+        @hookimpl
+        def profile(self, backend, context):
+            raise TprimatError("the profile window does not fit")
+
+    registry = Registry()
+    registry.register(Buggy(), name="buggy_plugin", distribution="buggy-dist", version="0.3")
+    with pytest.raises(PluginError) as info:
+        registry.launch("buggy", context=None)
+    assert str(info.value).startswith("plugin buggy_plugin (buggy-dist 0.3) failed in its launch hook for backend "
+                                      "buggy: KeyError: 'missing_key'")
+    assert info.value.exit_code == 1 and isinstance(info.value.__cause__, KeyError)
+    with pytest.raises(PluginError) as info:
+        registry.profile("buggy", context=None)
+    assert str(info.value) == ("the profile window does not fit [backend buggy, plugin buggy_plugin "
+                               "(buggy-dist 0.3), hook profile]")
+    assert info.value.exit_code == 2

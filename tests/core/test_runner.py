@@ -245,7 +245,8 @@ def test_parser_failure_keeps_the_run_and_says_so(tmp_path):
     registry = make_registry(fail_parser_at=4)
     result = run(prepare(request(tmp_path), registry), registry).result
     assert [r.iteration for r in result.iterations] == [1, 2, 3]
-    assert any("parser failed (RuntimeError: parser bug)" in n for n in result.provenance.notes)
+    assert any("parser failed (PluginError: plugin fake (no distribution) failed in its parse_metrics hook "
+               "for backend fake: RuntimeError: parser bug)" in n for n in result.provenance.notes)
     assert any("only 3 of 6" in n for n in result.provenance.notes)
 
 

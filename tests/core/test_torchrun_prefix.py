@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tprimat.errors import TprimatError
-from tprimat.running.torchrun import torchrun_argv
+from tprimat.contract.torchrun import torchrun_argv
 from tprimat.settings.config import load_config
 
 
