@@ -14,32 +14,11 @@ from click.testing import CliRunner
 
 from tprimat.cli import cli
 
-#: Small enough to train in a moment on CPU; monitoring off (nothing to sample here).
-SHORT = (
-    "--set",
-    "training.seq_length=64",
-    "--set",
-    "training.global_batch_size=2",
-    "--set",
-    "training.micro_batch_size=1",
-    "--set",
-    "monitor.enabled=false",
-)
-
-#: Six iterations: 1-2 warm-up, 2-4 profiled (wait 1, warm-up 1, active 2), 5-6 measured.
-PROFILED = (
-    "--iterations",
-    "6",
-    "--set",
-    "profile.wait=1",
-    "--set",
-    "profile.warmup=1",
-    "--set",
-    "profile.active=2",
-    "--set",
-    'parallel.strategy="ddp"',
-    *SHORT,
-)
+#: One workload, small enough to train in a moment on CPU: six iterations, 1-2 warm-up,
+#: 2-4 profiled (wait 1, warm-up 1, active 2), 5-6 measured; monitoring off (nothing to sample).
+WORKLOAD = ("training.seq_length=64", "training.global_batch_size=2", "training.micro_batch_size=1",
+            "monitor.enabled=false", "profile.wait=1", "profile.warmup=1", "profile.active=2",
+            'parallel.strategy="ddp"')  # fmt: skip
 
 
 @attrs.frozen
@@ -53,50 +32,23 @@ class ProfiledRuns:
     two_output: str  # what `tprimat profile` printed for ``two``
 
 
+def _invoke(command: str, nproc: int, runs: Path, run_id: str, *settings: str) -> str:
+    args = [command, "--backend", "torch", "--model", "llama3.1-tiny", "--nproc-per-node", str(nproc),
+            "--iterations", "6", "--output", str(runs), "--run-id", run_id]  # fmt: skip
+    if command == "run":
+        args.append("--profile")
+    for setting in (*WORKLOAD, *settings):
+        args += ["--set", setting]
+    done = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    return done.output
+
+
 @pytest.fixture(scope="session")
 def profiled_torch_cpu_runs(tmp_path_factory: pytest.TempPathFactory) -> ProfiledRuns:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     runs = tmp_path_factory.mktemp("profiled-torch") / "runs"
-    one = CliRunner().invoke(
-        cli,
-        [
-            "run",
-            "--backend",
-            "torch",
-            "--profile",
-            "--nproc-per-node",
-            "1",
-            "--output",
-            str(runs),
-            "--run-id",
-            "p1",
-            "--model",
-            "llama3.1-tiny",
-            *PROFILED,
-        ],
-        catch_exceptions=False,
-    )
-    assert one.exit_code == 0, one.output
-    two = CliRunner().invoke(
-        cli,
-        [
-            "profile",
-            "--backend",
-            "torch",
-            "--nproc-per-node",
-            "2",
-            "--output",
-            str(runs),
-            "--run-id",
-            "p2",
-            "--model",
-            "llama3.1-tiny",
-            "--set",
-            "profile.ranks=[0, 1]",
-            *PROFILED,
-        ],
-        catch_exceptions=False,
-    )
-    assert two.exit_code == 0, two.output
-    return ProfiledRuns(runs=runs, one=runs / "p1", one_output=one.output, two=runs / "p2", two_output=two.output)
+    one_output = _invoke("run", 1, runs, "p1")
+    two_output = _invoke("profile", 2, runs, "p2", "profile.ranks=[0, 1]")
+    return ProfiledRuns(runs=runs, one=runs / "p1", one_output=one_output, two=runs / "p2", two_output=two_output)
