@@ -205,7 +205,8 @@ class Registry:
         for impl in self.pm.hook.register_backends.get_hookimpls():
             distribution, version = self._origins.get(impl.plugin_name, (None, None))
             try:
-                specs = list(impl.function() or [])
+                answer: Any = impl.function()
+                specs = list(answer or [])
                 if not all(isinstance(spec, BackendSpec) for spec in specs):
                     raise TypeError("register_backends must return BackendSpec objects")
             except Exception as exc:

@@ -141,8 +141,9 @@ def assemble_result(
         partition=hardware.partition,
     )
     if run_peaks:
-        summary = attrs.evolve(summary, **{
-            field: max(value, getattr(summary, field) or value) for field, value in run_peaks.items()})
+        peaks: dict[str, Any] = {
+            field: max(value, getattr(summary, field) or value) for field, value in run_peaks.items()}
+        summary = attrs.evolve(summary, **peaks)
     if audit is not None:
         notes = [*notes, *audit(summary, finished)]
     provenance = attrs.evolve(provenance, notes=[*provenance.notes, *notes])

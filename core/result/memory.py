@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tprimat.contract.records import RankPeak
+
+if TYPE_CHECKING:
+    from tprimat.memory.estimate import MemoryEstimate
 from tprimat.result.schema import IterationRecord, MemoryReport, Summary
 
 #: Key for a measurement that names no rank.
@@ -82,7 +85,7 @@ def _predict(
     backend: str | None,
     device_name: str | None,
     capacity_gib: float | None,
-):
+) -> tuple[MemoryEstimate | None, str]:
     from tprimat.memory.estimate import MemoryEstimateError, estimate_memory
     from tprimat.settings.config import ConfigError, config_from_dict
     from tprimat.settings.models import UnknownModelError, get_model
