@@ -36,8 +36,8 @@ def bare_loop(config, warmup: int) -> list[float]:
     import torch
     import torch.nn.functional as F
 
-    from tprimat.settings.models import get_model
     from tprimat.plugins.torch.model import build_model
+    from tprimat.settings.models import get_model
 
     gpu = torch.cuda.is_available()
     device = torch.device("cuda", 0) if gpu else torch.device("cpu")
@@ -95,8 +95,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    from tprimat.result.metrics import describe
     from tprimat.contract.registry import Registry
+    from tprimat.result.metrics import describe
     from tprimat.running.prepare import RunRequest, layered_config
 
     platform = Registry.from_environment().detect_platform()

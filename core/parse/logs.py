@@ -267,11 +267,12 @@ def parse_logs(
     backend: str | None = None,
     config: BenchmarkConfig | None = None,
     config_label: str = "the config",
-    workload: Workload = Workload(),
+    workload: Workload | None = None,
     manifest_path: str | Path | None = None,
     allow_mismatch: bool = False,
 ) -> ParseOutcome:
     """Parse ``paths`` into a :class:`~tprimat.result.schema.Result` (see the module docstring)."""
+    workload = workload or Workload()
     files, notes = find_log_files(paths)
     wraps: dict[Path, int] = {}
     detected = None

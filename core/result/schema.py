@@ -321,9 +321,8 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     config = dict(data.get("config") or {})
     notes = (data.get("provenance") or {}).get("notes") or []
     config.setdefault("preset", None)
-    config.setdefault(
-        "deviations", [n[len("tuned deviation: ") :] for n in notes if isinstance(n, str) and n.startswith("tuned deviation: ")]
-    )
+    prefix = "tuned deviation: "
+    config.setdefault("deviations", [n[len(prefix) :] for n in notes if isinstance(n, str) and n.startswith(prefix)])
     config.setdefault("layers", [])
     return {**data, "config": config, "memory": data.get("memory"), "schema_version": 2}
 

@@ -141,7 +141,8 @@ def test_torch_tune_survives_kill_9_and_the_tuned_run_uses_the_winner(tmp_path):
     result = load_result(tmp_path / "runs" / "tuned" / "result.json")
     assert result.config.methodology == "tuned" and result.config.preset == preset["preset"]["name"]
     assert f'parallel.strategy: "{other}" -> "{winner}"' in result.config.deviations
-    assert any(layer.startswith(f"tuned preset {preset['preset']['name']} (tprimat tune") for layer in result.config.layers)
+    name = preset["preset"]["name"]
+    assert any(layer.startswith(f"tuned preset {name} (tprimat tune") for layer in result.config.layers)
     launcher_log = (tmp_path / "runs" / "tuned" / "logs" / "launcher.log").read_text()
     assert f'"strategy":"{winner}"' in launcher_log
 
