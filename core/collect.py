@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from tprimat.records import LogFact, ParseIssue
+from tprimat.records import LogFact, ParseIssue, RepeatedLine
 from tprimat.schema import IterationRecord
 
 #: How many skipped-line references a result keeps verbatim (the rest are counted).
@@ -133,12 +133,17 @@ class EventCollector:
                 )
             self.facts.setdefault(event.key, event)
             return None
+        if isinstance(event, RepeatedLine):
+            self.duplicates += 1
+            return None
         if isinstance(event, ParseIssue):
             self.issue_count += 1
             if len(self.issues) < MAX_ISSUES_KEPT:
                 self.issues.append(event)
             return None
-        raise TypeError(f"parsers yield IterationRecord, LogFact or ParseIssue, not {event!r}")
+        raise TypeError(
+            f"parsers yield IterationRecord, LogFact, ParseIssue or RepeatedLine, not {event!r}"
+        )
 
     def consume(self, events: Iterable[Any]) -> EventCollector:
         for event in events:

@@ -26,10 +26,11 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from tprimat.records import LogFact, ParseIssue
+from tprimat.collect import is_memory_only
+from tprimat.records import REPEATED_LINE, LogFact, ParseIssue, RepeatedLine
 from tprimat.schema import IterationRecord
 
-Event = IterationRecord | LogFact | ParseIssue
+Event = IterationRecord | LogFact | ParseIssue | RepeatedLine
 
 # Real ESC sequences, and colour codes whose ESC byte was lost on the way ("[[32m").
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\[[0-9;]*[0-9]m")
@@ -187,6 +188,10 @@ class MegatronLogParser:
         self._facts: dict[str, Any] = {}
         self._pending: tuple[str, int] | None = None  # an iteration line continued on the next
         self._pending_reported: dict[str, float | str | None] = {}
+        # Repeated lines (see `repeats`): line key -> (iteration, covers) of the record it gave,
+        # and the key of the last record yielded for each iteration (None: not repeatable).
+        self._line_records: dict[bytes, tuple[int, int]] = {}
+        self._iteration_keys: dict[int, bytes | None] = {}
         self._handlers: dict[str, Callable[[str, dict, dict], None]] = {
             "consumed samples": self._consumed,
             "elapsed time per iteration (ms)": self._elapsed,
@@ -227,6 +232,47 @@ class MegatronLogParser:
         return LogFact(key=key, value=value, source=self.where(lineno))
 
     # -- the stream -----------------------------------------------------------------------
+
+    def state(self) -> tuple:
+        """What decides how the rest of the stream is read (compared to split a file safely)."""
+        return (self.started, self.log_interval, self._previous_iteration, self._previous_covers,
+                sorted(self._facts.items(), key=lambda item: item[0]), self._pending,
+                sorted(self._pending_reported.items(), key=lambda item: item[0]))
+
+    def state_is_clean(self) -> bool:
+        """Nothing is held from earlier lines that a line's record would take in."""
+        return self._pending is None and not self._pending_reported
+
+    def repeats(self, key: bytes) -> bool:
+        """Whether the line with ``key`` (see :func:`repeat_key`) is a copy to count, not read.
+
+        True when this stream's last record for the line's iteration came from a
+        line with the same key, and reading this one would give the same record
+        again (same state: no held line, same previous iteration and interval).
+        """
+        known = self._line_records.get(key)
+        if known is None:
+            return False
+        iteration, covers = known
+        return (self._iteration_keys.get(iteration) == key and self._pending is None
+                and not self._pending_reported and self._previous_iteration == iteration
+                and self._previous_covers == covers)
+
+    def remember(self, key: bytes | None, events: list[Event], clean_before: bool) -> None:
+        """Note which line gave the records in ``events`` (``key`` None: not repeatable).
+
+        ``clean_before``: the parser held nothing (no unfinished line, no pending
+        values) when the line was read, so a copy of it reads the same.
+        """
+        records = [e for e in events if isinstance(e, IterationRecord) and not is_memory_only(e)]
+        single = key is not None and clean_before and len(records) == 1
+        for record in records:
+            self._iteration_keys[record.iteration] = key if single else None
+        if single:
+            if len(self._line_records) >= 64:
+                self._line_records.clear()
+                self._iteration_keys = {records[0].iteration: key}
+            self._line_records[key] = (records[0].iteration, records[0].covers_iterations)
 
     def holds_line(self) -> bool:
         """Whether an iteration line continued on the next line is being held."""
@@ -608,9 +654,36 @@ _ANY_NEWLINE = re.compile(rb"\r\n|\r|\n")
 STARTUP_BYTES = 64 * 1024 * 1024
 
 
+#: Bytes that can precede "iteration" in a line whose copies are recognised by their bytes: none
+#: of them can be part of a terminal colour code, so the text from "iteration" on reads the
+#: same whatever came before it.
+_REPEAT_SAFE_BEFORE = frozenset(b" \t|:])>,")
+
+
+def repeat_key(line: bytes) -> bytes | None:
+    """The bytes that decide what an iteration line reads as, or None if they cannot be told.
+
+    Two lines with the same key give the same record but for where they were
+    read and their timestamp: the key is the line from the byte before the
+    first "iteration" on, plus whether the line holds colour codes (which are
+    stripped from the whole line or not at all).  Lines whose start could hold
+    an earlier iteration match (a "|") or whose "iteration" may follow a colour
+    code get no key.
+    """
+    position = line.find(b"iteration")
+    if position <= 0 or line[position - 1] not in _REPEAT_SAFE_BEFORE:
+        return None
+    if b"|" in line[:position]:
+        return None
+    coloured = b"\x1b" in line or b"[0m" in line
+    return line[position - 1:] + (b"\x01" if coloured else b"\x00")
+
+
 def _iter_chunks(parser: Any, chunks: Iterable[bytes]) -> Iterator[Event]:
     before = 0  # lines in earlier chunks
     offset = 0  # bytes in earlier chunks
+    repeats = getattr(parser, "repeats", None)
+    remember = getattr(parser, "remember", None)
     for chunk in chunks:
         started = parser.started or offset >= STARTUP_BYTES
         offset += len(chunk)
@@ -639,7 +712,8 @@ def _iter_chunks(parser: Any, chunks: Iterable[bytes]) -> Iterator[Event]:
         counted_to, counted = 0, before  # `counted` lines lie before offset `counted_to`
         fed_to = 0  # bytes already given to the parser
         while True:
-            if parser.holds_line() and fed_to < len(chunk):
+            held = parser.holds_line()
+            if held and fed_to < len(chunk):
                 start = fed_to  # an unfinished line: the next line goes in whatever it holds
             else:
                 while index < len(ordered) and ordered[index] < fed_to:
@@ -648,22 +722,35 @@ def _iter_chunks(parser: Any, chunks: Iterable[bytes]) -> Iterator[Event]:
                     break
                 start = ordered[index]
                 index += 1
-            counted += chunk.count(b"\n", counted_to, start)
-            counted_to = start
             end = chunk.find(b"\n", start)
             end = len(chunk) if end == -1 else end + 1
+            key = None
+            if remember is not None and not held and parser.started:
+                key = repeat_key(chunk[start:end])
+                if key is not None and repeats(key):
+                    fed_to = end
+                    yield REPEATED_LINE
+                    continue
+            counted += chunk.count(b"\n", counted_to, start)
+            counted_to = start
+            clean_before = not held and remember is not None and parser.state_is_clean()
             events = _feed(parser, chunk[start:end].decode("utf-8", "replace"), counted + 1)
             fed_to = end
+            if remember is not None:
+                remember(key, events or [], clean_before)
             if events:
                 yield from events
         before += chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
 
 
 def _iter_lines_from(parser: Any, pieces: list[bytes], before: int) -> Iterator[Event]:
+    remember = getattr(parser, "remember", None)
     for offset, piece in enumerate(pieces, 1):
         triggers = parser.running_triggers if parser.started else parser.triggers
         line = piece.decode("utf-8", "replace") + "\n"
         if parser.holds_line() or any(t in line for t in triggers):
             events = _feed(parser, line, before + offset)
+            if remember is not None:
+                remember(None, events or [], False)
             if events:
                 yield from events
