@@ -18,8 +18,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-FIXTURE = (Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "logs" / "primus"
-           / "primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log")
+FIXTURE = (
+    Path(__file__).resolve().parents[1]
+    / "tests"
+    / "fixtures"
+    / "logs"
+    / "primus"
+    / "primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log"
+)
 ROTATE_BYTES = 10 * 1024 * 1024
 RANKS = 8
 _ITERATION = re.compile(r"iteration\s+(\d+)/\s+(\d+) \| consumed samples:\s+(\d+)")
@@ -77,8 +83,11 @@ def build_tree(root: Path, size_mb: int) -> Path:
                 if handle is not None:
                     handle.close()
                     part += 1
-                handle = open(directory / f"debug.2026-05-07_13-{part // 60:02d}-{part % 60:02d}"
-                              f"_000000.log", "w", encoding="utf-8")
+                handle = open(
+                    directory / f"debug.2026-05-07_13-{part // 60:02d}-{part % 60:02d}_000000.log",
+                    "w",
+                    encoding="utf-8",
+                )
                 written = 0
             handle.write(text)
             written += len(text)

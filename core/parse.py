@@ -24,9 +24,9 @@ from tprimat.assemble import assemble_result
 from tprimat.collect import EventCollector, is_memory_only
 from tprimat.config import BenchmarkConfig, default_config_dict
 from tprimat.errors import TprimatError
-from tprimat.logfile import LogFile
 from tprimat.manifest import Manifest, find_manifest, load_manifest
 from tprimat.metrics import _ranges
+from tprimat.parse_parallel import LogReadError, read_events
 from tprimat.schema import (
     Hardware,
     IterationRecord,
@@ -169,6 +169,19 @@ def _ends_mid_line(path: Path) -> bool:
             return False
         handle.seek(-1, 2)
         return handle.read(1) not in (b"\n", b"\r")
+
+
+def _cut_files(files: Sequence[Path], sources: Sequence[str], truncated: list[str]) -> list[bool]:
+    """Which files end mid-line; each such file's last line is noted in ``truncated``."""
+    cuts = []
+    for path, source in zip(files, sources, strict=True):
+        try:
+            cuts.append(_ends_mid_line(path))
+            if cuts[-1]:
+                truncated.append(f"{source}:{_count_lines(path)}")
+        except OSError as exc:
+            raise _open_error(path, exc) from None
+    return cuts
 
 
 def _count_lines(path: Path) -> int:
@@ -374,8 +387,13 @@ def parse_logs(
     workload: Workload = Workload(),
     manifest_path: str | Path | None = None,
     allow_mismatch: bool = False,
+    workers: int | None = None,
 ) -> ParseOutcome:
-    """Parse ``paths`` into a :class:`~tprimat.schema.Result` (see the module docstring)."""
+    """Parse ``paths`` into a :class:`~tprimat.schema.Result` (see the module docstring).
+
+    ``workers``: processes reading the files (default: every CPU this process may use; 1 reads
+    in this process); the result is the same for any number.
+    """
     files, notes = find_log_files(paths)
     detected = None
     if backend is None:
@@ -386,17 +404,15 @@ def parse_logs(
     collector = EventCollector()
     truncated: list[str] = []
     common = _common_parent(files)
-    for path in files:
-        source = _display_name(path, common)
-        try:
-            cut = _ends_mid_line(path)
-            # Text: any line ending, undecodable bytes replaced (junk is skipped, never raised).
-            lines = LogFile(path, drop_last_line=cut)
-            collector.consume(registry.parse_metrics(backend, lines=lines, source=source))
-            if cut:
-                truncated.append(f"{source}:{_count_lines(path)}")
-        except OSError as exc:
-            raise _open_error(path, exc) from None
+    sources = [_display_name(path, common) for path in files]
+    cuts = _cut_files(files, sources, truncated)
+    # Text: any line ending, undecodable bytes replaced (junk is skipped, never raised); files
+    # and ranges of large files on every core, with the events of a serial read.
+    try:
+        for events in read_events(registry, backend, files, sources, cuts, workers=workers):
+            collector.consume(events)
+    except LogReadError as exc:
+        raise _open_error(exc.path, exc) from None
     records = collector.records
     timed = [r for r in records if not is_memory_only(r)]
     if not timed:

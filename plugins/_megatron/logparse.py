@@ -188,10 +188,11 @@ class MegatronLogParser:
         self._facts: dict[str, Any] = {}
         self._pending: tuple[str, int] | None = None  # an iteration line continued on the next
         self._pending_reported: dict[str, float | str | None] = {}
-        # Repeated lines (see `repeats`): line key -> (iteration, covers) of the record it gave,
-        # and the key of the last record yielded for each iteration (None: not repeatable).
-        self._line_records: dict[bytes, tuple[int, int]] = {}
-        self._iteration_keys: dict[int, bytes | None] = {}
+        # Repeated lines (see `repeats`): line key -> (iteration, covers or None for a memory
+        # line, generation); an iteration's generation changes with each record of it but memory.
+        self._line_records: dict[bytes, tuple[int, int | None, int | None]] = {}
+        self._generations: dict[int, int] = {}
+        self._generation = 0
         self._handlers: dict[str, Callable[[str, dict, dict], None]] = {
             "consumed samples": self._consumed,
             "elapsed time per iteration (ms)": self._elapsed,
@@ -239,24 +240,39 @@ class MegatronLogParser:
                 sorted(self._facts.items(), key=lambda item: item[0]), self._pending,
                 sorted(self._pending_reported.items(), key=lambda item: item[0]))
 
+    def resume(self, state: tuple) -> None:
+        """Continue a stream from :meth:`state` (the reading of a file's range begins there)."""
+        (self.started, self.log_interval, self._previous_iteration, self._previous_covers,
+         facts, self._pending, pending_reported) = state
+        self._facts = dict(facts)
+        self._pending_reported = dict(pending_reported)
+
     def state_is_clean(self) -> bool:
         """Nothing is held from earlier lines that a line's record would take in."""
         return self._pending is None and not self._pending_reported
 
-    def repeats(self, key: bytes) -> bool:
-        """Whether the line with ``key`` (see :func:`repeat_key`) is a copy to count, not read.
+    def repeats(self, key: bytes) -> list[Event] | None:
+        """The events of a copy of an earlier line with ``key`` (see :func:`repeat_key`), or None.
 
-        True when this stream's last record for the line's iteration came from a
-        line with the same key, and reading this one would give the same record
-        again (same state: no held line, same previous iteration and interval).
+        A copy of an iteration line gives :data:`~tprimat.records.REPEATED_LINE`
+        when this stream's last record for that iteration came from a line with
+        the same key and reading it again would give the same record (no held
+        line, same previous iteration and interval).  A copy of a memory line
+        gives nothing when no other record for that iteration came since: its
+        readings are already in.  None: the line must be read.
         """
         known = self._line_records.get(key)
         if known is None:
-            return False
-        iteration, covers = known
-        return (self._iteration_keys.get(iteration) == key and self._pending is None
-                and not self._pending_reported and self._previous_iteration == iteration
-                and self._previous_covers == covers)
+            return None
+        iteration, covers, generation = known
+        if self._generations.get(iteration) != generation:
+            return None
+        if covers is None:
+            return []
+        if (self._pending is None and not self._pending_reported
+                and self._previous_iteration == iteration and self._previous_covers == covers):
+            return [REPEATED_LINE]
+        return None
 
     def remember(self, key: bytes | None, events: list[Event], clean_before: bool) -> None:
         """Note which line gave the records in ``events`` (``key`` None: not repeatable).
@@ -264,15 +280,25 @@ class MegatronLogParser:
         ``clean_before``: the parser held nothing (no unfinished line, no pending
         values) when the line was read, so a copy of it reads the same.
         """
-        records = [e for e in events if isinstance(e, IterationRecord) and not is_memory_only(e)]
-        single = key is not None and clean_before and len(records) == 1
-        for record in records:
-            self._iteration_keys[record.iteration] = key if single else None
-        if single:
-            if len(self._line_records) >= 64:
-                self._line_records.clear()
-                self._iteration_keys = {records[0].iteration: key}
-            self._line_records[key] = (records[0].iteration, records[0].covers_iterations)
+        records = [e for e in events if isinstance(e, IterationRecord)]
+        if not records:
+            return
+        generations = self._generations
+        full = [r for r in records if not is_memory_only(r)]
+        for record in full:
+            self._generation += 1
+            generations[record.iteration] = self._generation
+        if key is None or len(events) != 1:
+            return
+        if len(self._line_records) >= 256:
+            self._line_records.clear()
+        record = records[0]
+        if full:
+            if clean_before:
+                self._line_records[key] = (record.iteration, record.covers_iterations,
+                                           generations[record.iteration])
+        else:
+            self._line_records[key] = (record.iteration, None, generations.get(record.iteration))
 
     def holds_line(self) -> bool:
         """Whether an iteration line continued on the next line is being held."""
@@ -591,7 +617,18 @@ def iter_events(parser: MegatronLogParser | Any, lines: Iterable[str]) -> Iterat
     """
     chunks = getattr(lines, "byte_chunks", None)
     if callable(chunks):
-        yield from _iter_chunks(parser, chunks())
+        # A range of a file (see tprimat.logfile.LogFile): its first line's number, where it
+        # starts, and the reader's state there; the state at its end is handed back.
+        resume = getattr(lines, "resume_state", None)
+        if resume is not None:
+            parser.resume(resume)
+        yield from _iter_chunks(parser, chunks(), getattr(lines, "first_lineno", 1) - 1,
+                                getattr(lines, "start", 0))
+        if hasattr(lines, "final_state") and hasattr(parser, "state"):
+            lines.final_state = parser.state()
+            lines.started = parser.started
+        if not getattr(lines, "at_end", True):
+            return  # the file goes on in the next range
     else:
         yield from _iter_lines(parser, lines)
     try:
@@ -661,27 +698,30 @@ _REPEAT_SAFE_BEFORE = frozenset(b" \t|:])>,")
 
 
 def repeat_key(line: bytes) -> bytes | None:
-    """The bytes that decide what an iteration line reads as, or None if they cannot be told.
+    """The bytes that decide what an iteration or memory line reads as, or None if they cannot be told.
 
     Two lines with the same key give the same record but for where they were
     read and their timestamp: the key is the line from the byte before the
-    first "iteration" on, plus whether the line holds colour codes (which are
-    stripped from the whole line or not at all).  Lines whose start could hold
-    an earlier iteration match (a "|") or whose "iteration" may follow a colour
-    code get no key.
+    first "iteration" (or before the "(after N " of a memory line) on, plus
+    whether the line holds colour codes (which are stripped from the whole
+    line or not at all).  Lines whose start could hold an earlier iteration
+    match (a "|") or whose key may follow a colour code get no key.
     """
     position = line.find(b"iteration")
-    if position <= 0 or line[position - 1] not in _REPEAT_SAFE_BEFORE:
+    if position <= 0:
         return None
-    if b"|" in line[:position]:
+    after = line.rfind(b"(after ", 0, position)
+    if after > 0 and line[after + 7:position - 1].isdigit() and line[position - 1] == 32:
+        position = after
+    if line[position - 1] not in _REPEAT_SAFE_BEFORE or b"|" in line[:position]:
         return None
     coloured = b"\x1b" in line or b"[0m" in line
     return line[position - 1:] + (b"\x01" if coloured else b"\x00")
 
 
-def _iter_chunks(parser: Any, chunks: Iterable[bytes]) -> Iterator[Event]:
-    before = 0  # lines in earlier chunks
-    offset = 0  # bytes in earlier chunks
+def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0,
+                 offset: int = 0) -> Iterator[Event]:
+    # before: lines in earlier chunks; offset: bytes in earlier chunks
     repeats = getattr(parser, "repeats", None)
     remember = getattr(parser, "remember", None)
     for chunk in chunks:
@@ -727,10 +767,12 @@ def _iter_chunks(parser: Any, chunks: Iterable[bytes]) -> Iterator[Event]:
             key = None
             if remember is not None and not held and parser.started:
                 key = repeat_key(chunk[start:end])
-                if key is not None and repeats(key):
-                    fed_to = end
-                    yield REPEATED_LINE
-                    continue
+                if key is not None:
+                    copied = repeats(key)
+                    if copied is not None:
+                        fed_to = end
+                        yield from copied
+                        continue
             counted += chunk.count(b"\n", counted_to, start)
             counted_to = start
             clean_before = not held and remember is not None and parser.state_is_clean()
