@@ -26,12 +26,18 @@ from typing import Any
 import attrs
 
 from tprimat import logfile
+from tprimat.collect import is_memory_only
 from tprimat.logfile import LogFile, chunk_starts, count_lines
+from tprimat.schema import IterationRecord
 
 #: Bytes per chunk of a file (see :class:`tprimat.logfile.LogFile`); ranges start at chunk starts.
 CHUNK_BYTES = logfile.CHUNK_BYTES
 #: Below this many bytes in all, files are read in this process (a pool costs more than it saves).
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+#: How much of the file before a range is read to guess the reader's state at its start.
+LEAD_BYTES = 1024 * 1024
+#: The most read before a range when the file holds few iteration lines (then the guess may miss).
+LEAD_MAX_BYTES = 64 * 1024 * 1024
 #: A file at least this large is cut into ranges.
 SPLIT_MIN_BYTES = 64 * 1024 * 1024
 
@@ -118,14 +124,19 @@ def _read_later_range(unit: _Unit) -> _Read:
         index += 1
         if lines.started:
             break
-    # ... then the chunk just before the range, to learn the last iteration and its interval.
-    lead = unit.chunk_index - 1
-    if index < lead:
-        lineno += count_lines(unit.path, starts[lead], starts[index])
-        index = lead
-    lines = _range(unit, starts[index], unit.start, lineno, state)
-    _parse(unit, lines)
+    # ... then the chunks just before the range, to learn the last iteration and its interval:
+    # as many as hold two different iterations (more each time), up to LEAD_MAX_BYTES.
+    span = max(1, -(-LEAD_BYTES // unit.chunk_bytes))
+    while True:
+        lead = max(index, unit.chunk_index - span)
+        lead_lineno = lineno + count_lines(unit.path, starts[lead], starts[index])
+        lines = _range(unit, starts[lead], unit.start, lead_lineno, state)
+        seen = {e.iteration for e in _parse(unit, lines) if isinstance(e, IterationRecord) and not is_memory_only(e)}
+        if len(seen) >= 2 or lead == index or span * unit.chunk_bytes >= LEAD_MAX_BYTES:
+            break
+        span *= 4
     assumed = lines.final_state
+    lineno, index = lead_lineno, lead
     first = lineno + count_lines(unit.path, unit.start, starts[index])
     lines = _range(unit, unit.start, unit.end, first, assumed)
     return _Read(events=_parse(unit, lines), final_state=lines.final_state, assumed_state=assumed, first_lineno=first)

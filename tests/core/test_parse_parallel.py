@@ -38,6 +38,7 @@ def registry():
 @pytest.fixture
 def tiny_ranges(monkeypatch):
     """Chunks of 2 KiB, any file of 4 KiB or more cut into ranges, a pool for any input."""
+    monkeypatch.setattr(parse_parallel, "LEAD_BYTES", 16 * 1024)
     monkeypatch.setattr(parse_parallel, "CHUNK_BYTES", 2048)
     monkeypatch.setattr(parse_parallel, "SPLIT_MIN_BYTES", 4096)
     monkeypatch.setattr(parse_parallel, "PARALLEL_MIN_BYTES", 0)
