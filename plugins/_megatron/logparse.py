@@ -35,6 +35,10 @@ Event = IterationRecord | LogFact | ParseIssue | RepeatedLine
 # Real ESC sequences, and colour codes whose ESC byte was lost on the way ("[[32m").
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\[[0-9;]*[0-9]m")
 _ITERATION_RE = re.compile(r"(?<![A-Za-z_])iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+# The same without the look-behind, which would stop the regex engine from scanning for the
+# literal "iteration" at C speed; `_find_iteration` checks the character before instead.
+_ITERATION_AT_RE = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+_WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _MEGATRON_TS_RE = re.compile(r"\[(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}(?:\.\d+)?)\]\s*$")
 _PRIMUS_TS_RE = re.compile(r"\[(\d{4})(\d{2})(\d{2}) (\d{2}:\d{2}:\d{2})\]")
 _MEMORY_RE = re.compile(r"\(after (\d+) iterations?\) memory \(MB\)\s*\|(.*)")
@@ -102,6 +106,14 @@ def strip_ansi(text: str) -> str:
     if "\x1b" not in text and "[0m" not in text:
         return text  # colour codes that lost their ESC byte always come with a reset, "[0m"
     return _ANSI_RE.sub("", text)
+
+
+def _find_iteration(text: str) -> re.Match[str] | None:
+    """The first ``iteration N/M |`` in ``text`` not preceded by a letter or "_" (as _ITERATION_RE)."""
+    match = _ITERATION_AT_RE.search(text)
+    while match is not None and match.start() and text[match.start() - 1] in _WORD_CHARS:
+        match = _ITERATION_AT_RE.search(text, match.start() + 1)
+    return match
 
 
 def parse_float(text: str) -> float:
@@ -191,6 +203,7 @@ class MegatronLogParser:
         # Repeated lines (see `repeats`): line key -> (iteration, covers or None for a memory
         # line, generation); an iteration's generation changes with each record of it but memory.
         self._line_records: dict[bytes, tuple[int, int | None, int | None]] = {}
+        self._segments: dict[tuple[str, str], tuple[dict, dict, str | None]] = {}
         self._generations: dict[int, int] = {}
         self._generation = 0
         self._handlers: dict[str, Callable[[str, dict, dict], None]] = {
@@ -351,8 +364,10 @@ class MegatronLogParser:
     # -- iteration and memory lines ---------------------------------------------------------
 
     def _iteration_or_memory(self, line: str, lineno: int) -> list[Event] | None:
+        if "|" not in line:
+            return None  # both lines have a "|" after their key (stripping colour adds none)
         clean = strip_ansi(line)
-        match = _ITERATION_RE.search(clean)
+        match = _find_iteration(clean)
         if match is not None:
             body = clean[match.end():]
             if "number of nan iterations" not in body:
@@ -375,7 +390,7 @@ class MegatronLogParser:
             joined = f"{text.rstrip()} {clean}"
             if "number of nan iterations" in joined:
                 self._pending = None
-                match = _ITERATION_RE.search(joined)
+                match = _find_iteration(joined)
                 assert match is not None
                 return self._iteration(joined, match, start), True
             self._pending = (joined, start)
@@ -393,22 +408,19 @@ class MegatronLogParser:
         fields: dict[str, Any] = {}
         reported: dict[str, float | str | None] = {}
         problems: list[str] = []
-        segments = _SEGMENT_RE.findall(clean, match.end())
-        handlers = self._handlers
-        for key, value in segments:
-            handler = handlers.get(key.strip())
-            if handler is None:
-                key = _RANK_PREFIX_RE.sub("", key.strip())
-                handler = handlers.get(key)
-            try:
-                if handler is not None:
-                    handler(value, fields, reported)
-                elif key and len(key) < 60:
-                    number = _NUMBER_RE.fullmatch(value.strip())
-                    if number is not None:
-                        reported[_normal_key(key)] = float(number.group(0))
-            except LineError as exc:
-                problems.append(f"{key.strip()}: {exc}")
+        cache = self._segments
+        if len(cache) > 8192:
+            cache.clear()
+        for segment in _SEGMENT_RE.findall(clean, match.end()):
+            read = cache.get(segment)
+            if read is None:
+                read = cache[segment] = self._segment(*segment)
+            if read[0]:
+                fields.update(read[0])
+            if read[1]:
+                reported.update(read[1])
+            if read[2] is not None:
+                problems.append(read[2])
         if problems:
             # A value that does not read as its label says: keep nothing from this line.
             return [self.issue(lineno, "unreadable iteration line (" + "; ".join(problems)
@@ -448,6 +460,28 @@ class MegatronLogParser:
         events.append(record)
         self.started = True
         return events
+
+    def _segment(self, key: str, value: str) -> tuple[dict, dict, str | None]:
+        """What one ``key: value`` segment adds to the fields and reported values, or its problem.
+
+        A pure function of the text (segment values repeat from line to line, so it is cached).
+        """
+        fields: dict[str, Any] = {}
+        reported: dict[str, float | str | None] = {}
+        handler = self._handlers.get(key.strip())
+        if handler is None:
+            key = _RANK_PREFIX_RE.sub("", key.strip())
+            handler = self._handlers.get(key)
+        try:
+            if handler is not None:
+                handler(value, fields, reported)
+            elif key and len(key) < 60:
+                number = _NUMBER_RE.fullmatch(value.strip())
+                if number is not None:
+                    reported[_normal_key(key)] = float(number.group(0))
+        except LineError as exc:
+            return {}, {}, f"{key.strip()}: {exc}"
+        return fields, reported, None
 
     def _covers(self, iteration: int) -> int:
         previous = self._previous_iteration
@@ -782,7 +816,8 @@ def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0,
                 remember(key, events or [], clean_before)
             if events:
                 yield from events
-        before += chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
+        # Lines of this chunk: those counted up to the last line read, and the rest.
+        before = counted + chunk.count(b"\n", counted_to) + (0 if chunk.endswith(b"\n") else 1)
 
 
 def _iter_lines_from(parser: Any, pieces: list[bytes], before: int) -> Iterator[Event]:
