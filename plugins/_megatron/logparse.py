@@ -176,6 +176,10 @@ def _fact_value(text: str) -> Any:
         return value
 
 
+# Segment text -> what it reads as (a pure function of the text, shared by every stream).
+_SEGMENTS: dict[tuple[str, str], tuple[dict, dict, str | None]] = {}
+
+
 class MegatronLogParser:
     """Stateful reader of one stream of Megatron-family log lines.
 
@@ -203,7 +207,8 @@ class MegatronLogParser:
         # Repeated lines (see `repeats`): line key -> (iteration, covers or None for a memory
         # line, generation); an iteration's generation changes with each record of it but memory.
         self._line_records: dict[bytes, tuple[int, int | None, int | None]] = {}
-        self._segments: dict[tuple[str, str], tuple[dict, dict, str | None]] = {}
+        self._segments = _SEGMENTS
+        self._quiet: set[bytes] = set()
         self._generations: dict[int, int] = {}
         self._generation = 0
         self._handlers: dict[str, Callable[[str, dict, dict], None]] = {
@@ -287,12 +292,29 @@ class MegatronLogParser:
             return [REPEATED_LINE]
         return None
 
-    def remember(self, key: bytes | None, events: list[Event], clean_before: bool) -> None:
+    def quiet(self, line: bytes) -> bool:
+        """Whether ``line`` is a copy of a line that gave nothing and changed nothing."""
+        return line in self._quiet
+
+    def remember(self, key: bytes | None, events: list[Event], clean_before: bool,
+                 line: bytes | None = None) -> None:
         """Note which line gave the records in ``events`` (``key`` None: not repeatable).
 
         ``clean_before``: the parser held nothing (no unfinished line, no pending
-        values) when the line was read, so a copy of it reads the same.
+        values) when the line was read, so a copy of it reads the same.  A
+        ``line`` that gave nothing and left nothing held is :meth:`quiet` from
+        now on, until a fact is stated (a copy of a line could then state its
+        value again).  Subclasses that keep state of their own, beyond facts
+        and pending values, must extend :meth:`state_is_clean`.
         """
+        if not events:
+            if line is not None and clean_before and self.state_is_clean():
+                if len(self._quiet) >= 4096:
+                    self._quiet.clear()
+                self._quiet.add(line)
+            return
+        if self._quiet and any(isinstance(e, LogFact) for e in events):
+            self._quiet.clear()
         records = [e for e in events if isinstance(e, IterationRecord)]
         if not records:
             return
@@ -798,22 +820,27 @@ def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0,
                 index += 1
             end = chunk.find(b"\n", start)
             end = len(chunk) if end == -1 else end + 1
+            line = chunk[start:end]
             key = None
-            if remember is not None and not held and parser.started:
-                key = repeat_key(chunk[start:end])
-                if key is not None:
-                    copied = repeats(key)
-                    if copied is not None:
-                        fed_to = end
-                        yield from copied
-                        continue
+            if remember is not None and not held:
+                if parser.quiet(line):
+                    fed_to = end
+                    continue
+                if parser.started:
+                    key = repeat_key(line)
+                    if key is not None:
+                        copied = repeats(key)
+                        if copied is not None:
+                            fed_to = end
+                            yield from copied
+                            continue
             counted += chunk.count(b"\n", counted_to, start)
             counted_to = start
             clean_before = not held and remember is not None and parser.state_is_clean()
-            events = _feed(parser, chunk[start:end].decode("utf-8", "replace"), counted + 1)
+            events = _feed(parser, line.decode("utf-8", "replace"), counted + 1)
             fed_to = end
             if remember is not None:
-                remember(key, events or [], clean_before)
+                remember(key, events or [], clean_before, line)
             if events:
                 yield from events
         # Lines of this chunk: those counted up to the last line read, and the rest.
