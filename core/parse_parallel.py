@@ -38,6 +38,8 @@ PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 LEAD_BYTES = 1024 * 1024
 #: The most read before a range when the file holds few iteration lines (then the guess may miss).
 LEAD_MAX_BYTES = 64 * 1024 * 1024
+#: The largest range a large file is cut into.
+RANGE_MAX_BYTES = 128 * 1024 * 1024
 #: A file at least this large is cut into ranges.
 SPLIT_MIN_BYTES = 64 * 1024 * 1024
 
@@ -174,7 +176,9 @@ def _units(
         if resumable is None:
             resumable = _resumable(registry, backend, path, source)
         starts = chunk_starts(path, chunk_bytes) if resumable else [0]
-        pieces = min(len(starts), max(2, size // split_bytes), 2 * workers)
+        # At least two ranges per worker (they finish at different times), and ranges of at
+        # most RANGE_MAX_BYTES, so that the events waiting to be collected stay few.
+        pieces = min(len(starts), max(2 * workers, -(-size // RANGE_MAX_BYTES)))
         if pieces < 2:
             units.append(whole)
             continue
