@@ -64,6 +64,7 @@ class _Unit:
     start: int = 0
     end: int | None = None  # None: to the end of the file
     chunk_index: int = 0  # the range's first chunk among the file's chunks
+    first_lineno: int = 1  # the number of the range's first line
     starts: tuple[int, ...] = ()  # all chunk starts of the file (for ranges)
 
 
@@ -72,7 +73,6 @@ class _Read:
     events: list[Any]
     final_state: Any
     assumed_state: Any = None  # the state a later range was read from
-    first_lineno: int = 1
 
 
 def default_workers() -> int:
@@ -116,7 +116,7 @@ def _read_unit(unit: _Unit) -> _Read | LogReadError:
 def _read_later_range(unit: _Unit) -> _Read:
     """A range after the first: guess the reader's state at its start, then read it from there."""
     starts = unit.starts
-    state, lineno, index = None, 1, 0
+    state, lineno, index = None, 1, 0  # the reader's state at chunk `index`, its first line
     # The start-up lines: chunk by chunk from the top until the reader has passed them ...
     while index < unit.chunk_index - 1:
         lines = _range(unit, starts[index], starts[index + 1], lineno, state)
@@ -131,17 +131,33 @@ def _read_later_range(unit: _Unit) -> _Read:
     span = max(1, -(-LEAD_BYTES // unit.chunk_bytes))
     while True:
         lead = max(index, unit.chunk_index - span)
-        lead_lineno = lineno + count_lines(unit.path, starts[lead], starts[index])
-        lines = _range(unit, starts[lead], unit.start, lead_lineno, state)
+        lines = _range(
+            unit, starts[lead], unit.start, unit.first_lineno - count_lines(unit.path, unit.start, starts[lead]), state
+        )
         seen = {e.iteration for e in _parse(unit, lines) if isinstance(e, IterationRecord) and not is_memory_only(e)}
         if len(seen) >= 2 or lead == index or span * unit.chunk_bytes >= LEAD_MAX_BYTES:
             break
         span *= 4
     assumed = lines.final_state
-    lineno, index = lead_lineno, lead
-    first = lineno + count_lines(unit.path, unit.start, starts[index])
-    lines = _range(unit, unit.start, unit.end, first, assumed)
-    return _Read(events=_parse(unit, lines), final_state=lines.final_state, assumed_state=assumed, first_lineno=first)
+    lines = _range(unit, unit.start, unit.end, unit.first_lineno, assumed)
+    return _Read(events=_parse(unit, lines), final_state=lines.final_state, assumed_state=assumed)
+
+
+def _count_unit(unit: _Unit) -> int:
+    return count_lines(unit.path, unit.end if unit.end is not None else unit.path.stat().st_size, unit.start)
+
+
+def _number_lines(pool: Any, units: list[_Unit]) -> list[_Unit]:
+    """The units with the number of each range's first line (the ranges counted in parallel)."""
+    ranges = [i for i, unit in enumerate(units) if unit.starts and unit.end is not None]
+    counts = dict(zip(ranges, pool.map(_count_unit, [units[i] for i in ranges]), strict=True))
+    numbered, lineno = [], 1
+    for i, unit in enumerate(units):
+        if unit.chunk_index == 0:
+            lineno = 1
+        numbered.append(attrs.evolve(unit, first_lineno=lineno) if unit.chunk_index else unit)
+        lineno += counts.get(i, 0)
+    return numbered
 
 
 def _resumable(registry: Any, backend: str, path: Path, source: str) -> bool:
@@ -233,12 +249,13 @@ def read_events(
     try:
         with multiprocessing.get_context("fork").Pool(min(workers, len(units))) as pool:
             state: Any = None
+            units = _number_lines(pool, units)
             for unit, read in zip(units, pool.imap(_read_unit, units), strict=True):
                 if isinstance(read, LogReadError):
                     raise read
                 if unit.chunk_index and read.assumed_state != state:
                     # The guess was wrong: read the range again from the true state.
-                    lines = _range(unit, unit.start, unit.end, read.first_lineno, state)
+                    lines = _range(unit, unit.start, unit.end, unit.first_lineno, state)
                     read = _Read(
                         events=list(registry.parse_metrics(backend, lines=lines, source=unit.source)),
                         final_state=lines.final_state,

@@ -90,10 +90,7 @@ def test_a_wrong_guess_of_the_reader_state_is_read_again(registry, tiny_ranges, 
     def wrong_guess(unit):
         read = real(unit)
         return parse_parallel._Read(
-            events=[REPEATED_LINE],
-            final_state=read.final_state,
-            assumed_state=("not", "the", "state"),
-            first_lineno=read.first_lineno,
+            events=[REPEATED_LINE], final_state=read.final_state, assumed_state=("not", "the", "state")
         )
 
     monkeypatch.setattr(parse_parallel, "_read_later_range", wrong_guess)
