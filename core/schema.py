@@ -299,8 +299,10 @@ def dumps_result(result: Result) -> str:
 
 
 def write_result(result: Result, path: str | Path) -> Path:
-    """Write ``result`` to ``path`` atomically (never a half-written file)."""
-    return atomic_write_text(path, dumps_result(result))
+    """Write ``result`` to ``path`` atomically (never a half-written file), in bounded memory."""
+    from tprimat.resultjson import iter_result_json
+
+    return atomic_write_text(path, iter_result_json(result))
 
 
 def load_result(path: str | Path) -> Result:
