@@ -10,8 +10,10 @@ hundreds of megabytes.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 import attrs
@@ -39,6 +41,41 @@ def iter_result_json(result: Any) -> Iterator[str]:
     separator = ",\n" + _ITEM_INDENT
     for index, record in enumerate(result.iterations):
         data = schema._replace_non_finite(schema._converter.unstructure(record))
-        encoded = json.dumps(data, indent=2, allow_nan=False).replace("\n", "\n" + _ITEM_INDENT)
+        encoded = _encode(data, 2)
         yield (separator + encoded) if index else encoded
     yield "\n  ]" + after
+
+
+def _encode(value: Any, level: int) -> str:
+    """``json.dumps(value, indent=2, allow_nan=False)`` for a value at nesting ``level``.
+
+    The same text as the standard encoder, which runs in Python once ``indent``
+    is set: here runs of scalar items are encoded by its C encoder, with the
+    newline and indentation of their level as the item separator.
+    """
+    if isinstance(value, dict) and value and all(isinstance(key, str) for key in value):
+        pieces: list[str] = []
+        run: dict[str, Any] = {}
+        for key, item in value.items():
+            if isinstance(item, dict | list) and item:
+                if run:
+                    pieces.append(_scalars(level).encode(run)[1:-1])
+                    run = {}
+                pieces.append(f"{encode_basestring_ascii(key)}: {_encode(item, level + 1)}")
+            else:
+                run[key] = item
+        if run:
+            pieces.append(_scalars(level).encode(run)[1:-1])
+        inner = "\n" + "  " * (level + 1)
+        return "{" + inner + ("," + inner).join(pieces) + "\n" + "  " * level + "}"
+    if isinstance(value, list) and value:
+        inner = "\n" + "  " * (level + 1)
+        return "[" + inner + ("," + inner).join(_encode(item, level + 1) for item in value) + "\n" + "  " * level + "]"
+    # Scalars, empty containers, anything unusual: the standard encoder, re-indented.
+    return json.dumps(value, indent=2, allow_nan=False).replace("\n", "\n" + "  " * level)
+
+
+@functools.cache
+def _scalars(level: int) -> json.JSONEncoder:
+    """A C-backed encoder whose item separator is the newline and indentation of ``level``'s items."""
+    return json.JSONEncoder(allow_nan=False, separators=(",\n" + "  " * (level + 1), ": "))
