@@ -40,7 +40,7 @@ def iter_result_json(result: Any) -> Iterator[str]:
     yield before + "[\n" + _ITEM_INDENT
     separator = ",\n" + _ITEM_INDENT
     for index, record in enumerate(result.iterations):
-        data = schema._replace_non_finite(schema._converter.unstructure(record))
+        data = schema._replace_non_finite(schema._get_converter().unstructure(record))
         encoded = _encode(data, 2)
         yield (separator + encoded) if index else encoded
     yield "\n  ]" + after

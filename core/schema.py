@@ -10,6 +10,7 @@ dropped.  Loading validates every field and names the one that is wrong.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -245,12 +246,15 @@ def _make_converter() -> cattrs.Converter:
     return converter
 
 
-_converter = _make_converter()
+@functools.cache
+def _get_converter() -> cattrs.Converter:
+    """The converter, built on first use (building it costs more than the rest of the import)."""
+    return _make_converter()
 
 
 def result_to_dict(result: Result) -> dict[str, Any]:
     """The JSON-ready form of ``result`` (non-finite floats as strings)."""
-    data = _converter.unstructure(result)
+    data = _get_converter().unstructure(result)
     return _replace_non_finite(data)
 
 
@@ -278,7 +282,7 @@ def result_from_dict(data: Any, *, origin: str = "result") -> Result:
             f"(this version reads {SCHEMA_VERSION})"
         )
     try:
-        return _converter.structure(data, Result)
+        return _get_converter().structure(data, Result)
     except cattrs.BaseValidationError as exc:
         problems = "; ".join(
             cattrs.transform_error(exc, path="$", format_exception=_describe_problem)
