@@ -13,11 +13,12 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator
-from json.encoder import encode_basestring_ascii
+from json.encoder import c_make_encoder, encode_basestring_ascii
 from typing import Any
 
 import attrs
 
+_CONTAINERS = frozenset({dict, list})
 _MARK = "\x00tprimat-iterations\x00"
 _ITEM_INDENT = " " * 4  # "iterations" is a key of the top-level object: its items are two levels in
 
@@ -40,10 +41,28 @@ def iter_result_json(result: Any) -> Iterator[str]:
     yield before + "[\n" + _ITEM_INDENT
     separator = ",\n" + _ITEM_INDENT
     for index, record in enumerate(result.iterations):
-        data = schema._replace_non_finite(schema._get_converter().unstructure(record))
+        data = _finite(schema._get_converter().unstructure(record), schema._unstructure_float)
         encoded = _encode(data, 2)
         yield (separator + encoded) if index else encoded
     yield "\n  ]" + after
+
+
+def _finite(value: Any, spell: Any) -> Any:
+    """``schema._replace_non_finite`` for a freshly unstructured value, changing only what differs."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            kind = type(item)
+            if kind is float:
+                if item - item != 0.0:  # NaN or an infinity
+                    value[key] = spell(item)
+            elif kind is dict or kind is list:
+                value[key] = _finite(item, spell)
+        return value
+    if isinstance(value, list):
+        return [_finite(item, spell) for item in value]
+    if isinstance(value, float):
+        return spell(value)
+    return value
 
 
 def _encode(value: Any, level: int) -> str:
@@ -57,15 +76,15 @@ def _encode(value: Any, level: int) -> str:
         pieces: list[str] = []
         run: dict[str, Any] = {}
         for key, item in value.items():
-            if isinstance(item, dict | list) and item:
+            if item and type(item) in _CONTAINERS:
                 if run:
-                    pieces.append(_scalars(level).encode(run)[1:-1])
+                    pieces.append(_scalars(level, run))
                     run = {}
                 pieces.append(f"{encode_basestring_ascii(key)}: {_encode(item, level + 1)}")
             else:
                 run[key] = item
         if run:
-            pieces.append(_scalars(level).encode(run)[1:-1])
+            pieces.append(_scalars(level, run))
         inner = "\n" + "  " * (level + 1)
         return "{" + inner + ("," + inner).join(pieces) + "\n" + "  " * level + "}"
     if isinstance(value, list) and value:
@@ -75,7 +94,20 @@ def _encode(value: Any, level: int) -> str:
     return json.dumps(value, indent=2, allow_nan=False).replace("\n", "\n" + "  " * level)
 
 
+def _scalars(level: int, items: dict[str, Any]) -> str:
+    """``items`` (no non-empty containers among them) as the lines of an object at ``level``."""
+    return "".join(_c_encoder(level)(items, 0))[1:-1]
+
+
 @functools.cache
-def _scalars(level: int) -> json.JSONEncoder:
-    """A C-backed encoder whose item separator is the newline and indentation of ``level``'s items."""
-    return json.JSONEncoder(allow_nan=False, separators=(",\n" + "  " * (level + 1), ": "))
+def _c_encoder(level: int) -> Any:
+    """json's C encoder whose item separator is the newline and indentation of ``level``'s items.
+
+    Made once per level: ``JSONEncoder.encode`` would build a new one for every call.
+    """
+    fallback = json.JSONEncoder(allow_nan=False, separators=(",\n" + "  " * (level + 1), ": "))
+    if c_make_encoder is None:  # a Python without the C accelerator
+        return lambda value, _level: [fallback.encode(value)]
+    return c_make_encoder(
+        None, fallback.default, encode_basestring_ascii, None, ": ", ",\n" + "  " * (level + 1), False, False, False
+    )
