@@ -92,6 +92,9 @@ def run(argv: list[str], env: dict | None = None) -> dict:
 
 def best(argv: list[str], repeat: int) -> dict:
     runs = [run(argv) for _ in range(repeat)]
+    failed = [r for r in runs if r["rc"] != 0]
+    if failed:
+        return failed[0]  # shown with its exit status and error
     chosen = min(runs, key=lambda r: r["wall_s"])
     chosen["cpu_s"] = min(r["cpu_s"] for r in runs)
     chosen["rss_mib"] = max(r["rss_mib"] for r in runs)
