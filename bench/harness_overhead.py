@@ -55,24 +55,30 @@ def bare_loop(config, warmup: int) -> list[float]:
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": t.weight_decay},
-         {"params": no_decay, "weight_decay": 0.0}],
-        lr=t.lr, betas=(t.adam_beta1, t.adam_beta2), eps=t.adam_eps, fused=gpu)
+        [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=t.lr,
+        betas=(t.adam_beta1, t.adam_beta2),
+        eps=t.adam_eps,
+        fused=gpu,
+    )
     micro_batches = t.global_batch_size // t.micro_batch_size
     generator = torch.Generator(device=device)
     generator.manual_seed(config.benchmark.seed)
-    autocast = (torch.autocast(device.type, dtype=torch.bfloat16)
-                if config.precision.dtype == "bf16" else contextlib.nullcontext())
+    autocast = (
+        torch.autocast(device.type, dtype=torch.bfloat16)
+        if config.precision.dtype == "bf16"
+        else contextlib.nullcontext()
+    )
     times = []
     for _ in range(config.benchmark.iterations):
         start = time.perf_counter()
         for _ in range(micro_batches):
-            tokens = torch.randint(0, spec.vocab_size, (t.micro_batch_size, t.seq_length + 1),
-                                   device=device, generator=generator)
+            tokens = torch.randint(
+                0, spec.vocab_size, (t.micro_batch_size, t.seq_length + 1), device=device, generator=generator
+            )
             with autocast:
                 logits = model(input_ids=tokens[:, :-1]).logits
-            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
-                                   tokens[:, 1:].reshape(-1))
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
             (loss / micro_batches).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_grad)
         optimizer.step()
@@ -84,9 +90,21 @@ def bare_loop(config, warmup: int) -> list[float]:
 
 
 def through_tprimat(args: argparse.Namespace, output: Path, run_id: str, env: dict) -> tuple[list[float], float]:
-    command = [sys.executable, "-c", "from tprimat.cli import main; main()", "run",
-               "--backend", "torch", "--output", str(output), "--run-id", run_id,
-               "--nproc-per-node", "1", *sum((["--set", s] for s in args.set), [])]
+    command = [
+        sys.executable,
+        "-c",
+        "from tprimat.cli import main; main()",
+        "run",
+        "--backend",
+        "torch",
+        "--output",
+        str(output),
+        "--run-id",
+        run_id,
+        "--nproc-per-node",
+        "1",
+        *sum((["--set", s] for s in args.set), []),
+    ]
     if args.model:
         command += ["--model", args.model]
     start = time.perf_counter()
@@ -156,22 +174,33 @@ def main() -> None:
             harness.append(describe(steps).median)
             harness_fixed.append(fixed)
     b, h = describe(bare).median, describe(harness).median
-    print(f"model {config.benchmark.model}, {config.training.global_batch_size}x"
-          f"{config.training.seq_length} tokens/step, {config.precision.dtype}, "
-          f"{config.benchmark.iterations} steps ({warmup} warm-up) x {args.repeats} repeats, "
-          f"{threads} threads, device: {platform.device_name}, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"model {config.benchmark.model}, {config.training.global_batch_size}x"
+        f"{config.training.seq_length} tokens/step, {config.precision.dtype}, "
+        f"{config.benchmark.iterations} steps ({warmup} warm-up) x {args.repeats} repeats, "
+        f"{threads} threads, device: {platform.device_name}, load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"{'':10} {'median step (s)':>16} {'spread':>8} {'fixed cost (s)':>15}  per-repeat medians (s)")
     for name, medians, fixed in (("bare", bare, bare_fixed), ("tprimat", harness, harness_fixed)):
-        print(f"{name:10} {describe(medians).median:>16.5f} {_spread(medians):>8.1%} "
-              f"{describe(fixed).median:>15.2f}  {', '.join(f'{v:.5f}' for v in medians)}")
+        print(
+            f"{name:10} {describe(medians).median:>16.5f} {_spread(medians):>8.1%} "
+            f"{describe(fixed).median:>15.2f}  {', '.join(f'{v:.5f}' for v in medians)}"
+        )
     overhead = (h - b) / b
     resolution = max(_spread(bare), _spread(harness))
     print(f"per-step overhead: {overhead:+.2%} of the bare step time (median of per-repeat medians)")
-    print(f"resolution: {resolution:.2%} (the larger spread of the per-repeat medians); the overhead is "
-          + ("larger than that spread" if abs(overhead) > resolution else
-             "within that spread: this run cannot tell it from zero"))
-    print(f"fixed cost per run: bare {describe(bare_fixed).median:.2f} s, "
-          f"tprimat {describe(harness_fixed).median:.2f} s (start-up and tear-down, not per step)")
+    print(
+        f"resolution: {resolution:.2%} (the larger spread of the per-repeat medians); the overhead is "
+        + (
+            "larger than that spread"
+            if abs(overhead) > resolution
+            else "within that spread: this run cannot tell it from zero"
+        )
+    )
+    print(
+        f"fixed cost per run: bare {describe(bare_fixed).median:.2f} s, "
+        f"tprimat {describe(harness_fixed).median:.2f} s (start-up and tear-down, not per step)"
+    )
 
 
 if __name__ == "__main__":

@@ -315,6 +315,9 @@ class MegatronLogParser:
             return
         if self._quiet and any(isinstance(e, LogFact) for e in events):
             self._quiet.clear()
+        self._remember_records(key, events, clean_before)
+
+    def _remember_records(self, key: bytes | None, events: list[Event], clean_before: bool) -> None:
         records = [e for e in events if isinstance(e, IterationRecord)]
         if not records:
             return
@@ -793,17 +796,7 @@ def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0,
             continue
         triggers = parser.running_triggers if started else parser.triggers
         _check_triggers(triggers)
-        starts: set[int] = set()
-        for trigger in {t.encode() for t in triggers}:
-            position = chunk.find(trigger)
-            while position != -1:
-                start = chunk.rfind(b"\n", 0, position) + 1
-                starts.add(start)
-                end = chunk.find(b"\n", position)
-                if end == -1:
-                    break
-                position = chunk.find(trigger, end)
-        ordered = sorted(starts)
+        ordered = _line_starts(chunk, triggers)
         index = 0
         counted_to, counted = 0, before  # `counted` lines lie before offset `counted_to`
         fed_to = 0  # bytes already given to the parser
@@ -845,6 +838,20 @@ def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0,
                 yield from events
         # Lines of this chunk: those counted up to the last line read, and the rest.
         before = counted + chunk.count(b"\n", counted_to) + (0 if chunk.endswith(b"\n") else 1)
+
+
+def _line_starts(chunk: bytes, triggers: tuple[str, ...]) -> list[int]:
+    """Where the lines of ``chunk`` that hold a trigger start, in order."""
+    starts: set[int] = set()
+    for trigger in {t.encode() for t in triggers}:
+        position = chunk.find(trigger)
+        while position != -1:
+            starts.add(chunk.rfind(b"\n", 0, position) + 1)
+            end = chunk.find(b"\n", position)
+            if end == -1:
+                break
+            position = chunk.find(trigger, end)
+    return sorted(starts)
 
 
 def _iter_lines_from(parser: Any, pieces: list[bytes], before: int) -> Iterator[Event]:
