@@ -34,7 +34,9 @@ _ARRAY_START = re.compile(rb'"traceEvents"\s*:\s*\[')
 _UNSET = msgspec.UNSET
 
 
-class Args(msgspec.Struct, forbid_unknown_fields=False):
+# gc=False: decoded values can never refer back to a struct, so no cycle can form, and the
+# collector's passes over hundreds of thousands of young structs (half the decode time) are saved.
+class Args(msgspec.Struct, forbid_unknown_fields=False, gc=False):
     """The two event arguments the analysis reads (UNSET: not in the event)."""
 
     stream: Any = _UNSET
@@ -54,7 +56,7 @@ class Args(msgspec.Struct, forbid_unknown_fields=False):
         return value
 
 
-class Event(msgspec.Struct, forbid_unknown_fields=False):
+class Event(msgspec.Struct, forbid_unknown_fields=False, gc=False):
     """One trace event, with ``dict.get`` semantics for the fields the reader uses."""
 
     ph: Any = _UNSET
