@@ -20,6 +20,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -246,23 +247,26 @@ def read_events(
         return
     units = _units(registry, backend, files, sources, cuts, chunk_bytes, split_bytes, workers)
     _CONTEXT.update(registry=registry, backend=backend)
+    # An executor, not a multiprocessing.Pool: a worker that dies (out of memory, killed) is an
+    # error here (BrokenProcessPool), where a Pool would wait for it forever.
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(units)), mp_context=multiprocessing.get_context("fork"))
     try:
-        with multiprocessing.get_context("fork").Pool(min(workers, len(units))) as pool:
-            state: Any = None
-            units = _number_lines(pool, units)
-            for unit, read in zip(units, pool.imap(_read_unit, units), strict=True):
-                if isinstance(read, LogReadError):
-                    raise read
-                if unit.chunk_index and read.assumed_state != state:
-                    # The guess was wrong: read the range again from the true state.
-                    lines = _range(unit, unit.start, unit.end, unit.first_lineno, state)
-                    read = _Read(
-                        events=list(registry.parse_metrics(backend, lines=lines, source=unit.source)),
-                        final_state=lines.final_state,
-                    )
-                state = read.final_state
-                yield read.events
+        state: Any = None
+        units = _number_lines(pool, units)
+        for unit, read in zip(units, pool.map(_read_unit, units), strict=True):
+            if isinstance(read, LogReadError):
+                raise read
+            if unit.chunk_index and read.assumed_state != state:
+                # The guess was wrong: read the range again from the true state.
+                lines = _range(unit, unit.start, unit.end, unit.first_lineno, state)
+                read = _Read(
+                    events=list(registry.parse_metrics(backend, lines=lines, source=unit.source)),
+                    final_state=lines.final_state,
+                )
+            state = read.final_state
+            yield read.events
     finally:
+        pool.shutdown(wait=False, cancel_futures=True)
         _CONTEXT.clear()
 
 
