@@ -158,25 +158,21 @@ def fast_events(fh: IO[bytes], prefix: str, tail: list[bytes], threaded: bool) -
 
     def blocks_kept() -> Iterator[bytes]:
         for block in _blocks(fh, threaded):
-            kept[0] = (kept[0] + block)[-TAIL_BYTES:]
+            kept[0] = (kept[0] + block[-TAIL_BYTES:])[-TAIL_BYTES:]
             yield block
 
     blocks = blocks_kept()
-    pending = _skip_to_array(blocks, prefix)
+    # `pending` always starts with "[": the complete events in it are decoded in place, the comma
+    # after the last of them turned into "]" (no copy of the block).
+    pending = bytearray(b"[") + _skip_to_array(blocks, prefix)
     for block in blocks:
         pending += block
         cut = _last_boundary(pending)
         if not cut:
             continue
-        head = bytes(pending[:cut])
-        comma = pending.index(b",", cut)
-        del pending[: comma + 1]
-        try:
-            yield from _BLOCK.decode(b"[" + head + b"]")
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            yield from _slow(head)
+        yield from _take_events(pending, cut)
     # The last events, then the end of the array and what follows it.
-    rest = bytes(pending)
+    rest = bytes(pending[1:])
     end = _array_end(rest)
     if end is None:
         raise ValueError("the event array does not end (a truncated trace?)")
@@ -188,6 +184,21 @@ def fast_events(fh: IO[bytes], prefix: str, tail: list[bytes], threaded: bool) -
     for _ in blocks:
         pass  # nothing is left after the last block; this only closes the reader
     tail.append(kept[0])
+
+
+def _take_events(pending: bytearray, cut: int) -> list[Any]:
+    """The events in ``pending[1:cut]``, decoded in place; they are removed from ``pending``."""
+    comma = pending.index(b",", cut)
+    pending[comma] = 93  # "]"
+    with memoryview(pending) as whole, whole[: comma + 1] as view:
+        try:
+            events = _BLOCK.decode(view)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            events = None
+    if events is None:
+        events = list(_slow(bytes(pending[1:cut])))
+    pending[: comma + 1] = b"["
+    return events
 
 
 def _array_end(rest: bytes) -> int | None:
