@@ -16,6 +16,9 @@ must not grow with the log), and ``grep -c iteration`` on the same files.
 Each figure is the best of ``--repeat`` runs, since the machine may be shared.
 
     python bench/parse_throughput.py [--size-mb 1100] [--repeat 3] [--keep]
+
+``bench/io_bench.py`` measures both log shapes (this tree and an interleaved console log)
+end to end beside a plain parser and grep; this script adds the parser-only rows.
 """
 
 from __future__ import annotations
@@ -23,74 +26,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-FIXTURE = (Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "logs" / "primus"
-           / "primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log")
-ROTATE_BYTES = 10 * 1024 * 1024
-RANKS = 8
-_ITERATION = re.compile(r"iteration\s+(\d+)/\s+(\d+) \| consumed samples:\s+(\d+)")
-_AFTER = re.compile(r"\(after (\d+) iterations\)")
-
-
-def _templates() -> tuple[list[str], list[str]]:
-    """Rank-0 lines (start-up, arguments, memory) and the last rank's iteration lines."""
-    rank0, last = [], []
-    for line in FIXTURE.read_text(encoding="utf-8").splitlines(True):
-        if "rank-7/8" in line and "iteration " in line:
-            last.append(line)
-        else:
-            rank0.append(line)
-    return rank0, last
-
-
-def build_tree(root: Path, size_mb: int) -> Path:
-    rank0, last = _templates()
-    per_rank = size_mb * 1024 * 1024 // RANKS
-    block_bytes = sum(map(len, rank0)) + sum(map(len, last))
-    blocks = max(1, per_rank // block_bytes)
-    total = blocks * len(last)
-    base = root / "ws" / "bench" / "user" / "exp" / "logs" / "pre_trainer"
-    for rank in range(RANKS):
-        directory = base / f"rank-{rank}"
-        directory.mkdir(parents=True, exist_ok=True)
-        own = [line.replace("rank-0/8", f"rank-{rank}/8") for line in rank0]
-        part, written, handle = 0, 0, None
-        for block in range(blocks):
-            offset = block * len(last)
-            chunk: list[str] = []
-            for line in own:
-                if rank == 0 and "(after" in line:
-                    n = int(_AFTER.search(line).group(1))
-                    line = _AFTER.sub(f"(after {n + offset} iterations)", line)
-                chunk.append(line)
-            if rank in (0, RANKS - 1):
-                for line in last:
-                    m = _ITERATION.search(line)
-                    n = int(m.group(1)) + offset
-                    chunk.append(_ITERATION.sub(
-                        f"iteration {n:>8}/{total:>8} | consumed samples: {n * 16:>12}", line))
-            text = "".join(chunk)
-            if handle is None or written + len(text) > ROTATE_BYTES:
-                if handle is not None:
-                    handle.close()
-                    part += 1
-                handle = open(directory / f"debug.2026-05-07_13-{part // 60:02d}-{part % 60:02d}"
-                              f"_000000.log", "w", encoding="utf-8")
-                written = 0
-            handle.write(text)
-            written += len(text)
-        if handle is not None:
-            handle.close()
-            # The live file is the newest part.
-            newest = sorted(directory.glob("debug.*.log"))[-1]
-            newest.rename(directory / "debug.log")
-    return root / "ws"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from logshapes import build_tree  # noqa: E402  (the tree is built as bench/io_bench.py builds it)
 
 
 def _measure(mode: str, tree: Path) -> dict:

@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (temp file + fsync + rename + dir fsync)."""
+def atomic_write_text(path: str | Path, text: str | Iterable[str]) -> Path:
+    """Write ``text`` (or its pieces, in order) to ``path`` atomically (temp file + fsync + rename + dir fsync)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         os.fchmod(fd, 0o666 & ~_current_umask())  # mkstemp creates 0600; use the usual mode
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            if isinstance(text, str):
+                handle.write(text)
+            else:
+                for piece in text:
+                    handle.write(piece)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, target)

@@ -37,11 +37,43 @@ COMMANDS: dict[str, str] = {
 }
 
 
+#: command name -> the first paragraph of its help, so that ``tprimat --help`` lists the commands
+#: without importing them (a test checks these against the commands themselves).
+SUMMARIES: dict[str, str] = {
+    "run": "Train a model for N iterations, measure every one, write a result.",
+    "parse": "Parse Primus, Megatron-LM, Megatron-Bridge or NeMo logs into a result.",
+    "compare": "Compare results (files or directories of them) in one report.",
+    "prepare-data": "Fetch, clean, tokenize and fingerprint a corpus for MODEL.",
+    "profile": "Profile a run and analyse its traces.",
+    "trace": "Analyse PyTorch-profiler (Kineto) traces: where GPU time goes, and why two runs differ.",
+    "microbench": "Time the model's GEMMs and attention; find the maximum achievable matmul FLOP/s.",
+    "suite": "Run, resume and inspect benchmark campaigns (backends × models × precisions × repeats).",
+    "tune": "Find the fastest configuration of BACKEND for MODEL on this device.",
+    "memory": "Training memory: what a configuration needs per GPU, and whether it fits.",
+    "doctor": "Check this machine for conditions that distort benchmark numbers.",
+    "bundle": "Pack results, manifests, configs and logs under DIRECTORY with a SHA256SUMS list.",
+    "unbundle": "Extract BUNDLE_FILE safely and verify every checksum.",
+    "import-legacy": "Convert benchmark_*.json / train_*.json results of the earlier scripts.",
+    "backends": "List installed backends with their platform, framework and status.",
+    "plugins": "List loaded plugins, their hooks, and plugins that failed to load.",
+    "models": "List registered models with parameter count and training FLOPs per token.",
+    "detect": "Show the platform, devices, memory, driver and stack versions of this machine.",
+    "config": "Inspect benchmark configs (TOML).",
+}
+
+
 class LazyGroup(click.Group):
     """A click group that imports a command's module only when the command is needed."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``--help``, from :data:`SUMMARIES` (as click words it, no imports)."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [(name, click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit)) for name in COMMANDS]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)

@@ -40,12 +40,14 @@ def _shortcut_overrides(model, seq_length, global_batch_size, precision, warmup)
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write the result JSON here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Processes reading the logs (default: every CPU; the result is the same).")
 @click.pass_context
 def parse(ctx: click.Context, paths: tuple[str, ...], backend: str | None,
           config_file: str | None, overrides: tuple[str, ...], model: str | None,
           seq_length: int | None, global_batch_size: int | None, world_size: int | None,
           precision: str | None, warmup_iterations: int | None, manifest_path: str | None,
-          allow_mismatch: bool, output: str | None, as_json: bool) -> None:
+          allow_mismatch: bool, output: str | None, as_json: bool, jobs: int | None) -> None:
     """Parse Primus, Megatron-LM, Megatron-Bridge or NeMo logs into a result.
 
     MLPerf Training result files (`:::MLLOG` lines, e.g. a submission's
@@ -88,7 +90,7 @@ def parse(ctx: click.Context, paths: tuple[str, ...], backend: str | None,
     outcome = parse_logs(
         list(paths), registry=registry_from(ctx), backend=backend, config=config,
         config_label=label, workload=workload, manifest_path=manifest_path,
-        allow_mismatch=allow_mismatch,
+        allow_mismatch=allow_mismatch, workers=jobs,
     )
     result = outcome.result
     if outcome.detected:

@@ -43,6 +43,8 @@ _EXPORTS = {
     "EvalRecord": "records",
     "ParseIssue": "records",
     "RankPeak": "records",
+    "REPEATED_LINE": "records",
+    "RepeatedLine": "records",
 }
 
 __all__ = [*_EXPORTS, "PlatformInfo", "hookimpl"]

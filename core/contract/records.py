@@ -97,4 +97,26 @@ class EvalRecord:
     source: str | None = None  # "file:line"
 
 
-ParseEvent = IterationRecord | LogFact | ParseIssue | EvalRecord
+class RepeatedLine:
+    """A line that repeats, value for value, the last record its stream yielded for that iteration.
+
+    Interleaved console logs hold each iteration line once per rank; a parser
+    reading bytes may recognise a copy without reading it again and yield this
+    marker instead of a second, equal :class:`IterationRecord`.  It is only
+    yielded where the full record would certainly be dropped as a duplicate
+    (same values, same memory readings), so the collector counts it as one and
+    the result is the same.  Use the shared :data:`REPEATED_LINE`.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "REPEATED_LINE"
+
+    def __reduce__(self) -> str:
+        return "REPEATED_LINE"  # one object, also across processes
+
+
+REPEATED_LINE = RepeatedLine()
+
+ParseEvent = IterationRecord | LogFact | ParseIssue | EvalRecord | RepeatedLine

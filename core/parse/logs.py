@@ -26,6 +26,7 @@ from tprimat.parse.detect import detect_backend
 from tprimat.parse.errors import ParseError
 from tprimat.parse.logfile import LogFile
 from tprimat.parse.logkind import unwrap_lines
+from tprimat.parse.parallel import LogReadError, read_events
 from tprimat.result import builder
 from tprimat.result.builder import assemble_result
 from tprimat.result.collect import EventCollector, is_memory_only
@@ -160,6 +161,19 @@ def _ends_mid_line(path: Path) -> bool:
         return handle.read(1) not in (b"\n", b"\r")
 
 
+def _cut_files(files: Sequence[Path], sources: Sequence[str], truncated: list[str]) -> list[bool]:
+    """Which files end mid-line; each such file's last line is noted in ``truncated``."""
+    cuts = []
+    for path, source in zip(files, sources, strict=True):
+        try:
+            cuts.append(_ends_mid_line(path))
+            if cuts[-1]:
+                truncated.append(f"{source}:{_count_lines(path)}")
+        except OSError as exc:
+            raise _open_error(path, exc) from None
+    return cuts
+
+
 def _count_lines(path: Path) -> int:
     with open(path, "rb") as handle:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b"")) + 1
@@ -270,8 +284,13 @@ def parse_logs(
     workload: Workload | None = None,
     manifest_path: str | Path | None = None,
     allow_mismatch: bool = False,
+    workers: int | None = None,
 ) -> ParseOutcome:
-    """Parse ``paths`` into a :class:`~tprimat.result.schema.Result` (see the module docstring)."""
+    """Parse ``paths`` into a :class:`~tprimat.result.schema.Result` (see the module docstring).
+
+    ``workers``: processes reading the files (default: every CPU this process may use; 1 reads
+    in this process); the result is the same for any number.
+    """
     workload = workload or Workload()
     files, notes = find_log_files(paths)
     wraps: dict[Path, int] = {}
@@ -297,19 +316,28 @@ def parse_logs(
     collector = EventCollector()
     truncated: list[str] = []
     common = _common_parent(files)
-    for path in files:
-        source = _display_name(path, common)
+    sources = [_display_name(path, common) for path in files]
+    if wraps:  # files hard-wrapped at a fixed column are read joined, in this process
+        for path, source in zip(files, sources, strict=True):
+            try:
+                cut = _ends_mid_line(path)
+                lines = LogFile(path, drop_last_line=cut)
+                if path in wraps:
+                    lines = unwrap_lines(lines, wraps[path])  # type: ignore[assignment]
+                collector.consume(registry.parse_metrics(backend, lines=lines, source=source))
+                if cut:
+                    truncated.append(f"{source}:{_count_lines(path)}")
+            except OSError as exc:
+                raise _open_error(path, exc) from None
+    else:
+        cuts = _cut_files(files, sources, truncated)
+        # Text: any line ending, undecodable bytes replaced (junk is skipped, never raised); files
+        # and ranges of large files on every core, with the events of a serial read.
         try:
-            cut = _ends_mid_line(path)
-            # Text: any line ending, undecodable bytes replaced (junk is skipped, never raised).
-            lines = LogFile(path, drop_last_line=cut)
-            if path in wraps:
-                lines = unwrap_lines(lines, wraps[path])  # type: ignore[assignment]
-            collector.consume(registry.parse_metrics(backend, lines=lines, source=source))
-            if cut:
-                truncated.append(f"{source}:{_count_lines(path)}")
-        except OSError as exc:
-            raise _open_error(path, exc) from None
+            for events in read_events(registry, backend, files, sources, cuts, workers=workers):
+                collector.consume(events)
+        except LogReadError as exc:
+            raise _open_error(exc.path, exc) from None
     records = collector.records
     timed = [r for r in records if not is_memory_only(r)]
     if not timed:

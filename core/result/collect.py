@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from tprimat.contract.records import EvalRecord, LogFact, ParseIssue
+from tprimat.contract.records import EvalRecord, LogFact, ParseIssue, RepeatedLine
 from tprimat.result.schema import IterationRecord
 
 #: How many skipped-line references a result keeps verbatim (the rest are counted).
@@ -138,13 +138,16 @@ class EventCollector:
             # Keyed like iterations: a repeat (another rank, a restart) replaces the earlier line.
             self.evaluations[(event.iteration, event.samples)] = event
             return None
+        if isinstance(event, RepeatedLine):
+            self.duplicates += 1
+            return None
         if isinstance(event, ParseIssue):
             self.issue_count += 1
             if len(self.issues) < MAX_ISSUES_KEPT:
                 self.issues.append(event)
             return None
         raise TypeError(
-            f"parsers yield IterationRecord, EvalRecord, LogFact or ParseIssue, not {event!r}"
+            f"parsers yield IterationRecord, EvalRecord, LogFact, ParseIssue or RepeatedLine, not {event!r}"
         )
 
     def consume(self, events: Iterable[Any]) -> EventCollector:

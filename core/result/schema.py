@@ -10,6 +10,7 @@ dropped.  Loading validates every field and names the one that is wrong.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -290,12 +291,15 @@ def _make_converter() -> cattrs.Converter:
     return converter
 
 
-_converter = _make_converter()
+@functools.cache
+def _get_converter() -> cattrs.Converter:
+    """The converter, built on first use (building it costs more than the rest of the import)."""
+    return _make_converter()
 
 
 def result_to_dict(result: Result) -> dict[str, Any]:
     """The JSON-ready form of ``result`` (non-finite floats as strings)."""
-    data = _converter.unstructure(result)
+    data = _get_converter().unstructure(result)
     if data.get("caveats") is None:
         data.pop("caveats", None)  # written only when there is one
     return _replace_non_finite(data)
@@ -354,7 +358,7 @@ def result_from_dict(data: Any, *, origin: str = "result") -> Result:
         raise ResultError(f"{origin}: not a tprimat result (no schema_version)")
     data = migrate(data, origin=origin)
     try:
-        return _converter.structure(data, Result)
+        return _get_converter().structure(data, Result)
     except cattrs.BaseValidationError as exc:
         problems = "; ".join(
             cattrs.transform_error(exc, path="$", format_exception=_describe_problem)
@@ -375,8 +379,10 @@ def dumps_result(result: Result) -> str:
 
 
 def write_result(result: Result, path: str | Path) -> Path:
-    """Write ``result`` to ``path`` atomically (never a half-written file)."""
-    return atomic_write_text(path, dumps_result(result))
+    """Write ``result`` to ``path`` atomically (never a half-written file), in bounded memory."""
+    from tprimat.result.resultjson import iter_result_json
+
+    return atomic_write_text(path, iter_result_json(result))
 
 
 def load_result(path: str | Path) -> Result:

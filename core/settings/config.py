@@ -9,6 +9,7 @@ be compared side by side.
 
 from __future__ import annotations
 
+import functools
 import json
 import tomllib
 from importlib import resources
@@ -149,11 +150,11 @@ class CostSection:
 
 
 def _default_cost() -> CostSection:
-    return _converter.structure(default_config_dict()["cost"], CostSection)
+    return _get_converter().structure(default_config_dict()["cost"], CostSection)
 
 
 def _default_convergence() -> ConvergenceSection:
-    return _converter.structure(default_config_dict()["convergence"], ConvergenceSection)
+    return _get_converter().structure(default_config_dict()["convergence"], ConvergenceSection)
 
 
 @attrs.frozen(kw_only=True)
@@ -198,7 +199,7 @@ class BenchmarkConfig:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return _converter.unstructure(self)
+        return _get_converter().unstructure(self)
 
     def fingerprint(self, dataset_fingerprint: str | None = None) -> str:
         """Stable hash of the fields that must match for a fair comparison."""
@@ -274,7 +275,10 @@ def _strict_bool(value: Any) -> bool:
     return value
 
 
-_converter = _make_converter()
+@functools.cache
+def _get_converter() -> cattrs.Converter:
+    """The converter, built on first use (building it costs more than the rest of the import)."""
+    return _make_converter()
 
 
 def default_config_dict() -> dict[str, Any]:
@@ -339,7 +343,7 @@ def load_config(
 def config_from_dict(data: dict[str, Any]) -> BenchmarkConfig:
     """Structure and validate a config dict; errors name the offending key."""
     try:
-        config = _converter.structure(data, BenchmarkConfig)
+        config = _get_converter().structure(data, BenchmarkConfig)
     except cattrs.BaseValidationError as exc:
         raise ConfigError("invalid config: " + "; ".join(cattrs.transform_error(exc))) from None
     except (ValueError, TypeError) as exc:

@@ -203,9 +203,45 @@ def _metadata_after_events(tail: bytes) -> dict[str, Any]:
 
 
 def read_trace(path: str | Path) -> RankTrace:
-    """Read one rank's trace file (plain or gzip JSON), streaming."""
+    """Read one rank's trace file (plain or gzip JSON), streaming.
+
+    Events are decoded in large typed batches (:mod:`tprimat.trace.fastread`); a file that
+    reader cannot take (truncated, malformed, unusual) is read again item by item with ijson,
+    which gives the same arrays or the precise error.
+    """
     path = Path(path)
     prefix, metadata = _read_head(path)
+    try:
+        return _read_events(path, prefix, dict(metadata), _fast_events(path, prefix))
+    except _FastReadFailed:
+        pass
+    return _read_events(path, prefix, metadata, None)
+
+
+class _FastReadFailed(Exception):
+    pass
+
+
+def _fast_events(path: Path, prefix: str) -> tuple[Iterator[Any], list[bytes]]:
+    from tprimat.trace.fastread import fast_events
+
+    tail: list[bytes] = []
+
+    def events() -> Iterator[Any]:
+        try:
+            with open_binary(path) as fh:
+                yield from fast_events(fh, prefix, tail, threaded=isinstance(fh, gzip.GzipFile))
+        except Exception as exc:  # any surprise: the item-by-item reader decides
+            raise _FastReadFailed(str(exc)) from None
+
+    return events(), tail
+
+
+def _read_events(
+    path: Path, prefix: str, metadata: dict[str, Any], fast: tuple[Iterator[Any], list[bytes]] | None
+) -> RankTrace:
+    from tprimat.trace.fastread import Event
+
     trace = RankTrace(path=path, metadata=metadata)
 
     names: dict[str, int] = {}
@@ -216,10 +252,14 @@ def read_trace(path: str | Path) -> RankTrace:
     activity_index = _ACTIVITY_INDEX
     launch_cats = _LAUNCH_CATEGORIES
     events = 0
-    tail: list[bytes] = []
-    for event in iter_events(path, prefix, tail):
+    if fast is None:
+        tail: list[bytes] = []
+        stream = iter_events(path, prefix, tail)
+    else:
+        stream, tail = fast
+    for event in stream:
         events += 1
-        if not isinstance(event, dict):
+        if not isinstance(event, (dict, Event)):
             continue
         cat = event.get("cat")
         code = activity_index.get(cat)  # type: ignore[arg-type]

@@ -26,14 +26,19 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from tprimat.contract.records import EvalRecord, LogFact, ParseIssue
+from tprimat.contract.records import REPEATED_LINE, EvalRecord, LogFact, ParseIssue, RepeatedLine
+from tprimat.result.collect import is_memory_only
 from tprimat.result.schema import IterationRecord
 
-Event = IterationRecord | LogFact | ParseIssue | EvalRecord
+Event = IterationRecord | LogFact | ParseIssue | EvalRecord | RepeatedLine
 
 # Real ESC sequences, and colour codes whose ESC byte was lost on the way ("[[32m").
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\[[0-9;]*[0-9]m")
 _ITERATION_RE = re.compile(r"(?<![A-Za-z_])iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+# The same without the look-behind, which would stop the regex engine from scanning for the
+# literal "iteration" at C speed; `_find_iteration` checks the character before instead.
+_ITERATION_AT_RE = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+_WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _MEGATRON_TS_RE = re.compile(r"\[(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}(?:\.\d+)?)\]\s*$")
 _PRIMUS_TS_RE = re.compile(r"\[(\d{4})(\d{2})(\d{2}) (\d{2}:\d{2}:\d{2})\]")
 _MEMORY_RE = re.compile(r"\(after (\d+) iterations?\) memory \(MB\)\s*\|(.*)")
@@ -104,6 +109,14 @@ def strip_ansi(text: str) -> str:
     if "\x1b" not in text and "[0m" not in text:
         return text  # colour codes that lost their ESC byte always come with a reset, "[0m"
     return _ANSI_RE.sub("", text)
+
+
+def _find_iteration(text: str) -> re.Match[str] | None:
+    """The first ``iteration N/M |`` in ``text`` not preceded by a letter or "_" (as _ITERATION_RE)."""
+    match = _ITERATION_AT_RE.search(text)
+    while match is not None and match.start() and text[match.start() - 1] in _WORD_CHARS:
+        match = _ITERATION_AT_RE.search(text, match.start() + 1)
+    return match
 
 
 def parse_float(text: str) -> float:
@@ -184,6 +197,10 @@ def validation_record(line: str, source: str) -> EvalRecord | ParseIssue | None:
     return EvalRecord(iteration=int(match.group(1)), eval_loss=loss, source=source)
 
 
+# Segment text -> what it reads as (a pure function of the text, shared by every stream).
+_SEGMENTS: dict[tuple[str, str], tuple[dict, dict, str | None]] = {}
+
+
 class MegatronLogParser:
     """Stateful reader of one stream of Megatron-family log lines.
 
@@ -208,6 +225,13 @@ class MegatronLogParser:
         self._facts: dict[str, Any] = {}
         self._pending: tuple[str, int] | None = None  # an iteration line continued on the next
         self._pending_reported: dict[str, float | str | None] = {}
+        # Repeated lines (see `repeats`): line key -> (iteration, covers or None for a memory
+        # line, generation); an iteration's generation changes with each record of it but memory.
+        self._line_records: dict[bytes, tuple[int, int | None, int | None]] = {}
+        self._segments = _SEGMENTS
+        self._quiet: set[bytes] = set()
+        self._generations: dict[int, int] = {}
+        self._generation = 0
         self._handlers: dict[str, Callable[[str, dict, dict], None]] = {
             "consumed samples": self._consumed,
             "elapsed time per iteration (ms)": self._elapsed,
@@ -248,6 +272,92 @@ class MegatronLogParser:
         return LogFact(key=key, value=value, source=self.where(lineno))
 
     # -- the stream -----------------------------------------------------------------------
+
+    def state(self) -> tuple:
+        """What decides how the rest of the stream is read (compared to split a file safely)."""
+        return (self.started, self.log_interval, self._previous_iteration, self._previous_covers,
+                sorted(self._facts.items(), key=lambda item: item[0]), self._pending,
+                sorted(self._pending_reported.items(), key=lambda item: item[0]))
+
+    def resume(self, state: tuple) -> None:
+        """Continue a stream from :meth:`state` (the reading of a file's range begins there)."""
+        (self.started, self.log_interval, self._previous_iteration, self._previous_covers,
+         facts, self._pending, pending_reported) = state
+        self._facts = dict(facts)
+        self._pending_reported = dict(pending_reported)
+
+    def state_is_clean(self) -> bool:
+        """Nothing is held from earlier lines that a line's record would take in."""
+        return self._pending is None and not self._pending_reported
+
+    def repeats(self, key: bytes) -> list[Event] | None:
+        """The events of a copy of an earlier line with ``key`` (see :func:`repeat_key`), or None.
+
+        A copy of an iteration line gives :data:`~tprimat.contract.records.REPEATED_LINE`
+        when this stream's last record for that iteration came from a line with
+        the same key and reading it again would give the same record (no held
+        line, same previous iteration and interval).  A copy of a memory line
+        gives nothing when no other record for that iteration came since: its
+        readings are already in.  None: the line must be read.
+        """
+        known = self._line_records.get(key)
+        if known is None:
+            return None
+        iteration, covers, generation = known
+        if self._generations.get(iteration) != generation:
+            return None
+        if covers is None:
+            return []
+        if (self._pending is None and not self._pending_reported
+                and self._previous_iteration == iteration and self._previous_covers == covers):
+            return [REPEATED_LINE]
+        return None
+
+    def quiet(self, line: bytes) -> bool:
+        """Whether ``line`` is a copy of a line that gave nothing and changed nothing."""
+        return line in self._quiet
+
+    def remember(self, key: bytes | None, events: list[Event], clean_before: bool,
+                 line: bytes | None = None) -> None:
+        """Note which line gave the records in ``events`` (``key`` None: not repeatable).
+
+        ``clean_before``: the parser held nothing (no unfinished line, no pending
+        values) when the line was read, so a copy of it reads the same.  A
+        ``line`` that gave nothing and left nothing held is :meth:`quiet` from
+        now on, until a fact is stated (a copy of a line could then state its
+        value again).  Subclasses that keep state of their own, beyond facts
+        and pending values, must extend :meth:`state_is_clean`.
+        """
+        if not events:
+            if line is not None and clean_before and self.state_is_clean():
+                if len(self._quiet) >= 4096:
+                    self._quiet.clear()
+                self._quiet.add(line)
+            return
+        if self._quiet and any(isinstance(e, LogFact) for e in events):
+            self._quiet.clear()
+        self._remember_records(key, events, clean_before)
+
+    def _remember_records(self, key: bytes | None, events: list[Event], clean_before: bool) -> None:
+        records = [e for e in events if isinstance(e, IterationRecord)]
+        if not records:
+            return
+        generations = self._generations
+        full = [r for r in records if not is_memory_only(r)]
+        for record in full:
+            self._generation += 1
+            generations[record.iteration] = self._generation
+        if key is None or len(events) != 1:
+            return
+        if len(self._line_records) >= 256:
+            self._line_records.clear()
+        record = records[0]
+        if full:
+            if clean_before:
+                self._line_records[key] = (record.iteration, record.covers_iterations,
+                                           generations[record.iteration])
+        else:
+            self._line_records[key] = (record.iteration, None, generations.get(record.iteration))
 
     def holds_line(self) -> bool:
         """Whether an iteration line continued on the next line is being held."""
@@ -304,8 +414,10 @@ class MegatronLogParser:
     # -- iteration and memory lines ---------------------------------------------------------
 
     def _iteration_or_memory(self, line: str, lineno: int) -> list[Event] | None:
+        if "|" not in line:
+            return None  # both lines have a "|" after their key (stripping colour adds none)
         clean = strip_ansi(line)
-        match = _ITERATION_RE.search(clean)
+        match = _find_iteration(clean)
         if match is not None:
             body = clean[match.end():]
             if "number of nan iterations" not in body:
@@ -328,7 +440,7 @@ class MegatronLogParser:
             joined = f"{text.rstrip()} {clean}"
             if "number of nan iterations" in joined:
                 self._pending = None
-                match = _ITERATION_RE.search(joined)
+                match = _find_iteration(joined)
                 assert match is not None
                 return self._iteration(joined, match, start), True
             self._pending = (joined, start)
@@ -346,22 +458,19 @@ class MegatronLogParser:
         fields: dict[str, Any] = {}
         reported: dict[str, float | str | None] = {}
         problems: list[str] = []
-        segments = _SEGMENT_RE.findall(clean, match.end())
-        handlers = self._handlers
-        for key, value in segments:
-            handler = handlers.get(key.strip())
-            if handler is None:
-                key = _RANK_PREFIX_RE.sub("", key.strip())
-                handler = handlers.get(key)
-            try:
-                if handler is not None:
-                    handler(value, fields, reported)
-                elif key and len(key) < 60:
-                    number = _NUMBER_RE.fullmatch(value.strip())
-                    if number is not None:
-                        reported[normal_key(key)] = float(number.group(0))
-            except LineError as exc:
-                problems.append(f"{key.strip()}: {exc}")
+        cache = self._segments
+        if len(cache) > 8192:
+            cache.clear()
+        for segment in _SEGMENT_RE.findall(clean, match.end()):
+            read = cache.get(segment)
+            if read is None:
+                read = cache[segment] = self._segment(*segment)
+            if read[0]:
+                fields.update(read[0])
+            if read[1]:
+                reported.update(read[1])
+            if read[2] is not None:
+                problems.append(read[2])
         if problems:
             # A value that does not read as its label says: keep nothing from this line.
             return [self.issue(lineno, "unreadable iteration line (" + "; ".join(problems)
@@ -401,6 +510,28 @@ class MegatronLogParser:
         events.append(record)
         self.started = True
         return events
+
+    def _segment(self, key: str, value: str) -> tuple[dict, dict, str | None]:
+        """What one ``key: value`` segment adds to the fields and reported values, or its problem.
+
+        A pure function of the text (segment values repeat from line to line, so it is cached).
+        """
+        fields: dict[str, Any] = {}
+        reported: dict[str, float | str | None] = {}
+        handler = self._handlers.get(key.strip())
+        if handler is None:
+            key = _RANK_PREFIX_RE.sub("", key.strip())
+            handler = self._handlers.get(key)
+        try:
+            if handler is not None:
+                handler(value, fields, reported)
+            elif key and len(key) < 60:
+                number = _NUMBER_RE.fullmatch(value.strip())
+                if number is not None:
+                    reported[normal_key(key)] = float(number.group(0))
+        except LineError as exc:
+            return {}, {}, f"{key.strip()}: {exc}"
+        return fields, reported, None
 
     def _covers(self, iteration: int) -> int:
         previous = self._previous_iteration
@@ -570,7 +701,18 @@ def iter_events(parser: MegatronLogParser | Any, lines: Iterable[str]) -> Iterat
     """
     chunks = getattr(lines, "byte_chunks", None)
     if callable(chunks):
-        yield from _iter_chunks(parser, chunks())
+        # A range of a file (see tprimat.parse.logfile.LogFile): its first line's number, where it
+        # starts, and the reader's state there; the state at its end is handed back.
+        resume = getattr(lines, "resume_state", None)
+        if resume is not None:
+            parser.resume(resume)
+        yield from _iter_chunks(parser, chunks(), getattr(lines, "first_lineno", 1) - 1,
+                                getattr(lines, "start", 0))
+        if hasattr(lines, "final_state") and hasattr(parser, "state"):
+            lines.final_state = parser.state()
+            lines.started = parser.started
+        if not getattr(lines, "at_end", True):
+            return  # the file goes on in the next range
     else:
         yield from _iter_lines(parser, lines)
     try:
@@ -633,9 +775,39 @@ _ANY_NEWLINE = re.compile(rb"\r\n|\r|\n")
 STARTUP_BYTES = 64 * 1024 * 1024
 
 
-def _iter_chunks(parser: Any, chunks: Iterable[bytes]) -> Iterator[Event]:
-    before = 0  # lines in earlier chunks
-    offset = 0  # bytes in earlier chunks
+#: Bytes that can precede "iteration" in a line whose copies are recognised by their bytes: none
+#: of them can be part of a terminal colour code, so the text from "iteration" on reads the
+#: same whatever came before it.
+_REPEAT_SAFE_BEFORE = frozenset(b" \t|:])>,")
+
+
+def repeat_key(line: bytes) -> bytes | None:
+    """The bytes that decide what an iteration or memory line reads as, or None if they cannot be told.
+
+    Two lines with the same key give the same record but for where they were
+    read and their timestamp: the key is the line from the byte before the
+    first "iteration" (or before the "(after N " of a memory line) on, plus
+    whether the line holds colour codes (which are stripped from the whole
+    line or not at all).  Lines whose start could hold an earlier iteration
+    match (a "|") or whose key may follow a colour code get no key.
+    """
+    position = line.find(b"iteration")
+    if position <= 0:
+        return None
+    after = line.rfind(b"(after ", 0, position)
+    if after > 0 and line[after + 7:position - 1].isdigit() and line[position - 1] == 32:
+        position = after
+    if line[position - 1] not in _REPEAT_SAFE_BEFORE or b"|" in line[:position]:
+        return None
+    coloured = b"\x1b" in line or b"[0m" in line
+    return line[position - 1:] + (b"\x01" if coloured else b"\x00")
+
+
+def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0,
+                 offset: int = 0) -> Iterator[Event]:
+    # before: lines in earlier chunks; offset: bytes in earlier chunks
+    repeats = getattr(parser, "repeats", None)
+    remember = getattr(parser, "remember", None)
     for chunk in chunks:
         started = parser.started or offset >= STARTUP_BYTES
         offset += len(chunk)
@@ -649,22 +821,13 @@ def _iter_chunks(parser: Any, chunks: Iterable[bytes]) -> Iterator[Event]:
             continue
         triggers = parser.running_triggers if started else parser.triggers
         _check_triggers(triggers)
-        starts: set[int] = set()
-        for trigger in {t.encode() for t in triggers}:
-            position = chunk.find(trigger)
-            while position != -1:
-                start = chunk.rfind(b"\n", 0, position) + 1
-                starts.add(start)
-                end = chunk.find(b"\n", position)
-                if end == -1:
-                    break
-                position = chunk.find(trigger, end)
-        ordered = sorted(starts)
+        ordered = _line_starts(chunk, triggers)
         index = 0
         counted_to, counted = 0, before  # `counted` lines lie before offset `counted_to`
         fed_to = 0  # bytes already given to the parser
         while True:
-            if parser.holds_line() and fed_to < len(chunk):
+            held = parser.holds_line()
+            if held and fed_to < len(chunk):
                 start = fed_to  # an unfinished line: the next line goes in whatever it holds
             else:
                 while index < len(ordered) and ordered[index] < fed_to:
@@ -673,22 +836,57 @@ def _iter_chunks(parser: Any, chunks: Iterable[bytes]) -> Iterator[Event]:
                     break
                 start = ordered[index]
                 index += 1
-            counted += chunk.count(b"\n", counted_to, start)
-            counted_to = start
             end = chunk.find(b"\n", start)
             end = len(chunk) if end == -1 else end + 1
-            events = _feed(parser, chunk[start:end].decode("utf-8", "replace"), counted + 1)
+            line = chunk[start:end]
+            key = None
+            if remember is not None and not held:
+                if parser.quiet(line):
+                    fed_to = end
+                    continue
+                if parser.started:
+                    key = repeat_key(line)
+                    if key is not None:
+                        copied = repeats(key)
+                        if copied is not None:
+                            fed_to = end
+                            yield from copied
+                            continue
+            counted += chunk.count(b"\n", counted_to, start)
+            counted_to = start
+            clean_before = not held and remember is not None and parser.state_is_clean()
+            events = _feed(parser, line.decode("utf-8", "replace"), counted + 1)
             fed_to = end
+            if remember is not None:
+                remember(key, events or [], clean_before, line)
             if events:
                 yield from events
-        before += chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
+        # Lines of this chunk: those counted up to the last line read, and the rest.
+        before = counted + chunk.count(b"\n", counted_to) + (0 if chunk.endswith(b"\n") else 1)
+
+
+def _line_starts(chunk: bytes, triggers: tuple[str, ...]) -> list[int]:
+    """Where the lines of ``chunk`` that hold a trigger start, in order."""
+    starts: set[int] = set()
+    for trigger in {t.encode() for t in triggers}:
+        position = chunk.find(trigger)
+        while position != -1:
+            starts.add(chunk.rfind(b"\n", 0, position) + 1)
+            end = chunk.find(b"\n", position)
+            if end == -1:
+                break
+            position = chunk.find(trigger, end)
+    return sorted(starts)
 
 
 def _iter_lines_from(parser: Any, pieces: list[bytes], before: int) -> Iterator[Event]:
+    remember = getattr(parser, "remember", None)
     for offset, piece in enumerate(pieces, 1):
         triggers = parser.running_triggers if parser.started else parser.triggers
         line = piece.decode("utf-8", "replace") + "\n"
         if parser.holds_line() or any(t in line for t in triggers):
             events = _feed(parser, line, before + offset)
+            if remember is not None:
+                remember(None, events or [], False)
             if events:
                 yield from events

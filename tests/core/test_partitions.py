@@ -82,13 +82,13 @@ def test_unknown_compute_mode_refuses_the_peak():
 
 
 def test_partition_survives_a_result_round_trip():
-    from tprimat.result.schema import _converter
+    from tprimat.result.schema import _get_converter
 
     hardware = Hardware(device_name="AMD Instinct MI300X", partition=amd_partition("QPX", "NPS1", "rocm-smi"))
-    data = _converter.unstructure(hardware)
+    data = _get_converter().unstructure(hardware)
     assert data["partition"]["per_gpu"] == 4
-    assert _converter.structure(data, Hardware) == hardware
-    assert _converter.structure({"device_name": "x"}, Hardware).partition is None
+    assert _get_converter().structure(data, Hardware) == hardware
+    assert _get_converter().structure({"device_name": "x"}, Hardware).partition is None
 
 
 def test_microbench_fraction_of_peak_uses_the_partition_share():

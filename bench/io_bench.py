@@ -1,0 +1,195 @@
+"""One command for the I/O-bound paths: log parsing and trace analysis, beside simple references.
+
+Builds, deterministically from the real fixtures (never committed, under ``--root``):
+
+* a Primus console log of ``--size-mb`` MB with all 8 ranks' lines interleaved (the shape
+  ``tee`` and SLURM produce) and a per-rank Primus tree of the same size
+  (:mod:`logshapes`, next to this file);
+* Kineto traces of each ``--trace-mb`` size, by repeating an HTA test trace end to end in time
+  (``make_large_trace.py``, next to this file).
+
+Then runs each tool in its own fresh process and measures from outside (``wait4``): wall time,
+CPU time (user + system, the process and its waited-for workers) and peak RSS (the largest single
+process: ``ru_maxrss``).  Rows per log shape: ``tprimat parse`` end to end (result JSON written)
+on every CPU and on one, a plain single-pass Python parser that reads the same iteration fields
+into a dict (the floor for a pure-Python reader), and ``grep -c iteration`` (reading speed).
+Rows per trace: ``tprimat trace analyze --json`` and HolisticTraceAnalysis's temporal breakdown
+when ``--hta-python`` names a Python with it installed.  Best of ``--repeat`` runs (by wall).
+
+    python bench/io_bench.py [--size-mb 1024] [--trace-mb 100,300,1000] [--repeat 3]
+                             [--hta-python /tmp/hta-venv/bin/python] [--skip-traces] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import logshapes  # noqa: E402
+
+TRACE_SOURCE = HERE.parent / "tests" / "fixtures" / "traces" / "hta" / "trace_diff_control_control.json.gz"
+
+PLAIN_PARSER = r"""
+import re, sys
+from pathlib import Path
+LINE = re.compile(rb"iteration\s+(\d+)\s*/\s*\d+\s*\|.*?consumed samples:\s*(\d+).*?"
+                  rb"elapsed time per iteration \(ms\):\s*([\d.]+).*?learning rate:\s*([-+.\dEe]+).*?"
+                  rb"global batch size:\s*(\d+).*?lm loss:\s*([-+.\dEe]+)")
+records = {}
+paths = [Path(p) for p in sys.argv[1:]]
+files = [f for p in paths for f in (sorted(p.rglob("*.log")) if p.is_dir() else [p])]
+for path in files:
+    with open(path, "rb") as handle:
+        for line in handle:
+            if b"iteration" in line:
+                m = LINE.search(line)
+                if m:
+                    n = int(m.group(1))
+                    records.setdefault(n, (int(m.group(2)), float(m.group(3)) / 1000, float(m.group(4)),
+                                           int(m.group(5)), float(m.group(6))))
+print(len(records))
+"""
+
+HTA = r"""
+import logging, os, sys, tempfile
+logging.disable(logging.WARNING)
+from hta.trace_analysis import TraceAnalysis
+directory = tempfile.mkdtemp()
+os.symlink(os.path.abspath(sys.argv[1]), os.path.join(directory, os.path.basename(sys.argv[1])))
+df = TraceAnalysis(trace_dir=directory).get_temporal_breakdown(visualize=False)
+print(int(df.iloc[0]["idle_time(us)"]))
+"""
+
+
+def run(argv: list[str], env: dict | None = None) -> dict:
+    """Run ``argv`` in a fresh process: wall, CPU and peak RSS from outside, and its last line."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        lines = out.read().strip().splitlines()
+        code = os.waitstatus_to_exitcode(status)
+        return {
+            "wall_s": wall,
+            "cpu_s": usage.ru_utime + usage.ru_stime,
+            "rss_mib": usage.ru_maxrss / 1024,
+            "rc": code,
+            "out": (lines[-1] if lines else "") if code == 0 else err.read()[-300:],
+        }
+
+
+def best(argv: list[str], repeat: int) -> dict:
+    runs = [run(argv) for _ in range(repeat)]
+    failed = [r for r in runs if r["rc"] != 0]
+    if failed:
+        return failed[0]  # shown with its exit status and error
+    chosen = min(runs, key=lambda r: r["wall_s"])
+    chosen["cpu_s"] = min(r["cpu_s"] for r in runs)
+    chosen["rss_mib"] = max(r["rss_mib"] for r in runs)
+    return chosen
+
+
+def size_of(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mb", type=int, default=1024, help="size of each log shape")
+    parser.add_argument("--trace-mb", default="100,300,1000", help="trace sizes, comma-separated")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (best kept)")
+    parser.add_argument("--root", type=Path, default=Path("/tmp/tprimat-io-bench"))
+    parser.add_argument("--hta-python", default=None, help="a Python with HolisticTraceAnalysis")
+    parser.add_argument("--hta-max-mb", type=int, default=1000, help="largest trace given to HTA")
+    parser.add_argument("--skip-traces", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the generated inputs")
+    args = parser.parse_args()
+
+    root = args.root
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    started = time.perf_counter()
+    inputs = [
+        ("interleaved console log", logshapes.build_interleaved(root / "console.log", args.size_mb)),
+        ("per-rank tree", logshapes.build_tree(root / "tree", args.size_mb)),
+    ]
+    traces = []
+    if not args.skip_traces:
+        for mb in (int(x) for x in args.trace_mb.split(",") if x):
+            out = root / f"trace_{mb}mb.json"
+            subprocess.run(
+                [
+                    sys.executable,
+                    str(HERE / "make_large_trace.py"),
+                    str(TRACE_SOURCE),
+                    str(out),
+                    "--min-bytes",
+                    str(mb * 1_000_000),
+                ],
+                check=True,
+                capture_output=True,
+            )
+            traces.append((f"Kineto trace {mb} MB", out))
+    print(f"inputs built in {time.perf_counter() - started:.0f} s under {root}")
+
+    tprimat = [sys.executable, "-m", "tprimat.cli"]
+    rows = []
+    for label, path in inputs:
+        size = size_of(path)
+        result = root / "result.json"
+        parse = [*tprimat, "parse", str(path), "--backend", "amd_primus", "-o", str(result)]
+        for name, argv in (
+            (f"tprimat parse (-j {os.cpu_count()})", parse),
+            ("tprimat parse -j 1", [*parse, "-j", "1"]),
+            ("plain single-pass Python parser", [sys.executable, "-c", PLAIN_PARSER, str(path)]),
+            ("grep -c iteration", ["sh", "-c", 'find "$1" -type f | xargs cat | grep -c iteration', "sh", str(path)]),
+        ):
+            rows.append((label, name, size, best(argv, args.repeat)))
+    for label, path in traces:
+        size = size_of(path)
+        rows.append(
+            (
+                label,
+                "tprimat trace analyze --json",
+                size,
+                best([*tprimat, "trace", "analyze", str(path), "--json"], args.repeat),
+            )
+        )
+        if args.hta_python and size <= args.hta_max_mb * 1_000_000:
+            rows.append(
+                (
+                    label,
+                    "HolisticTraceAnalysis temporal breakdown",
+                    size,
+                    best([args.hta_python, "-c", HTA, str(path)], 1),
+                )
+            )
+
+    load = os.getloadavg()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load[0]:.1f} at the end\n")
+    print("| input | tool | MB | wall s | CPU s | MB/s (wall) | MB/s (CPU) | peak RSS MiB | exit | output |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for label, name, size, m in rows:
+        mb = size / 1e6
+        print(
+            f"| {label} | {name} | {mb:.0f} | {m['wall_s']:.2f} | {m['cpu_s']:.2f} | {mb / m['wall_s']:.0f} | "
+            f"{mb / m['cpu_s']:.0f} | {m['rss_mib']:.0f} | {m['rc']} | {m['out'][:40]} |"
+        )
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

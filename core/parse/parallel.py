@@ -1,0 +1,281 @@
+"""Read the log files of one result on every core, with exactly the events a serial read gives.
+
+``tprimat parse`` reads many files (Primus's per-rank tree) or one large file
+(a console log with every rank's lines).  Files are independent streams, so
+they are read by a pool of worker processes and their events handed to the
+collector in file order.  A large file is cut into byte ranges at the chunk
+boundaries a whole-file read uses (:func:`tprimat.parse.logfile.chunk_starts`), so
+every range sees exactly the chunks the serial read sees.  The reader's
+state at the start of a range (start-up over, facts stated, the last
+iteration and its interval, a line held over) is guessed by the worker: it
+reads the file's start-up lines, then the chunk just before the range.  The
+guess is checked against the true state at the end of the previous range;
+when they differ the range is read again from the true state, so the result
+never depends on the guess, only the speed.  Backend parsers that cannot
+report their state (see :class:`tprimat.parse.logfile.LogFile`) get whole files.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from tprimat.parse.logfile import LogFile, chunk_starts, count_lines
+from tprimat.parse import logfile
+from tprimat.result.collect import is_memory_only
+from tprimat.result.schema import IterationRecord
+
+#: Bytes per chunk of a file (see :class:`tprimat.parse.logfile.LogFile`); ranges start at chunk starts.
+CHUNK_BYTES = logfile.CHUNK_BYTES
+#: Below this many bytes in all, files are read in this process (a pool costs more than it saves).
+PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+#: How much of the file before a range is read to guess the reader's state at its start.
+LEAD_BYTES = 1024 * 1024
+#: The most read before a range when the file holds few iteration lines (then the guess may miss).
+LEAD_MAX_BYTES = 64 * 1024 * 1024
+#: The largest range a large file is cut into.
+RANGE_MAX_BYTES = 128 * 1024 * 1024
+#: A file at least this large is cut into ranges.
+SPLIT_MIN_BYTES = 64 * 1024 * 1024
+
+
+class LogReadError(OSError):
+    """A log file that cannot be read; ``path`` names it."""
+
+    def __init__(self, path: Path, strerror: str) -> None:
+        super().__init__(strerror)
+        self.path = path
+        self.strerror = strerror
+
+
+@attrs.frozen(kw_only=True)
+class _Unit:
+    """One file, or one byte range of one, read by one worker."""
+
+    path: Path
+    source: str
+    drop_last_line: bool
+    chunk_bytes: int
+    start: int = 0
+    end: int | None = None  # None: to the end of the file
+    chunk_index: int = 0  # the range's first chunk among the file's chunks
+    first_lineno: int = 1  # the number of the range's first line
+    starts: tuple[int, ...] = ()  # all chunk starts of the file (for ranges)
+
+
+@attrs.frozen(kw_only=True)
+class _Read:
+    events: list[Any]
+    final_state: Any
+    assumed_state: Any = None  # the state a later range was read from
+
+
+def default_workers() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+# The registry and backend, inherited by forked workers (never pickled).
+_CONTEXT: dict[str, Any] = {}
+
+
+def _parse(unit: _Unit, lines: LogFile) -> list[Any]:
+    return list(_CONTEXT["registry"].parse_metrics(_CONTEXT["backend"], lines=lines, source=unit.source))
+
+
+def _range(unit: _Unit, start: int, end: int | None, first_lineno: int, state: Any) -> LogFile:
+    return LogFile(
+        unit.path,
+        drop_last_line=unit.drop_last_line and end is None,
+        chunk_bytes=unit.chunk_bytes,
+        start=start,
+        end=end,
+        first_lineno=first_lineno,
+        resume_state=state,
+    )
+
+
+def _read_unit(unit: _Unit) -> _Read | LogReadError:
+    try:
+        if unit.chunk_index == 0:
+            lines = _range(unit, unit.start, unit.end, 1, None)
+            return _Read(events=_parse(unit, lines), final_state=lines.final_state)
+        return _read_later_range(unit)
+    except OSError as exc:
+        return LogReadError(unit.path, exc.strerror or str(exc))
+
+
+def _read_later_range(unit: _Unit) -> _Read:
+    """A range after the first: guess the reader's state at its start, then read it from there."""
+    starts = unit.starts
+    state, lineno, index = None, 1, 0  # the reader's state at chunk `index`, its first line
+    # The start-up lines: chunk by chunk from the top until the reader has passed them ...
+    while index < unit.chunk_index - 1:
+        lines = _range(unit, starts[index], starts[index + 1], lineno, state)
+        _parse(unit, lines)
+        state = lines.final_state
+        lineno += count_lines(unit.path, starts[index + 1], starts[index])
+        index += 1
+        if lines.started:
+            break
+    # ... then the chunks just before the range, to learn the last iteration and its interval:
+    # as many as hold two different iterations (more each time), up to LEAD_MAX_BYTES.
+    span = max(1, -(-LEAD_BYTES // unit.chunk_bytes))
+    while True:
+        lead = max(index, unit.chunk_index - span)
+        lines = _range(
+            unit, starts[lead], unit.start, unit.first_lineno - count_lines(unit.path, unit.start, starts[lead]), state
+        )
+        seen = {e.iteration for e in _parse(unit, lines) if isinstance(e, IterationRecord) and not is_memory_only(e)}
+        if len(seen) >= 2 or lead == index or span * unit.chunk_bytes >= LEAD_MAX_BYTES:
+            break
+        span *= 4
+    assumed = lines.final_state
+    lines = _range(unit, unit.start, unit.end, unit.first_lineno, assumed)
+    return _Read(events=_parse(unit, lines), final_state=lines.final_state, assumed_state=assumed)
+
+
+def _count_unit(unit: _Unit) -> int:
+    return count_lines(unit.path, unit.end if unit.end is not None else unit.path.stat().st_size, unit.start)
+
+
+def _number_lines(pool: Any, units: list[_Unit]) -> list[_Unit]:
+    """The units with the number of each range's first line (the ranges counted in parallel)."""
+    ranges = [i for i, unit in enumerate(units) if unit.starts and unit.end is not None]
+    counts = dict(zip(ranges, pool.map(_count_unit, [units[i] for i in ranges]), strict=True))
+    numbered, lineno = [], 1
+    for i, unit in enumerate(units):
+        if unit.chunk_index == 0:
+            lineno = 1
+        numbered.append(attrs.evolve(unit, first_lineno=lineno) if unit.chunk_index else unit)
+        lineno += counts.get(i, 0)
+    return numbered
+
+
+def _resumable(registry: Any, backend: str, path: Path, source: str) -> bool:
+    """Whether the backend's parser reports its state (an empty range shows it)."""
+    probe = LogFile(path, start=0, end=0)
+    try:
+        for _ in registry.parse_metrics(backend, lines=probe, source=source):
+            pass
+    except Exception:  # a parser that reads text lines only
+        return False
+    return probe.final_state is not None
+
+
+def _units(
+    registry: Any,
+    backend: str,
+    files: Sequence[Path],
+    sources: Sequence[str],
+    cuts: Sequence[bool],
+    chunk_bytes: int,
+    split_bytes: int,
+    workers: int,
+) -> list[_Unit]:
+    units: list[_Unit] = []
+    resumable: bool | None = None
+    for path, source, cut in zip(files, sources, cuts, strict=True):
+        whole = _Unit(path=path, source=source, drop_last_line=cut, chunk_bytes=chunk_bytes)
+        size = path.stat().st_size
+        if size < split_bytes:
+            units.append(whole)
+            continue
+        if resumable is None:
+            resumable = _resumable(registry, backend, path, source)
+        starts = chunk_starts(path, chunk_bytes) if resumable else [0]
+        # At least two ranges per worker (they finish at different times), and ranges of at
+        # most RANGE_MAX_BYTES, so that the events waiting to be collected stay few.
+        pieces = min(len(starts), max(2 * workers, -(-size // RANGE_MAX_BYTES)))
+        if pieces < 2:
+            units.append(whole)
+            continue
+        cut_at = sorted({starts[round(i * len(starts) / pieces)] for i in range(pieces)})
+        for i, start in enumerate(cut_at):
+            end = cut_at[i + 1] if i + 1 < len(cut_at) else None
+            units.append(
+                attrs.evolve(whole, start=start, end=end, chunk_index=starts.index(start), starts=tuple(starts))
+            )
+    return units
+
+
+def read_events(
+    registry: Any,
+    backend: str,
+    files: Sequence[Path],
+    sources: Sequence[str],
+    cuts: Sequence[bool],
+    *,
+    workers: int | None = None,
+    chunk_bytes: int | None = None,
+    split_bytes: int | None = None,
+    parallel_min_bytes: int | None = None,
+) -> Iterator[list[Any]]:
+    """The events of ``files`` (read as ``sources``, last line dropped where ``cuts``), in order.
+
+    Yields one list of events per file or range.  ``workers`` processes (default: the CPUs
+    this process may use); 1, a small input, or a platform without ``fork`` reads serially.
+    The sizes default to this module's constants.  Raises :class:`LogReadError` for a file
+    that cannot be read.
+    """
+    workers = default_workers() if workers is None else max(1, workers)
+    chunk_bytes = CHUNK_BYTES if chunk_bytes is None else chunk_bytes
+    split_bytes = SPLIT_MIN_BYTES if split_bytes is None else split_bytes
+    parallel_min_bytes = PARALLEL_MIN_BYTES if parallel_min_bytes is None else parallel_min_bytes
+    try:
+        total = sum(path.stat().st_size for path in files)
+    except OSError as exc:
+        raise LogReadError(Path(exc.filename or "?"), exc.strerror or str(exc)) from None
+    fork = "fork" in multiprocessing.get_all_start_methods()
+    if workers == 1 or not fork or total < parallel_min_bytes:
+        for path, source, cut in zip(files, sources, cuts, strict=True):
+            unit = _Unit(path=path, source=source, drop_last_line=cut, chunk_bytes=chunk_bytes)
+            lines = _range(unit, 0, None, 1, None)
+            try:
+                yield from _stream(registry, backend, lines, source)
+            except OSError as exc:
+                raise LogReadError(path, exc.strerror or str(exc)) from None
+        return
+    units = _units(registry, backend, files, sources, cuts, chunk_bytes, split_bytes, workers)
+    _CONTEXT.update(registry=registry, backend=backend)
+    # An executor, not a multiprocessing.Pool: a worker that dies (out of memory, killed) is an
+    # error here (BrokenProcessPool), where a Pool would wait for it forever.
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(units)), mp_context=multiprocessing.get_context("fork"))
+    try:
+        state: Any = None
+        units = _number_lines(pool, units)
+        for unit, read in zip(units, pool.map(_read_unit, units), strict=True):
+            if isinstance(read, LogReadError):
+                raise read
+            if unit.chunk_index and read.assumed_state != state:
+                # The guess was wrong: read the range again from the true state.
+                lines = _range(unit, unit.start, unit.end, unit.first_lineno, state)
+                read = _Read(
+                    events=list(registry.parse_metrics(backend, lines=lines, source=unit.source)),
+                    final_state=lines.final_state,
+                )
+            state = read.final_state
+            yield read.events
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        _CONTEXT.clear()
+
+
+def _stream(registry: Any, backend: str, lines: LogFile, source: str) -> Iterator[list[Any]]:
+    """One file's events in batches, so that a serial read keeps memory flat."""
+    batch: list[Any] = []
+    for event in registry.parse_metrics(backend, lines=lines, source=source):
+        batch.append(event)
+        if len(batch) >= 4096:
+            yield batch
+            batch = []
+    yield batch

@@ -1,0 +1,113 @@
+"""A result document's JSON text, piece by piece, so that writing a long run never holds it whole.
+
+The text is exactly :func:`tprimat.result.schema.dumps_result`'s (indent 2, strict
+JSON): the document without its iterations is encoded once, and each
+iteration record is unstructured and encoded on its own, at the depth the
+whole-document encoder would have put it.  A run of 40 000 iterations is
+written in bounded memory instead of as one dict tree and one string of
+hundreds of megabytes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from json.encoder import c_make_encoder, encode_basestring_ascii
+from typing import Any
+
+import attrs
+
+_CONTAINERS = frozenset({dict, list})
+_MARK = "\x00tprimat-iterations\x00"
+_ITEM_INDENT = " " * 4  # "iterations" is a key of the top-level object: its items are two levels in
+
+
+def iter_result_json(result: Any) -> Iterator[str]:
+    """The pieces of ``dumps_result(result)``, in order."""
+    from tprimat.result import schema
+
+    skeleton = schema.result_to_dict(attrs.evolve(result, iterations=[]))
+    if not result.iterations or skeleton.get("iterations") != []:
+        yield schema.dumps_result(result)
+        return
+    skeleton["iterations"] = _MARK
+    text = json.dumps(skeleton, indent=2, allow_nan=False) + "\n"
+    marker = json.dumps(_MARK)
+    before, found, after = text.partition(marker)
+    if not found or marker in after:
+        yield schema.dumps_result(result)
+        return
+    yield before + "[\n" + _ITEM_INDENT
+    separator = ",\n" + _ITEM_INDENT
+    for index, record in enumerate(result.iterations):
+        data = _finite(schema._get_converter().unstructure(record), schema._unstructure_float)
+        encoded = _encode(data, 2)
+        yield (separator + encoded) if index else encoded
+    yield "\n  ]" + after
+
+
+def _finite(value: Any, spell: Any) -> Any:
+    """``schema._replace_non_finite`` for a freshly unstructured value, changing only what differs."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            kind = type(item)
+            if kind is float:
+                if item - item != 0.0:  # NaN or an infinity
+                    value[key] = spell(item)
+            elif kind is dict or kind is list:
+                value[key] = _finite(item, spell)
+        return value
+    if isinstance(value, list):
+        return [_finite(item, spell) for item in value]
+    if isinstance(value, float):
+        return spell(value)
+    return value
+
+
+def _encode(value: Any, level: int) -> str:
+    """``json.dumps(value, indent=2, allow_nan=False)`` for a value at nesting ``level``.
+
+    The same text as the standard encoder, which runs in Python once ``indent``
+    is set: here runs of scalar items are encoded by its C encoder, with the
+    newline and indentation of their level as the item separator.
+    """
+    if isinstance(value, dict) and value and all(isinstance(key, str) for key in value):
+        pieces: list[str] = []
+        run: dict[str, Any] = {}
+        for key, item in value.items():
+            if item and type(item) in _CONTAINERS:
+                if run:
+                    pieces.append(_scalars(level, run))
+                    run = {}
+                pieces.append(f"{encode_basestring_ascii(key)}: {_encode(item, level + 1)}")
+            else:
+                run[key] = item
+        if run:
+            pieces.append(_scalars(level, run))
+        inner = "\n" + "  " * (level + 1)
+        return "{" + inner + ("," + inner).join(pieces) + "\n" + "  " * level + "}"
+    if isinstance(value, list) and value:
+        inner = "\n" + "  " * (level + 1)
+        return "[" + inner + ("," + inner).join(_encode(item, level + 1) for item in value) + "\n" + "  " * level + "]"
+    # Scalars, empty containers, anything unusual: the standard encoder, re-indented.
+    return json.dumps(value, indent=2, allow_nan=False).replace("\n", "\n" + "  " * level)
+
+
+def _scalars(level: int, items: dict[str, Any]) -> str:
+    """``items`` (no non-empty containers among them) as the lines of an object at ``level``."""
+    return "".join(_c_encoder(level)(items, 0))[1:-1]
+
+
+@functools.cache
+def _c_encoder(level: int) -> Any:
+    """json's C encoder whose item separator is the newline and indentation of ``level``'s items.
+
+    Made once per level: ``JSONEncoder.encode`` would build a new one for every call.
+    """
+    fallback = json.JSONEncoder(allow_nan=False, separators=(",\n" + "  " * (level + 1), ": "))
+    if c_make_encoder is None:  # a Python without the C accelerator
+        return lambda value, _level: [fallback.encode(value)]
+    return c_make_encoder(
+        None, fallback.default, encode_basestring_ascii, None, ": ", ",\n" + "  " * (level + 1), False, False, False
+    )

@@ -1,0 +1,114 @@
+"""Reading logs on several cores gives the result document a serial read gives, byte for byte.
+
+Files are read in parallel and large files cut into byte ranges; the sizes are
+made tiny here so that even the small real fixture logs are cut into many
+ranges, and every range after the first starts from a guessed reader state.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from tests.plugins.logfixtures import LOGS
+from tprimat.contract.records import REPEATED_LINE
+from tprimat.contract.registry import Registry
+from tprimat.parse.logs import ParseError, parse_logs
+from tprimat.parse import parallel as parse_parallel
+from tprimat.result.schema import dumps_result
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "logshapes.py"
+FIXTURE_LOGS = sorted(p for p in LOGS.rglob("*") if p.suffix in (".log", ".txt"))
+
+
+def _logshapes():
+    spec = importlib.util.spec_from_file_location("logshapes", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return Registry.from_environment()
+
+
+@pytest.fixture
+def tiny_ranges(monkeypatch):
+    """Chunks of 2 KiB, any file of 4 KiB or more cut into ranges, a pool for any input."""
+    monkeypatch.setattr(parse_parallel, "LEAD_BYTES", 16 * 1024)
+    monkeypatch.setattr(parse_parallel, "CHUNK_BYTES", 2048)
+    monkeypatch.setattr(parse_parallel, "SPLIT_MIN_BYTES", 4096)
+    monkeypatch.setattr(parse_parallel, "PARALLEL_MIN_BYTES", 0)
+
+
+def _document(paths, registry, workers):
+    try:
+        outcome = parse_logs(paths, registry=registry, workers=workers, allow_mismatch=True)
+    except ParseError as exc:
+        return f"error: {exc}"
+    return dumps_result(outcome.result)
+
+
+@pytest.mark.parametrize("path", FIXTURE_LOGS, ids=lambda p: p.name[:60])
+def test_each_fixture_log_reads_the_same_on_three_workers(registry, tiny_ranges, path):
+    serial = _document([path], registry, workers=1)
+    assert _document([path], registry, workers=3) == serial
+
+
+def test_all_fixture_logs_at_once_read_the_same_in_parallel(registry, tiny_ranges):
+    primus = sorted((LOGS / "primus").glob("*.log"))
+    assert _document(primus, registry, workers=2) == _document(primus, registry, workers=1)
+
+
+def test_interleaved_console_log_and_rank_tree_read_the_same(registry, tiny_ranges, tmp_path, monkeypatch):
+    reread = []
+    real = parse_parallel._range
+
+    def spy(unit, start, end, first_lineno, state):
+        if start:
+            reread.append(start)  # in this process: a range read again after a wrong guess
+        return real(unit, start, end, first_lineno, state)
+
+    monkeypatch.setattr(parse_parallel, "_range", spy)
+    shapes = _logshapes()
+    interleaved = shapes.build_interleaved(tmp_path / "console.log", 1)
+    tree = shapes.build_tree(tmp_path / "tree", 1)
+    for paths in ([interleaved], [tree]):
+        serial = _document(paths, registry, workers=1)
+        assert "dropped" in serial  # the copies from other ranks were found
+        assert _document(paths, registry, workers=2) == serial
+    assert reread == []  # every guessed state was right: each range was read once
+
+
+def test_a_wrong_guess_of_the_reader_state_is_read_again(registry, tiny_ranges, monkeypatch):
+    """The guessed state is only a shortcut: a wrong one is caught and the range re-read."""
+    real = parse_parallel._read_later_range
+
+    def wrong_guess(unit):
+        read = real(unit)
+        return parse_parallel._Read(
+            events=[REPEATED_LINE], final_state=read.final_state, assumed_state=("not", "the", "state")
+        )
+
+    monkeypatch.setattr(parse_parallel, "_read_later_range", wrong_guess)
+    path = LOGS / "megatron/mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log"
+    assert _document([path], registry, workers=2) == _document([path], registry, workers=1)
+
+
+def test_an_unreadable_file_is_named(registry, tiny_ranges, tmp_path):
+    path = LOGS / "megatron/mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log"
+    gone = tmp_path / "gone.log"
+    gone.write_bytes(path.read_bytes())
+    outcome = parse_logs([path, gone], registry=registry, workers=2, allow_mismatch=True)
+    assert outcome.result.iterations
+    gone.chmod(0)
+    try:
+        if gone.open("rb"):  # running as root: permissions do not stop reading
+            pytest.skip("permissions are not enforced for this user")
+    except OSError:
+        pass
+    with pytest.raises(ParseError, match="gone.log: cannot read"):
+        parse_logs([path, gone], registry=registry, workers=2, allow_mismatch=True)
