@@ -26,8 +26,8 @@ from typing import Any
 
 import attrs
 
-from tprimat.parse.logfile import LogFile, chunk_starts, count_lines
 from tprimat.parse import logfile
+from tprimat.parse.logfile import LogFile, chunk_starts, count_lines
 from tprimat.result.collect import is_memory_only
 from tprimat.result.schema import IterationRecord
 

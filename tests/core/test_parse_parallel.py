@@ -15,8 +15,8 @@ import pytest
 from tests.plugins.logfixtures import LOGS
 from tprimat.contract.records import REPEATED_LINE
 from tprimat.contract.registry import Registry
-from tprimat.parse.logs import ParseError, parse_logs
 from tprimat.parse import parallel as parse_parallel
+from tprimat.parse.logs import ParseError, parse_logs
 from tprimat.result.schema import dumps_result
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "logshapes.py"
