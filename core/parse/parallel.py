@@ -148,17 +148,31 @@ def _count_unit(unit: _Unit) -> int:
     return count_lines(unit.path, unit.end if unit.end is not None else unit.path.stat().st_size, unit.start)
 
 
-def _number_lines(pool: Any, units: list[_Unit]) -> list[_Unit]:
-    """The units with the number of each range's first line (the ranges counted in parallel)."""
-    ranges = [i for i, unit in enumerate(units) if unit.starts and unit.end is not None]
-    counts = dict(zip(ranges, pool.map(_count_unit, [units[i] for i in ranges]), strict=True))
-    numbered, lineno = [], 1
+def _submit(pool: Any, units: list[_Unit]) -> list[tuple[_Unit, Any]]:
+    """Every unit submitted, in order, each range with the number of its first line.
+
+    A file's first range (or a whole file) is submitted at once; the line counts of the ranges
+    are submitted next, so that one worker starts reading while the others count, and each later
+    range follows as soon as the counts before it are in.
+    """
+    counted = [i for i, unit in enumerate(units) if unit.starts and unit.end is not None]
+    counts: dict[int, Any] = {}
+    jobs: list[tuple[_Unit, Any]] = []
+    lineno = 1
     for i, unit in enumerate(units):
-        if unit.chunk_index == 0:
+        if unit.chunk_index:
+            unit = attrs.evolve(unit, first_lineno=lineno)
+        else:
             lineno = 1
-        numbered.append(attrs.evolve(unit, first_lineno=lineno) if unit.chunk_index else unit)
-        lineno += counts.get(i, 0)
-    return numbered
+        jobs.append((unit, pool.submit(_read_unit, unit)))
+        if unit.starts and unit.end is not None:  # a range with more of its file after it
+            if not counts:
+                counts = {j: pool.submit(_count_unit, units[j]) for j in counted}
+            try:
+                lineno += counts[i].result()
+            except OSError as exc:
+                raise LogReadError(unit.path, exc.strerror or str(exc)) from None
+    return jobs
 
 
 def _resumable(registry: Any, backend: str, path: Path, source: str) -> bool:
@@ -252,8 +266,12 @@ def read_events(
     pool = ProcessPoolExecutor(max_workers=min(workers, len(units)), mp_context=multiprocessing.get_context("fork"))
     try:
         state: Any = None
-        units = _number_lines(pool, units)
-        for unit, read in zip(units, pool.map(_read_unit, units), strict=True):
+        jobs = _submit(pool, units)
+        jobs.reverse()
+        while jobs:
+            unit, job = jobs.pop()  # dropped once read, so that its events can be freed
+            read = job.result()
+            del job
             if isinstance(read, LogReadError):
                 raise read
             if unit.chunk_index and read.assumed_state != state:
