@@ -170,6 +170,7 @@ ARGS: dict[str, Arg] = _args(
     # logging, evaluation, checkpoints
     ("log_interval", _V),
     ("log_throughput", _T),
+    ("eval_interval", _V),
     ("eval_iters", _V),
     ("save", _V),
     ("load", _V),
@@ -369,15 +370,30 @@ def mock_data(model: ModelSpec, version: tuple[int, int]) -> dict[str, Any]:
     }
 
 
-#: Every iteration logged with throughput; no evaluation, no checkpoints.
+#: Every iteration logged with throughput; no checkpoints (evaluation: :func:`evaluation`).
 LOGGING: dict[str, Any] = {
     "log_interval": 1,
     "log_throughput": True,
-    "eval_iters": 0,
     "save": None,
     "load": None,
     "finetune": False,
 }
+
+
+def evaluation(config: BenchmarkConfig) -> dict[str, Any]:
+    """Evaluation on the held-out split: none for throughput runs.
+
+    A convergence run evaluates every ``convergence.eval_interval_samples`` training samples
+    on ``convergence.eval_sequences`` held-out sequences.  Megatron-LM counts both in
+    iterations of one global batch (``--eval-interval``, ``--eval-iters``), so they are
+    rounded up to whole global batches; the run's ``validation loss at iteration N`` lines
+    then become its evaluation records.
+    """
+    c = config.convergence
+    if not c.enabled:
+        return {"eval_iters": 0}
+    gbs = config.training.global_batch_size
+    return {"eval_interval": -(-c.eval_interval_samples // gbs), "eval_iters": -(-c.eval_sequences // gbs)}
 
 
 def build_settings(
@@ -401,6 +417,7 @@ def build_settings(
         "make_vocab_size_divisible_by": VOCAB_DIVISIBLE_BY,
         **mock_data(model, version),
         **LOGGING,
+        **evaluation(config),
     }
     if data is not None:
         settings.update(data.overrides)

@@ -259,3 +259,20 @@ def test_a_flag_newer_than_the_target_is_refused(monkeypatch):
     with pytest.raises(MegatronSettingsError, match="0.15 has no --cross-entropy-fusion-impl"):
         build_settings(load_config(None, []), get_model("llama3.1-8b"), version=(0, 15))
     build_settings(load_config(None, []), get_model("llama3.1-8b"), version=(0, 19))
+
+
+def test_a_convergence_run_evaluates_on_whole_global_batches():
+    from tprimat.plugins.megatron.settings import build_settings, to_argv, to_overrides
+    from tprimat.settings.config import load_config
+    from tprimat.settings.models import get_model
+
+    throughput = load_config(None, ['benchmark.model="llama3.1-8b"'])
+    assert build_settings(throughput, get_model("llama3.1-8b"))["eval_iters"] == 0
+    config = load_config(None, ['benchmark.model="llama3.1-8b"', "convergence.enabled=true",
+                                "convergence.eval_interval_samples=1000", "convergence.eval_sequences=200",
+                                "training.global_batch_size=128"])
+    settings = build_settings(config, get_model("llama3.1-8b"))
+    argv = to_argv(settings)
+    assert argv[argv.index("--eval-interval") + 1] == "8"  # ceil(1000 / 128)
+    assert argv[argv.index("--eval-iters") + 1] == "2"  # ceil(200 / 128)
+    assert to_overrides(settings)["eval_interval"] == 8
