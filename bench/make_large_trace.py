@@ -42,8 +42,11 @@ def main() -> None:
     start = min(float(e["ts"]) for e in timed)
     end = max(float(e["ts"]) + float(e.get("dur", 0) or 0) for e in timed)
     shift_us = (end - start) + 1000.0
-    ids = [int(e["args"]["correlation"]) for e in events if isinstance(e.get("args"), dict)
-           and isinstance(e["args"].get("correlation"), int)]
+    ids = [
+        int(e["args"]["correlation"])
+        for e in events
+        if isinstance(e.get("args"), dict) and isinstance(e["args"].get("correlation"), int)
+    ]
     id_offset = (max(ids) if ids else 0) + 1
     steps = [int(m.group(1)) for e in events if (m := STEP.match(str(e.get("name", ""))))]
     step_offset = (max(steps) - min(steps) + 1) if steps else 0
@@ -52,7 +55,7 @@ def main() -> None:
     written = 0
     copies = 0
     with open(args.output, "w") as out:
-        prefix = json.dumps(head)[:-1] + (', ' if head else '') + '"traceEvents": [\n'
+        prefix = json.dumps(head)[:-1] + (", " if head else "") + '"traceEvents": [\n'
         out.write(prefix)
         written += len(prefix)
         first = True
@@ -78,8 +81,9 @@ def main() -> None:
                 written += len(line)
             copies += 1
         out.write("\n]}\n")
-    print(f"{args.output}: {written / 1e9:.2f} GB, {copies} copies of {args.source.name}, "
-          f"{copies * len(events)} events")
+    print(
+        f"{args.output}: {written / 1e9:.2f} GB, {copies} copies of {args.source.name}, {copies * len(events)} events"
+    )
 
 
 if __name__ == "__main__":

@@ -68,8 +68,9 @@ print(json.dumps({{"bytes": size, "seconds": elapsed, "cpu_seconds": cpu, "peak_
 def _grep(tree: Path) -> dict:
     files = sorted(str(p) for p in tree.rglob("*.log"))
     start = time.perf_counter()
-    out = subprocess.run(["sh", "-c", 'cat "$@" | grep -c iteration', "sh", *files],
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        ["sh", "-c", 'cat "$@" | grep -c iteration', "sh", *files], check=True, capture_output=True, text=True
+    )
     return {"seconds": time.perf_counter() - start, "count": int(out.stdout.strip())}
 
 
@@ -93,22 +94,59 @@ def main() -> None:
             runs = [_measure(mode, tree) for _ in range(args.repeat)]
             m = min(runs, key=lambda r: r["seconds"])
             cpu = min(r["cpu_seconds"] for r in runs)
-            rows.append((label, mode, m["bytes"] / 1e6, m["files"], m["seconds"],
-                         m["bytes"] / 1e6 / m["seconds"], m["bytes"] / 1e6 / cpu,
-                         max(r["peak_rss_mib"] for r in runs), m["items"]))
+            rows.append(
+                (
+                    label,
+                    mode,
+                    m["bytes"] / 1e6,
+                    m["files"],
+                    m["seconds"],
+                    m["bytes"] / 1e6 / m["seconds"],
+                    m["bytes"] / 1e6 / cpu,
+                    max(r["peak_rss_mib"] for r in runs),
+                    m["items"],
+                )
+            )
         grep = min((_grep(tree) for _ in range(args.repeat)), key=lambda g: g["seconds"])
-        rows.append((label, "grep -c iteration", m["bytes"] / 1e6, m["files"], grep["seconds"],
-                     m["bytes"] / 1e6 / grep["seconds"], None, None, grep["count"]))
-    print(f"trees built in {built:.0f} s under {root} (python {sys.version.split()[0]}, "
-          f"{os.cpu_count()} CPUs)")
-    header = ("tree", "what", "MB", "files", "wall s", "MB/s (wall)", "MB/s (CPU time)",
-              "peak RSS MiB", "iterations / events / matching lines")
+        rows.append(
+            (
+                label,
+                "grep -c iteration",
+                m["bytes"] / 1e6,
+                m["files"],
+                grep["seconds"],
+                m["bytes"] / 1e6 / grep["seconds"],
+                None,
+                None,
+                grep["count"],
+            )
+        )
+    print(f"trees built in {built:.0f} s under {root} (python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")
+    header = (
+        "tree",
+        "what",
+        "MB",
+        "files",
+        "wall s",
+        "MB/s (wall)",
+        "MB/s (CPU time)",
+        "peak RSS MiB",
+        "iterations / events / matching lines",
+    )
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for row in rows:
-        cells = [row[0], row[1], f"{row[2]:.0f}", str(row[3]), f"{row[4]:.2f}", f"{row[5]:.0f}",
-                 "-" if row[6] is None else f"{row[6]:.0f}",
-                 "-" if row[7] is None else f"{row[7]:.0f}", str(row[8])]
+        cells = [
+            row[0],
+            row[1],
+            f"{row[2]:.0f}",
+            str(row[3]),
+            f"{row[4]:.2f}",
+            f"{row[5]:.0f}",
+            "-" if row[6] is None else f"{row[6]:.0f}",
+            "-" if row[7] is None else f"{row[7]:.0f}",
+            str(row[8]),
+        ]
         print("| " + " | ".join(cells) + " |")
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)

@@ -117,12 +117,14 @@ def train_tokenizer(corpus: Path, directory: Path, vocab_size: int) -> None:
     )
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(directory / "tokenizer.json"))
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": bos, "eos_token": eos,
-              "model_max_length": 131072}
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": bos,
+        "eos_token": eos,
+        "model_max_length": 131072,
+    }
     (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
-    (directory / "special_tokens_map.json").write_text(
-        json.dumps({"bos_token": bos, "eos_token": eos})
-    )
+    (directory / "special_tokens_map.json").write_text(json.dumps({"bos_token": bos, "eos_token": eos}))
 
 
 def sha256(path: Path) -> str:
@@ -136,11 +138,30 @@ def sha256(path: Path) -> str:
 def run_tprimat(corpus: Path, tokenizer: Path, workers: int, out: Path) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     argv = [
-        sys.executable, "-c", "from tprimat.cli import main; main()",
-        "prepare-data", "--input", str(corpus),
-        "--name", "corpus", "--model", "llama3.1-8b", "--tokenizer", str(tokenizer),
-        "--output", str(out), "--workers", str(workers), "--normalize", "none", "--no-dedup",
-        "--min-chars", "0", "--min-words", "0", "--json",
+        sys.executable,
+        "-c",
+        "from tprimat.cli import main; main()",
+        "prepare-data",
+        "--input",
+        str(corpus),
+        "--name",
+        "corpus",
+        "--model",
+        "llama3.1-8b",
+        "--tokenizer",
+        str(tokenizer),
+        "--output",
+        str(out),
+        "--workers",
+        str(workers),
+        "--normalize",
+        "none",
+        "--no-dedup",
+        "--min-chars",
+        "0",
+        "--min-words",
+        "0",
+        "--json",
     ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     start = time.perf_counter()
@@ -150,19 +171,34 @@ def run_tprimat(corpus: Path, tokenizer: Path, workers: int, out: Path) -> dict:
         raise SystemExit(f"tprimat failed:\n{result.stdout}\n{result.stderr}")
     summary = json.loads(result.stdout)
     step = json.loads((Path(summary["directory"]) / "tokenized" / "step.json").read_text())
-    return {"wall_s": wall, "tokens": summary["tokens"], "documents": summary["documents"],
-            "tokenize_s": step["tokenize_seconds"], "prefix": summary["path_prefix"]}
+    return {
+        "wall_s": wall,
+        "tokens": summary["tokens"],
+        "documents": summary["documents"],
+        "tokenize_s": step["tokenize_seconds"],
+        "prefix": summary["path_prefix"],
+    }
 
 
-def run_megatron(corpus: Path, tokenizer: Path, workers: int, out: Path, megatron: Path,
-                 python: str) -> dict:
+def run_megatron(corpus: Path, tokenizer: Path, workers: int, out: Path, megatron: Path, python: str) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     argv = [
-        python, str(megatron / "tools" / "preprocess_data.py"), "--input", str(corpus),
-        "--output-prefix", str(out / "corpus"), "--tokenizer-type", "HuggingFaceTokenizer",
-        "--tokenizer-model", str(tokenizer), "--append-eod", "--workers", str(workers),
-        "--log-interval", "1000000",
+        python,
+        str(megatron / "tools" / "preprocess_data.py"),
+        "--input",
+        str(corpus),
+        "--output-prefix",
+        str(out / "corpus"),
+        "--tokenizer-type",
+        "HuggingFaceTokenizer",
+        "--tokenizer-model",
+        str(tokenizer),
+        "--append-eod",
+        "--workers",
+        str(workers),
+        "--log-interval",
+        "1000000",
     ]
     env = {**os.environ, "PYTHONPATH": str(megatron), "HF_HUB_OFFLINE": "1"}
     start = time.perf_counter()
@@ -174,8 +210,7 @@ def run_megatron(corpus: Path, tokenizer: Path, workers: int, out: Path, megatro
     from tprimat.data.indexed import IndexedReader
 
     reader = IndexedReader(prefix)
-    return {"wall_s": wall, "tokens": reader.token_count, "documents": reader.document_count,
-            "prefix": str(prefix)}
+    return {"wall_s": wall, "tokens": reader.token_count, "documents": reader.document_count, "prefix": str(prefix)}
 
 
 def main() -> None:
@@ -187,10 +222,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)) or 1)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/tprimat-bench-tokenize"))
     parser.add_argument("--megatron-path", type=Path, default=os.environ.get("MEGATRON_PATH"))
-    parser.add_argument("--megatron-python", default=os.environ.get("MEGATRON_PYTHON",
-                                                                     sys.executable))
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="runs of each tool, alternating which goes first; medians reported")
+    parser.add_argument("--megatron-python", default=os.environ.get("MEGATRON_PYTHON", sys.executable))
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each tool, alternating which goes first; medians reported"
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     script = args.megatron_path and args.megatron_path / "tools" / "preprocess_data.py"
@@ -208,8 +243,7 @@ def main() -> None:
         train_tokenizer(corpus, tokenizer, args.vocab_size)
 
     corpus_mb = corpus.stat().st_size / 1e6
-    print(f"corpus {corpus} ({corpus_mb:.1f} MB), tokenizer {tokenizer}, workers {args.workers}",
-          file=sys.stderr)
+    print(f"corpus {corpus} ({corpus_mb:.1f} MB), tokenizer {tokenizer}, workers {args.workers}", file=sys.stderr)
     runs = []
     for attempt in range(args.repeat):
         # alternate the order so that neither tool always runs on a warmer page cache
@@ -219,20 +253,22 @@ def main() -> None:
             if tool == "tprimat":
                 run[tool] = run_tprimat(corpus, tokenizer, args.workers, args.workdir / "tprimat")
             else:
-                run[tool] = run_megatron(corpus, tokenizer, args.workers,
-                                         args.workdir / "megatron", args.megatron_path,
-                                         args.megatron_python)
+                run[tool] = run_megatron(
+                    corpus, tokenizer, args.workers, args.workdir / "megatron", args.megatron_path, args.megatron_python
+                )
         run["load_average_1m"] = os.getloadavg()[0]
         runs.append(run)
     mine, theirs = runs[-1]["tprimat"], runs[-1]["megatron"]
-    identical = all(
-        sha256(Path(mine["prefix"] + s)) == sha256(Path(theirs["prefix"] + s))
-        for s in (".bin", ".idx")
+    identical = all(sha256(Path(mine["prefix"] + s)) == sha256(Path(theirs["prefix"] + s)) for s in (".bin", ".idx"))
+    megatron_commit = (
+        os.environ.get("MEGATRON_COMMIT")
+        or subprocess.run(
+            ["git", "-C", str(args.megatron_path), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        or "unknown"
     )
-    megatron_commit = os.environ.get("MEGATRON_COMMIT") or subprocess.run(
-        ["git", "-C", str(args.megatron_path), "rev-parse", "--short", "HEAD"],
-        capture_output=True, text=True,
-    ).stdout.strip() or "unknown"
 
     def median(values):
         return statistics.median(values)
@@ -243,15 +279,16 @@ def main() -> None:
         ("tprimat tokenize step only", median([r["tprimat"]["tokenize_s"] for r in runs])),
         ("Megatron-LM preprocess_data.py", median([r["megatron"]["wall_s"] for r in runs])),
     ]
-    print(f"{'tool (median of ' + str(len(runs)) + ')':<40} {'wall s':>9} {'tokens':>13} "
-          f"{'tokens/s':>12} {'MB/s':>7}")
+    print(f"{'tool (median of ' + str(len(runs)) + ')':<40} {'wall s':>9} {'tokens':>13} {'tokens/s':>12} {'MB/s':>7}")
     for name, seconds in rows:
-        print(f"{name:<40} {seconds:>9.2f} {tokens:>13,} {tokens / seconds:>12,.0f} "
-              f"{corpus_mb / seconds:>7.2f}")
+        print(f"{name:<40} {seconds:>9.2f} {tokens:>13,} {tokens / seconds:>12,.0f} {corpus_mb / seconds:>7.2f}")
     ratios = [r["megatron"]["wall_s"] / r["tprimat"]["wall_s"] for r in runs]
     ratio = median(ratios)
-    print("tprimat end-to-end / Megatron-LM tokens/s per run: "
-          + ", ".join(f"{x:.2f}x" for x in ratios) + f" (median {ratio:.2f}x)")
+    print(
+        "tprimat end-to-end / Megatron-LM tokens/s per run: "
+        + ", ".join(f"{x:.2f}x" for x in ratios)
+        + f" (median {ratio:.2f}x)"
+    )
     print(f"outputs byte-identical: {'yes' if identical else 'NO'}")
     results = {
         "date": time.strftime("%Y-%m-%d", time.gmtime()),

@@ -85,12 +85,16 @@ def main() -> None:
     print("| tool | wall (s) | CPU (s) | peak RSS (GB) | peak RSS / file size | exit |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, m in rows:
-        print(f"| {name} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} | {m['peak_rss_gb']:.2f} | "
-              f"{m['peak_rss_gb'] / size_gb:.2f}× | {m['rc']} |")
+        print(
+            f"| {name} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} | {m['peak_rss_gb']:.2f} | "
+            f"{m['peak_rss_gb'] / size_gb:.2f}× | {m['rc']} |"
+        )
     if len(rows) == 2 and rows[1][1]["rc"] == 0:
         a, b = rows[0][1], rows[1][1]
-        print(f"\nHTA / tprimat: wall {b['wall_s'] / a['wall_s']:.1f}×, CPU {b['cpu_s'] / a['cpu_s']:.1f}×, "
-              f"peak memory {b['peak_rss_gb'] / a['peak_rss_gb']:.1f}×")
+        print(
+            f"\nHTA / tprimat: wall {b['wall_s'] / a['wall_s']:.1f}×, CPU {b['cpu_s'] / a['cpu_s']:.1f}×, "
+            f"peak memory {b['peak_rss_gb'] / a['peak_rss_gb']:.1f}×"
+        )
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for name, m in rows:
         print(f"\n{name}: {json.dumps(m['result']) if m['result'] else m['error']}")

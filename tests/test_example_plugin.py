@@ -28,8 +28,14 @@ def example_installed():
 
 def tprimat(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     environment = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "tprimat.cli", *args], capture_output=True, text=True,
-                          env=environment, cwd=cwd, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "tprimat.cli", *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=cwd,
+        check=False,
+    )
 
 
 def test_its_backend_is_listed():
@@ -56,8 +62,10 @@ def test_parse_auto_detects_its_log(tmp_path):
     assert parsed.returncode == 0, parsed.stderr
     result = json.loads(parsed.stdout)
     assert result["run"]["backend"] == "toy"
-    assert any(note.startswith("format detected: toy (toy step line at launcher.log:")
-               for note in result["provenance"]["notes"])
+    assert any(
+        note.startswith("format detected: toy (toy step line at launcher.log:")
+        for note in result["provenance"]["notes"]
+    )
     assert [r["iteration"] for r in result["iterations"]] == [1, 2, 3, 4, 5]
 
 
@@ -89,7 +97,8 @@ def test_core_code_names_no_built_in_backend():
         previous = None
         for token in tokens:
             docstring = token.type == tokenize.STRING and (
-                previous is None or previous.type in (tokenize.INDENT, tokenize.NEWLINE, tokenize.DEDENT))
+                previous is None or previous.type in (tokenize.INDENT, tokenize.NEWLINE, tokenize.DEDENT)
+            )
             if token.type in (tokenize.NAME, tokenize.STRING) and not docstring and names.search(token.string):
                 offenders.append(f"{relative}:{token.start[0]}: {token.string[:60]}")
             if token.type not in (tokenize.NL, tokenize.COMMENT):

@@ -46,13 +46,17 @@ def test_every_backend_folder_is_served_by_an_entry_point_plugin():
     for name, target in entry_points.items():
         assert target == f"tprimat.plugins.{name}", f"entry point {name} must name tprimat.plugins.{name}"
     served = _served_backends(entry_points)
-    folders = [p.name for p in (ROOT / "plugins").iterdir()
-               if p.is_dir() and not p.name.startswith(("_", ".")) and (p / "__init__.py").exists()]
+    folders = [
+        p.name
+        for p in (ROOT / "plugins").iterdir()
+        if p.is_dir() and not p.name.startswith(("_", ".")) and (p / "__init__.py").exists()
+    ]
     assert folders, "no backends under plugins/"
     for name in folders:
         assert name in entry_points or name in served, (
             f"plugins/{name} is neither an entry point ('{name} = tprimat.plugins.{name}' in setup.cfg's "
-            "[options.entry_points] tprimat group) nor a backend that an entry-point plugin registers")
+            "[options.entry_points] tprimat group) nor a backend that an entry-point plugin registers"
+        )
 
 
 def test_a_backend_folder_served_by_another_plugin_implements_no_hooks():
@@ -76,13 +80,18 @@ def test_every_package_is_listed_in_setup_cfg():
 
 
 def _hook_names() -> list[str]:
-    return [name for name, value in inspect.getmembers(hookspecs, inspect.isfunction)
-            if hasattr(value, "tprimat_spec")]
+    return [name for name, value in inspect.getmembers(hookspecs, inspect.isfunction) if hasattr(value, "tprimat_spec")]
 
 
 def test_hookspecs_are_the_documented_lifecycle():
-    assert set(_hook_names()) == {"register_backends", "detect_platform", "prepare_data",
-                                  "profile", "launch", "parse_metrics"}
+    assert set(_hook_names()) == {
+        "register_backends",
+        "detect_platform",
+        "prepare_data",
+        "profile",
+        "launch",
+        "parse_metrics",
+    }
 
 
 @pytest.mark.parametrize("hook", _hook_names())
@@ -109,8 +118,9 @@ def _require_installed(distribution: str) -> None:
 
 
 def _backends_json() -> dict:
-    done = subprocess.run([sys.executable, "-m", "tprimat.cli", "backends", "--json"],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "tprimat.cli", "backends", "--json"], capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout)
 
 

@@ -20,19 +20,20 @@ def backends(ctx: click.Context, as_json: bool) -> None:
     rows = []
     for name, entry in registry.backends().items():
         availability = entry.availability()
-        rows.append({
-            "name": name,
-            "platform": entry.spec.platform,
-            "framework": entry.spec.framework,
-            "distribution": entry.distribution,
-            "version": entry.version,
-            "status": str(availability),
-            "hint": availability.hint or None,
-            "description": entry.spec.description,
-        })
+        rows.append(
+            {
+                "name": name,
+                "platform": entry.spec.platform,
+                "framework": entry.spec.framework,
+                "distribution": entry.distribution,
+                "version": entry.version,
+                "status": str(availability),
+                "hint": availability.hint or None,
+                "description": entry.spec.description,
+            }
+        )
     errors = [
-        {"plugin": e.name, "distribution": e.distribution, "status": f"error: {e.error}"}
-        for e in registry.load_errors
+        {"plugin": e.name, "distribution": e.distribution, "status": f"error: {e.error}"} for e in registry.load_errors
     ]
     if as_json:
         echo_json({"backends": rows, "plugin_errors": errors})
@@ -41,8 +42,13 @@ def backends(ctx: click.Context, as_json: bool) -> None:
         "Backends",
         ["name", "platform", "framework", "distribution", "status"],
         [
-            [r["name"], r["platform"], r["framework"],
-             f"{r['distribution'] or '?'} {r['version'] or ''}".strip(), r["status"]]
+            [
+                r["name"],
+                r["platform"],
+                r["framework"],
+                f"{r['distribution'] or '?'} {r['version'] or ''}".strip(),
+                r["status"],
+            ]
             for r in rows
         ]
         + [[e["plugin"], "?", "?", e["distribution"] or "?", e["status"]] for e in errors],

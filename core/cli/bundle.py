@@ -9,8 +9,9 @@ import click
 
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="The .tar.gz to write.")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The .tar.gz to write."
+)
 @click.option("--traces", is_flag=True, help="Include profiler traces (can be large).")
 def bundle(directory: Path, output: Path, traces: bool) -> None:
     """Pack results, manifests, configs and logs under DIRECTORY with a SHA256SUMS list."""
@@ -23,8 +24,14 @@ def bundle(directory: Path, output: Path, traces: bool) -> None:
 
 @click.command()
 @click.argument("bundle_file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
-@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-              show_default=True, help="Where to extract.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Where to extract.",
+)
 def unbundle(bundle_file: Path, output: Path) -> None:
     """Extract BUNDLE_FILE safely and verify every checksum."""
     from tprimat.suite.bundle import unbundle as extract

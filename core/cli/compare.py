@@ -10,28 +10,59 @@ from tprimat.cli.output import echo_json, print_table
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True,
-                type=click.Path(exists=True, path_type=Path))
-@click.option("-o", "--output", "output_dir", default="tprimat-report", show_default=True,
-              type=click.Path(file_okay=False, path_type=Path),
-              help="Directory the report is written to.")
-@click.option("--allow-mismatch", is_flag=True,
-              help="Put runs whose fair-comparison fields differ side by side (with a table "
-                   "of every differing field).")
-@click.option("--baseline", default=None,
-              help="System the ratios are relative to (label, device, platform, backend or "
-                   "framework; default: the system of the first result given).")
-@click.option("--format", "formats", default="md,html,csv,json", show_default=True,
-              help="Comma-separated outputs: md, html, csv, json.")
-@click.option("--config", "config_path", default=None,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="TOML config whose [cost] section holds the price table.")
-@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
-              help="Override a config value, e.g. cost.train_tokens=15e12 (repeatable).")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    "output_dir",
+    default="tprimat-report",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory the report is written to.",
+)
+@click.option(
+    "--allow-mismatch",
+    is_flag=True,
+    help="Put runs whose fair-comparison fields differ side by side (with a table of every differing field).",
+)
+@click.option(
+    "--baseline",
+    default=None,
+    help="System the ratios are relative to (label, device, platform, backend or "
+    "framework; default: the system of the first result given).",
+)
+@click.option(
+    "--format",
+    "formats",
+    default="md,html,csv,json",
+    show_default=True,
+    help="Comma-separated outputs: md, html, csv, json.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="TOML config whose [cost] section holds the price table.",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="SECTION.KEY=VALUE",
+    help="Override a config value, e.g. cost.train_tokens=15e12 (repeatable).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the written files as JSON.")
-def compare(paths: tuple[Path, ...], output_dir: Path, allow_mismatch: bool,
-            baseline: str | None, formats: str, config_path: Path | None,
-            overrides: tuple[str, ...], as_json: bool) -> None:
+def compare(
+    paths: tuple[Path, ...],
+    output_dir: Path,
+    allow_mismatch: bool,
+    baseline: str | None,
+    formats: str,
+    config_path: Path | None,
+    overrides: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Compare results (files or directories of them) in one report.
 
     MLPerf Training result files (`:::MLLOG`) are reported side by side by
@@ -53,30 +84,36 @@ def compare(paths: tuple[Path, ...], output_dir: Path, allow_mismatch: bool,
     chosen = parse_formats(formats)
     cost = load_config(config_path, list(overrides)).cost
     try:
-        comparison = build_comparison(paths, cost=cost, allow_mismatch=allow_mismatch,
-                                      baseline=baseline)
+        comparison = build_comparison(paths, cost=cost, allow_mismatch=allow_mismatch, baseline=baseline)
     except MismatchError as exc:
         if not as_json:
             print_table(
                 "Fields that differ between the results (they must match)",
                 ["field", *[f"group {g.id} ({', '.join(g.run_keys)})" for g in exc.groups]],
-                [[name, *["–" if v is None else str(v) for v in values]]
-                 for name, values in exc.rows],
+                [[name, *["–" if v is None else str(v) for v in values]] for name, values in exc.rows],
             )
         raise
     written = write_report(comparison, output_dir, chosen)
     if as_json:
-        echo_json({"baseline": comparison.baseline,
-                   "skipped": [{"path": str(s.path), "reason": s.reason}
-                               for s in comparison.skipped],
-                   "files": {name: str(path) for name, path in written.items()}})
+        echo_json(
+            {
+                "baseline": comparison.baseline,
+                "skipped": [{"path": str(s.path), "reason": s.reason} for s in comparison.skipped],
+                "files": {name: str(path) for name, path in written.items()},
+            }
+        )
         return
-    print_table("Comparison (tokens/s/GPU)",
-                ["system", "runs", "tokens/s/GPU", "95% CI", "ratio", "MFU", "MAMF util."],
-                systems_for_terminal(comparison))
+    print_table(
+        "Comparison (tokens/s/GPU)",
+        ["system", "runs", "tokens/s/GPU", "95% CI", "ratio", "MFU", "MAMF util."],
+        systems_for_terminal(comparison),
+    )
     if any(not s.same_config_as_baseline for s in comparison.systems):
-        click.echo("warning: configurations differ between groups (--allow-mismatch): ratios across "
-                   "groups compare different workloads; the report lists every differing field", err=True)
+        click.echo(
+            "warning: configurations differ between groups (--allow-mismatch): ratios across "
+            "groups compare different workloads; the report lists every differing field",
+            err=True,
+        )
     for skipped in comparison.skipped:
         click.echo(f"skipped {skipped.path}: {skipped.reason}", err=True)
     click.echo(f"report written to {output_dir}: {', '.join(sorted(written))}")

@@ -13,10 +13,19 @@ def config() -> None:
 
 
 @config.command("show")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True),
-              help="A benchmark config file layered over the defaults.")
-@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
-              help="Override one value (repeatable), e.g. --set training.seq_length=4096.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, exists=True),
+    help="A benchmark config file layered over the defaults.",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="SECTION.KEY=VALUE",
+    help="Override one value (repeatable), e.g. --set training.seq_length=4096.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of TOML.")
 def show(config_file: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """Print the effective config and its fairness fingerprint."""

@@ -36,9 +36,10 @@ def gemm_table_rows(document: dict[str, Any]) -> tuple[list[str], list[list[str]
             cells[key] = {}
             order.append(key)
         cells[key][f"{entry['op']} {entry['dtype']}"] = entry
-    columns_ops = sorted({op for c in cells.values() for op in c},
-                         key=lambda o: (o.split()[1], ["matmul", "linear", "linear+bias",
-                                                       "scaled_mm"].index(o.split()[0])))
+    columns_ops = sorted(
+        {op for c in cells.values() for op in c},
+        key=lambda o: (o.split()[1], ["matmul", "linear", "linear+bias", "scaled_mm"].index(o.split()[0])),
+    )
     multi = (document.get("device_count") or 1) > 1
     columns = ["layer", "pass", "m x n x k", "GFLOP"] + columns_ops
     if multi:
@@ -47,8 +48,7 @@ def gemm_table_rows(document: dict[str, Any]) -> tuple[list[str], list[list[str]
     for key in order:
         name, pass_, m, n, k = key
         row = [name, pass_, f"{m} x {n} x {k}", f"{2 * m * n * k / 1e9:.1f}"]
-        row += [_fmt(cells[key][op]["tflops_min"]) if op in cells[key] else ""
-                for op in columns_ops]
+        row += [_fmt(cells[key][op]["tflops_min"]) if op in cells[key] else "" for op in columns_ops]
         if multi:
             row.append(_pct(max((e["spread"] or 0) for e in cells[key].values())))
         rows.append(row)
@@ -66,41 +66,55 @@ def render(document: dict[str, Any], path: Path | None) -> None:
         print_table(
             f"{config['model']} GEMMs (TP {config['tensor_parallel']}, {config['tokens']} tokens) "
             f"on {where}: TFLOP/s at median time, slowest device",
-            columns, rows,
+            columns,
+            rows,
         )
         dtypes = sorted(summary["mamf_per_device"])
         mamf_rows = []
         for index in range(count):
-            best = [next((b for b in summary["mamf_best"][d] if b["device_index"] == index), None)
-                    for d in dtypes]
-            mamf_rows.append([str(index), document["devices"][index]["name"]] + [
-                "-" if b is None else f"{_fmt(b['tflops'])} ({b['op']} {b['m']}x{b['n']}x{b['k']})"
-                for b in best
-            ])
-        print_table("Maximum achievable matmul TFLOP/s per GPU (best shape)",
-                    ["GPU", "device"] + [f"MAMF {d}" for d in dtypes], mamf_rows)
+            best = [next((b for b in summary["mamf_best"][d] if b["device_index"] == index), None) for d in dtypes]
+            mamf_rows.append(
+                [str(index), document["devices"][index]["name"]]
+                + ["-" if b is None else f"{_fmt(b['tflops'])} ({b['op']} {b['m']}x{b['n']}x{b['k']})" for b in best]
+            )
+        print_table(
+            "Maximum achievable matmul TFLOP/s per GPU (best shape)",
+            ["GPU", "device"] + [f"MAMF {d}" for d in dtypes],
+            mamf_rows,
+        )
     if document.get("attention"):
         rows = []
         for key, entry in summary["attention"].items():
             impl, variant, _ = key.split(" ")
-            rows.append([variant, impl, entry["backend"], entry["dtype"],
-                         str(entry["window"] or ""), _fmt(entry["fwd_tflops"]),
-                         _fmt(entry["bwd_tflops"]), _fmt(entry["fwd_bwd_tflops"]),
-                         _pct(entry["efficiency"])]
-                        + ([_pct(entry["spread"])] if count > 1 else []))
+            rows.append(
+                [
+                    variant,
+                    impl,
+                    entry["backend"],
+                    entry["dtype"],
+                    str(entry["window"] or ""),
+                    _fmt(entry["fwd_tflops"]),
+                    _fmt(entry["bwd_tflops"]),
+                    _fmt(entry["fwd_bwd_tflops"]),
+                    _pct(entry["efficiency"]),
+                ]
+                + ([_pct(entry["spread"])] if count > 1 else [])
+            )
         print_table(
             f"Attention (b={config['micro_batch_size']}, s={config['seq_length']}) on {where}: "
             "TFLOP/s at median time, slowest device",
-            ["variant", "impl", "backend", "dtype", "window", "fwd", "bwd", "fwd+bwd",
-             "of MAMF"] + (["GPU spread"] if count > 1 else []),
+            ["variant", "impl", "backend", "dtype", "window", "fwd", "bwd", "fwd+bwd", "of MAMF"]
+            + (["GPU spread"] if count > 1 else []),
             rows,
         )
     for dtype, value in summary["mamf_tflops"].items():
         peak = summary["peak_tflops"].get(dtype)
         line = f"MAMF {dtype}: {_fmt(value)} TFLOP/s (slowest of {count} device(s))"
         if peak:
-            line += (f", {_pct(summary['mamf_fraction_of_peak'][dtype])} of the datasheet peak "
-                     f"{peak:.1f} ({summary['peak_source'][dtype]})")
+            line += (
+                f", {_pct(summary['mamf_fraction_of_peak'][dtype])} of the datasheet peak "
+                f"{peak:.1f} ({summary['peak_source'][dtype]})"
+            )
         else:
             line += f"; {summary['peak_source'].get(dtype)}"
         if count > 1:
@@ -108,12 +122,15 @@ def render(document: dict[str, Any], path: Path | None) -> None:
         click.echo(line)
         model_gemm = summary["model_gemm"].get(dtype)
         if model_gemm:
-            click.echo(f"  model GEMMs {dtype}: {_fmt(model_gemm['tflops'])} TFLOP/s, "
-                       f"{_pct(model_gemm['efficiency'])} of MAMF")
+            click.echo(
+                f"  model GEMMs {dtype}: {_fmt(model_gemm['tflops'])} TFLOP/s, {_pct(model_gemm['efficiency'])} of MAMF"
+            )
         for op, ratio in (summary["linear_vs_matmul"].get(dtype) or {}).items():
-            click.echo(f"  F.{op.replace('+bias', ' with bias')} vs torch.matmul {dtype}: median "
-                       f"{ratio['median_ratio']:.3f}x, worst {ratio['worst_ratio']:.3f}x "
-                       f"({ratio['worst_name']} {'x'.join(map(str, ratio['worst_shape']))})")
+            click.echo(
+                f"  F.{op.replace('+bias', ' with bias')} vs torch.matmul {dtype}: median "
+                f"{ratio['median_ratio']:.3f}x, worst {ratio['worst_ratio']:.3f}x "
+                f"({ratio['worst_name']} {'x'.join(map(str, ratio['worst_shape']))})"
+            )
     for what, reason in summary["unavailable"].items():
         click.echo(f"unavailable: {what}: {reason}")
     for note in summary["notes"]:
@@ -125,42 +142,104 @@ def render(document: dict[str, Any], path: Path | None) -> None:
 @click.command()
 @click.argument("what", type=click.Choice(["gemm", "attention", "all"]), default="all")
 @click.option("--model", help="Registered model (default: the benchmark config's).")
-@click.option("--dtype", "dtypes", default=None,
-              help="Comma-separated dtypes: bf16, fp16, fp32, fp8 (default: bf16,fp8 on GPUs, fp32 on a CPU).")
-@click.option("--tp", type=click.IntRange(min=1), default=None,
-              help="Tensor-parallel size the shapes are split by (default: the config's).")
-@click.option("--seq-length", type=click.IntRange(min=1), default=None,
-              help="Sequence length (default: the config's).")
-@click.option("--micro-batch-size", type=click.IntRange(min=1), default=None,
-              help="Micro-batch size (default: the config's).")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True),
-              help="A benchmark config whose model and layout give the defaults.")
-@click.option("--warmup", type=click.IntRange(min=0), default=None,
-              help="Untimed iterations per case (default: 5 on GPUs, 1 on a CPU).")
-@click.option("--iterations", type=click.IntRange(min=1), default=None,
-              help="Timed iterations per case (default: 30 on GPUs, 5 on a CPU).")
-@click.option("--sweep-step", type=click.IntRange(min=1), default=256, show_default=True,
-              help="Step of the sweep around each forward shape's n and k.")
-@click.option("--sweep-radius", type=click.IntRange(min=0), default=None,
-              help="Steps each side of n and k in the sweep, 0: no sweep (default: 2 on GPUs, 0 on a CPU).")
-@click.option("--window", type=click.IntRange(min=1), default=4096, show_default=True,
-              help="Sliding-window size (keys per query, itself included).")
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto",
-              show_default=True, help="auto: every GPU of the node, else the CPU.")
-@click.option("--flush-mib", type=click.FloatRange(min=0), default=None,
-              help="Cache-flush buffer size (default: twice the cache, at least 512 MiB on a GPU).")
+@click.option(
+    "--dtype",
+    "dtypes",
+    default=None,
+    help="Comma-separated dtypes: bf16, fp16, fp32, fp8 (default: bf16,fp8 on GPUs, fp32 on a CPU).",
+)
+@click.option(
+    "--tp",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Tensor-parallel size the shapes are split by (default: the config's).",
+)
+@click.option("--seq-length", type=click.IntRange(min=1), default=None, help="Sequence length (default: the config's).")
+@click.option(
+    "--micro-batch-size", type=click.IntRange(min=1), default=None, help="Micro-batch size (default: the config's)."
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, exists=True),
+    help="A benchmark config whose model and layout give the defaults.",
+)
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Untimed iterations per case (default: 5 on GPUs, 1 on a CPU).",
+)
+@click.option(
+    "--iterations",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Timed iterations per case (default: 30 on GPUs, 5 on a CPU).",
+)
+@click.option(
+    "--sweep-step",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="Step of the sweep around each forward shape's n and k.",
+)
+@click.option(
+    "--sweep-radius",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Steps each side of n and k in the sweep, 0: no sweep (default: 2 on GPUs, 0 on a CPU).",
+)
+@click.option(
+    "--window",
+    type=click.IntRange(min=1),
+    default=4096,
+    show_default=True,
+    help="Sliding-window size (keys per query, itself included).",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cuda", "cpu"]),
+    default="auto",
+    show_default=True,
+    help="auto: every GPU of the node, else the CPU.",
+)
+@click.option(
+    "--flush-mib",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Cache-flush buffer size (default: twice the cache, at least 512 MiB on a GPU).",
+)
 @click.option("--no-flash-attn", is_flag=True, help="Do not run flash-attn even if installed.")
-@click.option("-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Where to save the result (default: $TPRIMAT_MICROBENCH_DIR or "
-                   "~/.cache/tprimat/microbench).")
+@click.option(
+    "-o",
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to save the result (default: $TPRIMAT_MICROBENCH_DIR or ~/.cache/tprimat/microbench).",
+)
 @click.option("--no-save", is_flag=True, help="Do not save the result.")
 @click.option("--quiet", is_flag=True, help="No progress lines (bar, count, time left) on stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result document as JSON.")
-def microbench(what: str, model: str | None, dtypes: str | None, tp: int | None, seq_length: int | None,
-               micro_batch_size: int | None, config_file: str | None, warmup: int | None,
-               iterations: int | None, sweep_step: int, sweep_radius: int | None, window: int, device: str,
-               flush_mib: float | None, no_flash_attn: bool, output_dir: Path | None,
-               no_save: bool, quiet: bool, as_json: bool) -> None:
+def microbench(
+    what: str,
+    model: str | None,
+    dtypes: str | None,
+    tp: int | None,
+    seq_length: int | None,
+    micro_batch_size: int | None,
+    config_file: str | None,
+    warmup: int | None,
+    iterations: int | None,
+    sweep_step: int,
+    sweep_radius: int | None,
+    window: int,
+    device: str,
+    flush_mib: float | None,
+    no_flash_attn: bool,
+    output_dir: Path | None,
+    no_save: bool,
+    quiet: bool,
+    as_json: bool,
+) -> None:
     """Time the model's GEMMs and attention; find the maximum achievable matmul FLOP/s.
 
     WHAT is gemm, attention or all.  Every GPU of the node is measured
@@ -183,8 +262,11 @@ def microbench(what: str, model: str | None, dtypes: str | None, tp: int | None,
     iterations = chosen.iterations if iterations is None else iterations
     sweep_radius = chosen.sweep_radius if sweep_radius is None else sweep_radius
     if kind == "cpu" and not quiet:
-        click.echo(f"no GPU: CPU defaults (the CPU preset's workload, {chosen.describe()}); options "
-                   "given on the command line win", err=True)
+        click.echo(
+            f"no GPU: CPU defaults (the CPU preset's workload, {chosen.describe()}); options "
+            "given on the command line win",
+            err=True,
+        )
     try:
         spec = get_model(model or cfg.benchmark.model)
     except UnknownModelError as exc:

@@ -12,42 +12,81 @@ from tprimat.cli.output import echo_json, registry_from
 
 
 def _shortcut_overrides(model, seq_length, global_batch_size, precision, warmup) -> list[str]:
-    pairs = [("benchmark.model", model), ("training.seq_length", seq_length),
-             ("training.global_batch_size", global_batch_size), ("precision.dtype", precision),
-             ("benchmark.warmup_iterations", warmup)]
+    pairs = [
+        ("benchmark.model", model),
+        ("training.seq_length", seq_length),
+        ("training.global_batch_size", global_batch_size),
+        ("precision.dtype", precision),
+        ("benchmark.warmup_iterations", warmup),
+    ]
     return [f"{key}={json.dumps(value)}" for key, value in pairs if value is not None]
 
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--backend", help="Log format (a backend name); detected when left out.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True),
-              help="The benchmark config the run used; the log is checked against it.")
-@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
-              help="Override one config value (repeatable), as in `tprimat config show`.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, exists=True),
+    help="The benchmark config the run used; the log is checked against it.",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="SECTION.KEY=VALUE",
+    help="Override one config value (repeatable), as in `tprimat config show`.",
+)
 @click.option("--model", help="Model name (see `tprimat models`); needed for TFLOP/s and MFU.")
 @click.option("--seq-length", type=click.IntRange(min=1), help="Sequence length of the run.")
-@click.option("--global-batch-size", type=click.IntRange(min=1),
-              help="Global batch size of the run (checked against the log).")
+@click.option(
+    "--global-batch-size", type=click.IntRange(min=1), help="Global batch size of the run (checked against the log)."
+)
 @click.option("--world-size", type=click.IntRange(min=1), help="Number of GPUs of the run.")
 @click.option("--precision", help="Training precision, e.g. bf16 or fp8.")
-@click.option("--warmup-iterations", type=click.IntRange(min=0),
-              help="Iterations left out of the statistics (default: the config's).")
-@click.option("--manifest", "manifest_path", type=click.Path(dir_okay=False, exists=True),
-              help="Run manifest with hardware and software (default: manifest.json near the log).")
-@click.option("--allow-mismatch", is_flag=True,
-              help="Keep the declared workload when the log disagrees (recorded in the result).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="Write the result JSON here.")
+@click.option(
+    "--warmup-iterations",
+    type=click.IntRange(min=0),
+    help="Iterations left out of the statistics (default: the config's).",
+)
+@click.option(
+    "--manifest",
+    "manifest_path",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Run manifest with hardware and software (default: manifest.json near the log).",
+)
+@click.option(
+    "--allow-mismatch", is_flag=True, help="Keep the declared workload when the log disagrees (recorded in the result)."
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-              help="Processes reading the logs (default: every CPU; the result is the same).")
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes reading the logs (default: every CPU; the result is the same).",
+)
 @click.pass_context
-def parse(ctx: click.Context, paths: tuple[str, ...], backend: str | None,
-          config_file: str | None, overrides: tuple[str, ...], model: str | None,
-          seq_length: int | None, global_batch_size: int | None, world_size: int | None,
-          precision: str | None, warmup_iterations: int | None, manifest_path: str | None,
-          allow_mismatch: bool, output: str | None, as_json: bool, jobs: int | None) -> None:
+def parse(
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    backend: str | None,
+    config_file: str | None,
+    overrides: tuple[str, ...],
+    model: str | None,
+    seq_length: int | None,
+    global_batch_size: int | None,
+    world_size: int | None,
+    precision: str | None,
+    warmup_iterations: int | None,
+    manifest_path: str | None,
+    allow_mismatch: bool,
+    output: str | None,
+    as_json: bool,
+    jobs: int | None,
+) -> None:
     """Parse Primus, Megatron-LM, Megatron-Bridge or NeMo logs into a result.
 
     MLPerf Training result files (`:::MLLOG` lines, e.g. a submission's
@@ -76,21 +115,33 @@ def parse(ctx: click.Context, paths: tuple[str, ...], backend: str | None,
     label = "the command line"
     if config_file or overrides:
         if world_size is not None:
-            raise TprimatError("--world-size cannot be combined with --config/--set: the "
-                               "config's world size is launch.nnodes × launch.nproc_per_node")
-        extra = _shortcut_overrides(model, seq_length, global_batch_size, precision,
-                                    warmup_iterations)
+            raise TprimatError(
+                "--world-size cannot be combined with --config/--set: the "
+                "config's world size is launch.nnodes × launch.nproc_per_node"
+            )
+        extra = _shortcut_overrides(model, seq_length, global_batch_size, precision, warmup_iterations)
         config = load_config(config_file, [*overrides, *extra])
         label = f"config {config_file}" if config_file else "the default config with --set"
         if overrides or extra:
             label += " (with overrides)" if config_file else ""
-    workload = Workload(model=model, seq_length=seq_length, global_batch_size=global_batch_size,
-                        world_size=world_size, precision=precision,
-                        warmup_iterations=warmup_iterations)
+    workload = Workload(
+        model=model,
+        seq_length=seq_length,
+        global_batch_size=global_batch_size,
+        world_size=world_size,
+        precision=precision,
+        warmup_iterations=warmup_iterations,
+    )
     outcome = parse_logs(
-        list(paths), registry=registry_from(ctx), backend=backend, config=config,
-        config_label=label, workload=workload, manifest_path=manifest_path,
-        allow_mismatch=allow_mismatch, workers=jobs,
+        list(paths),
+        registry=registry_from(ctx),
+        backend=backend,
+        config=config,
+        config_label=label,
+        workload=workload,
+        manifest_path=manifest_path,
+        allow_mismatch=allow_mismatch,
+        workers=jobs,
     )
     result = outcome.result
     if outcome.detected:
@@ -153,9 +204,14 @@ def _fmt(value: Any, digits: int = 4) -> str:
 def _stats_row(name: str, stats: Any, scale: float = 1.0) -> list[str]:
     if stats is None:
         return [name, "-", "", "", "", ""]
-    return [name, _fmt(stats.median * scale), _fmt(stats.mean * scale),
-            f"{_fmt(stats.p5 * scale)} – {_fmt(stats.p95 * scale)}",
-            _fmt(stats.cv * 100, 3) + " %" if stats.cv is not None else "-", str(stats.count)]
+    return [
+        name,
+        _fmt(stats.median * scale),
+        _fmt(stats.mean * scale),
+        f"{_fmt(stats.p5 * scale)} – {_fmt(stats.p95 * scale)}",
+        _fmt(stats.cv * 100, 3) + " %" if stats.cv is not None else "-",
+        str(stats.count),
+    ]
 
 
 def _echo_warnings(warnings: list[str]) -> None:
@@ -180,8 +236,7 @@ def _print_summary(result: Any, outcome: Any) -> None:
         f"{s.measured_iterations} measured after {s.warmup_iterations} warm-up; "
         f"hardware: {result.hardware.device_name or 'unknown (no manifest)'}"
     )
-    table = Table(title="Summary (computed by tprimat from per-iteration step times)",
-                  title_justify="left")
+    table = Table(title="Summary (computed by tprimat from per-iteration step times)", title_justify="left")
     for column in ("metric", "median", "mean", "p5 – p95", "CV", "n"):
         table.add_column(column)
     table.add_row(*_stats_row("step time (s)", s.step_time_s))
@@ -192,22 +247,38 @@ def _print_summary(result: Any, outcome: Any) -> None:
     if s.mfu is not None:
         table.add_row("MFU", f"{s.mfu * 100:.1f} %", "", s.peak_source or "", "", "")
     if s.mamf_utilisation is not None:
-        table.add_row("MAMF utilisation", f"{s.mamf_utilisation * 100:.1f} %", "",
-                      f"of {_fmt(s.mamf_tflops)} TFLOP/s measured ({s.mamf_source})", "", "")
+        table.add_row(
+            "MAMF utilisation",
+            f"{s.mamf_utilisation * 100:.1f} %",
+            "",
+            f"of {_fmt(s.mamf_tflops)} TFLOP/s measured ({s.mamf_source})",
+            "",
+            "",
+        )
     for key, stats in sorted(s.reported.items()):
         if not any(word in key for word in _THROUGHPUT_WORDS):
             continue  # memory and counters stay in the result file
         table.add_row(*_stats_row(f"reported: {key}", stats))
     console.print(table)
     if s.tokens_per_s_per_gpu is None:
-        missing = [option for option, value in (("--global-batch-size", c.global_batch_size),
-                                                ("--seq-length", c.seq_length),
-                                                ("--world-size", c.world_size)) if value is None]
+        missing = [
+            option
+            for option, value in (
+                ("--global-batch-size", c.global_batch_size),
+                ("--seq-length", c.seq_length),
+                ("--world-size", c.world_size),
+            )
+            if value is None
+        ]
         if missing:
-            console.print(f"no tokens/s: the log does not state it; give {', '.join(missing)}",
-                          markup=False, highlight=False)
-    memory = [("max allocated", s.mem_max_allocated_gib), ("max reserved", s.mem_max_reserved_gib),
-              ("device used", s.mem_device_used_gib)]
+            console.print(
+                f"no tokens/s: the log does not state it; give {', '.join(missing)}", markup=False, highlight=False
+            )
+    memory = [
+        ("max allocated", s.mem_max_allocated_gib),
+        ("max reserved", s.mem_max_reserved_gib),
+        ("device used", s.mem_device_used_gib),
+    ]
     shown = ", ".join(f"{name} {v:.2f} GiB" for name, v in memory if v is not None)
     if shown:
         console.print(f"memory peaks: {shown}")

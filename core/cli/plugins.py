@@ -26,17 +26,26 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
         }
         for p in registry.plugins()
     ]
-    errors = [{"name": e.name, "distribution": e.distribution, "error": e.error}
-              for e in registry.load_errors]
+    errors = [{"name": e.name, "distribution": e.distribution, "error": e.error} for e in registry.load_errors]
     if as_json:
         echo_json({"plugins": loaded, "errors": errors})
         return
     print_table(
         "Plugins",
         ["name", "distribution", "backends", "hooks"],
-        [[p["name"], f"{p['distribution'] or '?'} {p['version'] or ''}".strip(),
-          ", ".join(p["backends"]), ", ".join(p["hooks"])] for p in loaded],
+        [
+            [
+                p["name"],
+                f"{p['distribution'] or '?'} {p['version'] or ''}".strip(),
+                ", ".join(p["backends"]),
+                ", ".join(p["hooks"]),
+            ]
+            for p in loaded
+        ],
     )
     if errors:
-        print_table("Plugins that failed to load", ["name", "distribution", "error"],
-                    [[e["name"], e["distribution"] or "?", e["error"]] for e in errors])
+        print_table(
+            "Plugins that failed to load",
+            ["name", "distribution", "error"],
+            [[e["name"], e["distribution"] or "?", e["error"]] for e in errors],
+        )

@@ -92,36 +92,74 @@ class _ConsoleReporter:
 
 
 @click.command("prepare-data")
-@click.option("--dataset", type=click.Choice(["bc", "c4"]),
-              help="A hub corpus: bc (BookCorpus) or c4 (C4 English), read with `datasets`.")
-@click.option("--input", "input_path", type=click.Path(exists=True, path_type=Path),
-              help="A local .jsonl/.json/.parquet/.txt file or a directory of them.")
+@click.option(
+    "--dataset",
+    type=click.Choice(["bc", "c4"]),
+    help="A hub corpus: bc (BookCorpus) or c4 (C4 English), read with `datasets`.",
+)
+@click.option(
+    "--input",
+    "input_path",
+    type=click.Path(exists=True, path_type=Path),
+    help="A local .jsonl/.json/.parquet/.txt file or a directory of them.",
+)
 @click.option("--model", help="Model whose tokenizer and vocabulary to use (required).")
 @click.option("--tokenizer", help="Tokenizer directory or hub id (default: the model's own).")
-@click.option("--max-documents", type=click.IntRange(min=1),
-              help="Stop after this many source documents (default: all of a local input; "
-              "10,000,000 for bc, 1,000,000 for c4).")
-@click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=Path("data"),
-              show_default=True, help="Root directory for OUTPUT/<name>/<family>/.")
+@click.option(
+    "--max-documents",
+    type=click.IntRange(min=1),
+    help="Stop after this many source documents (default: all of a local input; 10,000,000 for bc, 1,000,000 for c4).",
+)
+@click.option(
+    "--output",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("data"),
+    show_default=True,
+    help="Root directory for OUTPUT/<name>/<family>/.",
+)
 @click.option("--name", help="Dataset directory name (default: bc, c4, or the input's name).")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Tokenizer processes (default: every CPU core).")
-@click.option("--text-field", default="text", show_default=True,
-              help="JSON/Parquet field holding the document text.")
-@click.option("--text-unit", type=click.Choice(["line", "paragraph", "file"]), default="line",
-              show_default=True, help="How plain-text files split into documents.")
-@click.option("--min-chars", type=click.IntRange(min=0), default=1, show_default=True,
-              help="Drop documents shorter than this many characters.")
-@click.option("--min-words", type=click.IntRange(min=0), default=1, show_default=True,
-              help="Drop documents with fewer words.")
-@click.option("--normalize", type=click.Choice(["NFC", "NFKC", "NFD", "NFKD", "none"]),
-              default="NFC", show_default=True, help="Unicode normalisation before filtering.")
-@click.option("--dedup/--no-dedup", default=True, show_default=True,
-              help="Drop exact duplicate documents.")
-@click.option("--chunk-documents", type=click.IntRange(min=1), default=4096, show_default=True,
-              help="Documents per tokenization chunk (the unit of resumption).")
-@click.option("--check", "check_path", type=click.Path(path_type=Path),
-              help="Only re-verify a prepared dataset directory and recompute its fingerprint.")
+@click.option(
+    "--workers", type=click.IntRange(min=1), default=None, help="Tokenizer processes (default: every CPU core)."
+)
+@click.option("--text-field", default="text", show_default=True, help="JSON/Parquet field holding the document text.")
+@click.option(
+    "--text-unit",
+    type=click.Choice(["line", "paragraph", "file"]),
+    default="line",
+    show_default=True,
+    help="How plain-text files split into documents.",
+)
+@click.option(
+    "--min-chars",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="Drop documents shorter than this many characters.",
+)
+@click.option(
+    "--min-words", type=click.IntRange(min=0), default=1, show_default=True, help="Drop documents with fewer words."
+)
+@click.option(
+    "--normalize",
+    type=click.Choice(["NFC", "NFKC", "NFD", "NFKD", "none"]),
+    default="NFC",
+    show_default=True,
+    help="Unicode normalisation before filtering.",
+)
+@click.option("--dedup/--no-dedup", default=True, show_default=True, help="Drop exact duplicate documents.")
+@click.option(
+    "--chunk-documents",
+    type=click.IntRange(min=1),
+    default=4096,
+    show_default=True,
+    help="Documents per tokenization chunk (the unit of resumption).",
+)
+@click.option(
+    "--check",
+    "check_path",
+    type=click.Path(path_type=Path),
+    help="Only re-verify a prepared dataset directory and recompute its fingerprint.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (no progress).")
 def prepare_data(
     check_path: Path | None,
@@ -175,9 +213,7 @@ def prepare_data(
         max_documents=max_documents,
         output=output,
         workers=workers or len(os.sched_getaffinity(0)) or 1,
-        clean=CleanOptions(
-            normalize=normalize, min_chars=min_chars, min_words=min_words, dedup=dedup
-        ),
+        clean=CleanOptions(normalize=normalize, min_chars=min_chars, min_words=min_words, dedup=dedup),
         text_field=text_field,
         text_unit=text_unit,
         chunk_documents=chunk_documents,

@@ -31,8 +31,7 @@ def _profile(ctx: click.Context, **options) -> None:
         click.echo(f"no profiler traces were collected in {traces}; see the result's notes", err=True)
         ctx.exit(exit_code or 1)
     click.echo(f"\n## trace analysis: tprimat trace analyze {traces}/\n")
-    ctx.invoke(analyze, traces=(str(traces),), steps=None, top=10, hta_rounding=False,
-               as_json=False)
+    ctx.invoke(analyze, traces=(str(traces),), steps=None, top=10, hta_rounding=False, as_json=False)
     if exit_code:
         ctx.exit(exit_code)
 

@@ -56,49 +56,103 @@ def backend_options(registry: Any, given: dict[str, Any]) -> dict[str, Any]:
 @click.command(cls=RunCommand)
 @click.option("--backend", help="Backend to run (default: the platform's, see `tprimat backends`).")
 @click.option("--model", help="Registered model (see `tprimat models`); default from the config.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True),
-              help="A benchmark config file layered over the defaults.")
-@click.option("--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE",
-              help="Override one value (repeatable), e.g. --set training.seq_length=4096.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, exists=True),
+    help="A benchmark config file layered over the defaults.",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="SECTION.KEY=VALUE",
+    help="Override one value (repeatable), e.g. --set training.seq_length=4096.",
+)
 @click.option("--iterations", type=click.IntRange(min=1), help="Training iterations to run.")
-@click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=Path("runs"),
-              show_default=True, help="Directory that holds the run directories.")
+@click.option(
+    "--output",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("runs"),
+    show_default=True,
+    help="Directory that holds the run directories.",
+)
 @click.option("--run-id", help="Name of the run directory (default: time-backend-model).")
 @click.option("--nproc-per-node", type=click.IntRange(min=1), help="Processes (GPUs) per node.")
 @click.option("--nnodes", type=click.IntRange(min=1), help="Number of nodes.")
-@click.option("--node-rank", type=click.IntRange(min=0), default=0, show_default=True,
-              help="This node's rank (multi-node: run once per node).")
+@click.option(
+    "--node-rank",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="This node's rank (multi-node: run once per node).",
+)
 @click.option("--master-addr", help="Rendezvous address (node rank 0's host).")
 @click.option("--master-port", type=click.IntRange(1, 65535), help="Rendezvous port.")
 @click.option("--profile", is_flag=True, help="Collect torch.profiler traces (profile.* settings).")
-@click.option("--system-profiler", type=click.Choice(["nsys", "rocprofv3"]),
-              help="Run every training worker under Nsight Systems or rocprofv3 "
-                   "(reports in the run's sysprof/).")
-@click.option("--dry-run", is_flag=True,
-              help="Print the exact command, environment, files and config; run nothing.")
-@click.option("--device", metavar="NAME",
-              help="--dry-run: plan for this device (e.g. MI300X, H100) instead of this machine's; "
-                   "needed for a tuned plan of another platform.")
-@click.option("--slurm", is_flag=True,
-              help="Submit the run as a SLURM batch job (one task per node), follow it, "
-                   "collect its logs and result.")
-@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
-              help="--slurm: nodes to allocate.")
-@click.option("--gpus-per-node", type=click.IntRange(min=1),
-              help="--slurm: GPUs to allocate per node (also the processes per node).")
+@click.option(
+    "--system-profiler",
+    type=click.Choice(["nsys", "rocprofv3"]),
+    help="Run every training worker under Nsight Systems or rocprofv3 (reports in the run's sysprof/).",
+)
+@click.option("--dry-run", is_flag=True, help="Print the exact command, environment, files and config; run nothing.")
+@click.option(
+    "--device",
+    metavar="NAME",
+    help="--dry-run: plan for this device (e.g. MI300X, H100) instead of this machine's; "
+    "needed for a tuned plan of another platform.",
+)
+@click.option(
+    "--slurm",
+    is_flag=True,
+    help="Submit the run as a SLURM batch job (one task per node), follow it, collect its logs and result.",
+)
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="--slurm: nodes to allocate.")
+@click.option(
+    "--gpus-per-node",
+    type=click.IntRange(min=1),
+    help="--slurm: GPUs to allocate per node (also the processes per node).",
+)
 @click.option("--partition", help="--slurm: partition.")
 @click.option("--time", "time_limit", metavar="TIME", help="--slurm: time limit, e.g. 01:00:00.")
 @click.option("--account", help="--slurm: account to charge.")
-@click.option("--slurm-node", is_flag=True, hidden=True,
-              help="Internal: this is one node's run inside a submitted SLURM job.")
-@click.option("--strict", is_flag=True,
-              help="Refuse to start (exit code 2) if the pre-flight checks (`tprimat doctor`) "
-                   "find anything.")
+@click.option(
+    "--slurm-node", is_flag=True, hidden=True, help="Internal: this is one node's run inside a submitted SLURM job."
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse to start (exit code 2) if the pre-flight checks (`tprimat doctor`) find anything.",
+)
 @click.pass_context
-def run(ctx: click.Context, backend, model, config_file, overrides, iterations, output, run_id,
-        nproc_per_node, nnodes, node_rank, master_addr, master_port, profile, dry_run, device,
-        slurm, nodes, gpus_per_node, partition, time_limit, account, slurm_node, strict,
-        system_profiler=None, **backend_given) -> None:
+def run(
+    ctx: click.Context,
+    backend,
+    model,
+    config_file,
+    overrides,
+    iterations,
+    output,
+    run_id,
+    nproc_per_node,
+    nnodes,
+    node_rank,
+    master_addr,
+    master_port,
+    profile,
+    dry_run,
+    device,
+    slurm,
+    nodes,
+    gpus_per_node,
+    partition,
+    time_limit,
+    account,
+    slurm_node,
+    strict,
+    system_profiler=None,
+    **backend_given,
+) -> None:
     """Train a model for N iterations, measure every one, write a result.
 
     With no options on a machine without a GPU this trains a tiny model on
@@ -110,31 +164,60 @@ def run(ctx: click.Context, backend, model, config_file, overrides, iterations, 
     registry = registry_from(ctx)
     options = backend_options(registry, backend_given)
     if device and not dry_run:
-        raise TprimatError("--device plans for another device: use it with --dry-run "
-                           "(a real run measures the device it runs on)")
+        raise TprimatError(
+            "--device plans for another device: use it with --dry-run (a real run measures the device it runs on)"
+        )
     if slurm and (nnodes is not None or node_rank != 0 or master_addr is not None):
-        raise TprimatError("--slurm takes the nodes, node ranks and master address from the "
-                           "allocation: use --nodes instead of --nnodes/--node-rank/--master-addr")
-    submit_only = {"--nodes": nodes != 1, "--gpus-per-node": gpus_per_node is not None,
-                   "--partition": partition is not None, "--time": time_limit is not None,
-                   "--account": account is not None}
+        raise TprimatError(
+            "--slurm takes the nodes, node ranks and master address from the "
+            "allocation: use --nodes instead of --nnodes/--node-rank/--master-addr"
+        )
+    submit_only = {
+        "--nodes": nodes != 1,
+        "--gpus-per-node": gpus_per_node is not None,
+        "--partition": partition is not None,
+        "--time": time_limit is not None,
+        "--account": account is not None,
+    }
     if not slurm and any(submit_only.values()):
         given = ", ".join(name for name, used in submit_only.items() if used)
-        raise TprimatError(f"{given}: only with --slurm (without it, use --nproc-per-node and "
-                           "--nnodes/--node-rank/--master-addr on each node)")
+        raise TprimatError(
+            f"{given}: only with --slurm (without it, use --nproc-per-node and "
+            "--nnodes/--node-rank/--master-addr on each node)"
+        )
     request = prepare.RunRequest(
-        backend=backend, model=model, config_file=config_file, overrides=tuple(overrides),
-        iterations=iterations, output=output, run_id=run_id,
+        backend=backend,
+        model=model,
+        config_file=config_file,
+        overrides=tuple(overrides),
+        iterations=iterations,
+        output=output,
+        run_id=run_id,
         nproc_per_node=nproc_per_node or (gpus_per_node if slurm else None),
-        nnodes=nnodes, node_rank=node_rank, master_addr=master_addr, master_port=master_port,
-        profile=profile, options=options, in_slurm_job=slurm_node,
-        system_profiler=system_profiler, device=device,
+        nnodes=nnodes,
+        node_rank=node_rank,
+        master_addr=master_addr,
+        master_port=master_port,
+        profile=profile,
+        options=options,
+        in_slurm_job=slurm_node,
+        system_profiler=system_profiler,
+        device=device,
     )
     if slurm:
         from tprimat.cli.slurm_run import submit_and_follow
 
-        submit_and_follow(ctx, request, strict=strict, nodes=nodes, gpus_per_node=gpus_per_node,
-                          partition=partition, time_limit=time_limit, account=account, dry_run=dry_run)
+        submit_and_follow(
+            ctx,
+            request,
+            strict=strict,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            partition=partition,
+            time_limit=time_limit,
+            account=account,
+            dry_run=dry_run,
+        )
         return
     prepared = prepare.prepare(request, registry)
     ctx.meta["tprimat.prepared_run"] = prepared  # read by `tprimat profile`
@@ -159,12 +242,13 @@ def preflight(prepared, *, strict: bool) -> list[dict[str, str]]:
     from tprimat.running.doctor import findings_to_dicts, run_checks, tokenizer_needed
     from tprimat.running.memory_check import memory_findings
 
-    findings = run_checks(output_dir=prepared.run_dir.parent,
-                          tokenizer=tokenizer_needed(prepared.config))
+    findings = run_checks(output_dir=prepared.run_dir.parent, tokenizer=tokenizer_needed(prepared.config))
     findings += memory_findings(prepared)
     for finding in findings:
         click.echo(f"doctor: {finding.message} — {finding.fix}", err=True)
     if strict and findings:
-        raise TprimatError(f"refusing to start: the pre-flight checks found {len(findings)} "
-                           "problem(s) (--strict); see `tprimat doctor`")
+        raise TprimatError(
+            f"refusing to start: the pre-flight checks found {len(findings)} "
+            "problem(s) (--strict); see `tprimat doctor`"
+        )
     return findings_to_dicts(findings)

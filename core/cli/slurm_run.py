@@ -50,8 +50,16 @@ def node_run_arguments(request: RunRequest, *, run_id: str, strict: bool) -> lis
 
 
 def submit_and_follow(
-    ctx: click.Context, request: RunRequest, *, strict: bool, nodes: int, gpus_per_node: int | None,
-    partition: str | None, time_limit: str | None, account: str | None, dry_run: bool,
+    ctx: click.Context,
+    request: RunRequest,
+    *,
+    strict: bool,
+    nodes: int,
+    gpus_per_node: int | None,
+    partition: str | None,
+    time_limit: str | None,
+    account: str | None,
+    dry_run: bool,
 ) -> None:
     from tprimat.result.schema import load_result
     from tprimat.running import runner, slurm
@@ -70,30 +78,31 @@ def submit_and_follow(
         if run_dir.exists():
             raise RunError(f"run directory {run_dir} already exists; choose another --run-id")
         if shutil.which("sbatch") is None:
-            raise slurm.SlurmError("sbatch not found on PATH: run --slurm on a SLURM login node "
-                                   "(--dry-run prints the job script anywhere)")
+            raise slurm.SlurmError(
+                "sbatch not found on PATH: run --slurm on a SLURM login node (--dry-run prints the job script anywhere)"
+            )
     args = node_run_arguments(request, run_id=run_id, strict=strict)
     # The job runs this very installation: the interpreter that submitted it.
     command = [sys.executable, "-m", *slurm.tprimat_node_command(args, program="tprimat.cli")]
-    job_options = slurm.SlurmOptions(nodes=nodes, gpus_per_node=gpus_per_node,
-                                     partition=partition, time=time_limit, account=account)
+    job_options = slurm.SlurmOptions(
+        nodes=nodes, gpus_per_node=gpus_per_node, partition=partition, time=time_limit, account=account
+    )
     if dry_run:
         click.echo(f"# SLURM job for run {run_id} (nothing submitted)")
         click.echo(f"# --- {run_dir / slurm.SBATCH_FILE}")
-        click.echo(slurm.render_sbatch(run_dir=run_dir, options=job_options, master_port=port),
-                   nl=False)
+        click.echo(slurm.render_sbatch(run_dir=run_dir, options=job_options, master_port=port), nl=False)
         click.echo(f"# --- {run_dir / slurm.NODE_FILE}")
         click.echo(slurm.render_node_script(command, cwd=Path.cwd()), nl=False)
         return
-    submission = slurm.submit_run(node_command=command, run_dir=run_dir, options=job_options,
-                                  master_port=port, cwd=Path.cwd())
+    submission = slurm.submit_run(
+        node_command=command, run_dir=run_dir, options=job_options, master_port=port, cwd=Path.cwd()
+    )
     job_id = submission.job_id
     assert job_id is not None
     click.echo(f"submitted SLURM job {job_id}; run directory {run_dir}")
     click.echo(f"each node runs: {shlex.join(command)}")
     try:
-        ended = slurm.follow_job(job_id, run_dir=run_dir,
-                                 on_state=lambda state: click.echo(f"job {job_id}: {state}"))
+        ended = slurm.follow_job(job_id, run_dir=run_dir, on_state=lambda state: click.echo(f"job {job_id}: {state}"))
     except KeyboardInterrupt:
         import subprocess
 
@@ -104,8 +113,7 @@ def submit_and_follow(
         click.echo(f"log: {log}")
     result_path = run_dir / runner.RESULT_NAME
     if not result_path.exists():
-        click.echo(f"job {job_id} ended {ended.state} (exit code {ended.exit_code}) "
-                   "without a result")
+        click.echo(f"job {job_id} ended {ended.state} (exit code {ended.exit_code}) without a result")
         ctx.exit(1)
     result = load_result(result_path)
     from rich.console import Console
@@ -113,7 +121,6 @@ def submit_and_follow(
     from tprimat.running.live import summary_table
 
     Console().print(summary_table(result))
-    click.echo(f"job {job_id} ended {ended.state} (exit code {ended.exit_code}); "
-               f"result: {result_path}")
+    click.echo(f"job {job_id} ended {ended.state} (exit code {ended.exit_code}); result: {result_path}")
     if result.run.status != "completed" or not ended.ok:
         ctx.exit(1)

@@ -23,15 +23,18 @@ def _print_doctor(strict: bool, directory: Path) -> None:
     for finding in findings:
         click.echo(f"doctor: {finding.message} — {finding.fix}", err=True)
     if strict and findings:
-        raise TprimatError(f"refusing to start: the pre-flight checks found {len(findings)} "
-                           "problem(s) (--strict); see `tprimat doctor`")
+        raise TprimatError(
+            f"refusing to start: the pre-flight checks found {len(findings)} "
+            "problem(s) (--strict); see `tprimat doctor`"
+        )
 
 
 def slurm_options(function):
     """``--slurm`` and the scheduler options passed through to every run's ``tprimat run``."""
     options = [
-        click.option("--slurm", is_flag=True,
-                     help="Run each run as a SLURM job (`tprimat run --slurm`), one at a time."),
+        click.option(
+            "--slurm", is_flag=True, help="Run each run as a SLURM job (`tprimat run --slurm`), one at a time."
+        ),
         click.option("--nodes", type=click.IntRange(min=1), help="SLURM: nodes per run."),
         click.option("--gpus-per-node", type=click.IntRange(min=1), help="SLURM: GPUs per node."),
         click.option("--partition", help="SLURM: partition."),
@@ -43,8 +46,7 @@ def slurm_options(function):
     return function
 
 
-def _launch(directory: Path | None, strict: bool, slurm: bool, scheduler: dict, *,
-            reuse: bool):
+def _launch(directory: Path | None, strict: bool, slurm: bool, scheduler: dict, *, reuse: bool):
     """The launch options: given ones, else (``reuse``) those the suite was started with."""
     from tprimat.suite.campaign import SuiteLaunch, slurm_launch
 
@@ -56,8 +58,7 @@ def _launch(directory: Path | None, strict: bool, slurm: bool, scheduler: dict, 
         return slurm_launch(given, strict=strict)
     if reuse and directory is not None:
         saved = SuiteLaunch.load(directory)
-        return SuiteLaunch(slurm=saved.slurm, slurm_options=saved.slurm_options,
-                           strict=strict or saved.strict)
+        return SuiteLaunch(slurm=saved.slurm, slurm_options=saved.slurm_options, strict=strict or saved.strict)
     return SuiteLaunch(strict=strict)
 
 
@@ -77,40 +78,69 @@ def _run(directory: Path, launch) -> None:
     _print_doctor(launch.strict, directory)
     launch.save(directory)
     if launch.slurm:
-        click.echo("suite: each run is submitted as a SLURM job: "
-                   + " ".join(launch.run_args()), err=True)
+        click.echo("suite: each run is submitted as a SLURM job: " + " ".join(launch.run_args()), err=True)
     totals = run_suite(spec, directory, announce=_announce, launch=launch)
     _print_overview(suite_overview(spec, directory))
     if totals.get("completed", 0) != sum(totals.values()):
         raise click.ClickException(
             f"not every run completed ({', '.join(f'{k} {v}' for k, v in sorted(totals.items()))}); "
-            f"'tprimat suite resume {directory}' retries what is left")
+            f"'tprimat suite resume {directory}' retries what is left"
+        )
 
 
 def _print_overview(rows: list[dict]) -> None:
-    print_table("Suite", ["run", "status", "attempts", "problem"],
-                [[r["id"], r["status"], r["attempts"], (r["problem"] or "")[:120]] for r in rows])
+    print_table(
+        "Suite",
+        ["run", "status", "attempts", "problem"],
+        [[r["id"], r["status"], r["attempts"], (r["problem"] or "")[:120]] for r in rows],
+    )
 
 
 @suite.command("run")
 @click.argument("suite_file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
-@click.option("--output", "output_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Suite directory (default: suites/<name>).")
+@click.option(
+    "--output",
+    "output_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Suite directory (default: suites/<name>).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the runs and their exact commands; run nothing.")
-@click.option("--strict", is_flag=True,
-              help="Refuse to start (exit code 2) if `tprimat doctor` finds anything; every "
-                   "run is started with --strict too.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse to start (exit code 2) if `tprimat doctor` finds anything; every run is started with --strict too.",
+)
 @slurm_options
-def run(suite_file: Path, output_dir: Path | None, dry_run: bool, strict: bool, slurm: bool,
-        nodes, gpus_per_node, partition, time_limit, account) -> None:
+def run(
+    suite_file: Path,
+    output_dir: Path | None,
+    dry_run: bool,
+    strict: bool,
+    slurm: bool,
+    nodes,
+    gpus_per_node,
+    partition,
+    time_limit,
+    account,
+) -> None:
     """Run every run of SUITE_FILE that has not completed yet (re-running resumes)."""
     from tprimat.suite.campaign import RUNS_DIR, expand, init_suite_dir, load_suite, run_command
 
     spec = load_suite(suite_file)
     directory = output_dir or Path("suites") / spec.name
-    launch = _launch(None, strict, slurm, {"nodes": nodes, "gpus_per_node": gpus_per_node,
-                                           "partition": partition, "time": time_limit,
-                                           "account": account}, reuse=False)
+    launch = _launch(
+        None,
+        strict,
+        slurm,
+        {
+            "nodes": nodes,
+            "gpus_per_node": gpus_per_node,
+            "partition": partition,
+            "time": time_limit,
+            "account": account,
+        },
+        reuse=False,
+    )
     if dry_run:
         for item in expand(spec):
             argv = run_command(spec, item, directory / RUNS_DIR, launch)
@@ -122,19 +152,27 @@ def run(suite_file: Path, output_dir: Path | None, dry_run: bool, strict: bool, 
 
 @suite.command("resume")
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("--strict", is_flag=True,
-              help="Refuse to start (exit code 2) if `tprimat doctor` finds anything.")
+@click.option("--strict", is_flag=True, help="Refuse to start (exit code 2) if `tprimat doctor` finds anything.")
 @slurm_options
-def resume(directory: Path, strict: bool, slurm: bool, nodes, gpus_per_node, partition,
-           time_limit, account) -> None:
+def resume(directory: Path, strict: bool, slurm: bool, nodes, gpus_per_node, partition, time_limit, account) -> None:
     """Continue the suite in DIRECTORY: skip completed runs, retry the rest.
 
     Runs are started the way the suite was (locally or with --slurm and its
     options, kept in DIRECTORY/launch.json) unless --slurm is given again.
     """
-    launch = _launch(directory, strict, slurm, {"nodes": nodes, "gpus_per_node": gpus_per_node,
-                                                "partition": partition, "time": time_limit,
-                                                "account": account}, reuse=True)
+    launch = _launch(
+        directory,
+        strict,
+        slurm,
+        {
+            "nodes": nodes,
+            "gpus_per_node": gpus_per_node,
+            "partition": partition,
+            "time": time_limit,
+            "account": account,
+        },
+        reuse=True,
+    )
     _run(directory, launch)
 
 
@@ -154,10 +192,20 @@ def status(directory: Path, as_json: bool) -> None:
 
 @suite.command("report")
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("-o", "--output", "output_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Where to write the reports (default: DIRECTORY/report).")
-@click.option("--format", "formats", default="md,html,csv,json", show_default=True,
-              help="Comma-separated report formats: md, html, csv, json.")
+@click.option(
+    "-o",
+    "--output",
+    "output_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to write the reports (default: DIRECTORY/report).",
+)
+@click.option(
+    "--format",
+    "formats",
+    default="md,html,csv,json",
+    show_default=True,
+    help="Comma-separated report formats: md, html, csv, json.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the written reports as JSON.")
 def report(directory: Path, output_dir: Path | None, formats: str, as_json: bool) -> None:
     """Compare the completed runs of the suite in DIRECTORY, repeats aggregated.

@@ -33,8 +33,7 @@ def _no_gpu(r: dict, who: str, scope: str) -> None:
     click.echo(f"{Path(r['file']).name} — {who}, {r['device'] or 'no GPU'}, {scope}")
     click.echo(f"  {r['note']}")
     if r["steps"]:
-        print_table("host step times", ("step", "host ms"),
-                    [(s["step"], _ms(s["host_us"])) for s in r["steps"]])
+        print_table("host step times", ("step", "host ms"), [(s["step"], _ms(s["host_us"])) for s in r["steps"]])
     click.echo("")
 
 

@@ -113,33 +113,40 @@ def _looks_numeric(text: str) -> bool:
 def _inline(text: str) -> str:
     """Escape, then turn `code` spans into <code> (the only inline markup the report uses)."""
     parts = html.escape(str(text)).split("`")
-    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)).replace(
-        "\n", "<br>")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)).replace("\n", "<br>")
 
 
 def to_html(blocks: Sequence[Block], *, title: str, base_dir: Path) -> str:
     """Self-contained HTML: images are embedded as base64 data URIs."""
-    out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-           f"<title>{html.escape(title)}</title>", f"<style>{_CSS}</style>", "</head>", "<body>"]
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title>",
+        f"<style>{_CSS}</style>",
+        "</head>",
+        "<body>",
+    ]
     for block in blocks:
         if isinstance(block, Heading):
             out.append(f"<h{block.level}>{_inline(block.text)}</h{block.level}>")
         elif isinstance(block, Paragraph):
             out.append(f"<p>{_inline(block.text)}</p>")
         elif isinstance(block, Table):
-            out.append("<table><thead><tr>"
-                       + "".join(f"<th>{_inline(h)}</th>" for h in block.headers)
-                       + "</tr></thead><tbody>")
+            out.append(
+                "<table><thead><tr>" + "".join(f"<th>{_inline(h)}</th>" for h in block.headers) + "</tr></thead><tbody>"
+            )
             for row in block.rows:
                 cells = "".join(  # the first column names the row: never a number
-                    f'<td class="num">{_inline(c)}</td>' if i and _looks_numeric(str(c))
-                    else f"<td>{_inline(c)}</td>" for i, c in enumerate(row))
+                    f'<td class="num">{_inline(c)}</td>' if i and _looks_numeric(str(c)) else f"<td>{_inline(c)}</td>"
+                    for i, c in enumerate(row)
+                )
                 out.append(f"<tr>{cells}</tr>")
             out.append("</tbody></table>")
         elif isinstance(block, Image):
             data = base64.b64encode((base_dir / block.file).read_bytes()).decode("ascii")
-            out.append(f'<figure><img src="data:image/png;base64,{data}" '
-                       f'alt="{html.escape(block.alt)}"></figure>')
+            out.append(f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(block.alt)}"></figure>')
         elif isinstance(block, Bullets):
             out.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in block.items) + "</ul>")
         elif isinstance(block, Preformatted | Markdown):

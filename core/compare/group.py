@@ -43,8 +43,11 @@ def fair_fields_of(result: Result) -> dict[str, Any]:
         dataset = config.dataset_fingerprint or result.run.dataset
     return {
         **fairness.fair_values(
-            model=config.model, methodology=config.methodology, dataset=dataset,
-            seq_length=config.seq_length, global_batch_size=config.global_batch_size,
+            model=config.model,
+            methodology=config.methodology,
+            dataset=dataset,
+            seq_length=config.seq_length,
+            global_batch_size=config.global_batch_size,
             precision=config.precision,
         ),
         "measured_iterations": _measured(result),
@@ -106,13 +109,18 @@ def group_runs(loaded: Sequence[LoadedRun]) -> tuple[list[Run], list[Group]]:
         fingerprint = config_fingerprint(fields)
         group = groups.get(fingerprint)
         if group is None:
-            group = Group(id=chr(ord("A") + len(groups)) if len(groups) < 26 else f"G{len(groups)}",
-                          fields=fields, fingerprint=fingerprint, run_keys=[])
+            group = Group(
+                id=chr(ord("A") + len(groups)) if len(groups) < 26 else f"G{len(groups)}",
+                fields=fields,
+                fingerprint=fingerprint,
+                run_keys=[],
+            )
             groups[fingerprint] = group
         key = f"R{index}"
         group.run_keys.append(key)
-        runs.append(Run(key=key, path=str(item.path), result=item.result, group=group.id,
-                        system=system_label(item.result)))
+        runs.append(
+            Run(key=key, path=str(item.path), result=item.result, group=group.id, system=system_label(item.result))
+        )
     ordered = list(groups.values())
     if len(ordered) > 1:
         runs = [attrs.evolve(r, system=f"{r.system} [{r.group}]") for r in runs]
@@ -147,11 +155,9 @@ def config_diff(runs: Sequence[Run]) -> list[tuple[str, list[Any]]]:
         data = {
             "config": {k: v for k, v in attrs.asdict(r.config).items() if k != "settings"},
             "settings": r.config.settings,
-            "hardware": {k: v for k, v in attrs.asdict(r.hardware).items()
-                         if k not in ("captured_at", "hostname")},
+            "hardware": {k: v for k, v in attrs.asdict(r.hardware).items() if k not in ("captured_at", "hostname")},
             "software": attrs.asdict(r.software),
-            "run": {"backend": r.run.backend, "framework": r.run.framework,
-                    "platform": r.run.platform},
+            "run": {"backend": r.run.backend, "framework": r.run.framework, "platform": r.run.platform},
         }
         flat.append(flatten(data))
     keys = sorted({k for f in flat for k in f})

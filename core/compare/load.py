@@ -60,8 +60,10 @@ def ambiguous_reason(result: Result) -> str:
     caveats = result.caveats
     assert caveats is not None and caveats.ambiguous
     shown = "; ".join(caveats.candidates) or "no single input explains it"
-    return (f"ambiguous, left out of the comparison: {caveats.ambiguous} (candidates: {shown}); "
-            "state the true value, e.g. tprimat import-legacy --sequence-length N")
+    return (
+        f"ambiguous, left out of the comparison: {caveats.ambiguous} (candidates: {shown}); "
+        "state the true value, e.g. tprimat import-legacy --sequence-length N"
+    )
 
 
 def load_runs(paths: Iterable[str | Path]) -> Loaded:
@@ -87,18 +89,22 @@ def load_runs(paths: Iterable[str | Path]) -> Loaded:
             except ResultError as exc:
                 reason = str(exc)
                 prefix = f"{candidate}: "
-                skipped.append(SkippedInput(
-                    path=candidate, reason=reason[len(prefix):] if reason.startswith(prefix)
-                    else reason))
+                skipped.append(
+                    SkippedInput(path=candidate, reason=reason[len(prefix) :] if reason.startswith(prefix) else reason)
+                )
                 continue
             if result.caveats is not None and result.caveats.ambiguous:
                 skipped.append(SkippedInput(path=candidate, reason=ambiguous_reason(result)))
                 continue
             first = ids.get(result.run.id)
             if first is not None:
-                skipped.append(SkippedInput(
-                    path=candidate, reason=f"same run id {result.run.id!r} as {first}: a copy "
-                    "of a run already read, not counted twice"))
+                skipped.append(
+                    SkippedInput(
+                        path=candidate,
+                        reason=f"same run id {result.run.id!r} as {first}: a copy "
+                        "of a run already read, not counted twice",
+                    )
+                )
                 continue
             ids[result.run.id] = candidate
             runs.append(LoadedRun(path=candidate, result=result))

@@ -39,8 +39,7 @@ from tprimat.result.metrics import select_measured
 from tprimat.settings.config import CostSection
 
 #: Colour-blind-safe palette (Okabe & Ito), deliberately not the vendors' brand colours.
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
-           "#000000")
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 #: The first system of each platform always gets the same colour, in every report.
 PLATFORM_COLOURS = {"nvidia": "#0072B2", "amd": "#E69F00", "cpu": "#009E73"}
 
@@ -58,6 +57,7 @@ def assign_colours(systems: Sequence[tuple[str, str | None]]) -> dict[str, str]:
         if label not in colours:
             colours[label] = spare.pop(0) if spare else PALETTE[len(colours) % len(PALETTE)]
     return colours
+
 
 #: Memory quantities under their real names: (summary field, label).
 MEMORY_FIELDS = (
@@ -187,8 +187,7 @@ class Comparison:
 
 
 def _measured_range(run: Run) -> tuple[str, int]:
-    measured, _ = select_measured(run.result.iterations,
-                                  warmup_iterations=run.result.summary.warmup_iterations)
+    measured, _ = select_measured(run.result.iterations, warmup_iterations=run.result.summary.warmup_iterations)
     if not measured:
         return "none", 0
     first = measured[0].iteration - measured[0].covers_iterations + 1
@@ -199,18 +198,28 @@ def _run_row(run: Run) -> RunRow:
     s = run.result.summary
     measured_range, _ = _measured_range(run)
     return RunRow(
-        key=run.key, path=run.path, run_id=run.result.run.id, system=run.system, group=run.group,
-        status=run.result.run.status, device_name=run.result.hardware.device_name,
-        warmup_iterations=s.warmup_iterations, measured_iterations=s.measured_iterations,
+        key=run.key,
+        path=run.path,
+        run_id=run.result.run.id,
+        system=run.system,
+        group=run.group,
+        status=run.result.run.status,
+        device_name=run.result.hardware.device_name,
+        warmup_iterations=s.warmup_iterations,
+        measured_iterations=s.measured_iterations,
         measured_range=measured_range,
         tokens_per_s_per_gpu=s.tokens_per_s_per_gpu.median if s.tokens_per_s_per_gpu else None,
         step_time_median_s=s.step_time_s.median if s.step_time_s else None,
         step_time_p95_s=s.step_time_s.p95 if s.step_time_s else None,
         step_time_cv=s.step_time_s.cv if s.step_time_s else None,
-        tflops_per_gpu=s.tflops_per_gpu, mfu=s.mfu, final_loss=s.final_loss,
-        notes=list(run.result.provenance.notes), parser=run.result.provenance.parser,
+        tflops_per_gpu=s.tflops_per_gpu,
+        mfu=s.mfu,
+        final_loss=s.final_loss,
+        notes=list(run.result.provenance.notes),
+        parser=run.result.provenance.parser,
         inputs=list(run.result.provenance.inputs),
-        mamf_tflops=s.mamf_tflops, mamf_utilisation=s.mamf_utilisation,
+        mamf_tflops=s.mamf_tflops,
+        mamf_utilisation=s.mamf_utilisation,
         preflight=preflight_findings(Path(run.path)),
     )
 
@@ -235,8 +244,10 @@ def _cost(tokens: Aggregate | None, device: str, world: int | None, settings: Co
     price = settings.gpu_hour_prices.get(device)
     note = None
     if price is None:
-        note = (f"no price for {device} in [cost] gpu_hour_prices "
-                f"(known: {', '.join(sorted(settings.gpu_hour_prices)) or 'none'})")
+        note = (
+            f"no price for {device} in [cost] gpu_hour_prices "
+            f"(known: {', '.join(sorted(settings.gpu_hour_prices)) or 'none'})"
+        )
     hours = cost = span = time = None
     if tokens is not None and tokens.median > 0:
         hours = 1e12 / tokens.median / 3600
@@ -246,9 +257,16 @@ def _cost(tokens: Aggregate | None, device: str, world: int | None, settings: Co
                 span = (1e12 / tokens.ci_high / 3600 * price, 1e12 / tokens.ci_low / 3600 * price)
         if world:
             time = settings.train_tokens / (tokens.median * world)
-    return Cost(price_per_gpu_hour=price, gpu_hours_per_1t_tokens=hours, cost_per_1t_tokens=cost,
-                cost_per_1t_tokens_range=span, train_tokens=settings.train_tokens,
-                world_size=world, time_to_train_s=time, note=note)
+    return Cost(
+        price_per_gpu_hour=price,
+        gpu_hours_per_1t_tokens=hours,
+        cost_per_1t_tokens=cost,
+        cost_per_1t_tokens_range=span,
+        train_tokens=settings.train_tokens,
+        world_size=world,
+        time_to_train_s=time,
+        note=note,
+    )
 
 
 def _predicted_memory(results: Sequence[Any]) -> dict[str, Aggregate]:
@@ -276,8 +294,13 @@ def _pick_baseline(labels: list[str], runs: list[Run], wanted: str | None) -> st
     matches = []
     for label in labels:
         example = next(r for r in runs if r.system == label).result
-        haystack = [label, example.run.platform or "", example.run.backend,
-                    example.run.framework or "", example.hardware.device_name or ""]
+        haystack = [
+            label,
+            example.run.platform or "",
+            example.run.backend,
+            example.run.framework or "",
+            example.hardware.device_name or "",
+        ]
         if any(lowered in h.lower() for h in haystack):
             matches.append(label)
     if len(matches) == 1:
@@ -285,20 +308,21 @@ def _pick_baseline(labels: list[str], runs: list[Run], wanted: str | None) -> st
     known = "; ".join(labels)
     if not matches:
         raise TprimatError(f"--baseline {wanted!r} matches no system; systems: {known}")
-    raise TprimatError(f"--baseline {wanted!r} matches several systems ({'; '.join(matches)}); "
-                       f"give one of: {known}")
+    raise TprimatError(f"--baseline {wanted!r} matches several systems ({'; '.join(matches)}); give one of: {known}")
 
 
 def build_comparison(
-    paths: Sequence[str | Path], *, cost: CostSection, allow_mismatch: bool = False,
+    paths: Sequence[str | Path],
+    *,
+    cost: CostSection,
+    allow_mismatch: bool = False,
     baseline: str | None = None,
 ) -> Comparison:
     """Load, group, gate and aggregate the results under ``paths``."""
     loaded = load_runs(paths)
     if not loaded.runs:
         reasons = "; ".join(f"{s.path}: {s.reason}" for s in loaded.skipped[:5])
-        raise TprimatError("no valid tprimat results to compare" + (f" ({reasons})" if reasons
-                                                                    else ""))
+        raise TprimatError("no valid tprimat results to compare" + (f" ({reasons})" if reasons else ""))
     runs, groups = group_runs(loaded.runs)
     mismatched = differing_fields(groups)
     if len(groups) > 1 and not allow_mismatch:
@@ -307,17 +331,19 @@ def build_comparison(
             f"the results do not share the fields a fair comparison needs ({names} differ "
             f"across {len(groups)} groups); compare matching runs, or pass --allow-mismatch "
             "to put them side by side anyway",
-            groups, mismatched,
+            groups,
+            mismatched,
         )
 
     labels = list(dict.fromkeys(r.system for r in runs))
     chosen = _pick_baseline(labels, runs, baseline)
     colours = assign_colours(
-        [(label, next(r for r in runs if r.system == label).result.run.platform)
-         for label in labels])
+        [(label, next(r for r in runs if r.system == label).result.run.platform) for label in labels]
+    )
     baseline_runs = [r for r in runs if r.system == chosen]
-    baseline_tokens = [r.result.summary.tokens_per_s_per_gpu.median for r in baseline_runs
-                       if r.result.summary.tokens_per_s_per_gpu]
+    baseline_tokens = [
+        r.result.summary.tokens_per_s_per_gpu.median for r in baseline_runs if r.result.summary.tokens_per_s_per_gpu
+    ]
     ordered = [chosen] + [label for label in labels if label != chosen]
 
     systems = []
@@ -325,8 +351,7 @@ def build_comparison(
         members = [r for r in runs if r.system == label]
         results = [r.result for r in members]
         summaries = [r.summary for r in results]
-        tokens = aggregate([s.tokens_per_s_per_gpu.median if s.tokens_per_s_per_gpu else None
-                            for s in summaries])
+        tokens = aggregate([s.tokens_per_s_per_gpu.median if s.tokens_per_s_per_gpu else None for s in summaries])
         first = results[0]
         device = device_key(first)
         world = _unique([r.config.world_size for r in results])
@@ -338,42 +363,57 @@ def build_comparison(
         ratio = None
         if label != chosen:
             ratio = ratio_of_medians(
-                [s.tokens_per_s_per_gpu.median for s in summaries if s.tokens_per_s_per_gpu],
-                baseline_tokens)
-        systems.append(SystemSummary(
-            label=label, group=members[0].group, colour=colours[label],
-            run_keys=[r.key for r in members], platform=first.run.platform, device=device,
-            device_name=first.hardware.device_name, framework=first.run.framework,
-            backend=first.run.backend, world_size=world,
-            tokens_per_s_per_gpu=tokens,
-            step_time_median_s=aggregate([s.step_time_s.median if s.step_time_s else None
-                                          for s in summaries], interval=False),
-            step_time_p95_s=aggregate([s.step_time_s.p95 if s.step_time_s else None
-                                       for s in summaries], interval=False),
-            step_time_cv=aggregate([s.step_time_s.cv if s.step_time_s else None
-                                    for s in summaries], interval=False),
-            tflops_per_gpu=aggregate([s.tflops_per_gpu for s in summaries], interval=False),
-            mfu=aggregate([s.mfu for s in summaries], interval=False),
-            peak_tflops=sorted({s.peak_tflops for s in summaries if s.peak_tflops is not None}),
-            peak_sources=sorted({s.peak_source for s in summaries if s.peak_source}),
-            memory=memory,
-            device_memory_gib=_unique([r.hardware.memory_per_device_gib for r in results]),
-            energy_per_token_j=aggregate([s.energy_per_token_j for s in summaries]),
-            final_loss=aggregate([s.final_loss for s in summaries], interval=False),
-            cost=_cost(tokens, device, world, cost),
-            ratio=ratio,
-            same_config_as_baseline=members[0].group == baseline_runs[0].group,
-            mamf_utilisation=aggregate([s.mamf_utilisation for s in summaries], interval=False),
-            predicted_memory=_predicted_memory(results),
-            memory_peak_ranks=sorted({r.memory.peak_rank for r in results if r.memory and r.memory.peak_rank}),
-            mamf_tflops=sorted({s.mamf_tflops for s in summaries if s.mamf_tflops is not None}),
-        ))
+                [s.tokens_per_s_per_gpu.median for s in summaries if s.tokens_per_s_per_gpu], baseline_tokens
+            )
+        systems.append(
+            SystemSummary(
+                label=label,
+                group=members[0].group,
+                colour=colours[label],
+                run_keys=[r.key for r in members],
+                platform=first.run.platform,
+                device=device,
+                device_name=first.hardware.device_name,
+                framework=first.run.framework,
+                backend=first.run.backend,
+                world_size=world,
+                tokens_per_s_per_gpu=tokens,
+                step_time_median_s=aggregate(
+                    [s.step_time_s.median if s.step_time_s else None for s in summaries], interval=False
+                ),
+                step_time_p95_s=aggregate(
+                    [s.step_time_s.p95 if s.step_time_s else None for s in summaries], interval=False
+                ),
+                step_time_cv=aggregate(
+                    [s.step_time_s.cv if s.step_time_s else None for s in summaries], interval=False
+                ),
+                tflops_per_gpu=aggregate([s.tflops_per_gpu for s in summaries], interval=False),
+                mfu=aggregate([s.mfu for s in summaries], interval=False),
+                peak_tflops=sorted({s.peak_tflops for s in summaries if s.peak_tflops is not None}),
+                peak_sources=sorted({s.peak_source for s in summaries if s.peak_source}),
+                memory=memory,
+                device_memory_gib=_unique([r.hardware.memory_per_device_gib for r in results]),
+                energy_per_token_j=aggregate([s.energy_per_token_j for s in summaries]),
+                final_loss=aggregate([s.final_loss for s in summaries], interval=False),
+                cost=_cost(tokens, device, world, cost),
+                ratio=ratio,
+                same_config_as_baseline=members[0].group == baseline_runs[0].group,
+                mamf_utilisation=aggregate([s.mamf_utilisation for s in summaries], interval=False),
+                predicted_memory=_predicted_memory(results),
+                memory_peak_ranks=sorted({r.memory.peak_rank for r in results if r.memory and r.memory.peak_rank}),
+                mamf_tflops=sorted({s.mamf_tflops for s in summaries if s.mamf_tflops is not None}),
+            )
+        )
 
     flops = []
     for run in runs:
         s = run.result.summary
-        entry = {"model": run.result.config.model, "seq_length": run.result.config.seq_length,
-                 "flops_per_token": s.flops_per_token, "formula": s.flops_formula}
+        entry = {
+            "model": run.result.config.model,
+            "seq_length": run.result.config.seq_length,
+            "flops_per_token": s.flops_per_token,
+            "formula": s.flops_formula,
+        }
         if s.flops_per_token is not None and entry not in flops:
             flops.append(entry)
 
@@ -393,12 +433,12 @@ def build_comparison(
         flops=flops,
         method={
             "per_run_value": "each run's own median over its measured iterations "
-                             "(tprimat.result.metrics; warm-up and profiled iterations left out)",
+            "(tprimat.result.metrics; warm-up and profiled iterations left out)",
             "interval": f"{CONFIDENCE:.0%} percentile bootstrap of the median over runs",
             "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
             "bootstrap_seed": BOOTSTRAP_SEED,
             "ratio": "median tokens/s/GPU of a system over the baseline's; interval from "
-                     "resampling each system's runs independently",
+            "resampling each system's runs independently",
             "fair_fields": list(FAIR_FIELDS),
         },
     )
@@ -424,18 +464,29 @@ def _plain(value: Any) -> Any:
 
 def comparison_to_dict(comparison: Comparison) -> dict[str, Any]:
     """The JSON-ready form of the comparison (``report.json``)."""
-    data = {field.name: _plain(getattr(comparison, field.name))
-            for field in attrs.fields(Comparison) if field.name != "runs"}
+    data = {
+        field.name: _plain(getattr(comparison, field.name))
+        for field in attrs.fields(Comparison)
+        if field.name != "runs"
+    }
     data["runs"] = [
-        {"key": r.key, "path": r.path, "run_id": r.result.run.id, "system": r.system,
-         "group": r.group, "fair_fields": r.fields}
+        {
+            "key": r.key,
+            "path": r.path,
+            "run_id": r.result.run.id,
+            "system": r.system,
+            "group": r.group,
+            "fair_fields": r.fields,
+        }
         for r in comparison.runs
     ]
-    data["mismatched"] = [{"field": name, "values_by_group": dict(zip(
-        [g.id for g in comparison.groups], _plain(values), strict=True))}
-        for name, values in comparison.mismatched]
-    data["config_diff"] = [{"key": name, "values_by_run": dict(zip(
-        [r.key for r in comparison.runs], _plain(values), strict=True))}
-        for name, values in comparison.config_diff]
+    data["mismatched"] = [
+        {"field": name, "values_by_group": dict(zip([g.id for g in comparison.groups], _plain(values), strict=True))}
+        for name, values in comparison.mismatched
+    ]
+    data["config_diff"] = [
+        {"key": name, "values_by_run": dict(zip([r.key for r in comparison.runs], _plain(values), strict=True))}
+        for name, values in comparison.config_diff
+    ]
     data["schema"] = "tprimat.compare/1"
     return data

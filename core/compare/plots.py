@@ -76,9 +76,15 @@ def plot_throughput(plt: Any, comparison: Comparison, path: Path) -> Path | None
             text += f"\n{s.ratio.value:.2f}× baseline"
             if not s.same_config_as_baseline:
                 text += "\n(different config)"
-        ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height() + up),
-                    xytext=(0, 6), textcoords="offset points", ha="center", va="bottom",
-                    fontsize=13)
+        ax.annotate(
+            text,
+            (bar.get_x() + bar.get_width() / 2, bar.get_height() + up),
+            xytext=(0, 6),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=13,
+        )
     ax.set_xticks(list(xs), [_wrap(s.label) for s in systems])
     ax.set_ylabel("tokens/s/GPU (median)")
     lines = max(1 + (s.ratio is not None) + (not s.same_config_as_baseline) for s in systems)
@@ -103,8 +109,7 @@ def plot_step_time(plt: Any, comparison: Comparison, path: Path) -> Path | None:
             records = [r for r in run.result.iterations if r.step_time_s is not None]
             if not records:
                 continue
-            measured, _ = select_measured(run.result.iterations,
-                                          warmup_iterations=run.result.summary.warmup_iterations)
+            measured, _ = select_measured(run.result.iterations, warmup_iterations=run.result.summary.warmup_iterations)
             if run.result.summary.step_time_s is not None:
                 tops.append(run.result.summary.step_time_s.p95)
             first = min(r.iteration - r.covers_iterations + 1 for r in run.result.iterations)
@@ -113,9 +118,15 @@ def plot_step_time(plt: Any, comparison: Comparison, path: Path) -> Path | None:
                 spans.add((first - 0.5, first + warm - 0.5))
             label = system.label if system.label not in seen_labels else None
             seen_labels.add(system.label)
-            ax.plot([r.iteration for r in records], [r.step_time_s for r in records],
-                    color=system.colour, lw=1.2, alpha=0.9, label=label, marker="." if
-                    len(records) <= 60 else None)
+            ax.plot(
+                [r.iteration for r in records],
+                [r.step_time_s for r in records],
+                color=system.colour,
+                lw=1.2,
+                alpha=0.9,
+                label=label,
+                marker="." if len(records) <= 60 else None,
+            )
             drawn = True
     if not drawn:
         plt.close(fig)
@@ -123,24 +134,35 @@ def plot_step_time(plt: Any, comparison: Comparison, path: Path) -> Path | None:
     top = max(tops) * 1.5 if tops else None
     if top:
         for run in comparison.runs:
-            clipped += sum(1 for r in run.result.iterations
-                           if r.step_time_s is not None and r.step_time_s > top)
+            clipped += sum(1 for r in run.result.iterations if r.step_time_s is not None and r.step_time_s > top)
         ax.set_ylim(0, top)
     for i, (start, end) in enumerate(sorted(spans)):
-        ax.axvspan(start, end, color="#999999", alpha=0.35,
-                   label="warm-up (left out)" if i == 0 else None)
+        ax.axvspan(start, end, color="#999999", alpha=0.35, label="warm-up (left out)" if i == 0 else None)
     if spans:
         start, end = min(s for s, _ in spans), max(e for _, e in spans)
-        ax.annotate(f"warm-up: iterations {start + 0.5:g}–{end - 0.5:g}", (end, 0.04),
-                    xycoords=("data", "axes fraction"), xytext=(8, 0),
-                    textcoords="offset points", fontsize=11, color="#444444")
+        ax.annotate(
+            f"warm-up: iterations {start + 0.5:g}–{end - 0.5:g}",
+            (end, 0.04),
+            xycoords=("data", "axes fraction"),
+            xytext=(8, 0),
+            textcoords="offset points",
+            fontsize=11,
+            color="#444444",
+        )
     ax.set_xlabel("iteration")
     ax.set_ylabel("step time (s)")
     ax.set_title("Step time per iteration")
     if clipped:
-        ax.text(0.99, 0.98, f"{clipped} iteration(s) above {top:.2f} s not shown "
-                "(see the step-time table)", transform=ax.transAxes, ha="right", va="top",
-                fontsize=11, color="#444444")
+        ax.text(
+            0.99,
+            0.98,
+            f"{clipped} iteration(s) above {top:.2f} s not shown (see the step-time table)",
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=11,
+            color="#444444",
+        )
     ax.legend(loc="lower right")
     return _save(plt, fig, path)
 
@@ -178,13 +200,13 @@ def plot_loss(plt: Any, comparison: Comparison, path: Path) -> Path | None:
 
 
 def plot_memory(plt: Any, comparison: Comparison, path: Path) -> Path | None:
-    quantities = [(field, label) for field, label in MEMORY_FIELDS
-                  if any(field in s.memory for s in comparison.systems)]
+    quantities = [
+        (field, label) for field, label in MEMORY_FIELDS if any(field in s.memory for s in comparison.systems)
+    ]
     if not quantities:
         return None
     capacity = any(s.device_memory_gib for s in comparison.systems)
-    categories = quantities + ([("device_memory_gib", "device capacity (GiB)")] if capacity
-                               else [])
+    categories = quantities + ([("device_memory_gib", "device capacity (GiB)")] if capacity else [])
     fig, ax = _figure(plt)
     width = 0.8 / max(len(comparison.systems), 1)
     for i, s in enumerate(comparison.systems):
@@ -197,12 +219,17 @@ def plot_memory(plt: Any, comparison: Comparison, path: Path) -> Path | None:
         xs = [c + (i - (len(comparison.systems) - 1) / 2) * width for c in range(len(categories))]
         bars = ax.bar(xs, values, width=width * 0.95, color=s.colour, label=s.label)
         for bar, value in zip(bars, values, strict=True):
-            ax.annotate(f"{value:.1f}" if value else "not\nrecorded",
-                        (bar.get_x() + bar.get_width() / 2, value), xytext=(0, 3),
-                        textcoords="offset points", ha="center", va="bottom", fontsize=11,
-                        color="#222222" if value else "#777777")
-    ax.set_xticks(range(len(categories)),
-                  [label.replace(" (GiB)", "").replace(", ", ",\n") for _, label in categories])
+            ax.annotate(
+                f"{value:.1f}" if value else "not\nrecorded",
+                (bar.get_x() + bar.get_width() / 2, value),
+                xytext=(0, 3),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=11,
+                color="#222222" if value else "#777777",
+            )
+    ax.set_xticks(range(len(categories)), [label.replace(" (GiB)", "").replace(", ", ",\n") for _, label in categories])
     ax.set_ylabel("GiB (2^30 bytes)")
     ax.set_title("Memory per GPU")
     ax.grid(axis="x", visible=False)
@@ -220,9 +247,15 @@ def plot_mfu(plt: Any, comparison: Comparison, path: Path) -> Path | None:
     bars = ax.bar(xs, values, color=[s.colour for s in systems], width=0.6)
     for bar, s in zip(bars, systems, strict=True):
         peak = "/".join(f"{p:g}" for p in s.peak_tflops)
-        ax.annotate(f"{s.mfu.median:.1%}\n{s.tflops_per_gpu.median:.0f} of {peak} TFLOP/s",
-                    (bar.get_x() + bar.get_width() / 2, bar.get_height()), xytext=(0, 6),
-                    textcoords="offset points", ha="center", va="bottom", fontsize=13)
+        ax.annotate(
+            f"{s.mfu.median:.1%}\n{s.tflops_per_gpu.median:.0f} of {peak} TFLOP/s",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            xytext=(0, 6),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=13,
+        )
     ax.set_xticks(list(xs), [_wrap(s.label) for s in systems])
     ax.set_ylabel("MFU (%)")
     ax.set_ylim(0, max(values) * 1.35)

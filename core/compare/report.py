@@ -37,12 +37,37 @@ FORMATS = ("md", "html", "csv", "json")
 
 #: MAD (madengine perf.csv) columns first, then tprimat's own.
 CSV_COLUMNS = (
-    "model", "performance", "metric", "n_gpus", "nnodes", "gpus_per_node", "training_precision",
-    "machine_name", "gpu_architecture", "status", "dataname",
-    "platform", "device_name", "backend", "framework", "seq_length", "global_batch_size",
-    "step_time_median_s", "step_time_p95_s", "step_time_cv", "tflops_per_gpu", "mfu",
-    "mamf_tflops", "mamf_utilisation", "measured_iterations", "warmup_iterations", "run_id",
-    "result_file", "config_fingerprint", "group", "system",
+    "model",
+    "performance",
+    "metric",
+    "n_gpus",
+    "nnodes",
+    "gpus_per_node",
+    "training_precision",
+    "machine_name",
+    "gpu_architecture",
+    "status",
+    "dataname",
+    "platform",
+    "device_name",
+    "backend",
+    "framework",
+    "seq_length",
+    "global_batch_size",
+    "step_time_median_s",
+    "step_time_p95_s",
+    "step_time_cv",
+    "tflops_per_gpu",
+    "mfu",
+    "mamf_tflops",
+    "mamf_utilisation",
+    "measured_iterations",
+    "warmup_iterations",
+    "run_id",
+    "result_file",
+    "config_fingerprint",
+    "group",
+    "system",
 )
 CSV_METRIC = "tokens_per_s_per_gpu"
 
@@ -53,12 +78,12 @@ def parse_formats(text: str) -> list[str]:
     formats = [f.strip().lower() for f in text.split(",") if f.strip()]
     unknown = [f for f in formats if f not in FORMATS]
     if unknown or not formats:
-        raise TprimatError(f"--format {text!r}: choose from {', '.join(FORMATS)} "
-                           "(comma-separated)")
+        raise TprimatError(f"--format {text!r}: choose from {', '.join(FORMATS)} (comma-separated)")
     return list(dict.fromkeys(formats))
 
 
 # --- number formatting ----------------------------------------------------------------------
+
 
 def _num(value: float | None, spec: str, unit: str = "") -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
@@ -113,6 +138,7 @@ def _value(value: Any) -> str:
 
 # --- the document ---------------------------------------------------------------------------
 
+
 def _summary_lines(c: Comparison) -> list[str]:
     base = c.system(c.baseline)
     lines = []
@@ -127,7 +153,8 @@ def _summary_lines(c: Comparison) -> list[str]:
         lines.append(
             f"{s.label}: {s.ratio.value:.3f}× the tokens/s/GPU of {base.label} "
             f"({_median(s.tokens_per_s_per_gpu, ',.1f')} vs "
-            f"{_median(base.tokens_per_s_per_gpu, ',.1f')}; {interval}){caveat}")
+            f"{_median(base.tokens_per_s_per_gpu, ',.1f')}; {interval}){caveat}"
+        )
     return lines
 
 
@@ -143,10 +170,8 @@ def _mfu_notes(c: Comparison) -> list[str]:
     notes = []
     for run in c.runs:
         if run.result.summary.mfu is None:
-            reasons = [n for n in run.result.provenance.notes
-                       if "MFU" in n or "peak" in n.lower()]
-            notes.append(f"{run.key} ({run.system}): no MFU" + (f" — {reasons[0]}" if reasons
-                                                                  else ""))
+            reasons = [n for n in run.result.provenance.notes if "MFU" in n or "peak" in n.lower()]
+            notes.append(f"{run.key} ({run.system}): no MFU" + (f" — {reasons[0]}" if reasons else ""))
     return notes
 
 
@@ -161,33 +186,44 @@ def _preflight_blocks(c: Comparison) -> list[Block]:
         elif not r.preflight:
             lines.append(f"{r.key} ({r.system}): none found")
         else:
-            found = "; ".join(f"{f.get('check', '?')}: {f.get('message', '')}"
-                              for f in r.preflight)
+            found = "; ".join(f"{f.get('check', '?')}: {f.get('message', '')}" for f in r.preflight)
             lines.append(f"{r.key} ({r.system}): {len(r.preflight)} finding(s) — {found}")
-    return [Heading(2, "Pre-flight findings"),
-            Paragraph("Conditions `tprimat doctor` checks before a run because they distort "
-                      "measurements (busy GPUs, power caps, NUMA balancing, debug switches, "
-                      "…), as recorded in each run's manifest."),
-            Bullets(lines)]
+    return [
+        Heading(2, "Pre-flight findings"),
+        Paragraph(
+            "Conditions `tprimat doctor` checks before a run because they distort "
+            "measurements (busy GPUs, power caps, NUMA balancing, debug switches, "
+            "…), as recorded in each run's manifest."
+        ),
+        Bullets(lines),
+    ]
 
 
-def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block] = ()) -> list[
-        Block]:
+def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block] = ()) -> list[Block]:
     blocks: list[Block] = [Heading(1, "tprimat comparison report")]
-    blocks.append(Paragraph(
-        f"Generated {c.generated_at} by tprimat {c.tprimat_version} from {len(c.runs)} run(s) on "
-        f"{len(c.systems)} system(s). Baseline for ratios: {c.baseline}. Every figure below "
-        "is computed by tprimat from the per-iteration records in the result files listed under "
-        "“Runs and provenance”."))
+    blocks.append(
+        Paragraph(
+            f"Generated {c.generated_at} by tprimat {c.tprimat_version} from {len(c.runs)} run(s) on "
+            f"{len(c.systems)} system(s). Baseline for ratios: {c.baseline}. Every figure below "
+            "is computed by tprimat from the per-iteration records in the result files listed under "
+            "“Runs and provenance”."
+        )
+    )
     if len(c.groups) > 1:
         blocks.append(Heading(2, "Warning: configurations differ"))
-        blocks.append(Paragraph(
-            "These runs do not share the fields a fair comparison needs; they are shown side by "
-            "side only because `--allow-mismatch` was given. Runs are repeats of each other only "
-            "within a group; ratios across groups compare different workloads."))
-        blocks.append(Table(["field", *[f"group {g.id}" for g in c.groups]],
-                            [[name, *[_value(v) for v in values]]
-                             for name, values in c.mismatched]))
+        blocks.append(
+            Paragraph(
+                "These runs do not share the fields a fair comparison needs; they are shown side by "
+                "side only because `--allow-mismatch` was given. Runs are repeats of each other only "
+                "within a group; ratios across groups compare different workloads."
+            )
+        )
+        blocks.append(
+            Table(
+                ["field", *[f"group {g.id}" for g in c.groups]],
+                [[name, *[_value(v) for v in values]] for name, values in c.mismatched],
+            )
+        )
 
     lines = _summary_lines(c)
     if lines:
@@ -195,65 +231,130 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
         blocks.append(Bullets(lines))
 
     blocks.append(Heading(2, "What was compared"))
-    blocks.append(Paragraph("Fields that must match for a fair comparison (and do within a "
-                            "group):"))
+    blocks.append(Paragraph("Fields that must match for a fair comparison (and do within a group):"))
     blocks.append(_group_table(c))
-    unknown = [f"group {g.id}: {name} is not recorded ({_value(g.fields.get(name))}), so it "
-               "cannot be checked to match" for g in c.groups for name in FAIR_FIELDS
-               if g.fields.get(name) in (None, "unknown")]
+    unknown = [
+        f"group {g.id}: {name} is not recorded ({_value(g.fields.get(name))}), so it cannot be checked to match"
+        for g in c.groups
+        for name in FAIR_FIELDS
+        if g.fields.get(name) in (None, "unknown")
+    ]
     if unknown:
         blocks.append(Bullets(unknown))
 
     blocks.append(Heading(2, "Throughput"))
-    blocks.append(Paragraph(
-        "tokens/s/GPU = global batch × sequence length / step time / GPUs, per iteration; each "
-        "run contributes its median over the measured iterations; a system's value is the "
-        "median over its runs."))
-    blocks.append(Table(
-        ["system", "runs", "tokens/s/GPU (median)", "min – max over runs", "95% CI (bootstrap)",
-         f"ratio vs {c.baseline}", "ratio 95% CI"],
-        [[s.label, ", ".join(s.run_keys), _median(s.tokens_per_s_per_gpu, ",.1f"),
-          _range(s.tokens_per_s_per_gpu, ",.1f"), _ci(s.tokens_per_s_per_gpu, ",.1f"),
-          "baseline" if s.ratio is None else f"{s.ratio.value:.3f}×",
-          DASH if s.ratio is None else (f"{s.ratio.ci_low:.3f} {DASH} {s.ratio.ci_high:.3f}"
-                                        if s.ratio.ci_low is not None else s.ratio.note or DASH)]
-         for s in c.systems]))
+    blocks.append(
+        Paragraph(
+            "tokens/s/GPU = global batch × sequence length / step time / GPUs, per iteration; each "
+            "run contributes its median over the measured iterations; a system's value is the "
+            "median over its runs."
+        )
+    )
+    blocks.append(
+        Table(
+            [
+                "system",
+                "runs",
+                "tokens/s/GPU (median)",
+                "min – max over runs",
+                "95% CI (bootstrap)",
+                f"ratio vs {c.baseline}",
+                "ratio 95% CI",
+            ],
+            [
+                [
+                    s.label,
+                    ", ".join(s.run_keys),
+                    _median(s.tokens_per_s_per_gpu, ",.1f"),
+                    _range(s.tokens_per_s_per_gpu, ",.1f"),
+                    _ci(s.tokens_per_s_per_gpu, ",.1f"),
+                    "baseline" if s.ratio is None else f"{s.ratio.value:.3f}×",
+                    DASH
+                    if s.ratio is None
+                    else (
+                        f"{s.ratio.ci_low:.3f} {DASH} {s.ratio.ci_high:.3f}"
+                        if s.ratio.ci_low is not None
+                        else s.ratio.note or DASH
+                    ),
+                ]
+                for s in c.systems
+            ],
+        )
+    )
     if "throughput.png" in plots:
         blocks.append(Image("throughput.png", "Throughput per GPU by system"))
     blocks.extend(convergence_blocks(c, plots))
 
     blocks.append(Heading(2, "Step time"))
-    blocks.append(Table(
-        ["system", "median (s)", "p95 (s)", "CV", "min – max of medians over runs"],
-        [[s.label, _median(s.step_time_median_s, ".4f"), _median(s.step_time_p95_s, ".4f"),
-          _median(s.step_time_cv, ".2%"), _range(s.step_time_median_s, ".4f")]
-         for s in c.systems]))
-    blocks.append(Paragraph("CV is the sample standard deviation of step time over its mean, "
-                            "within a run. Warm-up iterations are left out and shaded in the "
-                            "figure."))
+    blocks.append(
+        Table(
+            ["system", "median (s)", "p95 (s)", "CV", "min – max of medians over runs"],
+            [
+                [
+                    s.label,
+                    _median(s.step_time_median_s, ".4f"),
+                    _median(s.step_time_p95_s, ".4f"),
+                    _median(s.step_time_cv, ".2%"),
+                    _range(s.step_time_median_s, ".4f"),
+                ]
+                for s in c.systems
+            ],
+        )
+    )
+    blocks.append(
+        Paragraph(
+            "CV is the sample standard deviation of step time over its mean, "
+            "within a run. Warm-up iterations are left out and shaded in the "
+            "figure."
+        )
+    )
     if "step_time.png" in plots:
         blocks.append(Image("step_time.png", "Step time per iteration"))
 
     blocks.append(Heading(2, "TFLOP/s and MFU"))
     for entry in c.flops:
-        blocks.append(Paragraph(
-            f"{entry['model']} at sequence length {entry['seq_length']}: "
-            f"{entry['flops_per_token'] / 1e9:.3f} GFLOP per token, `{entry['formula']}`."))
+        blocks.append(
+            Paragraph(
+                f"{entry['model']} at sequence length {entry['seq_length']}: "
+                f"{entry['flops_per_token'] / 1e9:.3f} GFLOP per token, `{entry['formula']}`."
+            )
+        )
     mamf = any(s.mamf_utilisation is not None for s in c.systems)
-    blocks.append(Table(
-        ["system", "TFLOP/s/GPU (median)", "MFU",
-         *(["MAMF utilisation", "measured ceiling (TFLOP/s)"] if mamf else []),
-         "peak used (TFLOP/s)", "peak source"],
-        [[s.label, _median(s.tflops_per_gpu, ".1f"), _median(s.mfu, ".1%"),
-          *([_median(s.mamf_utilisation, ".1%"),
-             ", ".join(f"{m:.4g}" for m in s.mamf_tflops) or DASH] if mamf else []),
-          ", ".join(f"{p:g}" for p in s.peak_tflops) or DASH,
-          "; ".join(s.peak_sources) or DASH] for s in c.systems]))
+    blocks.append(
+        Table(
+            [
+                "system",
+                "TFLOP/s/GPU (median)",
+                "MFU",
+                *(["MAMF utilisation", "measured ceiling (TFLOP/s)"] if mamf else []),
+                "peak used (TFLOP/s)",
+                "peak source",
+            ],
+            [
+                [
+                    s.label,
+                    _median(s.tflops_per_gpu, ".1f"),
+                    _median(s.mfu, ".1%"),
+                    *(
+                        [_median(s.mamf_utilisation, ".1%"), ", ".join(f"{m:.4g}" for m in s.mamf_tflops) or DASH]
+                        if mamf
+                        else []
+                    ),
+                    ", ".join(f"{p:g}" for p in s.peak_tflops) or DASH,
+                    "; ".join(s.peak_sources) or DASH,
+                ]
+                for s in c.systems
+            ],
+        )
+    )
     if mamf:
-        blocks.append(Paragraph(
-            "MAMF utilisation = achieved model TFLOP/s per GPU ÷ the maximum achievable matmul "
-            "TFLOP/s measured on the same device by `tprimat microbench` (recorded in the run "
-            "manifest), for the run's precision; MFU divides by the datasheet peak instead."))
+        blocks.append(
+            Paragraph(
+                "MAMF utilisation = achieved model TFLOP/s per GPU ÷ the maximum achievable matmul "
+                "TFLOP/s measured on the same device by `tprimat microbench` (recorded in the run "
+                "manifest), for the run's precision; MFU divides by the datasheet peak instead."
+            )
+        )
     missing = _mfu_notes(c)
     if missing:
         blocks.append(Bullets(missing))
@@ -263,13 +364,22 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
     blocks.append(Heading(2, "Memory"))
     fields = [(f, label) for f, label in MEMORY_FIELDS if any(f in s.memory for s in c.systems)]
     if fields:
-        blocks.append(Table(
-            ["system", *[label for _, label in fields], "device capacity (GiB)"],
-            [[s.label, *[_median(s.memory.get(f), ".2f") for f, _ in fields],
-              _num(s.device_memory_gib, ".2f")] for s in c.systems]))
-        blocks.append(Paragraph("GiB = 2^30 bytes. Allocator figures count tensors PyTorch "
-                                "holds (allocated) or caches (reserved); the driver view counts "
-                                "everything on the device."))
+        blocks.append(
+            Table(
+                ["system", *[label for _, label in fields], "device capacity (GiB)"],
+                [
+                    [s.label, *[_median(s.memory.get(f), ".2f") for f, _ in fields], _num(s.device_memory_gib, ".2f")]
+                    for s in c.systems
+                ],
+            )
+        )
+        blocks.append(
+            Paragraph(
+                "GiB = 2^30 bytes. Allocator figures count tensors PyTorch "
+                "holds (allocated) or caches (reserved); the driver view counts "
+                "everything on the device."
+            )
+        )
     else:
         blocks.append(Paragraph("No memory figures were recorded by these runs."))
     if "memory.png" in plots:
@@ -278,39 +388,66 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
 
     if any(s.energy_per_token_j is not None for s in c.systems):
         blocks.append(Heading(2, "Energy"))
-        blocks.append(Table(["system", "energy per token (J)", "95% CI"],
-                            [[s.label, _median(s.energy_per_token_j, ".4g"),
-                              _ci(s.energy_per_token_j, ".4g")] for s in c.systems]))
+        blocks.append(
+            Table(
+                ["system", "energy per token (J)", "95% CI"],
+                [[s.label, _median(s.energy_per_token_j, ".4g"), _ci(s.energy_per_token_j, ".4g")] for s in c.systems],
+            )
+        )
 
     cost = c.cost_settings
     blocks.append(Heading(2, "Cost and time to train"))
-    blocks.append(Table(
-        ["system", f"price ({cost.currency}/GPU-hour)", "GPU-hours per 1T tokens",
-         f"cost per 1T tokens ({cost.currency})", "range from the throughput CI",
-         f"time to train {_tokens(cost.train_tokens)} tokens"],
-        [[s.label, _num(s.cost.price_per_gpu_hour, ",.2f"),
-          _num(s.cost.gpu_hours_per_1t_tokens, ",.0f"), _num(s.cost.cost_per_1t_tokens, ",.0f"),
-          DASH if s.cost.cost_per_1t_tokens_range is None else
-          f"{s.cost.cost_per_1t_tokens_range[0]:,.0f} {DASH} "
-          f"{s.cost.cost_per_1t_tokens_range[1]:,.0f}",
-          _duration(s.cost.time_to_train_s) + (f" on {s.cost.world_size} GPUs"
-                                                if s.cost.world_size else "")]
-         for s in c.systems if s.cost is not None]))
-    blocks.append(Paragraph(
-        f"Prices: {cost.prices_source} ({cost.prices_date}). Override them with "
-        "`--set 'cost.gpu_hour_prices={ \"MI300X\" = 2.10, \"H100-SXM\" = 2.99 }'` or a "
-        "`[cost]` section in `--config`. Cost per 1T tokens = 10^12 / (tokens/s/GPU) / 3600 × "
-        "price; time to train = tokens / (tokens/s/GPU × GPUs of the run)."))
+    blocks.append(
+        Table(
+            [
+                "system",
+                f"price ({cost.currency}/GPU-hour)",
+                "GPU-hours per 1T tokens",
+                f"cost per 1T tokens ({cost.currency})",
+                "range from the throughput CI",
+                f"time to train {_tokens(cost.train_tokens)} tokens",
+            ],
+            [
+                [
+                    s.label,
+                    _num(s.cost.price_per_gpu_hour, ",.2f"),
+                    _num(s.cost.gpu_hours_per_1t_tokens, ",.0f"),
+                    _num(s.cost.cost_per_1t_tokens, ",.0f"),
+                    DASH
+                    if s.cost.cost_per_1t_tokens_range is None
+                    else f"{s.cost.cost_per_1t_tokens_range[0]:,.0f} {DASH} {s.cost.cost_per_1t_tokens_range[1]:,.0f}",
+                    _duration(s.cost.time_to_train_s) + (f" on {s.cost.world_size} GPUs" if s.cost.world_size else ""),
+                ]
+                for s in c.systems
+                if s.cost is not None
+            ],
+        )
+    )
+    blocks.append(
+        Paragraph(
+            f"Prices: {cost.prices_source} ({cost.prices_date}). Override them with "
+            '`--set \'cost.gpu_hour_prices={ "MI300X" = 2.10, "H100-SXM" = 2.99 }\'` or a '
+            "`[cost]` section in `--config`. Cost per 1T tokens = 10^12 / (tokens/s/GPU) / 3600 × "
+            "price; time to train = tokens / (tokens/s/GPU × GPUs of the run)."
+        )
+    )
     no_price = [f"{s.label}: {s.cost.note}" for s in c.systems if s.cost and s.cost.note]
     if no_price:
         blocks.append(Bullets(no_price))
 
     blocks.append(Heading(2, "Loss"))
-    blocks.append(Table(["system", "final loss (median over runs)", "min – max over runs"],
-                        [[s.label, _median(s.final_loss, ".5g"), _range(s.final_loss, ".5g")]
-                         for s in c.systems]))
-    blocks.append(Paragraph("Final loss is the last recorded loss of each run. Losses are "
-                            "comparable only when dataset, tokenizer and seed match."))
+    blocks.append(
+        Table(
+            ["system", "final loss (median over runs)", "min – max over runs"],
+            [[s.label, _median(s.final_loss, ".5g"), _range(s.final_loss, ".5g")] for s in c.systems],
+        )
+    )
+    blocks.append(
+        Paragraph(
+            "Final loss is the last recorded loss of each run. Losses are "
+            "comparable only when dataset, tokenizer and seed match."
+        )
+    )
     if "loss.png" in plots:
         blocks.append(Image("loss.png", "Training loss"))
 
@@ -318,27 +455,62 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
 
     if c.config_diff:
         blocks.append(Heading(2, "Configuration differences"))
-        blocks.append(Paragraph("Recorded settings, hardware and software that are not the "
-                                "same in every run (parallel layout and kernels may be tuned "
-                                "per platform; the fields that must match are above)."))
-        blocks.append(Table(["setting", *[r.key for r in c.runs]],
-                            [[name, *[_value(v) for v in values]]
-                             for name, values in c.config_diff]))
+        blocks.append(
+            Paragraph(
+                "Recorded settings, hardware and software that are not the "
+                "same in every run (parallel layout and kernels may be tuned "
+                "per platform; the fields that must match are above)."
+            )
+        )
+        blocks.append(
+            Table(
+                ["setting", *[r.key for r in c.runs]],
+                [[name, *[_value(v) for v in values]] for name, values in c.config_diff],
+            )
+        )
 
     preflight = _preflight_blocks(c)
     blocks.extend(preflight)
 
     blocks.append(Heading(2, "Runs and provenance"))
     run_mamf = any(r.mamf_utilisation is not None for r in c.run_rows)
-    blocks.append(Table(
-        ["run", "system", "group", "result file", "run id", "status", "iterations measured",
-         "warm-up", "tokens/s/GPU", "step time median (s)", "TFLOP/s/GPU", "MFU",
-         *(["MAMF utilisation"] if run_mamf else [])],
-        [[r.key, r.system, r.group, f"`{r.path}`", r.run_id, r.status,
-          f"{r.measured_range} ({r.measured_iterations})", str(r.warmup_iterations),
-          _num(r.tokens_per_s_per_gpu, ",.1f"), _num(r.step_time_median_s, ".4f"),
-          _num(r.tflops_per_gpu, ".1f"), _num(r.mfu, ".1%"),
-          *([_num(r.mamf_utilisation, ".1%")] if run_mamf else [])] for r in c.run_rows]))
+    blocks.append(
+        Table(
+            [
+                "run",
+                "system",
+                "group",
+                "result file",
+                "run id",
+                "status",
+                "iterations measured",
+                "warm-up",
+                "tokens/s/GPU",
+                "step time median (s)",
+                "TFLOP/s/GPU",
+                "MFU",
+                *(["MAMF utilisation"] if run_mamf else []),
+            ],
+            [
+                [
+                    r.key,
+                    r.system,
+                    r.group,
+                    f"`{r.path}`",
+                    r.run_id,
+                    r.status,
+                    f"{r.measured_range} ({r.measured_iterations})",
+                    str(r.warmup_iterations),
+                    _num(r.tokens_per_s_per_gpu, ",.1f"),
+                    _num(r.step_time_median_s, ".4f"),
+                    _num(r.tflops_per_gpu, ".1f"),
+                    _num(r.mfu, ".1%"),
+                    *([_num(r.mamf_utilisation, ".1%")] if run_mamf else []),
+                ]
+                for r in c.run_rows
+            ],
+        )
+    )
     for r in c.run_rows:
         blocks.append(Heading(3, f"{r.key}: {r.run_id}"))
         items = [f"result: `{r.path}`", f"parser: {r.parser or DASH}"]
@@ -362,6 +534,7 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
 
 # --- CSV --------------------------------------------------------------------------------------
 
+
 def results_csv(c: Comparison) -> str:
     """One row per run, MAD-compatible (``model,performance,metric`` first)."""
     buffer = io.StringIO()
@@ -372,40 +545,41 @@ def results_csv(c: Comparison) -> str:
         r = run.result
         hw = r.hardware
         system = c.system(run.system)
-        writer.writerow({
-            "model": r.config.model,
-            "performance": "" if row.tokens_per_s_per_gpu is None else
-            f"{row.tokens_per_s_per_gpu:.3f}",
-            "metric": CSV_METRIC,
-            "n_gpus": r.config.world_size or "",
-            "nnodes": hw.nodes or "",
-            "gpus_per_node": hw.device_count_per_node or "",
-            "training_precision": r.config.precision or "",
-            "machine_name": hw.hostname or "",
-            "gpu_architecture": system.device,
-            "status": "SUCCESS" if r.run.status == "completed" else r.run.status.upper(),
-            "dataname": r.run.dataset,
-            "platform": r.run.platform or "",
-            "device_name": hw.device_name or "",
-            "backend": r.run.backend,
-            "framework": r.run.framework or "",
-            "seq_length": r.config.seq_length or "",
-            "global_batch_size": r.config.global_batch_size or "",
-            "step_time_median_s": _csv(row.step_time_median_s),
-            "step_time_p95_s": _csv(row.step_time_p95_s),
-            "step_time_cv": _csv(row.step_time_cv),
-            "tflops_per_gpu": _csv(row.tflops_per_gpu),
-            "mfu": _csv(row.mfu),
-            "mamf_tflops": _csv(row.mamf_tflops),
-            "mamf_utilisation": _csv(row.mamf_utilisation),
-            "measured_iterations": row.measured_iterations,
-            "warmup_iterations": row.warmup_iterations,
-            "run_id": r.run.id,
-            "result_file": run.path,
-            "config_fingerprint": fingerprints[run.group],
-            "group": run.group,
-            "system": run.system,
-        })
+        writer.writerow(
+            {
+                "model": r.config.model,
+                "performance": "" if row.tokens_per_s_per_gpu is None else f"{row.tokens_per_s_per_gpu:.3f}",
+                "metric": CSV_METRIC,
+                "n_gpus": r.config.world_size or "",
+                "nnodes": hw.nodes or "",
+                "gpus_per_node": hw.device_count_per_node or "",
+                "training_precision": r.config.precision or "",
+                "machine_name": hw.hostname or "",
+                "gpu_architecture": system.device,
+                "status": "SUCCESS" if r.run.status == "completed" else r.run.status.upper(),
+                "dataname": r.run.dataset,
+                "platform": r.run.platform or "",
+                "device_name": hw.device_name or "",
+                "backend": r.run.backend,
+                "framework": r.run.framework or "",
+                "seq_length": r.config.seq_length or "",
+                "global_batch_size": r.config.global_batch_size or "",
+                "step_time_median_s": _csv(row.step_time_median_s),
+                "step_time_p95_s": _csv(row.step_time_p95_s),
+                "step_time_cv": _csv(row.step_time_cv),
+                "tflops_per_gpu": _csv(row.tflops_per_gpu),
+                "mfu": _csv(row.mfu),
+                "mamf_tflops": _csv(row.mamf_tflops),
+                "mamf_utilisation": _csv(row.mamf_utilisation),
+                "measured_iterations": row.measured_iterations,
+                "warmup_iterations": row.warmup_iterations,
+                "run_id": r.run.id,
+                "result_file": run.path,
+                "config_fingerprint": fingerprints[run.group],
+                "group": run.group,
+                "system": run.system,
+            }
+        )
     return buffer.getvalue()
 
 
@@ -415,8 +589,8 @@ def _csv(value: float | None) -> str:
 
 # --- writing ------------------------------------------------------------------------------------
 
-def write_report(c: Comparison, out_dir: str | Path, formats: Iterable[str] = FORMATS
-                 ) -> dict[str, Path]:
+
+def write_report(c: Comparison, out_dir: str | Path, formats: Iterable[str] = FORMATS) -> dict[str, Path]:
     """Write the requested formats (and the figures the md/html reports show) into ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -431,8 +605,7 @@ def write_report(c: Comparison, out_dir: str | Path, formats: Iterable[str] = FO
         try:
             plots = render_plots(c, out)
         except ImportError:
-            extra.append(Paragraph("Figures were not drawn: they need matplotlib "
-                                   "(`pip install 'tprimat[plot]'`)."))
+            extra.append(Paragraph("Figures were not drawn: they need matplotlib (`pip install 'tprimat[plot]'`)."))
         written.update(plots)
         extra += trace_section(c, out)
         for block in extra:
@@ -443,8 +616,8 @@ def write_report(c: Comparison, out_dir: str | Path, formats: Iterable[str] = FO
             written["report.md"] = atomic_write_text(out / "report.md", to_markdown(blocks))
         if "html" in formats:
             written["report.html"] = atomic_write_text(
-                out / "report.html",
-                to_html(blocks, title="tprimat comparison report", base_dir=out))
+                out / "report.html", to_html(blocks, title="tprimat comparison report", base_dir=out)
+            )
     if "csv" in formats:
         written["results.csv"] = atomic_write_text(out / "results.csv", results_csv(c))
     if "json" in formats:
@@ -452,7 +625,8 @@ def write_report(c: Comparison, out_dir: str | Path, formats: Iterable[str] = FO
         data["convergence"] = convergence_to_dict(c)
         data["files"] = sorted(written)
         written["report.json"] = atomic_write_text(
-            out / "report.json", json.dumps(data, indent=2, allow_nan=False) + "\n")
+            out / "report.json", json.dumps(data, indent=2, allow_nan=False) + "\n"
+        )
     return written
 
 
@@ -466,15 +640,29 @@ def _terminal_ratio(s: SystemSummary) -> str:
 def systems_for_terminal(c: Comparison) -> list[list[str]]:
     rows = []
     for s in c.systems:
-        rows.append([s.label, ", ".join(s.run_keys), _median(s.tokens_per_s_per_gpu, ",.1f"),
-                     _ci(s.tokens_per_s_per_gpu, ",.1f"),
-                     _terminal_ratio(s),
-                     _median(s.mfu, ".1%"), _median(s.mamf_utilisation, ".1%")])
+        rows.append(
+            [
+                s.label,
+                ", ".join(s.run_keys),
+                _median(s.tokens_per_s_per_gpu, ",.1f"),
+                _ci(s.tokens_per_s_per_gpu, ",.1f"),
+                _terminal_ratio(s),
+                _median(s.mfu, ".1%"),
+                _median(s.mamf_utilisation, ".1%"),
+            ]
+        )
     return rows
 
 
-__all__ = ["FORMATS", "SystemSummary", "build_document", "parse_formats", "results_csv",
-           "systems_for_terminal", "write_report"]
+__all__ = [
+    "FORMATS",
+    "SystemSummary",
+    "build_document",
+    "parse_formats",
+    "results_csv",
+    "systems_for_terminal",
+    "write_report",
+]
 
 
 def _predicted_memory(c: Comparison) -> list[Any]:
@@ -484,15 +672,24 @@ def _predicted_memory(c: Comparison) -> list[Any]:
     fields = [(f, label) for f, label in PREDICTED_MEMORY_FIELDS if any(f in s.predicted_memory for s in c.systems)]
     rows = []
     for s in c.systems:
-        predicted, measured = s.predicted_memory.get("predicted_allocated_gib"), s.predicted_memory.get(
-            "measured_peak_allocated_gib"
+        predicted, measured = (
+            s.predicted_memory.get("predicted_allocated_gib"),
+            s.predicted_memory.get("measured_peak_allocated_gib"),
         )
         ratio = f"{measured.median / predicted.median:.2f}" if predicted and measured and predicted.median else ""
-        rows.append([s.label, *[_median(s.predicted_memory.get(f), ".2f") for f, _ in fields], ratio,
-                     ", ".join(s.memory_peak_ranks)])
+        rows.append(
+            [
+                s.label,
+                *[_median(s.predicted_memory.get(f), ".2f") for f, _ in fields],
+                ratio,
+                ", ".join(s.memory_peak_ranks),
+            ]
+        )
     return [
         Heading(3, "Predicted and measured memory"),
         Table(["system", *[label for _, label in fields], "measured ÷ predicted", "rank that peaked"], rows),
-        Paragraph("The prediction is `tprimat memory estimate` for each run's own config (formulas in "
-                  "docs/memory.md); the measured peak is the largest any rank reported."),
+        Paragraph(
+            "The prediction is `tprimat memory estimate` for each run's own config (formulas in "
+            "docs/memory.md); the measured peak is the largest any rank reported."
+        ),
     ]

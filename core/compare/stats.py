@@ -94,8 +94,11 @@ class Ratio:
 
 
 def ratio_of_medians(
-    numerator: Sequence[float], denominator: Sequence[float], *,
-    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+    numerator: Sequence[float],
+    denominator: Sequence[float],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
 ) -> Ratio | None:
     """Ratio of the medians and its bootstrap 95% interval (runs resampled per side)."""
     top, bottom = _finite(numerator), _finite(denominator)
@@ -108,8 +111,7 @@ def ratio_of_medians(
             sides.append("the compared system")
         if len(bottom) < 2:
             sides.append("the baseline")
-        return Ratio(value=value, ci_low=None, ci_high=None,
-                     note=f"single run for {' and '.join(sides)}: no interval")
+        return Ratio(value=value, ci_low=None, ci_high=None, note=f"single run for {' and '.join(sides)}: no interval")
     rng = random.Random(seed)
     samples = []
     for _ in range(resamples):

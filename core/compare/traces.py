@@ -35,17 +35,23 @@ def trace_section(comparison: Comparison, out_dir: Path) -> list[Block]:
         return []
     blocks: list[Block] = [Heading(2, "Traces")]
     if comparison.baseline not in by_system or len(by_system) < 2:
-        blocks.append(Paragraph(
-            "Profiler traces were found only for: " + "; ".join(
-                f"{label} ({len(files)} file(s))" for label, files in by_system.items())
-            + ". A trace comparison needs traces from the baseline and another system."))
+        blocks.append(
+            Paragraph(
+                "Profiler traces were found only for: "
+                + "; ".join(f"{label} ({len(files)} file(s))" for label, files in by_system.items())
+                + ". A trace comparison needs traces from the baseline and another system."
+            )
+        )
         return blocks
     try:
         from tprimat.trace.compare import compare_traces
     except ImportError:
-        blocks.append(Paragraph(
-            "Profiler traces were found, but this installation of tprimat has no trace "
-            "comparison module (`tprimat.trace.compare`), so no kernel-level section is shown."))
+        blocks.append(
+            Paragraph(
+                "Profiler traces were found, but this installation of tprimat has no trace "
+                "comparison module (`tprimat.trace.compare`), so no kernel-level section is shown."
+            )
+        )
         return blocks
     baseline_files = by_system[comparison.baseline]
     for index, (label, files) in enumerate(by_system.items()):
@@ -53,8 +59,9 @@ def trace_section(comparison: Comparison, out_dir: Path) -> list[Block]:
             continue
         blocks.append(Heading(3, f"{label} vs {comparison.baseline}"))
         try:
-            result = compare_traces([str(f) for f in baseline_files], [str(f) for f in files],
-                                    labels=(comparison.baseline, label))
+            result = compare_traces(
+                [str(f) for f in baseline_files], [str(f) for f in files], labels=(comparison.baseline, label)
+            )
             blocks.append(Markdown(result.to_markdown()))
             name = f"traces_{index}.png"
             result.plot(out_dir / name)
@@ -64,7 +71,10 @@ def trace_section(comparison: Comparison, out_dir: Path) -> list[Block]:
             if type(exc).__name__ != "NoGpuActivityError":
                 blocks.append(Paragraph(f"The trace comparison failed: {type(exc).__name__}: {exc}"))
                 continue
-            blocks.append(Paragraph(
-                "The traces record no GPU activity (CPU-only profiles), so there is no GPU time "
-                f"to attribute; no kernel-level comparison is shown ({exc})."))
+            blocks.append(
+                Paragraph(
+                    "The traces record no GPU activity (CPU-only profiles), so there is no GPU time "
+                    f"to attribute; no kernel-level comparison is shown ({exc})."
+                )
+            )
     return blocks

@@ -35,8 +35,7 @@ Platform = Literal["amd", "nvidia", "any"]
 #: Device checks by name: each is a cheap test of this machine's device nodes.
 DEVICE_CHECKS: dict[str, Callable[[], bool]] = {
     "amd-gpu": lambda: Path("/dev/kfd").exists(),
-    "nvidia-gpu": lambda: Path("/dev/nvidiactl").exists()
-    or Path("/proc/driver/nvidia/version").exists(),
+    "nvidia-gpu": lambda: Path("/dev/nvidiactl").exists() or Path("/proc/driver/nvidia/version").exists(),
 }
 
 
@@ -159,9 +158,9 @@ class BackendSpec:
     #: Reads what the start of a log file states about the run outside the iteration lines
     #: (argument dumps, echoed command lines, config dumps): ``(lines, source, parsed facts)``
     #: -> (facts, notes).  A fact ``profiled_iterations`` marks those iterations profiled.
-    stated_facts: (
-        Callable[[Sequence[str], str, Mapping[str, Any]], tuple[list[LogFact], list[str]]] | None
-    ) = attrs.field(default=None, eq=False)
+    stated_facts: Callable[[Sequence[str], str, Mapping[str, Any]], tuple[list[LogFact], list[str]]] | None = (
+        attrs.field(default=None, eq=False)
+    )
 
     @property
     def runs_on_cpu(self) -> bool:

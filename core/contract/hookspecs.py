@@ -72,9 +72,7 @@ def detect_platform() -> PlatformInfo | None:
 
 
 @hookspec(firstresult=True)
-def prepare_data(
-    backend: str, dataset: PreparedDataset, config: BenchmarkConfig
-) -> DataArguments | None:
+def prepare_data(backend: str, dataset: PreparedDataset, config: BenchmarkConfig) -> DataArguments | None:
     """Map a dataset made by ``tprimat prepare-data`` to this backend's data arguments.
 
     Called before :func:`launch` when the config names a prepared dataset

@@ -20,9 +20,7 @@ class IterationRecord:
     """One training iteration (or one log line covering several, see ``covers_iterations``)."""
 
     iteration: int = attrs.field(validator=attrs.validators.ge(0))
-    step_time_s: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.gt(0))
-    )
+    step_time_s: float | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
     tokens: int | None = attrs.field(default=None, validator=_nonneg)
     tokens_per_s_per_gpu: float | None = None  # computed by the core, never by a parser
     loss: float | None = None  # NaN and inf are kept
@@ -44,7 +42,6 @@ class IterationRecord:
     timestamp: str | None = None
     source: str | None = None  # "file:line" it was read from
     reported: dict[str, float | str | None] = attrs.Factory(dict)  # the framework's own figures
-
 
 
 @attrs.frozen(kw_only=True)

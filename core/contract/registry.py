@@ -141,9 +141,7 @@ class Registry:
         """Load plugins from entry points, each isolated from the others."""
         skip = set(disabled)
         if entry_points is None:
-            entry_points = sorted(
-                metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name
-            )
+            entry_points = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
         for entry_point in entry_points:
             dist = entry_point.dist
             dist_name = dist.metadata["Name"] if dist is not None else None
@@ -155,13 +153,13 @@ class Registry:
                 self._record_error(entry_point.name, dist_name, f"import failed: {_describe(exc)}")
                 continue
             self.register(
-                plugin, name=entry_point.name, distribution=dist_name,
+                plugin,
+                name=entry_point.name,
+                distribution=dist_name,
                 version=dist.version if dist is not None else None,
             )
 
-    def register(
-        self, plugin: Any, *, name: str, distribution: str | None = None, version: str | None = None
-    ) -> bool:
+    def register(self, plugin: Any, *, name: str, distribution: str | None = None, version: str | None = None) -> bool:
         """Register one plugin object; a bad one is recorded, not raised (unless strict)."""
         try:
             self.pm.register(plugin, name=name)
@@ -185,13 +183,9 @@ class Registry:
         for name, plugin in sorted(self.pm.list_name_plugin(), key=lambda item: item[0]):
             if name not in self._origins:
                 continue
-            hooks = tuple(
-                sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or ())
-            )
+            hooks = tuple(sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or ()))
             distribution, version = self._origins[name]
-            loaded.append(
-                LoadedPlugin(name=name, distribution=distribution, version=version, hooks=hooks)
-            )
+            loaded.append(LoadedPlugin(name=name, distribution=distribution, version=version, hooks=hooks))
         return loaded
 
     def backends(self) -> dict[str, RegisteredBackend]:
@@ -210,14 +204,14 @@ class Registry:
                 if not all(isinstance(spec, BackendSpec) for spec in specs):
                     raise TypeError("register_backends must return BackendSpec objects")
             except Exception as exc:
-                self._record_error(
-                    impl.plugin_name, distribution, f"register_backends failed: {_describe(exc)}"
-                )
+                self._record_error(impl.plugin_name, distribution, f"register_backends failed: {_describe(exc)}")
                 continue
             for spec in specs:
                 entry = RegisteredBackend(
-                    spec=spec, plugin_name=impl.plugin_name,
-                    distribution=distribution, version=version,
+                    spec=spec,
+                    plugin_name=impl.plugin_name,
+                    distribution=distribution,
+                    version=version,
                 )
                 previous = found.get(spec.name)
                 if previous is not None and previous.plugin_name != impl.plugin_name:
@@ -304,8 +298,7 @@ class Registry:
             raise
         except Exception as exc:
             raise PluginError(
-                f"{self._origin(backend)} failed in its parse_metrics hook for backend {backend}: "
-                f"{_describe(exc)}"
+                f"{self._origin(backend)} failed in its parse_metrics hook for backend {backend}: {_describe(exc)}"
             ) from exc
 
     def implements(self, backend: str, hook: str) -> bool:

@@ -10,22 +10,23 @@ from __future__ import annotations
 from tprimat.settings.config import BenchmarkConfig
 
 
-def torchrun_argv(
-    config: BenchmarkConfig, *, node_rank: int = 0, program: str = "torchrun"
-) -> list[str]:
+def torchrun_argv(config: BenchmarkConfig, *, node_rank: int = 0, program: str = "torchrun") -> list[str]:
     """``torchrun --nnodes N --node-rank R --master-addr A --master-port P --nproc-per-node G``."""
     launch = config.launch
     if not 0 <= node_rank < launch.nnodes:
         from tprimat.errors import TprimatError
 
-        raise TprimatError(
-            f"node rank {node_rank} is outside 0..{launch.nnodes - 1} (launch.nnodes)"
-        )
+        raise TprimatError(f"node rank {node_rank} is outside 0..{launch.nnodes - 1} (launch.nnodes)")
     return [
         program,
-        "--nnodes", str(launch.nnodes),
-        "--node-rank", str(node_rank),
-        "--master-addr", launch.master_addr,
-        "--master-port", str(launch.master_port),
-        "--nproc-per-node", str(launch.nproc_per_node),
+        "--nnodes",
+        str(launch.nnodes),
+        "--node-rank",
+        str(node_rank),
+        "--master-addr",
+        launch.master_addr,
+        "--master-port",
+        str(launch.master_port),
+        "--nproc-per-node",
+        str(launch.nproc_per_node),
     ]

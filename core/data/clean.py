@@ -42,18 +42,14 @@ class CleanStats:
 
     read: int = 0
     kept: int = 0
-    dropped: dict[str, int] = attrs.Factory(
-        lambda: {"empty": 0, "min_chars": 0, "min_words": 0, "duplicate": 0}
-    )
+    dropped: dict[str, int] = attrs.Factory(lambda: {"empty": 0, "min_chars": 0, "min_words": 0, "duplicate": 0})
     characters_kept: int = 0
 
     def to_dict(self) -> dict:
         return attrs.asdict(self)
 
 
-def clean_documents(
-    documents: Iterable[str], options: CleanOptions, stats: CleanStats
-) -> Iterator[str]:
+def clean_documents(documents: Iterable[str], options: CleanOptions, stats: CleanStats) -> Iterator[str]:
     """Yield the documents that pass every filter, counting drops into ``stats``."""
     seen: set[bytes] = set()
     form = None if options.normalize == "none" else options.normalize

@@ -108,9 +108,7 @@ def iter_hub_documents(
         try:
             from datasets import load_dataset
         except ImportError as exc:
-            raise FetchError(
-                "reading a hub corpus needs the `datasets` package: pip install 'tprimat[data]'"
-            ) from exc
+            raise FetchError("reading a hub corpus needs the `datasets` package: pip install 'tprimat[data]'") from exc
     arguments = hub_load_arguments(corpus, offline=offline)
     token = get_secret("HF_TOKEN")
     if token:
@@ -187,9 +185,7 @@ def _iter_parquet(path: Path, text_field: str) -> Iterator[str]:
         raise FetchError("reading Parquet needs pyarrow: pip install 'tprimat[data]'") from exc
     parquet = pq.ParquetFile(path)
     if text_field not in parquet.schema_arrow.names:
-        raise FetchError(
-            f"{path}: no column {text_field!r} (columns: {', '.join(parquet.schema_arrow.names)})"
-        )
+        raise FetchError(f"{path}: no column {text_field!r} (columns: {', '.join(parquet.schema_arrow.names)})")
     for batch in parquet.iter_batches(columns=[text_field], batch_size=8192):
         for text in batch.column(0).to_pylist():
             if isinstance(text, str):
@@ -215,9 +211,7 @@ def _iter_text(path: Path, unit: str) -> Iterator[str]:
                 yield "\n".join(paragraph)
 
 
-def iter_local_documents(
-    path: Path, *, text_field: str = "text", text_unit: str = "line"
-) -> Iterator[str]:
+def iter_local_documents(path: Path, *, text_field: str = "text", text_unit: str = "line") -> Iterator[str]:
     """Documents from local files (see the module docstring for the formats)."""
     if text_unit not in TEXT_UNITS:
         raise FetchError(f"text unit must be one of {', '.join(TEXT_UNITS)}, got {text_unit!r}")

@@ -209,16 +209,12 @@ class IndexedReader:
                 raise IndexedDatasetError(check, path, "file not found")
         size = idx.stat().st_size
         if size < HEADER_SIZE:
-            raise IndexedDatasetError(
-                "idx.header", idx, f"{size} bytes, shorter than the {HEADER_SIZE}-byte header"
-            )
+            raise IndexedDatasetError("idx.header", idx, f"{size} bytes, shorter than the {HEADER_SIZE}-byte header")
         # mapped, not read: an index of millions of documents stays in the page cache
         raw = np.memmap(idx, dtype=np.uint8, mode="r")
         header = bytes(raw[:HEADER_SIZE])
         if header[: len(MAGIC)] != MAGIC:
-            raise IndexedDatasetError(
-                "idx.header", idx, f"magic is {header[: len(MAGIC)]!r}, expected {MAGIC!r}"
-            )
+            raise IndexedDatasetError("idx.header", idx, f"magic is {header[: len(MAGIC)]!r}, expected {MAGIC!r}")
         offset = len(MAGIC)
         (version,) = struct.unpack_from("<Q", header, offset)
         if version != VERSION:

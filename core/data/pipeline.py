@@ -128,9 +128,7 @@ def _write_step(directory: Path, record: dict[str, Any]) -> None:
     atomic_write_text(directory / "step.json", json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
-def _write_jsonl(
-    path: Path, texts: Iterable[str], progress: Callable[[int], None] | None = None
-) -> tuple[int, str]:
+def _write_jsonl(path: Path, texts: Iterable[str], progress: Callable[[int], None] | None = None) -> tuple[int, str]:
     """Write documents as JSON lines atomically; (count, sha256 of the file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.partial")
@@ -157,11 +155,7 @@ def _iter_jsonl(path: Path) -> Iterable[str]:
 
 
 def _output_ok(directory: Path, record: dict[str, Any], key: str, file: Path) -> bool:
-    return (
-        record.get("inputs_digest") == key
-        and file.is_file()
-        and file.stat().st_size == record.get("bytes")
-    )
+    return record.get("inputs_digest") == key and file.is_file() and file.stat().st_size == record.get("bytes")
 
 
 def _source_description(options: PrepareOptions) -> dict[str, Any]:
@@ -280,9 +274,7 @@ def prepare(options: PrepareOptions, reporter: Reporter | None = None):
         reporter.step("fetch", "skipped", f"{record['documents']} documents already fetched")
     else:
         reporter.step("fetch", "start")
-        count, digest = _write_jsonl(
-            raw_file, _documents(options), lambda n: reporter.documents_done("fetch", n)
-        )
+        count, digest = _write_jsonl(raw_file, _documents(options), lambda n: reporter.documents_done("fetch", n))
         if count == 0:
             raise PrepareError("the source yielded no documents")
         record = {
@@ -421,8 +413,7 @@ def prepare(options: PrepareOptions, reporter: Reporter | None = None):
         )
     except IndexedDatasetError as exc:
         raise PrepareError(
-            f"{exc} (the data was changed after it was written; remove {tok_dir} to make it "
-            "again)"
+            f"{exc} (the data was changed after it was written; remove {tok_dir} to make it again)"
             if done
             else str(exc)
         ) from None

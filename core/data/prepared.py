@@ -43,8 +43,7 @@ def read_dataset_json(path: str | Path) -> tuple[Path, dict[str, Any]]:
     if not json_path.is_file():
         if Path(path).expanduser().is_dir():
             raise PreparedDatasetError(
-                f"{path} is not a prepared dataset: no {DATASET_JSON} (make one with "
-                "`tprimat prepare-data`)"
+                f"{path} is not a prepared dataset: no {DATASET_JSON} (make one with `tprimat prepare-data`)"
             )
         raise PreparedDatasetError(f"prepared dataset {path} does not exist")
     try:
@@ -55,8 +54,7 @@ def read_dataset_json(path: str | Path) -> tuple[Path, dict[str, Any]]:
         raise PreparedDatasetError(f"{json_path}: not a tprimat dataset description")
     if data.get("version") != FORMAT_VERSION:
         raise PreparedDatasetError(
-            f"{json_path}: dataset format version {data.get('version')!r}, this tprimat reads "
-            f"{FORMAT_VERSION}"
+            f"{json_path}: dataset format version {data.get('version')!r}, this tprimat reads {FORMAT_VERSION}"
         )
     required = {
         "path_prefix": str,
@@ -69,9 +67,7 @@ def read_dataset_json(path: str | Path) -> tuple[Path, dict[str, Any]]:
     for key, kind in required.items():
         value = data.get(key)
         if not isinstance(value, kind) or isinstance(value, bool):
-            raise PreparedDatasetError(
-                f"{json_path}: {key!r} must be a {kind.__name__}, got {value!r}"
-            )
+            raise PreparedDatasetError(f"{json_path}: {key!r} must be a {kind.__name__}, got {value!r}")
     if not data["fingerprint"].startswith("sha256:"):
         raise PreparedDatasetError(f"{json_path}: fingerprint is not a sha256 digest")
     return json_path, data
@@ -157,11 +153,7 @@ def check_prepared(path: str | Path) -> dict[str, Any]:
             for key in ("bin_sha256", "idx_sha256", "dtype", "documents", "tokens")
             if recorded.get(key) != inputs[key]
         ]
-        changed += [
-            f"tokenizer/{n}"
-            for n in names
-            if recorded["tokenizer_sha256"].get(n) != hashes[n]
-        ]
+        changed += [f"tokenizer/{n}" for n in names if recorded["tokenizer_sha256"].get(n) != hashes[n]]
         raise PreparedDatasetError(
             f"{json_path}: fingerprint mismatch: recorded {prepared.fingerprint}, files give "
             f"{fingerprint} (changed: {', '.join(changed) or 'fingerprint inputs'})"

@@ -67,9 +67,7 @@ class PackedSequences:
         total = int(self._lengths.sum()) if documents is not None else self._reader.token_count
         self.samples_per_epoch = (total - 1) // self.seq_length if total > 0 else 0
         if self.samples_per_epoch < 1:
-            raise TprimatError(
-                f"{path_prefix}: {total} tokens cannot fill one sample of {seq_length} + 1 tokens"
-            )
+            raise TprimatError(f"{path_prefix}: {total} tokens cannot fill one sample of {seq_length} + 1 tokens")
         if num_samples is not None and num_samples < 0:
             raise ValueError("num_samples must not be negative")
         self._length = self.samples_per_epoch if num_samples is None else int(num_samples)

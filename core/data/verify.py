@@ -50,9 +50,7 @@ def verify_dataset(
             "counts", idx_path(prefix), f"{reader.document_count} documents, expected {documents}"
         )
     if tokens is not None and reader.token_count != tokens:
-        raise IndexedDatasetError(
-            "counts", binf, f"{reader.token_count} tokens, expected {tokens}"
-        )
+        raise IndexedDatasetError("counts", binf, f"{reader.token_count} tokens, expected {tokens}")
     data = reader.tokens
     for start in range(0, reader.token_count, block_tokens):
         block = np.asarray(data[start : start + block_tokens])
@@ -63,16 +61,13 @@ def verify_dataset(
             raise IndexedDatasetError(
                 "token_range",
                 binf,
-                f"token {position} has id {int(data[position])}, outside the vocabulary "
-                f"[0, {vocab_size})",
+                f"token {position} has id {int(data[position])}, outside the vocabulary [0, {vocab_size})",
             )
     if eos_id is not None and reader.sequence_count:
         ends = reader.document_starts() + reader.lengths.astype(np.int64) - 1
         empty = reader.lengths == 0
         if empty.any():
-            raise IndexedDatasetError(
-                "eos", binf, f"document {int(np.flatnonzero(empty)[0])} is empty"
-            )
+            raise IndexedDatasetError("eos", binf, f"document {int(np.flatnonzero(empty)[0])} is empty")
         wrong = np.flatnonzero(np.asarray(data[ends]) != eos_id)
         if wrong.size:
             raise IndexedDatasetError(
@@ -87,9 +82,7 @@ def verify_dataset(
         try:
             sample = decode(ids)
         except Exception as exc:  # noqa: BLE001 - any decoder failure is this check's failure
-            raise IndexedDatasetError(
-                "decode", binf, f"document 0 does not decode: {exc}"
-            ) from None
+            raise IndexedDatasetError("decode", binf, f"document 0 does not decode: {exc}") from None
         if not isinstance(sample, str):
             raise IndexedDatasetError("decode", binf, "document 0 does not decode to text")
     return {
@@ -121,10 +114,7 @@ def fingerprint_of(inputs: dict[str, Any]) -> str:
         f"scheme={inputs['scheme']}",
         f"bin={inputs['bin_sha256']}",
         f"idx={inputs['idx_sha256']}",
-        *(
-            f"tokenizer/{name}={digest}"
-            for name, digest in sorted(inputs["tokenizer_sha256"].items())
-        ),
+        *(f"tokenizer/{name}={digest}" for name, digest in sorted(inputs["tokenizer_sha256"].items())),
         f"dtype={inputs['dtype']}",
         f"documents={inputs['documents']}",
         f"tokens={inputs['tokens']}",

@@ -1,2 +1,1 @@
-"""What a machine is: platform and device detection from the vendors' tools, without importing torch.
-"""
+"""What a machine is: platform and device detection from the vendors' tools, without importing torch."""

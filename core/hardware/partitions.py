@@ -37,7 +37,6 @@ class DevicePartition:
     source: str = ""  # the tool output it was read from
 
 
-
 #: Partitions per GPU of each AMD Instinct compute-partition mode (MI300 series: 8 XCDs).
 AMD_COMPUTE_MODES: dict[str, int] = {"SPX": 1, "DPX": 2, "QPX": 4, "CPX": 8}
 

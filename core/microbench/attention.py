@@ -41,8 +41,9 @@ SDPA_BACKENDS = {
 }
 
 
-def dense_mask(torch: Any, variant: AttentionVariant, seq_length: int, window: int | None = None,
-               device: Any = None) -> Any:
+def dense_mask(
+    torch: Any, variant: AttentionVariant, seq_length: int, window: int | None = None, device: Any = None
+) -> Any:
     """``[s, s]`` boolean mask, True where query ``i`` (row) may attend key ``j`` (column)."""
     i = torch.arange(seq_length, device=device).unsqueeze(1)
     j = torch.arange(seq_length, device=device).unsqueeze(0)
@@ -57,8 +58,7 @@ def dense_mask(torch: Any, variant: AttentionVariant, seq_length: int, window: i
     raise ValueError(f"unknown attention variant {variant!r}; known: {known}")
 
 
-def _sdpa_arguments(torch: Any, q: Any, k: Any, variant: AttentionVariant,
-                    window: int | None) -> dict[str, Any]:
+def _sdpa_arguments(torch: Any, q: Any, k: Any, variant: AttentionVariant, window: int | None) -> dict[str, Any]:
     mask = None
     if variant == "sliding":
         mask = dense_mask(torch, "sliding", q.shape[-2], window, device=q.device)
@@ -68,8 +68,15 @@ def _sdpa_arguments(torch: Any, q: Any, k: Any, variant: AttentionVariant,
     return arguments
 
 
-def sdpa_attention(torch: Any, q: Any, k: Any, v: Any, variant: AttentionVariant,
-                   window: int | None = None, arguments: dict[str, Any] | None = None) -> Any:
+def sdpa_attention(
+    torch: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    variant: AttentionVariant,
+    window: int | None = None,
+    arguments: dict[str, Any] | None = None,
+) -> Any:
     """SDPA for ``[b, heads, s, d]`` queries and ``[b, groups, s, d]`` keys/values."""
     import torch.nn.functional as F  # noqa: N812
 
@@ -121,8 +128,7 @@ def flash_attn_module() -> tuple[Any | None, str | None]:
     return flash_attn, None
 
 
-def flash_attn_window(variant: AttentionVariant, seq_length: int,
-                      window: int | None) -> tuple[int, int]:
+def flash_attn_window(variant: AttentionVariant, seq_length: int, window: int | None) -> tuple[int, int]:
     """flash-attn's ``window_size=(left, right)`` for a variant (``-1`` is unlimited)."""
     if variant == "sliding":
         return (effective_window(seq_length, window) - 1, 0)
@@ -134,31 +140,70 @@ def _timing(flops: float, times: Sequence[float]) -> dict[str, Any]:
     assert stats is not None
     return {
         "flops": flops,
-        "time_s": {"median": stats.median, "mean": stats.mean, "min": stats.min,
-                   "max": stats.max, "p5": stats.p5, "p95": stats.p95, "cv": stats.cv,
-                   "count": stats.count},
+        "time_s": {
+            "median": stats.median,
+            "mean": stats.mean,
+            "min": stats.min,
+            "max": stats.max,
+            "p5": stats.p5,
+            "p95": stats.p95,
+            "cv": stats.cv,
+            "count": stats.count,
+        },
         "tflops": tflops(flops, stats.median),
         "tflops_max": tflops(flops, stats.min),
     }
 
 
 def attention_case(
-    *, device_index: int, impl: str, backend: str | None, variant: AttentionVariant,
-    window: int | None, dtype: str, dtype_used: str | None, batch: int, heads: int,
-    kv_heads: int, seq_length: int, head_dim: int, fwd_times: Sequence[float] | None = None,
-    bwd_times: Sequence[float] | None = None, status: str = "ok", reason: str | None = None,
+    *,
+    device_index: int,
+    impl: str,
+    backend: str | None,
+    variant: AttentionVariant,
+    window: int | None,
+    dtype: str,
+    dtype_used: str | None,
+    batch: int,
+    heads: int,
+    kv_heads: int,
+    seq_length: int,
+    head_dim: int,
+    fwd_times: Sequence[float] | None = None,
+    bwd_times: Sequence[float] | None = None,
+    status: str = "ok",
+    reason: str | None = None,
 ) -> dict[str, Any]:
     """One result row: forward, backward and forward+backward times and TFLOP/s."""
     applied = effective_window(seq_length, window) if variant == "sliding" else None
     row: dict[str, Any] = {
-        "device_index": device_index, "impl": impl, "backend": backend, "variant": variant,
-        "window": applied, "dtype": dtype, "dtype_used": dtype_used, "batch": batch,
-        "heads": heads, "kv_heads": kv_heads, "seq_length": seq_length, "head_dim": head_dim,
-        "status": status, "reason": reason, "fwd": None, "bwd": None, "fwd+bwd": None,
+        "device_index": device_index,
+        "impl": impl,
+        "backend": backend,
+        "variant": variant,
+        "window": applied,
+        "dtype": dtype,
+        "dtype_used": dtype_used,
+        "batch": batch,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "seq_length": seq_length,
+        "head_dim": head_dim,
+        "status": status,
+        "reason": reason,
+        "fwd": None,
+        "bwd": None,
+        "fwd+bwd": None,
     }
     if status == "ok" and fwd_times and bwd_times:
-        shape = {"batch": batch, "heads": heads, "seq_length": seq_length, "head_dim": head_dim,
-                 "variant": variant, "window": applied}
+        shape = {
+            "batch": batch,
+            "heads": heads,
+            "seq_length": seq_length,
+            "head_dim": head_dim,
+            "variant": variant,
+            "window": applied,
+        }
         row["fwd"] = _timing(attention_flops(**shape, direction="fwd"), fwd_times)
         row["bwd"] = _timing(attention_flops(**shape, direction="bwd"), bwd_times)
         both = [f + b for f, b in zip(fwd_times, bwd_times, strict=True)]
@@ -186,17 +231,32 @@ def run_attention(
 ) -> list[dict[str, Any]]:
     """Time every variant through SDPA (and flash-attn when installed) on one device."""
     rows: list[dict[str, Any]] = []
-    common = {"device_index": device_index, "batch": batch, "heads": heads, "kv_heads": kv_heads,
-              "seq_length": seq_length, "head_dim": head_dim, "window": window}
+    common = {
+        "device_index": device_index,
+        "batch": batch,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "seq_length": seq_length,
+        "head_dim": head_dim,
+        "window": window,
+    }
     fa, fa_reason = flash_attn_module() if use_flash_attn else (None, "not requested")
     if fa is not None and not is_gpu(device):
         fa, fa_reason = None, "flash-attn runs on GPUs only"
     for requested in dtypes:
         if requested == "fp8":
-            rows.append(attention_case(
-                impl="sdpa", backend=None, variant="causal", dtype="fp8", dtype_used=None,
-                status="unavailable", reason="attention is measured in bf16/fp16/fp32; FP8 "
-                "attention kernels are not covered", **common))
+            rows.append(
+                attention_case(
+                    impl="sdpa",
+                    backend=None,
+                    variant="causal",
+                    dtype="fp8",
+                    dtype_used=None,
+                    status="unavailable",
+                    reason="attention is measured in bf16/fp16/fp32; FP8 attention kernels are not covered",
+                    **common,
+                )
+            )
             continue
 
         def probe(dtype: Any) -> Any:
@@ -206,18 +266,25 @@ def run_attention(
         used, note = resolve_dtype(torch, device, requested, probe)
         dtype = getattr(torch, TORCH_DTYPES[used])
         for variant in variants:
-            rows.append(_sdpa_row(torch, device, requested, used, note, dtype, variant, method,
-                                  flush, common))
+            rows.append(_sdpa_row(torch, device, requested, used, note, dtype, variant, method, flush, common))
             if progress:
                 progress(_describe(rows[-1]))
             if fa is None:
                 if variant == variants[0] and use_flash_attn:
-                    rows.append(attention_case(impl="flash_attn", backend=None, variant=variant,
-                                               dtype=requested, dtype_used=None,
-                                               status="unavailable", reason=fa_reason, **common))
+                    rows.append(
+                        attention_case(
+                            impl="flash_attn",
+                            backend=None,
+                            variant=variant,
+                            dtype=requested,
+                            dtype_used=None,
+                            status="unavailable",
+                            reason=fa_reason,
+                            **common,
+                        )
+                    )
                 continue
-            rows.append(_flash_row(torch, fa, device, requested, used, dtype, variant, method,
-                                   flush, common))
+            rows.append(_flash_row(torch, fa, device, requested, used, dtype, variant, method, flush, common))
             if progress:
                 progress(_describe(rows[-1]))
     return rows
@@ -238,9 +305,18 @@ def _prepare(torch: Any, tensors: Sequence[Any], grad_out: Any) -> Callable[[], 
     return prepare
 
 
-def _sdpa_row(torch: Any, device: Any, requested: str, used: str, note: str | None, dtype: Any,
-              variant: AttentionVariant, method: Method, flush: Callable[[int], None],
-              common: dict[str, Any]) -> dict[str, Any]:
+def _sdpa_row(
+    torch: Any,
+    device: Any,
+    requested: str,
+    used: str,
+    note: str | None,
+    dtype: Any,
+    variant: AttentionVariant,
+    method: Method,
+    flush: Callable[[int], None],
+    common: dict[str, Any],
+) -> dict[str, Any]:
     b, h, g = common["batch"], common["heads"], common["kv_heads"]
     s, d = common["seq_length"], common["head_dim"]
     try:
@@ -249,24 +325,52 @@ def _sdpa_row(torch: Any, device: Any, requested: str, used: str, note: str | No
         args = _sdpa_arguments(torch, q, k, variant, common["window"])
         backend = sdpa_backend(torch, q, k, v, args)
         fwd, bwd = measure(
-            torch, device, method, _prepare(torch, (q, k, v), grad_out),
-            [lambda _: sdpa_attention(torch, q, k, v, variant, arguments=args),
-             lambda out: out.backward(grad_out)],
+            torch,
+            device,
+            method,
+            _prepare(torch, (q, k, v), grad_out),
+            [lambda _: sdpa_attention(torch, q, k, v, variant, arguments=args), lambda out: out.backward(grad_out)],
             flush,
         )
-        return attention_case(impl="sdpa", backend=backend, variant=variant, dtype=requested,
-                              dtype_used=used, fwd_times=fwd, bwd_times=bwd, reason=note, **common)
+        return attention_case(
+            impl="sdpa",
+            backend=backend,
+            variant=variant,
+            dtype=requested,
+            dtype_used=used,
+            fwd_times=fwd,
+            bwd_times=bwd,
+            reason=note,
+            **common,
+        )
     except (RuntimeError, TypeError, ValueError) as exc:  # out of memory, no GQA in this torch
-        return attention_case(impl="sdpa", backend=None, variant=variant, dtype=requested,
-                              dtype_used=used, status="failed", reason=_first_line(exc), **common)
+        return attention_case(
+            impl="sdpa",
+            backend=None,
+            variant=variant,
+            dtype=requested,
+            dtype_used=used,
+            status="failed",
+            reason=_first_line(exc),
+            **common,
+        )
     finally:
         if is_gpu(device):
             torch.cuda.empty_cache()
 
 
-def _flash_row(torch: Any, fa: Any, device: Any, requested: str, used: str, dtype: Any,
-               variant: AttentionVariant, method: Method, flush: Callable[[int], None],
-               common: dict[str, Any]) -> dict[str, Any]:
+def _flash_row(
+    torch: Any,
+    fa: Any,
+    device: Any,
+    requested: str,
+    used: str,
+    dtype: Any,
+    variant: AttentionVariant,
+    method: Method,
+    flush: Callable[[int], None],
+    common: dict[str, Any],
+) -> dict[str, Any]:
     b, h, g = common["batch"], common["heads"], common["kv_heads"]
     s, d = common["seq_length"], common["head_dim"]
     version = getattr(fa, "__version__", "?")
@@ -279,15 +383,35 @@ def _flash_row(torch: Any, fa: Any, device: Any, requested: str, used: str, dtyp
         def forward(_: Any) -> Any:
             return fa.flash_attn_func(q, k, v, causal=variant != "full", window_size=window)
 
-        fwd, bwd = measure(torch, device, method, _prepare(torch, (q, k, v), grad_out),
-                           [forward, lambda out: out.backward(grad_out)], flush)
-        return attention_case(impl="flash_attn", backend=f"flash-attn {version}", variant=variant,
-                              dtype=requested, dtype_used=used, fwd_times=fwd, bwd_times=bwd,
-                              **common)
+        fwd, bwd = measure(
+            torch,
+            device,
+            method,
+            _prepare(torch, (q, k, v), grad_out),
+            [forward, lambda out: out.backward(grad_out)],
+            flush,
+        )
+        return attention_case(
+            impl="flash_attn",
+            backend=f"flash-attn {version}",
+            variant=variant,
+            dtype=requested,
+            dtype_used=used,
+            fwd_times=fwd,
+            bwd_times=bwd,
+            **common,
+        )
     except Exception as exc:  # noqa: BLE001 - a third-party kernel; its failure is a row
-        return attention_case(impl="flash_attn", backend=f"flash-attn {version}", variant=variant,
-                              dtype=requested, dtype_used=used, status="failed",
-                              reason=_first_line(exc), **common)
+        return attention_case(
+            impl="flash_attn",
+            backend=f"flash-attn {version}",
+            variant=variant,
+            dtype=requested,
+            dtype_used=used,
+            status="failed",
+            reason=_first_line(exc),
+            **common,
+        )
     finally:
         if is_gpu(device):
             torch.cuda.empty_cache()
@@ -297,5 +421,7 @@ def _describe(row: dict[str, Any]) -> str:
     where = f"[{row['device_index']}] attention {row['variant']} {row['impl']}"
     if row["status"] != "ok":
         return f"{where} {row['dtype']}: {row['status']} ({row['reason']})"
-    return (f"{where} ({row['backend']}) {row['dtype']}: fwd {row['fwd']['tflops']:.4g}, "
-            f"bwd {row['bwd']['tflops']:.4g} TFLOP/s")
+    return (
+        f"{where} ({row['backend']}) {row['dtype']}: fwd {row['fwd']['tflops']:.4g}, "
+        f"bwd {row['bwd']['tflops']:.4g} TFLOP/s"
+    )

@@ -42,8 +42,7 @@ ATTENTION_VARIANTS: tuple[AttentionVariant, ...] = ("causal", "full", "sliding")
 #: Recorded next to every figure produced with these formulas.
 GEMM_FORMULA = "2*m*n*k"
 ATTENTION_FORMULA = (
-    "fwd = 4*b*heads*d*pairs; pairs: full s^2, causal s^2/2, sliding s*w - w^2/2 (w=min(window,s));"
-    " bwd = 2*fwd"
+    "fwd = 4*b*heads*d*pairs; pairs: full s^2, causal s^2/2, sliding s*w - w^2/2 (w=min(window,s)); bwd = 2*fwd"
 )
 
 

@@ -41,9 +41,11 @@ def resolve_dtype(
     if requested not in TORCH_DTYPES:
         raise ValueError(f"unknown dtype {requested!r}; known: {', '.join(TORCH_DTYPES)}, fp8")
     if probe is None:
+
         def probe(dtype: Any) -> Any:
             a = torch.randn(16, 16, device=device).to(dtype)
             return torch.matmul(a, a)
+
     try:
         probe(getattr(torch, TORCH_DTYPES[requested]))
     except (RuntimeError, NotImplementedError, TypeError) as exc:
@@ -153,9 +155,17 @@ def gemm_case(
         "flops": shape.flops,
         "status": status,
         "reason": reason,
-        "time_s": None if stats is None else {
-            "median": stats.median, "mean": stats.mean, "min": stats.min, "max": stats.max,
-            "p5": stats.p5, "p95": stats.p95, "cv": stats.cv, "count": stats.count,
+        "time_s": None
+        if stats is None
+        else {
+            "median": stats.median,
+            "mean": stats.mean,
+            "min": stats.min,
+            "max": stats.max,
+            "p5": stats.p5,
+            "p95": stats.p95,
+            "cv": stats.cv,
+            "count": stats.count,
         },
         "tflops": None if stats is None else tflops(shape.flops, stats.median),
         "tflops_max": None if stats is None else tflops(shape.flops, stats.min),
@@ -163,8 +173,12 @@ def gemm_case(
 
 
 def _timed(
-    torch: Any, device: Any, method: Method, flush: Callable[[int], None],
-    prepare: Callable[[], Any], fn: Callable[[Any], Any],
+    torch: Any,
+    device: Any,
+    method: Method,
+    flush: Callable[[int], None],
+    prepare: Callable[[], Any],
+    fn: Callable[[Any], Any],
 ) -> list[float]:
     with torch.no_grad():
         return measure(torch, device, method, prepare, [fn], flush)[0]
@@ -196,11 +210,17 @@ def run_gemms(
     for requested in dtypes:
         if requested == "fp8":
             if fp8_dtype is None:
-                rows.append(gemm_case(
-                    GemmShape(name="*", pass_="fwd", m=1, n=1, k=1), op=FP8_OP, dtype="fp8",
-                    dtype_used=None, device_index=device_index, status="unavailable",
-                    reason=fp8_reason,
-                ))
+                rows.append(
+                    gemm_case(
+                        GemmShape(name="*", pass_="fwd", m=1, n=1, k=1),
+                        op=FP8_OP,
+                        dtype="fp8",
+                        dtype_used=None,
+                        device_index=device_index,
+                        status="unavailable",
+                        reason=fp8_reason,
+                    )
+                )
                 continue
             for shape in shapes:
                 rows.append(_fp8_case(torch, device, device_index, shape, method, flush, fp8_dtype))
@@ -224,12 +244,25 @@ def run_gemms(
                     else:
                         raise ValueError(f"unknown GEMM operator {op!r}")
                     times = _timed(torch, device, method, flush, _refill(operands.values()), fn)
-                    row = gemm_case(shape, op=op, dtype=requested, dtype_used=used,
-                                    device_index=device_index, times=times, reason=note)
+                    row = gemm_case(
+                        shape,
+                        op=op,
+                        dtype=requested,
+                        dtype_used=used,
+                        device_index=device_index,
+                        times=times,
+                        reason=note,
+                    )
                 except RuntimeError as exc:  # out of memory, unsupported shape
-                    row = gemm_case(shape, op=op, dtype=requested, dtype_used=used,
-                                    device_index=device_index, status="failed",
-                                    reason=_first_line(exc))
+                    row = gemm_case(
+                        shape,
+                        op=op,
+                        dtype=requested,
+                        dtype_used=used,
+                        device_index=device_index,
+                        status="failed",
+                        reason=_first_line(exc),
+                    )
                 finally:
                     operands = fn = None
                     _release(torch, device)
@@ -240,15 +273,26 @@ def run_gemms(
 
 
 def _fp8_case(
-    torch: Any, device: Any, device_index: int, shape: GemmShape, method: Method,
-    flush: Callable[[int], None], fp8_dtype: Any,
+    torch: Any,
+    device: Any,
+    device_index: int,
+    shape: GemmShape,
+    method: Method,
+    flush: Callable[[int], None],
+    fp8_dtype: Any,
 ) -> dict[str, Any]:
     """``torch._scaled_mm`` with per-tensor scales; FP8 GEMMs take a row-major × column-major
     pair, so every pass is measured in that layout (as FP8 training recipes transpose to it)."""
     if any(dim % 16 for dim in (shape.m, shape.n, shape.k)):
-        return gemm_case(shape, op=FP8_OP, dtype="fp8", dtype_used=None,
-                         device_index=device_index, status="skipped",
-                         reason="torch._scaled_mm needs every dimension divisible by 16")
+        return gemm_case(
+            shape,
+            op=FP8_OP,
+            dtype="fp8",
+            dtype_used=None,
+            device_index=device_index,
+            status="skipped",
+            reason="torch._scaled_mm needs every dimension divisible by 16",
+        )
     try:
         staging_a = torch.empty(shape.m, shape.k, device=device, dtype=torch.bfloat16)
         staging_b = torch.empty(shape.n, shape.k, device=device, dtype=torch.bfloat16)
@@ -267,11 +311,17 @@ def _fp8_case(
 
         times = _timed(torch, device, method, flush, prepare, fn)
         used = str(fp8_dtype).replace("torch.", "")
-        return gemm_case(shape, op=FP8_OP, dtype="fp8", dtype_used=used,
-                         device_index=device_index, times=times)
+        return gemm_case(shape, op=FP8_OP, dtype="fp8", dtype_used=used, device_index=device_index, times=times)
     except RuntimeError as exc:
-        return gemm_case(shape, op=FP8_OP, dtype="fp8", dtype_used=None,
-                         device_index=device_index, status="failed", reason=_first_line(exc))
+        return gemm_case(
+            shape,
+            op=FP8_OP,
+            dtype="fp8",
+            dtype_used=None,
+            device_index=device_index,
+            status="failed",
+            reason=_first_line(exc),
+        )
     finally:
         _release(torch, device)
 

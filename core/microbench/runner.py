@@ -45,8 +45,7 @@ def _import_torch() -> Any:
         import torch
     except ImportError as exc:
         raise MicrobenchError(
-            f"microbench needs torch ({exc}); install tprimat with the ml extra, or run it "
-            "inside the vendor container"
+            f"microbench needs torch ({exc}); install tprimat with the ml extra, or run it inside the vendor container"
         ) from None
     return torch
 
@@ -68,12 +67,15 @@ def describe_device(torch: Any, device: Any) -> dict[str, Any]:
     if device.type == "cpu":
         from tprimat.hardware.platform import cpu_model
 
-        return {"index": 0, "type": "cpu", "name": cpu_model() or "cpu",
-                "threads": torch.get_num_threads()}
+        return {"index": 0, "type": "cpu", "name": cpu_model() or "cpu", "threads": torch.get_num_threads()}
     props = torch.cuda.get_device_properties(device.index)
-    info = {"index": device.index, "type": "gpu", "name": props.name,
-            "memory_gib": props.total_memory / 2**30,
-            "multiprocessors": getattr(props, "multi_processor_count", None)}
+    info = {
+        "index": device.index,
+        "type": "gpu",
+        "name": props.name,
+        "memory_gib": props.total_memory / 2**30,
+        "multiprocessors": getattr(props, "multi_processor_count", None),
+    }
     uuid = getattr(props, "uuid", None)
     if uuid is not None:
         info["uuid"] = str(uuid)
@@ -86,8 +88,11 @@ def describe_device(torch: Any, device: Any) -> dict[str, Any]:
 
 
 def _software(torch: Any) -> dict[str, Any]:
-    info: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda,
-                            "hip": getattr(torch.version, "hip", None)}
+    info: dict[str, Any] = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "hip": getattr(torch.version, "hip", None),
+    }
     try:
         info["cudnn"] = torch.backends.cudnn.version()
     except Exception:  # noqa: BLE001 - absent in CPU builds
@@ -103,18 +108,25 @@ def _software(torch: Any) -> dict[str, Any]:
         except Exception:  # noqa: BLE001 - older torch
             info["blas_library"] = None
         matmul = torch.backends.cuda.matmul
-        info["allow_bf16_reduced_precision_reduction"] = getattr(
-            matmul, "allow_bf16_reduced_precision_reduction", None)
+        info["allow_bf16_reduced_precision_reduction"] = getattr(matmul, "allow_bf16_reduced_precision_reduction", None)
         info["allow_tf32"] = getattr(matmul, "allow_tf32", None)
     return info
 
 
-def plan_shapes(model: ModelSpec, *, seq_length: int, micro_batch_size: int, tensor_parallel: int,
-                sweep_step: int, sweep_radius: int) -> tuple[list[Any], list[Any]]:
+def plan_shapes(
+    model: ModelSpec,
+    *,
+    seq_length: int,
+    micro_batch_size: int,
+    tensor_parallel: int,
+    sweep_step: int,
+    sweep_radius: int,
+) -> tuple[list[Any], list[Any]]:
     """Model shapes (every pass) and the sweep around the forward shapes, checked without torch."""
     try:
-        shapes = model_gemm_shapes(model, seq_length=seq_length, micro_batch_size=micro_batch_size,
-                                   tensor_parallel=tensor_parallel)
+        shapes = model_gemm_shapes(
+            model, seq_length=seq_length, micro_batch_size=micro_batch_size, tensor_parallel=tensor_parallel
+        )
         forward = [s for s in shapes if s.pass_ == "fwd"]
         sweep = sweep_shapes(forward, step=sweep_step, radius=sweep_radius) if sweep_radius else []
     except ShapeError as exc:
@@ -144,8 +156,14 @@ def _flash_attn_runs(device: Any) -> bool:
 
 
 def _tracker(
-    progress: Callable[[str], None] | None, what: What, shapes: Sequence[Any], dtypes: Sequence[str], *,
-    fp8: bool, flash_attn: bool, devices: int,
+    progress: Callable[[str], None] | None,
+    what: What,
+    shapes: Sequence[Any],
+    dtypes: Sequence[str],
+    *,
+    fp8: bool,
+    flash_attn: bool,
+    devices: int,
 ) -> Callable[[str], None] | None:
     """``progress`` wrapped with a bar and an estimate of the time left over every device's cases."""
     if progress is None:
@@ -197,9 +215,14 @@ def run_microbench(
     dtypes = parse_dtypes(dtypes)
     if window <= 0:
         raise MicrobenchError(f"the sliding window must be positive, got {window}")
-    shapes, sweep = plan_shapes(model, seq_length=seq_length, micro_batch_size=micro_batch_size,
-                                tensor_parallel=tensor_parallel, sweep_step=sweep_step,
-                                sweep_radius=sweep_radius)
+    shapes, sweep = plan_shapes(
+        model,
+        seq_length=seq_length,
+        micro_batch_size=micro_batch_size,
+        tensor_parallel=tensor_parallel,
+        sweep_step=sweep_step,
+        sweep_radius=sweep_radius,
+    )
     torch = _import_torch()
     from tprimat.hardware.platform import detect
     from tprimat.microbench.attention import run_attention
@@ -216,27 +239,56 @@ def run_microbench(
             torch.cuda.set_device(dev)
             torch.cuda.manual_seed(seed)
         info = describe_device(torch, dev)
-        method = method_for(torch, dev, warmup=warmup, iterations=iterations,
-                            flush_bytes=flush_bytes)
+        method = method_for(torch, dev, warmup=warmup, iterations=iterations, flush_bytes=flush_bytes)
         methods.append(method)
         flush = make_flush(torch, dev, method.flush_bytes)
         fp8_dtype, fp8_reason = fp8_support(torch, dev) if "fp8" in dtypes else (None, None)
-        info["fp8"] = {"available": fp8_dtype is not None, "reason": fp8_reason,
-                       "dtype": str(fp8_dtype).replace("torch.", "") if fp8_dtype else None}
+        info["fp8"] = {
+            "available": fp8_dtype is not None,
+            "reason": fp8_reason,
+            "dtype": str(fp8_dtype).replace("torch.", "") if fp8_dtype else None,
+        }
         described.append(info)
-        tracker = tracker or _tracker(progress, what, shapes + sweep, dtypes, fp8=fp8_dtype is not None,
-                                      flash_attn=use_flash_attn and _flash_attn_runs(dev), devices=len(devices))
+        tracker = tracker or _tracker(
+            progress,
+            what,
+            shapes + sweep,
+            dtypes,
+            fp8=fp8_dtype is not None,
+            flash_attn=use_flash_attn and _flash_attn_runs(dev),
+            devices=len(devices),
+        )
         if what in ("gemm", "all"):
-            gemm_rows += run_gemms(torch, dev, index, shapes + sweep, dtypes=dtypes, method=method,
-                                   flush=flush, fp8_dtype=fp8_dtype, fp8_reason=fp8_reason,
-                                   progress=tracker)
+            gemm_rows += run_gemms(
+                torch,
+                dev,
+                index,
+                shapes + sweep,
+                dtypes=dtypes,
+                method=method,
+                flush=flush,
+                fp8_dtype=fp8_dtype,
+                fp8_reason=fp8_reason,
+                progress=tracker,
+            )
         if what in ("attention", "all"):
             t = tensor_parallel
             attention_rows += run_attention(
-                torch, dev, index, batch=micro_batch_size, heads=model.num_attention_heads // t,
-                kv_heads=model.num_query_groups // t, seq_length=seq_length,
-                head_dim=model.kv_channels, window=window, dtypes=dtypes, method=method,
-                flush=flush, use_flash_attn=use_flash_attn, progress=tracker)
+                torch,
+                dev,
+                index,
+                batch=micro_batch_size,
+                heads=model.num_attention_heads // t,
+                kv_heads=model.num_query_groups // t,
+                seq_length=seq_length,
+                head_dim=model.kv_channels,
+                window=window,
+                dtypes=dtypes,
+                method=method,
+                flush=flush,
+                use_flash_attn=use_flash_attn,
+                progress=tracker,
+            )
         del flush
         if dev.type == "cuda":
             torch.cuda.empty_cache()
@@ -258,17 +310,26 @@ def run_microbench(
         "software": _software(torch),
         "environment": performance_environment(),
         "config": {
-            "what": what, "model": model.name, "tensor_parallel": tensor_parallel,
-            "seq_length": seq_length, "micro_batch_size": micro_batch_size,
-            "tokens": seq_length * micro_batch_size, "dtypes": list(dtypes),
-            "window": window, "sweep_step": sweep_step, "sweep_radius": sweep_radius,
+            "what": what,
+            "model": model.name,
+            "tensor_parallel": tensor_parallel,
+            "seq_length": seq_length,
+            "micro_batch_size": micro_batch_size,
+            "tokens": seq_length * micro_batch_size,
+            "dtypes": list(dtypes),
+            "window": window,
+            "sweep_step": sweep_step,
+            "sweep_radius": sweep_radius,
             "seed": seed,
         },
         "method": {
-            "warmup": warmup, "iterations": iterations, "timer": methods[0].timer,
+            "warmup": warmup,
+            "iterations": iterations,
+            "timer": methods[0].timer,
             "flush_bytes": [m.flush_bytes for m in methods],
             "cache_bytes": [m.cache_bytes for m in methods],
-            "inputs": INPUTS, "statistic": STATISTIC,
+            "inputs": INPUTS,
+            "statistic": STATISTIC,
             "devices": "each device measured separately, one after the other",
         },
         "formulas": {"gemm": GEMM_FORMULA, "attention": ATTENTION_FORMULA},
@@ -282,8 +343,10 @@ def run_microbench(
         notes.append(f"mixed devices on this node: {', '.join(names)}")
     for m in methods:
         if m.cache_bytes and m.flush_bytes < m.cache_bytes:
-            notes.append(f"flush of {m.flush_bytes} bytes is smaller than the {m.cache_bytes}-byte "
-                         "cache: operands may stay cached between iterations")
+            notes.append(
+                f"flush of {m.flush_bytes} bytes is smaller than the {m.cache_bytes}-byte "
+                "cache: operands may stay cached between iterations"
+            )
             break
     summary = summarize(document)
     summary["notes"] = notes + summary["notes"]

@@ -77,8 +77,7 @@ def _check_tp(model: ModelSpec, tensor_parallel: int) -> None:
     ):
         if value % tensor_parallel:
             raise ShapeError(
-                f"{model.name}: {label} ({value}) are not divisible by tensor parallel "
-                f"size {tensor_parallel}"
+                f"{model.name}: {label} ({value}) are not divisible by tensor parallel size {tensor_parallel}"
             )
 
 
@@ -146,6 +145,5 @@ def sweep_shapes(base: Iterable[GemmShape], *, step: int = 256, radius: int = 2)
                 if n <= 0 or k <= 0 or (shape.m, n, k) in seen:
                     continue
                 seen.add((shape.m, n, k))
-                sweep.append(GemmShape(name="sweep", pass_="fwd", m=shape.m, n=n, k=k,
-                                       group="sweep"))
+                sweep.append(GemmShape(name="sweep", pass_="fwd", m=shape.m, n=n, k=k, group="sweep"))
     return sweep

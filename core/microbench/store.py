@@ -66,24 +66,29 @@ GEMM_CASE_FIELDS = ("group", "name", "pass", "op", "dtype", "m", "n", "k")
 ATTENTION_CASE_FIELDS = ("impl", "variant", "dtype", "window")
 
 
-def case_spread(rows: Iterable[dict[str, Any]], fields: Sequence[str],
-                metric: str = "tflops") -> list[dict[str, Any]]:
+def case_spread(rows: Iterable[dict[str, Any]], fields: Sequence[str], metric: str = "tflops") -> list[dict[str, Any]]:
     """For each case measured on several GPUs: min, median and max TFLOP/s and the spread."""
     grouped: dict[tuple[Any, ...], list[tuple[int, float]]] = {}
     for row in rows:
         value = row.get(metric) if metric == "tflops" else (row.get(metric) or {}).get("tflops")
         if row.get("status") != "ok" or value is None:
             continue
-        grouped.setdefault(tuple(row.get(f) for f in fields), []).append(
-            (row["device_index"], value))
+        grouped.setdefault(tuple(row.get(f) for f in fields), []).append((row["device_index"], value))
     out = []
     for key, entries in grouped.items():
         values = [v for _, v in entries]
         slowest = min(entries, key=lambda e: e[1])[0]
-        out.append({**dict(zip(fields, key, strict=True)), "devices": len(values),
-                    "tflops_min": min(values), "tflops_median": statistics.median(values),
-                    "tflops_max": max(values), "spread": _spread(values),
-                    "slowest_device": slowest})
+        out.append(
+            {
+                **dict(zip(fields, key, strict=True)),
+                "devices": len(values),
+                "tflops_min": min(values),
+                "tflops_median": statistics.median(values),
+                "tflops_max": max(values),
+                "spread": _spread(values),
+                "slowest_device": slowest,
+            }
+        )
     return out
 
 
@@ -99,9 +104,18 @@ def summarize(document: dict[str, Any]) -> dict[str, Any]:
     attention = document.get("attention") or []
     device_name = document.get("device_name")
     summary: dict[str, Any] = {
-        "mamf_tflops": {}, "mamf_tflops_max": {}, "mamf_spread": {}, "mamf_per_device": {},
-        "mamf_best": {}, "peak_tflops": {}, "peak_source": {}, "mamf_fraction_of_peak": {},
-        "model_gemm": {}, "linear_vs_matmul": {}, "attention": {}, "unavailable": {},
+        "mamf_tflops": {},
+        "mamf_tflops_max": {},
+        "mamf_spread": {},
+        "mamf_per_device": {},
+        "mamf_best": {},
+        "peak_tflops": {},
+        "peak_source": {},
+        "mamf_fraction_of_peak": {},
+        "model_gemm": {},
+        "linear_vs_matmul": {},
+        "attention": {},
+        "unavailable": {},
         "notes": [],
     }
     ok_gemm = _ok(gemm)
@@ -114,17 +128,15 @@ def summarize(document: dict[str, Any]) -> dict[str, Any]:
         summary["mamf_tflops_max"][dtype] = max(values)
         summary["mamf_spread"][dtype] = _spread(values)
         summary["mamf_best"][dtype] = [
-            {f: best[f] for f in ("device_index", "tflops", "tflops_max", "op", "group", "name",
-                                  "pass", "m", "n", "k")}
+            {f: best[f] for f in ("device_index", "tflops", "tflops_max", "op", "group", "name", "pass", "m", "n", "k")}
             for best in (per_device[i] for i in sorted(per_device))
         ]
         peak = lookup_peak(device_name, dtype, _partition(document))
         summary["peak_tflops"][dtype] = peak.tflops
         summary["peak_source"][dtype] = (
-            f"{peak.device_key} {peak.dtype} (peaks table {peak.table_version})"
-            if peak.tflops else peak.note)
-        summary["mamf_fraction_of_peak"][dtype] = (
-            min(values) / peak.tflops if peak.tflops else None)
+            f"{peak.device_key} {peak.dtype} (peaks table {peak.table_version})" if peak.tflops else peak.note
+        )
+        summary["mamf_fraction_of_peak"][dtype] = min(values) / peak.tflops if peak.tflops else None
         summary["model_gemm"][dtype] = _model_gemm(rows, min(values))
         ratios = _linear_vs_matmul(rows)
         if ratios:
@@ -136,8 +148,7 @@ def summarize(document: dict[str, Any]) -> dict[str, Any]:
         if row.get("status") == "unavailable":
             summary["unavailable"][f"attention {row['impl']} {row['dtype']}"] = row.get("reason")
     summary["attention"] = _attention_summary(attention, summary["mamf_tflops"])
-    fallbacks = sorted({r["reason"] for r in gemm + attention
-                        if r.get("status") == "ok" and r.get("reason")})
+    fallbacks = sorted({r["reason"] for r in gemm + attention if r.get("status") == "ok" and r.get("reason")})
     summary["notes"].extend(fallbacks)
     summary["notes"].extend(_failure_notes("GEMM", gemm, _gemm_label))
     summary["notes"].extend(_failure_notes("attention", attention, _attention_label))
@@ -145,8 +156,10 @@ def summarize(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def _gemm_label(row: dict[str, Any]) -> str:
-    return (f"{row['name']}/{row['pass']} {row['m']}x{row['n']}x{row['k']} {row['op']} "
-            f"{row['dtype']} on device {row['device_index']}")
+    return (
+        f"{row['name']}/{row['pass']} {row['m']}x{row['n']}x{row['k']} {row['op']} "
+        f"{row['dtype']} on device {row['device_index']}"
+    )
 
 
 def _attention_label(row: dict[str, Any]) -> str:
@@ -159,8 +172,10 @@ def _failure_notes(kind: str, rows: list[dict[str, Any]], label: Any) -> list[st
     for row in rows:
         if row.get("status") in ("failed", "skipped"):
             by_reason.setdefault((row["status"], row.get("reason") or "?"), []).append(row)
-    return [f"{len(group)} {kind} case(s) {status}: {reason} (e.g. {label(group[0])})"
-            for (status, reason), group in sorted(by_reason.items())]
+    return [
+        f"{len(group)} {kind} case(s) {status}: {reason} (e.g. {label(group[0])})"
+        for (status, reason), group in sorted(by_reason.items())
+    ]
 
 
 def _model_gemm(rows: list[dict[str, Any]], mamf: float) -> dict[str, Any] | None:
@@ -179,14 +194,21 @@ def _model_gemm(rows: list[dict[str, Any]], mamf: float) -> dict[str, Any] | Non
     if not values:
         return None
     slowest = min(values)
-    return {"tflops": slowest, "tflops_per_device": [per_device[i] for i in sorted(per_device)],
-            "efficiency": slowest / mamf if mamf > 0 else None, "shapes": len(model)}
+    return {
+        "tflops": slowest,
+        "tflops_per_device": [per_device[i] for i in sorted(per_device)],
+        "efficiency": slowest / mamf if mamf > 0 else None,
+        "shapes": len(model),
+    }
 
 
 def _linear_vs_matmul(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per operator, TFLOP/s of ``F.linear`` over ``torch.matmul`` for the same forward shape."""
-    matmul = {(r["device_index"], r["m"], r["n"], r["k"]): r["tflops"]
-              for r in rows if r["op"] == "matmul" and r["pass"] == "fwd"}
+    matmul = {
+        (r["device_index"], r["m"], r["n"], r["k"]): r["tflops"]
+        for r in rows
+        if r["op"] == "matmul" and r["pass"] == "fwd"
+    }
     out = {}
     for op in ("linear", "linear+bias"):
         ratios = []
@@ -196,9 +218,13 @@ def _linear_vs_matmul(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 ratios.append((r["tflops"] / matmul[key], r))
         if ratios:
             worst, row = min(ratios, key=lambda x: x[0])
-            out[op] = {"median_ratio": statistics.median(x for x, _ in ratios),
-                       "worst_ratio": worst, "worst_shape": [row["m"], row["n"], row["k"]],
-                       "worst_name": row["name"], "cases": len(ratios)}
+            out[op] = {
+                "median_ratio": statistics.median(x for x, _ in ratios),
+                "worst_ratio": worst,
+                "worst_shape": [row["m"], row["n"], row["k"]],
+                "worst_name": row["name"],
+                "cases": len(ratios),
+            }
     return out
 
 
@@ -213,8 +239,11 @@ def _attention_summary(rows: list[dict[str, Any]], mamf: dict[str, float]) -> di
         slowest = min(group, key=lambda r: r["fwd+bwd"]["tflops"])
         ceiling = mamf.get(dtype)
         entry = {
-            "backend": slowest["backend"], "dtype": dtype, "window": slowest["window"],
-            "fwd_tflops": slowest["fwd"]["tflops"], "bwd_tflops": slowest["bwd"]["tflops"],
+            "backend": slowest["backend"],
+            "dtype": dtype,
+            "window": slowest["window"],
+            "fwd_tflops": slowest["fwd"]["tflops"],
+            "bwd_tflops": slowest["bwd"]["tflops"],
             "fwd_bwd_tflops": slowest["fwd+bwd"]["tflops"],
             "efficiency": (slowest["fwd+bwd"]["tflops"] / ceiling) if ceiling else None,
             "spread": _spread([r["fwd+bwd"]["tflops"] for r in group]),
@@ -258,7 +287,8 @@ def load(path: str | Path) -> dict[str, Any]:
     if data.get("schema_version") != SCHEMA_VERSION:
         raise MicrobenchError(
             f"{path}: microbench schema version {data.get('schema_version')!r}; "
-            f"this tprimat reads version {SCHEMA_VERSION}")
+            f"this tprimat reads version {SCHEMA_VERSION}"
+        )
     return data
 
 
@@ -297,13 +327,13 @@ def latest_for_device(
             created = _created(document)
         except (MicrobenchError, KeyError, TypeError, ValueError):
             continue
-        names = {_normal(document.get("device_name")),
-                 _normal(document.get("platform_device_name"))}
+        names = {_normal(document.get("device_name")), _normal(document.get("platform_device_name"))}
         if wanted in names:
             by_name.append((created, path, document))
         elif wanted_row is not None and any(
-            find_device(n) == wanted_row for n in
-            (document.get("device_name"), document.get("platform_device_name")) if n
+            find_device(n) == wanted_row
+            for n in (document.get("device_name"), document.get("platform_device_name"))
+            if n
         ):
             by_key.append((created, path, document))
     chosen = by_name or by_key

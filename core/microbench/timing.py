@@ -172,4 +172,3 @@ def method_for(
         cache_bytes=cache,
         timer="device events" if gpu else "perf_counter",
     )
-

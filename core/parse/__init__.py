@@ -1,2 +1,1 @@
-"""Reading finished logs and earlier results into tprimat results (``tprimat parse``, ``tprimat import-legacy``).
-"""
+"""Reading finished logs and earlier results into tprimat results (``tprimat parse``, ``tprimat import-legacy``)."""

@@ -51,9 +51,7 @@ def _ask(registry: Registry, lines: Sequence[str], source: str) -> list[tuple[Lo
     return sorted(answers, key=lambda item: -item[0].confidence)
 
 
-def detect_backend(
-    files: Sequence[Path], registry: Registry, wraps: dict[Path, int] | None = None
-) -> tuple[str, str]:
+def detect_backend(files: Sequence[Path], registry: Registry, wraps: dict[Path, int] | None = None) -> tuple[str, str]:
     """The backend whose log format ``files`` are in, and the evidence.
 
     ``wraps`` gives the width of files hard-wrapped at a fixed column (read joined).

@@ -81,9 +81,7 @@ LEGACY_STACKS = {"prim": ("amd_primus", "Primus"), "nemo": ("nvd_nemo", "NeMo")}
 _PLATFORMS = {"nvd": "nvidia", "nvidia": "nvidia", "amd": "amd", "cuda": "nvidia", "rocm": "amd"}
 
 _BENCHMARK_NAME = re.compile(r"benchmark_(?P<stack>cuda|rocm)_(?P<model>[A-Za-z0-9.\-]+)")
-_TRAIN_NAME = re.compile(
-    r"train_(?P<platform>amd|nvd)_(?P<framework>[a-z]+)_(?P<model>[A-Za-z0-9.\-]+)"
-)
+_TRAIN_NAME = re.compile(r"train_(?P<platform>amd|nvd)_(?P<framework>[a-z]+)_(?P<model>[A-Za-z0-9.\-]+)")
 
 #: Relative tolerance under which a legacy figure agrees (legacy files round to 3–5 decimals).
 AGREEMENT_RTOL = 1e-3
@@ -134,9 +132,7 @@ def _float_list(data: dict[str, Any], key: str, origin: str) -> list[float] | No
     values = data.get(key)
     if values is None:
         return None
-    if not isinstance(values, list) or not all(
-        isinstance(v, int | float) and not isinstance(v, bool) for v in values
-    ):
+    if not isinstance(values, list) or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
         raise LegacyError(f"{origin}: {key} is not a list of numbers")
     return [float(v) for v in values]
 
@@ -183,9 +179,7 @@ def load_legacy(path: str | Path) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise LegacyError(
-            f"{path}: corrupt JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
+        raise LegacyError(f"{path}: corrupt JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     if not isinstance(data, dict):
         raise LegacyError(f"{path}: not a legacy result (expected a JSON object)")
     if "schema_version" in data:
@@ -211,12 +205,8 @@ def convert_legacy(
 
     gpu = data.get("gpu_info") if isinstance(data.get("gpu_info"), dict) else {}
     training = data.get("training_config") if isinstance(data.get("training_config"), dict) else {}
-    performance = (
-        data.get("performance_metrics") if isinstance(data.get("performance_metrics"), dict) else {}
-    )
-    parallel = (
-        data.get("parallelism_config") if isinstance(data.get("parallelism_config"), dict) else {}
-    )
+    performance = data.get("performance_metrics") if isinstance(data.get("performance_metrics"), dict) else {}
+    parallel = data.get("parallelism_config") if isinstance(data.get("parallelism_config"), dict) else {}
     memory = data.get("memory_metrics") if isinstance(data.get("memory_metrics"), dict) else {}
 
     step_key = "raw_step_times" if ident["kind"] == "benchmark" else "step_times"
@@ -234,11 +224,11 @@ def convert_legacy(
     gbs = _int(training, "global_batch_size")
     seq = _int(training, "sequence_length")
     recorded = {"sequence_length": seq, "global_batch_size": gbs}
-    for key, given in (("sequence_length", options.sequence_length),
-                       ("global_batch_size", options.global_batch_size)):
+    for key, given in (("sequence_length", options.sequence_length), ("global_batch_size", options.global_batch_size)):
         if given is not None:
-            notes.append(f"{key} {given} given on import (--{key.replace('_', '-')}); "
-                         f"the legacy file records {recorded[key]!r}")
+            notes.append(
+                f"{key} {given} given on import (--{key.replace('_', '-')}); the legacy file records {recorded[key]!r}"
+            )
     seq = options.sequence_length or seq
     gbs = options.global_batch_size or gbs
     mbs = _int(training, "micro_batch_size")
@@ -247,8 +237,7 @@ def convert_legacy(
     for key, value in (("global_batch_size", gbs), ("sequence_length", seq), ("num_gpus", world)):
         if value is None:
             notes.append(
-                f"legacy training_config.{key} is {training.get(key)!r}: "
-                "no tokens/s can be computed without it"
+                f"legacy training_config.{key} is {training.get(key)!r}: no tokens/s can be computed without it"
             )
 
     model = options.model
@@ -263,19 +252,25 @@ def convert_legacy(
     else:
         notes.append(f"model {model} given on import (--model)")
     if options.precision is None:
-        notes.append("precision not recorded by the legacy file: unknown, so no peak and no MFU "
-                     "(TFLOP/s does not depend on it)")
+        notes.append(
+            "precision not recorded by the legacy file: unknown, so no peak and no MFU (TFLOP/s does not depend on it)"
+        )
     else:
-        notes.append(f"precision {options.precision} given on import (--precision), "
-                     "not recorded by the legacy file")
+        notes.append(f"precision {options.precision} given on import (--precision), not recorded by the legacy file")
     dataset = options.dataset or "unknown"
     if options.dataset is None:
         notes.append("dataset not recorded by the legacy file: 'unknown'")
     else:
         notes.append(f"dataset {dataset!r} given on import (--dataset)")
 
-    fair = fair_values(model=model, methodology=options.methodology, dataset=dataset, seq_length=seq,
-                       global_batch_size=gbs, precision=options.precision)
+    fair = fair_values(
+        model=model,
+        methodology=options.methodology,
+        dataset=dataset,
+        seq_length=seq,
+        global_batch_size=gbs,
+        precision=options.precision,
+    )
     tp = _int(parallel, "tensor_model_parallel_size")
     settings: dict[str, Any] = {
         "legacy": {
@@ -302,7 +297,9 @@ def convert_legacy(
     align_lr = len(lrs) == n
     dropped_hint = (
         " (the earlier log extractor kept only 0 < loss < 10000 and 0 < lr < 1, so a NaN loss "
-        "or an lr of 0.0 is the likely missing value)" if extractor else ""
+        "or an lr of 0.0 is the likely missing value)"
+        if extractor
+        else ""
     )
     if losses and not align_loss:
         notes.append(
@@ -346,13 +343,17 @@ def convert_legacy(
         backend = backend or LEGACY_STACKS[stack][0]
         framework = framework or LEGACY_STACKS[stack][1]
     if backend is not None:
-        notes.append(f"backend {backend} and framework {framework} from the source the legacy "
-                     "file names (its file name or gpu_info.software_stack)")
+        notes.append(
+            f"backend {backend} and framework {framework} from the source the legacy "
+            "file names (its file name or gpu_info.software_stack)"
+        )
 
     if max_steps is None:
         status = "partial"
-        notes.append(f"legacy training_config.max_steps is {training.get('max_steps')!r}: "
-                     "steps configured unknown, status partial")
+        notes.append(
+            f"legacy training_config.max_steps is {training.get('max_steps')!r}: "
+            "steps configured unknown, status partial"
+        )
     elif max_steps == n:
         status = "completed"
     else:
@@ -395,8 +396,7 @@ def convert_legacy(
     )
     if total_gb is not None:
         notes.append(
-            f"gpu_info.total_memory_gb {_fmt(total_gb)} is in GB (10^9 bytes): "
-            f"{_fmt(total_gb * GB / GIB)} GiB"
+            f"gpu_info.total_memory_gb {_fmt(total_gb)} is in GB (10^9 bytes): {_fmt(total_gb * GB / GIB)} GiB"
         )
     if extractor:
         notes.append(
@@ -409,9 +409,11 @@ def convert_legacy(
         torch=gpu.get("pytorch_version") if isinstance(gpu.get("pytorch_version"), str) else None,
         rocm=version if is_rocm else None,
         cuda=version if not is_rocm else None,
-        extra={k: str(v) for k, v in (("legacy_software_stack", stack),
-                                      ("legacy_parallel_strategy", parallel.get("strategy_name")))
-               if v is not None},
+        extra={
+            k: str(v)
+            for k, v in (("legacy_software_stack", stack), ("legacy_parallel_strategy", parallel.get("strategy_name")))
+            if v is not None
+        },
     )
 
     provenance = Provenance(
@@ -421,13 +423,11 @@ def convert_legacy(
         notes=notes,
     )
     memory_notes, peaks = _memory(memory, ident["kind"], extractor, run.platform)
-    caveats, factor_notes = _factor_check(performance, step_times, recorded, gbs, seq, world,
-                                          options)
+    caveats, factor_notes = _factor_check(performance, step_times, recorded, gbs, seq, world, options)
     provenance = attrs.evolve(provenance, notes=[*provenance.notes, *memory_notes])
 
     def audit(summary: Any, finished: list[IterationRecord]) -> list[str]:
-        return [*_check_performance(summary, finished, performance, step_times, gbs, seq, world),
-                *factor_notes]
+        return [*_check_performance(summary, finished, performance, step_times, gbs, seq, world), *factor_notes]
 
     return assemble_result(
         run=run,
@@ -452,8 +452,7 @@ _PRIMUS_HIP = (
 )
 
 
-def _memory_quantity(key: str, kind: str, extractor: bool, platform: str | None
-                     ) -> tuple[str, float, str, str] | None:
+def _memory_quantity(key: str, kind: str, extractor: bool, platform: str | None) -> tuple[str, float, str, str] | None:
     """(summary field, factor to GiB, quantity, unit) of a legacy memory key; None: unknown.
 
     * ``benchmark_*`` files (training callback): ``torch.cuda.memory_allocated()`` and
@@ -471,22 +470,33 @@ def _memory_quantity(key: str, kind: str, extractor: bool, platform: str | None
             return ("mem_device_used_gib", 1.0, *_PRIMUS_HIP)
         return None
     if key == "peak_memory_allocated_gb":
-        return ("mem_max_allocated_gib", to_gib,
-                "allocator allocated: " + _SAMPLED.format("torch.cuda.memory_allocated()"),
-                "GB (10^9 bytes)")
+        return (
+            "mem_max_allocated_gib",
+            to_gib,
+            "allocator allocated: " + _SAMPLED.format("torch.cuda.memory_allocated()"),
+            "GB (10^9 bytes)",
+        )
     if key == "peak_memory_reserved_gb" and kind == "benchmark":
-        return ("mem_max_reserved_gib", to_gib,
-                "allocator reserved: " + _SAMPLED.format("torch.cuda.memory_reserved()"),
-                "GB (10^9 bytes)")
+        return (
+            "mem_max_reserved_gib",
+            to_gib,
+            "allocator reserved: " + _SAMPLED.format("torch.cuda.memory_reserved()"),
+            "GB (10^9 bytes)",
+        )
     if key == "peak_memory_reserved_gb":
-        return ("mem_device_used_gib", to_gib,
-                "device memory used, the driver's view: the training callback's 'reserved' is "
-                "(total - free) from torch.cuda.mem_get_info()", "GB (10^9 bytes)")
+        return (
+            "mem_device_used_gib",
+            to_gib,
+            "device memory used, the driver's view: the training callback's 'reserved' is "
+            "(total - free) from torch.cuda.mem_get_info()",
+            "GB (10^9 bytes)",
+        )
     return None
 
 
-def _memory(memory: dict[str, Any], kind: str, extractor: bool, platform: str | None
-            ) -> tuple[list[str], dict[str, float]]:
+def _memory(
+    memory: dict[str, Any], kind: str, extractor: bool, platform: str | None
+) -> tuple[list[str], dict[str, float]]:
     """Memory peaks from the legacy run summary, each under the quantity it really is (GiB by summary field)."""
     notes: list[str] = []
     updates: dict[str, float] = {}
@@ -499,15 +509,20 @@ def _memory(memory: dict[str, Any], kind: str, extractor: bool, platform: str | 
             field, factor, what, unit = quantity
             gib = value * factor
             updates[field] = max(gib, updates.get(field) or 0.0)
-            notes.append(f"memory_metrics.{key} {_fmt(value)} {unit} = {_fmt(gib)} GiB, recorded "
-                         f"as summary.{field} ({what}); no per-iteration memory in the legacy file")
+            notes.append(
+                f"memory_metrics.{key} {_fmt(value)} {unit} = {_fmt(gib)} GiB, recorded "
+                f"as summary.{field} ({what}); no per-iteration memory in the legacy file"
+            )
         elif extractor:
-            notes.append(f"memory_metrics.{key} {_fmt(value)} read from a log by the earlier "
-                         "extractor: its quantity and unit are unknown, so it is kept here only "
-                         "(not a schema field)")
+            notes.append(
+                f"memory_metrics.{key} {_fmt(value)} read from a log by the earlier "
+                "extractor: its quantity and unit are unknown, so it is kept here only "
+                "(not a schema field)"
+            )
         else:
-            notes.append(f"memory_metrics.{key} {_fmt(value)} GB = {_fmt(value * GB / GIB)} GiB "
-                         "(not a schema field, kept here)")
+            notes.append(
+                f"memory_metrics.{key} {_fmt(value)} GB = {_fmt(value * GB / GIB)} GiB (not a schema field, kept here)"
+            )
     if not memory:
         notes.append("no memory figures in the legacy file")
     return notes, updates
@@ -527,8 +542,7 @@ def _check_performance(
     measured, _ = select_measured(iterations, warmup_iterations=summary.warmup_iterations)
     n = len(step_times)
     after_first = [t for t in step_times[1:] if math.isfinite(t) and t > 0]
-    span = (f"iterations {measured[0].iteration}-{measured[-1].iteration}" if measured
-            else "no iterations")
+    span = f"iterations {measured[0].iteration}-{measured[-1].iteration}" if measured else "no iterations"
     legacy_def = "its own definition (iterations 2-N, mean step time)"
     tokens = gbs * seq if gbs and seq else None
 
@@ -540,42 +554,54 @@ def _check_performance(
             return
         tail = ""
         if by_legacy_def is not None:
-            tail = (
-                f"; recomputed by {legacy_def} it is {_fmt(by_legacy_def)}"
-                + (" (agrees)" if _agrees(legacy, by_legacy_def) else " (disagrees too)")
+            tail = f"; recomputed by {legacy_def} it is {_fmt(by_legacy_def)}" + (
+                " (agrees)" if _agrees(legacy, by_legacy_def) else " (disagrees too)"
             )
-        notes.append(
-            f"legacy performance_metrics.{key} = {_fmt(legacy)} disagrees with "
-            f"{_fmt(ours)} ({what}){tail}"
-        )
+        notes.append(f"legacy performance_metrics.{key} = {_fmt(legacy)} disagrees with {_fmt(ours)} ({what}){tail}")
 
     legacy_mean = sum(after_first) / len(after_first) if after_first else None
     total_steps = _number(performance, "total_steps")
     if total_steps is not None and int(total_steps) != n:
         notes.append(
-            f"legacy performance_metrics.total_steps = {int(total_steps)} disagrees with "
-            f"{n} step times recorded"
+            f"legacy performance_metrics.total_steps = {int(total_steps)} disagrees with {n} step times recorded"
         )
     finite = [t for t in step_times if math.isfinite(t) and t > 0]
     check("total_time_seconds", sum(finite), f"sum of the {len(finite)} recorded step times", None)
     if summary.step_time_s is not None:
         stats = summary.step_time_s
         check("avg_step_time_seconds", stats.mean, f"mean step time over {span}", legacy_mean)
-        check("min_step_time_seconds", stats.min, f"minimum step time over {span}",
-              min(after_first) if after_first else None)
-        check("max_step_time_seconds", stats.max, f"maximum step time over {span}",
-              max(after_first) if after_first else None)
-        check("steps_per_second", len(measured) / sum(r.step_time_s for r in measured),
-              f"measured iterations / their total step time over {span}",
-              len(after_first) / sum(after_first) if after_first else None)
+        check(
+            "min_step_time_seconds",
+            stats.min,
+            f"minimum step time over {span}",
+            min(after_first) if after_first else None,
+        )
+        check(
+            "max_step_time_seconds",
+            stats.max,
+            f"maximum step time over {span}",
+            max(after_first) if after_first else None,
+        )
+        check(
+            "steps_per_second",
+            len(measured) / sum(r.step_time_s for r in measured),
+            f"measured iterations / their total step time over {span}",
+            len(after_first) / sum(after_first) if after_first else None,
+        )
     if summary.tokens_per_s is not None:
-        check("tokens_per_second", summary.tokens_per_s.median,
-              f"tprimat median over {span}",
-              tokens / legacy_mean if tokens and legacy_mean else None)
+        check(
+            "tokens_per_second",
+            summary.tokens_per_s.median,
+            f"tprimat median over {span}",
+            tokens / legacy_mean if tokens and legacy_mean else None,
+        )
     if summary.tokens_per_s_per_gpu is not None:
-        check("tokens_per_second_per_gpu", summary.tokens_per_s_per_gpu.median,
-              f"tprimat median over {span}",
-              tokens / legacy_mean / world if tokens and legacy_mean and world else None)
+        check(
+            "tokens_per_second_per_gpu",
+            summary.tokens_per_s_per_gpu.median,
+            f"tprimat median over {span}",
+            tokens / legacy_mean / world if tokens and legacy_mean and world else None,
+        )
     if "throughput_per_gpu_core" in performance:
         notes.append(
             "legacy performance_metrics.throughput_per_gpu_core "
@@ -605,8 +631,10 @@ def _candidates(factor: int, gbs: int, seq: int, world: int, per_gpu_only: bool)
             return []
         return [f"num_gpus {gpus} (the file records {world})"]
     found = []
-    for key, value, other in (("sequence_length", seq, f"global_batch_size {gbs}"),
-                              ("global_batch_size", gbs, f"sequence_length {seq}")):
+    for key, value, other in (
+        ("sequence_length", seq, f"global_batch_size {gbs}"),
+        ("global_batch_size", gbs, f"sequence_length {seq}"),
+    ):
         if factor > 0:
             found.append(f"{key} {value * k} with {other} (the file records {key} {value})")
         elif value % k == 0:
@@ -649,22 +677,32 @@ def _factor_check(
         f"recomputed from the recorded global_batch_size {rec_gbs} × sequence_length {rec_seq} "
         f"/ mean step time / {world} GPUs": recomputed,
     }
-    what = (f"the stored tokens/s/GPU {_fmt(stored)} is exactly {times} the recomputation "
-            f"{_fmt(recomputed)} from the recorded inputs: one recorded input is probably a "
-            "default, not what the run used")
-    given = {k: v for k, v in (("sequence_length", options.sequence_length),
-                               ("global_batch_size", options.global_batch_size)) if v is not None}
+    what = (
+        f"the stored tokens/s/GPU {_fmt(stored)} is exactly {times} the recomputation "
+        f"{_fmt(recomputed)} from the recorded inputs: one recorded input is probably a "
+        "default, not what the run used"
+    )
+    given = {
+        k: v
+        for k, v in (("sequence_length", options.sequence_length), ("global_batch_size", options.global_batch_size))
+        if v is not None
+    }
     if given:
         stated = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in given.items())
         ours = (gbs or 0) * (seq or 0) / mean / world
         figures[f"recomputed with {stated}"] = ours
-        agreement = ("agrees with the stored figure" if _agrees(stored, ours)
-                     else "still disagrees with the stored figure; the stated value is used")
+        agreement = (
+            "agrees with the stored figure"
+            if _agrees(stored, ours)
+            else "still disagrees with the stored figure; the stated value is used"
+        )
         note = f"{what}; resolved by {stated} given on import: {_fmt(ours)} {agreement}"
         return Caveats(candidates=candidates, figures=figures, resolved_by=stated), [note]
-    note = (f"AMBIGUOUS: {what}. Candidates: {'; '.join(candidates) or 'none found'}. "
-            "Kept out of comparisons until the true value is stated: "
-            "tprimat import-legacy --sequence-length N or --global-batch-size N")
+    note = (
+        f"AMBIGUOUS: {what}. Candidates: {'; '.join(candidates) or 'none found'}. "
+        "Kept out of comparisons until the true value is stated: "
+        "tprimat import-legacy --sequence-length N or --global-batch-size N"
+    )
     return Caveats(ambiguous=what, candidates=candidates, figures=figures), [note]
 
 

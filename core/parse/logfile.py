@@ -30,9 +30,17 @@ CHUNK_BYTES = 1 << 22
 class LogFile:
     """The lines of one file on disk, readable twice: as text lines or as byte chunks."""
 
-    def __init__(self, path: str | Path, *, drop_last_line: bool = False,
-                 chunk_bytes: int = CHUNK_BYTES, start: int = 0, end: int | None = None,
-                 first_lineno: int = 1, resume_state: Any = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        drop_last_line: bool = False,
+        chunk_bytes: int = CHUNK_BYTES,
+        start: int = 0,
+        end: int | None = None,
+        first_lineno: int = 1,
+        resume_state: Any = None,
+    ) -> None:
         self.path = Path(path)
         self.drop_last_line = drop_last_line
         self.chunk_bytes = chunk_bytes

@@ -92,9 +92,16 @@ def _primus_rank_files(rank_dir: Path) -> list[Path]:
     holds everything ``info.log`` does: reading one family is enough.
     """
     for level in _PRIMUS_LEVELS:
-        family = [p for p in rank_dir.iterdir() if p.is_file() and (
-            p.name == f"{level}.log" or p.name.startswith(f"{level}.")
-            and (p.name.endswith(".log") or _ROTATED_NUMBER_RE.match(p.name)))]
+        family = [
+            p
+            for p in rank_dir.iterdir()
+            if p.is_file()
+            and (
+                p.name == f"{level}.log"
+                or p.name.startswith(f"{level}.")
+                and (p.name.endswith(".log") or _ROTATED_NUMBER_RE.match(p.name))
+            )
+        ]
         if family:
             return sorted(family, key=_rotation_key)
     return []
@@ -200,13 +207,21 @@ def unreadable_message(files: Sequence[Path]) -> str:
 
 def no_timing_message(shown: str, backend: str, records: Sequence[IterationRecord]) -> str:
     """Why a log whose iterations carry no step time gives no result, and what to do."""
-    what = sorted({name for r in records for name, value in (
-        ("loss", r.loss), ("learning rate", r.lr), ("grad norm", r.grad_norm)) if value is not None})
+    what = sorted(
+        {
+            name
+            for r in records
+            for name, value in (("loss", r.loss), ("learning rate", r.lr), ("grad norm", r.grad_norm))
+            if value is not None
+        }
+    )
     stated = f"state {', '.join(what)} but" if what else "have"
-    return (f"{shown}: no step timing found: {len(records)} iterations ({backend} format) {stated} "
-            "no step time, so there is nothing to measure (a fine-tuning "
-            "log that prints only loss?). Log the step time (NeMo: train_step_timing; Megatron: "
-            "elapsed time per iteration) and parse again")
+    return (
+        f"{shown}: no step timing found: {len(records)} iterations ({backend} format) {stated} "
+        "no step time, so there is nothing to measure (a fine-tuning "
+        "log that prints only loss?). Log the step time (NeMo: train_step_timing; Megatron: "
+        "elapsed time per iteration) and parse again"
+    )
 
 
 # -- the workload ----------------------------------------------------------------------------
@@ -239,14 +254,14 @@ def _result_config(
     )
 
 
-def _declared_sources(
-    config: BenchmarkConfig | None, config_label: str, workload: Workload
-) -> dict[str, str]:
+def _declared_sources(config: BenchmarkConfig | None, config_label: str, workload: Workload) -> dict[str, str]:
     keys = ("global_batch_size", "seq_length", "world_size")
     if config is not None:
         return dict.fromkeys(keys, config_label)
-    return {key: ("the command line" if getattr(workload, key) is not None
-                  else "the log (first value it states)") for key in keys}
+    return {
+        key: ("the command line" if getattr(workload, key) is not None else "the log (first value it states)")
+        for key in keys
+    }
 
 
 # -- status ----------------------------------------------------------------------------------
@@ -306,8 +321,10 @@ def parse_logs(
                 backend, detected = detect_backend(files, registry, wraps)
             except ParseError:
                 raise ParseError(unreadable_message(files)) from None
-            notes.extend(f"{p.name}: hard-wrapped at {w} columns; read with the wraps joined "
-                         "(line numbers count joined lines)" for p, w in wraps.items())
+            notes.extend(
+                f"{p.name}: hard-wrapped at {w} columns; read with the wraps joined (line numbers count joined lines)"
+                for p, w in wraps.items()
+            )
         notes.append(f"format detected: {backend} ({detected})")
     entry = registry.backend(backend)
     warnings = [] if detected else _platform_warnings(files, backend, entry.spec.platform)
@@ -342,8 +359,7 @@ def parse_logs(
     timed = [r for r in records if not is_memory_only(r)]
     if not timed:
         shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
-        raise ParseError(f"{shown}: no training iterations found in the log for backend "
-                         f"{backend}")
+        raise ParseError(f"{shown}: no training iterations found in the log for backend {backend}")
     if not any(r.step_time_s is not None for r in timed):
         shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
         raise ParseError(no_timing_message(shown, backend, timed))
@@ -355,9 +371,12 @@ def parse_logs(
     declared = _declared_sources(config, config_label, workload)
     problems = check_workload_declared(result_config, timed, facts, declared)
     if problems and not allow_mismatch:
-        raise ParseError("the log does not match the workload: " + "; ".join(problems)
-                         + " (check the inputs, or pass --allow-mismatch to keep the declared "
-                         "values; the override is recorded)")
+        raise ParseError(
+            "the log does not match the workload: "
+            + "; ".join(problems)
+            + " (check the inputs, or pass --allow-mismatch to keep the declared "
+            "values; the override is recorded)"
+        )
     notes.extend(f"mismatch overridden with --allow-mismatch: {p}" for p in problems)
 
     manifest, manifest_note = _manifest(manifest_path, files)
@@ -371,8 +390,11 @@ def parse_logs(
 
     warmup = workload.warmup_iterations
     if warmup is None:
-        warmup = (config.benchmark.warmup_iterations if config is not None
-                  else default_config_dict()["benchmark"]["warmup_iterations"])
+        warmup = (
+            config.benchmark.warmup_iterations
+            if config is not None
+            else default_config_dict()["benchmark"]["warmup_iterations"]
+        )
 
     missing = _missing_iterations(timed, as_int(facts.get("train_iters")))
     for line in truncated:
@@ -388,8 +410,7 @@ def parse_logs(
     if facts_shown:
         notes.append("log states: " + ", ".join(f"{k}={v}" for k, v in sorted(facts_shown.items())))
 
-    tensor_parallel = (config.parallel.tensor if config is not None
-                       else as_int(facts.get("tensor_parallel")) or 1)
+    tensor_parallel = config.parallel.tensor if config is not None else as_int(facts.get("tensor_parallel")) or 1
     status = "partial" if missing or truncated else "completed"
     stopped_by = _stopped_after_last_iteration(files, common, timed)
     if stopped_by is not None:
@@ -428,14 +449,16 @@ def parse_logs(
         ceiling=manifest.extra.get("microbench") if manifest else None,
         rank_memory=log_rank_peaks(entry.spec.memory_peaks, files),
         evaluations=collector.eval_records,
-        target_log_perplexity=(config.convergence.target_log_perplexity
-                               if config is not None and config.convergence.enabled else None),
+        target_log_perplexity=(
+            config.convergence.target_log_perplexity if config is not None and config.convergence.enabled else None
+        ),
         run_clock={key: collector.fact(key) for key in RUN_CLOCK_FACTS},
     )
     if stopped_by is not None:
         result = attrs.evolve(result, caveats=Caveats(stopped_by=stopped_by))
-    return ParseOutcome(result=result, backend=backend, detected=detected, files=files,
-                        collector=collector, warnings=warnings)
+    return ParseOutcome(
+        result=result, backend=backend, detected=detected, files=files, collector=collector, warnings=warnings
+    )
 
 
 def _stopped_after_last_iteration(
@@ -486,15 +509,20 @@ def _platform_warnings(files: Sequence[Path], backend: str, platform: str) -> li
         for lineno, line in enumerate(head, 1):
             match = hint.search(line)
             if match:
-                return [f"--backend {backend} is a {platform} backend but the log shows {other} "
-                        f"({match.group(0)!r} at {path.name}:{lineno}); the numbers are read as "
-                        f"{backend} prints them: check the backend (leave --backend out to detect it)"]
+                return [
+                    f"--backend {backend} is a {platform} backend but the log shows {other} "
+                    f"({match.group(0)!r} at {path.name}:{lineno}); the numbers are read as "
+                    f"{backend} prints them: check the backend (leave --backend out to detect it)"
+                ]
     return []
 
 
 def _with_stated_facts(
-    files: Sequence[Path], common: Path | None, facts: dict[str, Any],
-    records: list[IterationRecord], reader: Any,
+    files: Sequence[Path],
+    common: Path | None,
+    facts: dict[str, Any],
+    records: list[IterationRecord],
+    reader: Any,
 ) -> tuple[dict[str, Any], list[str], list[IterationRecord]]:
     """``facts`` completed with what the backend reads from the start of each file
     (``BackendSpec.stated_facts``; the first file that states a key wins); the profiled
@@ -516,8 +544,7 @@ def _with_stated_facts(
                 facts[fact.key] = fact.value
                 notes.append(f"log states {fact.key}={fact.value} ({fact.source})")
     if window:
-        records = [attrs.evolve(r, profiled=True) if r.iteration in window and not r.profiled
-                   else r for r in records]
+        records = [attrs.evolve(r, profiled=True) if r.iteration in window and not r.profiled else r for r in records]
     return facts, notes, records
 
 

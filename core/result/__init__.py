@@ -1,2 +1,1 @@
-"""The result: the versioned schema, the one builder, and every derived number (metrics, FLOPs, peaks).
-"""
+"""The result: the versioned schema, the one builder, and every derived number (metrics, FLOPs, peaks)."""

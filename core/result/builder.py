@@ -142,7 +142,8 @@ def assemble_result(
     )
     if run_peaks:
         peaks: dict[str, Any] = {
-            field: max(value, getattr(summary, field) or value) for field, value in run_peaks.items()}
+            field: max(value, getattr(summary, field) or value) for field, value in run_peaks.items()
+        }
         summary = attrs.evolve(summary, **peaks)
     if audit is not None:
         notes = [*notes, *audit(summary, finished)]
@@ -153,15 +154,22 @@ def assemble_result(
     if target_log_perplexity is not None:
         clock = dict(run_clock or {})
         convergence = summarize_convergence(
-            points, target_log_perplexity=target_log_perplexity,
-            init_time_s=clock.get("init_time_s"), run_time_s=clock.get("run_time_s"),
+            points,
+            target_log_perplexity=target_log_perplexity,
+            init_time_s=clock.get("init_time_s"),
+            run_time_s=clock.get("run_time_s"),
             run_started_at=clock.get("run_started_at"),
             clock=STEP_CLOCK if from_steps else TRAINER_CLOCK,
         )
     memory = memory_report(
-        settings=config.settings, model_name=config.model, backend=run.backend,
-        device_name=hardware.device_name, capacity_gib=hardware.memory_per_device_gib,
-        records=finished, rank_peaks=rank_memory, summary=summary,
+        settings=config.settings,
+        model_name=config.model,
+        backend=run.backend,
+        device_name=hardware.device_name,
+        capacity_gib=hardware.memory_per_device_gib,
+        records=finished,
+        rank_peaks=rank_memory,
+        summary=summary,
     )
     return Result(
         run=run,

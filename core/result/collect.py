@@ -31,12 +31,11 @@ MAX_ISSUES_KEPT = 50
 
 
 #: Fields that hold memory readings (merged by maximum across ranks and lines).
-MEMORY_FIELDS = tuple(
-    field.name for field in attrs.fields(IterationRecord) if field.name.startswith("mem_")
-)
+MEMORY_FIELDS = tuple(field.name for field in attrs.fields(IterationRecord) if field.name.startswith("mem_"))
 # The same iteration read from two ranks' files differs only in where it was read.
 _BODY_FIELDS = tuple(
-    field.name for field in attrs.fields(IterationRecord)
+    field.name
+    for field in attrs.fields(IterationRecord)
     if field.name not in ("iteration", "source", "timestamp") and field.name not in MEMORY_FIELDS
 )
 
@@ -162,8 +161,7 @@ class EventCollector:
     @property
     def eval_records(self) -> list[EvalRecord]:
         """Evaluations in training order."""
-        return sorted(self.evaluations.values(),
-                      key=lambda e: (e.samples or 0, e.iteration or 0))
+        return sorted(self.evaluations.values(), key=lambda e: (e.samples or 0, e.iteration or 0))
 
     def fact(self, key: str, default: Any = None) -> Any:
         found = self.facts.get(key)

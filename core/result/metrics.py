@@ -113,9 +113,7 @@ def select_measured(
         notes.append(f"no step time: left out iterations {_ranges(untimed)}")
     skipped = [r.iteration for r in measured if r.skipped]
     if skipped:
-        notes.append(
-            f"optimizer skipped steps in measured iterations {_ranges(skipped)} (timed, kept)"
-        )
+        notes.append(f"optimizer skipped steps in measured iterations {_ranges(skipped)} (timed, kept)")
     return measured, notes
 
 
@@ -192,9 +190,7 @@ def summarize(
     has a maximum achievable matmul figure for the run's precision, the
     summary reports achieved TFLOP/s against it too ("MAMF utilisation").
     """
-    measured, notes = select_measured(
-        records, warmup_iterations=warmup_iterations, exclude_profiled=exclude_profiled
-    )
+    measured, notes = select_measured(records, warmup_iterations=warmup_iterations, exclude_profiled=exclude_profiled)
     step = describe(r.step_time_s for r in measured)
     per_gpu = describe(r.tokens_per_s_per_gpu for r in measured)
     job = describe(r.tokens / r.step_time_s for r in measured if r.tokens and r.step_time_s)
@@ -226,8 +222,7 @@ def summarize(
         if total_tokens:
             energy = sum(r.energy_j for r in measured) / total_tokens  # type: ignore[misc]
 
-    reported_keys = sorted({k for r in measured for k, v in r.reported.items()
-                            if isinstance(v, int | float)})
+    reported_keys = sorted({k for r in measured for k, v in r.reported.items() if isinstance(v, int | float)})
     reported = {}
     for key in reported_keys:
         stats = describe(v for r in measured if isinstance(v := r.reported.get(key), int | float))
@@ -250,12 +245,10 @@ def summarize(
         mfu=mfu,
         **_against_ceiling(ceiling, tflops, precision, notes),
         mem_max_allocated_gib=_peak(
-            r.mem_max_allocated_gib if r.mem_max_allocated_gib is not None else r.mem_allocated_gib
-            for r in records
+            r.mem_max_allocated_gib if r.mem_max_allocated_gib is not None else r.mem_allocated_gib for r in records
         ),
         mem_max_reserved_gib=_peak(
-            r.mem_max_reserved_gib if r.mem_max_reserved_gib is not None else r.mem_reserved_gib
-            for r in records
+            r.mem_max_reserved_gib if r.mem_max_reserved_gib is not None else r.mem_reserved_gib for r in records
         ),
         mem_device_used_gib=_peak(r.mem_device_used_gib for r in records),
         mem_rss_gib=_peak(r.mem_rss_gib for r in records),

@@ -207,9 +207,7 @@ def _lookup_whole(device_name: str | None, dtype: str) -> PeakLookup:
     elif column is None or column not in row.tflops:
         note = f"no {dtype} peak for {row.key} in table {PEAKS_VERSION}: no MFU"
     else:
-        return PeakLookup(
-            tflops=row.tflops[column], device_key=row.key, dtype=column, source=row.source
-        )
+        return PeakLookup(tflops=row.tflops[column], device_key=row.key, dtype=column, source=row.source)
     return PeakLookup(
         tflops=None,
         device_key=row.key if row else None,

@@ -30,6 +30,7 @@ SCHEMA_VERSION = 2
 
 RunStatus = Literal["completed", "failed", "interrupted", "partial"]
 
+
 class ResultError(TprimatError):
     """A result document that cannot be read or does not match the schema."""
 
@@ -283,11 +284,23 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(bool, _structure_bool)
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(float | str | None, _structure_reported)
-    for cls in (RunInfo, DevicePartition, Hardware, Software, ResultConfig, IterationRecord, Stats, Summary,
-                Provenance, MemoryReport, Caveats, EvalPoint, ConvergenceSummary, Result):
-        converter.register_structure_hook(
-            cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
-        )
+    for cls in (
+        RunInfo,
+        DevicePartition,
+        Hardware,
+        Software,
+        ResultConfig,
+        IterationRecord,
+        Stats,
+        Summary,
+        Provenance,
+        MemoryReport,
+        Caveats,
+        EvalPoint,
+        ConvergenceSummary,
+        Result,
+    ):
+        converter.register_structure_hook(cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True))
     return converter
 
 
@@ -360,9 +373,7 @@ def result_from_dict(data: Any, *, origin: str = "result") -> Result:
     try:
         return _get_converter().structure(data, Result)
     except cattrs.BaseValidationError as exc:
-        problems = "; ".join(
-            cattrs.transform_error(exc, path="$", format_exception=_describe_problem)
-        )
+        problems = "; ".join(cattrs.transform_error(exc, path="$", format_exception=_describe_problem))
         raise ResultError(f"{origin}: invalid result: {problems}") from None
 
 
@@ -396,13 +407,11 @@ def load_result(path: str | Path) -> Result:
     try:
         data = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        raise ResultError(
-            f"{path}: corrupt JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
+        raise ResultError(f"{path}: corrupt JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except ValueError as exc:
         raise ResultError(f"{path}: {exc}") from None
     return result_from_dict(data, origin=str(path))
 
 
 def _reject_constant(name: str) -> float:
-    raise ValueError(f"non-standard JSON constant {name}; tprimat writes it as the string \"{name}\"")
+    raise ValueError(f'non-standard JSON constant {name}; tprimat writes it as the string "{name}"')

@@ -27,13 +27,14 @@ class Workload:
     warmup_iterations: int | None = None
 
 
-
 def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def check_workload_declared(
-    workload: Workload, records: list[IterationRecord], facts: dict[str, Any],
+    workload: Workload,
+    records: list[IterationRecord],
+    facts: dict[str, Any],
     declared: dict[str, str],
 ) -> list[str]:
     """Disagreements between the workload and the log, each naming both values and their source.
@@ -51,8 +52,9 @@ def check_workload_declared(
         if fact is not None and not logged:
             logged = [fact]
         if any(v != gbs for v in logged):
-            problems.append(f"global batch size: {by} says {gbs}, the log's iteration lines say "
-                            f"{', '.join(str(v) for v in logged)}")
+            problems.append(
+                f"global batch size: {by} says {gbs}, the log's iteration lines say {', '.join(str(v) for v in logged)}"
+            )
         counted = [r for r in records if r.consumed_samples is not None]
         for before, after in zip(counted, counted[1:], strict=False):
             steps = after.iteration - before.iteration
@@ -65,13 +67,11 @@ def check_workload_declared(
                     f"({before.source} -> {after.source})"
                 )
                 break
-    for key, value in (("seq_length", workload.seq_length),
-                       ("world_size", workload.world_size)):
+    for key, value in (("seq_length", workload.seq_length), ("world_size", workload.world_size)):
         fact = as_int(facts.get(key))
         if value is not None and fact is not None and fact != value:
             label = key.replace("_", " ")
-            problems.append(f"{label}: {declared.get(key, 'the log')} says {value}, "
-                            f"the log says {fact}")
+            problems.append(f"{label}: {declared.get(key, 'the log')} says {value}, the log says {fact}")
     return problems
 
 

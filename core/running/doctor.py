@@ -66,26 +66,29 @@ def _truthy(value: str | None) -> bool:
 
 def check_launch_blocking(probe: Probe) -> list[Finding]:
     findings = []
-    for name in ("CUDA_LAUNCH_BLOCKING", "HIP_LAUNCH_BLOCKING", "AMD_SERIALIZE_KERNEL",
-                 "TORCH_USE_CUDA_DSA"):
+    for name in ("CUDA_LAUNCH_BLOCKING", "HIP_LAUNCH_BLOCKING", "AMD_SERIALIZE_KERNEL", "TORCH_USE_CUDA_DSA"):
         if _truthy(probe.env.get(name)):
-            findings.append(Finding(
-                check="launch-blocking", severity="warning",
-                message=f"{name}={probe.env[name]} serialises or instruments every kernel launch",
-                fix=f"unset {name} for timed runs (it is a debugging switch)",
-            ))
+            findings.append(
+                Finding(
+                    check="launch-blocking",
+                    severity="warning",
+                    message=f"{name}={probe.env[name]} serialises or instruments every kernel launch",
+                    fix=f"unset {name} for timed runs (it is a debugging switch)",
+                )
+            )
     return findings
 
 
 def check_tunableop(probe: Probe) -> list[Finding]:
-    if _truthy(probe.env.get("PYTORCH_TUNABLEOP_TUNING")) and _truthy(
-        probe.env.get("PYTORCH_TUNABLEOP_ENABLED")
-    ):
-        return [Finding(
-            check="tunableop-tuning", severity="warning",
-            message="PyTorch TunableOp is tuning GEMMs during the timed run",
-            fix="tune once in a separate run, then time with PYTORCH_TUNABLEOP_TUNING=0",
-        )]
+    if _truthy(probe.env.get("PYTORCH_TUNABLEOP_TUNING")) and _truthy(probe.env.get("PYTORCH_TUNABLEOP_ENABLED")):
+        return [
+            Finding(
+                check="tunableop-tuning",
+                severity="warning",
+                message="PyTorch TunableOp is tuning GEMMs during the timed run",
+                fix="tune once in a separate run, then time with PYTORCH_TUNABLEOP_TUNING=0",
+            )
+        ]
     return []
 
 
@@ -103,60 +106,76 @@ def check_debug_logging(probe: Probe) -> list[Finding]:
     for name, noisy in _DEBUG_LOGGING.items():
         value = probe.env.get(name)
         if value and (noisy is None or value.strip().upper() in noisy):
-            findings.append(Finding(
-                check="debug-logging", severity="warning",
-                message=f"{name}={value} turns on debug logging, which slows collectives and start-up",
-                fix=f"unset {name} (or set it to WARN) for timed runs",
-            ))
+            findings.append(
+                Finding(
+                    check="debug-logging",
+                    severity="warning",
+                    message=f"{name}={value} turns on debug logging, which slows collectives and start-up",
+                    fix=f"unset {name} (or set it to WARN) for timed runs",
+                )
+            )
     level = probe.env.get("AMD_LOG_LEVEL", "").strip()
     if level.isdigit() and int(level) > 0:
-        findings.append(Finding(
-            check="debug-logging", severity="warning",
-            message=f"AMD_LOG_LEVEL={level} makes the HIP runtime log every call",
-            fix="unset AMD_LOG_LEVEL for timed runs",
-        ))
+        findings.append(
+            Finding(
+                check="debug-logging",
+                severity="warning",
+                message=f"AMD_LOG_LEVEL={level} makes the HIP runtime log every call",
+                fix="unset AMD_LOG_LEVEL for timed runs",
+            )
+        )
     return findings
 
 
 def check_numa_balancing(probe: Probe) -> list[Finding]:
     value = probe.read_file("/proc/sys/kernel/numa_balancing")
     if value is not None and value.strip() not in {"", "0"}:
-        return [Finding(
-            check="numa-balancing", severity="warning",
-            message="automatic NUMA balancing is on (/proc/sys/kernel/numa_balancing = "
-                    f"{value.strip()}); AMD's tuning guides for Instinct GPUs require it off",
-            fix="sudo sysctl kernel.numa_balancing=0",
-        )]
+        return [
+            Finding(
+                check="numa-balancing",
+                severity="warning",
+                message="automatic NUMA balancing is on (/proc/sys/kernel/numa_balancing = "
+                f"{value.strip()}); AMD's tuning guides for Instinct GPUs require it off",
+                fix="sudo sysctl kernel.numa_balancing=0",
+            )
+        ]
     return []
 
 
 def check_gpu_processes(probe: Probe) -> list[Finding]:
     findings = []
-    nvidia = probe.run_tool(["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory",
-                             "--format=csv,noheader,nounits"])
+    nvidia = probe.run_tool(
+        ["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits"]
+    )
     if nvidia and nvidia.strip():
         lines = [line.strip() for line in nvidia.strip().splitlines() if line.strip()]
-        findings.append(Finding(
-            check="gpu-busy", severity="warning",
-            message=f"{len(lines)} other process(es) hold the GPUs: " + "; ".join(lines[:4]),
-            fix="stop them before timing (nvidia-smi shows them)",
-        ))
+        findings.append(
+            Finding(
+                check="gpu-busy",
+                severity="warning",
+                message=f"{len(lines)} other process(es) hold the GPUs: " + "; ".join(lines[:4]),
+                fix="stop them before timing (nvidia-smi shows them)",
+            )
+        )
     amd = probe.run_tool(["rocm-smi", "--showpids"])
     if amd:
         pids = [line for line in amd.splitlines() if line.strip()[:1].isdigit()]
         if pids:
-            findings.append(Finding(
-                check="gpu-busy", severity="warning",
-                message=f"{len(pids)} other process(es) use the GPUs: "
-                        + "; ".join(p.strip() for p in pids[:4]),
-                fix="stop them before timing (rocm-smi --showpids shows them)",
-            ))
+            findings.append(
+                Finding(
+                    check="gpu-busy",
+                    severity="warning",
+                    message=f"{len(pids)} other process(es) use the GPUs: " + "; ".join(p.strip() for p in pids[:4]),
+                    fix="stop them before timing (rocm-smi --showpids shows them)",
+                )
+            )
     return findings
 
 
 def check_power_cap(probe: Probe) -> list[Finding]:
-    text = probe.run_tool(["nvidia-smi", "--query-gpu=index,power.limit,power.default_limit",
-                           "--format=csv,noheader,nounits"])
+    text = probe.run_tool(
+        ["nvidia-smi", "--query-gpu=index,power.limit,power.default_limit", "--format=csv,noheader,nounits"]
+    )
     findings = []
     for line in (text or "").splitlines():
         cells = [c.strip() for c in line.split(",")]
@@ -167,11 +186,14 @@ def check_power_cap(probe: Probe) -> list[Finding]:
         except ValueError:
             continue
         if limit < default - 1.0:
-            findings.append(Finding(
-                check="power-cap", severity="warning",
-                message=f"GPU {index} power limit {limit:.0f} W is below its default {default:.0f} W",
-                fix=f"sudo nvidia-smi -i {index} -pl {default:.0f}",
-            ))
+            findings.append(
+                Finding(
+                    check="power-cap",
+                    severity="warning",
+                    message=f"GPU {index} power limit {limit:.0f} W is below its default {default:.0f} W",
+                    fix=f"sudo nvidia-smi -i {index} -pl {default:.0f}",
+                )
+            )
     return findings
 
 
@@ -184,11 +206,14 @@ def check_free_disk(probe: Probe, output_dir: Path) -> list[Finding]:
     except OSError:
         return []
     if free < MIN_FREE_DISK_GIB * GIB:
-        return [Finding(
-            check="low-disk", severity="warning",
-            message=f"only {free / GIB:.1f} GiB free under {existing}; logs and traces may be cut short",
-            fix=f"free space or choose another --output (at least {MIN_FREE_DISK_GIB:.0f} GiB advised)",
-        )]
+        return [
+            Finding(
+                check="low-disk",
+                severity="warning",
+                message=f"only {free / GIB:.1f} GiB free under {existing}; logs and traces may be cut short",
+                fix=f"free space or choose another --output (at least {MIN_FREE_DISK_GIB:.0f} GiB advised)",
+            )
+        ]
     return []
 
 
@@ -203,12 +228,15 @@ def check_hf_token(probe: Probe, tokenizer: str | None) -> list[Finding]:
         return []
     if _truthy(probe.env.get("HF_HUB_OFFLINE")):
         return []  # offline: the tokenizer must already be in the local cache
-    return [Finding(
-        check="hf-token", severity="warning",
-        message=f"the tokenizer {tokenizer} is gated on Hugging Face and HF_TOKEN is not set",
-        fix="export HF_TOKEN=... (or put HF_TOKEN=... in a git-ignored .tprimat.env), "
+    return [
+        Finding(
+            check="hf-token",
+            severity="warning",
+            message=f"the tokenizer {tokenizer} is gated on Hugging Face and HF_TOKEN is not set",
+            fix="export HF_TOKEN=... (or put HF_TOKEN=... in a git-ignored .tprimat.env), "
             "or pass a local tokenizer directory",
-    )]
+        )
+    ]
 
 
 def run_checks(

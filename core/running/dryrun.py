@@ -54,10 +54,17 @@ def describe_plan(prepared: PreparedRun) -> str:
             traces += ", moved after the run into traces/rank-<N>.pt.trace.json[.gz]"
         if prepared.profile.capture_range:
             traces = "none (a CUDA profiler range over the window, for the system profiler)"
-        lines += ["", "## profiling", f"traces: {traces}",
-                  "profiled iterations (left out of statistics): "
-                  + (", ".join(map(str, prepared.profile.profiled_iterations)) or "none")]
-    lines += ["", "## effective config (recorded in config.toml and result.json exactly as below)",
-              f"# config_fingerprint = {prepared.config.fingerprint()}",
-              dump_toml(prepared.config).rstrip("\n")]
+        lines += [
+            "",
+            "## profiling",
+            f"traces: {traces}",
+            "profiled iterations (left out of statistics): "
+            + (", ".join(map(str, prepared.profile.profiled_iterations)) or "none"),
+        ]
+    lines += [
+        "",
+        "## effective config (recorded in config.toml and result.json exactly as below)",
+        f"# config_fingerprint = {prepared.config.fingerprint()}",
+        dump_toml(prepared.config).rstrip("\n"),
+    ]
     return "\n".join(lines) + "\n"

@@ -46,24 +46,29 @@ class LiveView:
         self.console.print(f"run directory: {prepared.run_dir}", highlight=False)
         if self.console.is_terminal:
             self.progress = Progress(
-                TextColumn("[bold]training"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[throughput]}"), TextColumn("loss {task.fields[loss]}"),
-                TimeElapsedColumn(), console=self.console, transient=False,
+                TextColumn("[bold]training"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[throughput]}"),
+                TextColumn("loss {task.fields[loss]}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=False,
             )
-            self.task = self.progress.add_task("train", total=iteration_budget(c),
-                                               throughput="", loss="—")
+            self.task = self.progress.add_task("train", total=iteration_budget(c), throughput="", loss="—")
             self.progress.start()
 
     def iteration(self, record: IterationRecord, config: BenchmarkConfig) -> None:
         (done,) = with_throughput(
-            [record], global_batch_size=config.training.global_batch_size,
-            seq_length=config.training.seq_length, world_size=config.world_size,
+            [record],
+            global_batch_size=config.training.global_batch_size,
+            seq_length=config.training.seq_length,
+            world_size=config.world_size,
         )
         throughput = f"{_fmt(done.tokens_per_s_per_gpu, ',.0f')} tok/s/GPU"
         loss = _fmt(done.loss, ".4f")
         if self.progress is not None:
-            self.progress.update(self.task, completed=record.iteration, throughput=throughput,
-                                 loss=loss)
+            self.progress.update(self.task, completed=record.iteration, throughput=throughput, loss=loss)
         else:
             self.console.print(
                 f"iteration {record.iteration}/{iteration_budget(config)}  "
@@ -76,8 +81,9 @@ class LiveView:
         if self.progress is not None:
             self.progress.stop()
         if path is None:
-            self.console.print(f"node {prepared.context.node_rank}: logs in {prepared.run_dir}; "
-                               "node rank 0 writes the result")
+            self.console.print(
+                f"node {prepared.context.node_rank}: logs in {prepared.run_dir}; node rank 0 writes the result"
+            )
             return
         self.console.print(summary_table(result))
         for note in result.provenance.notes:
@@ -97,27 +103,42 @@ def _stats(stats: Stats | None, spec: str, unit: str = "") -> str:
 
 def summary_table(result: Result) -> Table:
     s = result.summary
-    table = Table(title=f"{result.run.id} — {result.run.status}", title_justify="left",
-                  show_header=False)
+    table = Table(title=f"{result.run.id} — {result.run.status}", title_justify="left", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
     rows = [
         ("backend / model", f"{result.run.backend} / {result.run.model} ({result.run.dataset})"),
         ("device", f"{result.hardware.device_name or '—'} × {result.config.world_size}"),
-        ("iterations", f"{len(result.iterations)} recorded, {s.measured_iterations} measured "
-                       f"(warm-up {s.warmup_iterations})"),
+        (
+            "iterations",
+            f"{len(result.iterations)} recorded, {s.measured_iterations} measured (warm-up {s.warmup_iterations})",
+        ),
         ("step time", _stats(s.step_time_s, ".4f", " s")),
         ("tokens/s/GPU", _stats(s.tokens_per_s_per_gpu, ",.0f")),
         ("tokens/s (job)", _stats(s.tokens_per_s, ",.0f")),
         ("TFLOP/s/GPU", _fmt(s.tflops_per_gpu, ".3g")),
         ("MFU", _fmt(s.mfu, ".1%") if s.mfu is not None else "— (no peak for this device)"),
         *([("MAMF utilisation", mamf_text(s))] if s.mamf_tflops is not None else []),
-        ("memory (GiB)", ", ".join(f"{k} {_fmt(v, '.2f')}" for k, v in (
-            ("max allocated", s.mem_max_allocated_gib), ("max reserved", s.mem_max_reserved_gib),
-            ("device used", s.mem_device_used_gib), ("RSS", s.mem_rss_gib)) if v is not None)
-         or "—"),
-        ("energy", _fmt(s.energy_per_token_j, ".4g", " J/token")
-         if s.energy_per_token_j is not None else "— (no power samples for every iteration)"),
+        (
+            "memory (GiB)",
+            ", ".join(
+                f"{k} {_fmt(v, '.2f')}"
+                for k, v in (
+                    ("max allocated", s.mem_max_allocated_gib),
+                    ("max reserved", s.mem_max_reserved_gib),
+                    ("device used", s.mem_device_used_gib),
+                    ("RSS", s.mem_rss_gib),
+                )
+                if v is not None
+            )
+            or "—",
+        ),
+        (
+            "energy",
+            _fmt(s.energy_per_token_j, ".4g", " J/token")
+            if s.energy_per_token_j is not None
+            else "— (no power samples for every iteration)",
+        ),
         ("final loss", _fmt(s.final_loss, ".4f")),
         *([("time to train", convergence_text(result.convergence))] if result.convergence else []),
     ]
@@ -129,8 +150,10 @@ def summary_table(result: Result) -> Table:
 def convergence_text(c: Any) -> str:
     """``target 4.6 reached at 192 samples in 43.3 s (init 7.6 s, 6 evaluations)`` or the miss."""
     if c.reached:
-        text = (f"target {c.target_log_perplexity:g} reached at {c.samples_to_target:,} samples "
-                f"in {_fmt(c.time_to_target_s, '.1f', ' s')}")
+        text = (
+            f"target {c.target_log_perplexity:g} reached at {c.samples_to_target:,} samples "
+            f"in {_fmt(c.time_to_target_s, '.1f', ' s')}"
+        )
     else:
         text = f"target {c.target_log_perplexity:g} not reached (best eval loss {_fmt(c.best_eval_loss, '.4f')})"
     return text + f" (init {_fmt(c.init_time_s, '.1f', ' s')}, {c.evaluations} evaluations)"
@@ -139,5 +162,7 @@ def convergence_text(c: Any) -> str:
 def mamf_text(summary: Any) -> str:
     """``41.2% of 612 TFLOP/s measured (microbench …)``: achieved over the measured ceiling."""
     share = _fmt(summary.mamf_utilisation, ".1%")
-    return (f"{share} of {_fmt(summary.mamf_tflops, '.4g')} TFLOP/s measured "
-            f"(microbench {Path(summary.mamf_source).name if summary.mamf_source else '?'})")
+    return (
+        f"{share} of {_fmt(summary.mamf_tflops, '.4g')} TFLOP/s measured "
+        f"(microbench {Path(summary.mamf_source).name if summary.mamf_source else '?'})"
+    )

@@ -30,9 +30,29 @@ MANIFEST_NAME = "manifest.json"
 
 #: Environment variables that change performance; recorded when set.
 PERFORMANCE_ENV_PREFIXES = (
-    "NCCL_", "RCCL_", "HSA_", "HIP_", "ROCM_", "CUDA_", "TORCH_", "PYTORCH_", "NVTE_",
-    "TE_", "OMP_", "GPU_MAX_HW_QUEUES", "PRIMUS_", "MEGATRON_", "NEMO_", "HF_", "TOKENIZERS_",
-    "NVIDIA_", "MIOPEN_", "ROCBLAS_", "HIPBLASLT_", "TORCHINDUCTOR_", "UB_",
+    "NCCL_",
+    "RCCL_",
+    "HSA_",
+    "HIP_",
+    "ROCM_",
+    "CUDA_",
+    "TORCH_",
+    "PYTORCH_",
+    "NVTE_",
+    "TE_",
+    "OMP_",
+    "GPU_MAX_HW_QUEUES",
+    "PRIMUS_",
+    "MEGATRON_",
+    "NEMO_",
+    "HF_",
+    "TOKENIZERS_",
+    "NVIDIA_",
+    "MIOPEN_",
+    "ROCBLAS_",
+    "HIPBLASLT_",
+    "TORCHINDUCTOR_",
+    "UB_",
 )
 
 

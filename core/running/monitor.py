@@ -90,15 +90,18 @@ def _value(text: Any) -> float | None:
 
 
 #: nvidia-smi query fields, and the reading each one fills (header names accepted too).
-NVIDIA_SMI_FIELDS = ("index", "power.draw", "utilization.gpu", "memory.used", "memory.total",
-                     "clocks.sm", "clocks.mem")
+NVIDIA_SMI_FIELDS = ("index", "power.draw", "utilization.gpu", "memory.used", "memory.total", "clocks.sm", "clocks.mem")
 _NVIDIA_ALIASES = {
     "index": "index",
-    "power.draw": "power_w", "power.draw.instant": "power_w",
+    "power.draw": "power_w",
+    "power.draw.instant": "power_w",
     "utilization.gpu": "utilization_pct",
-    "memory.used": "mem_used_mib", "memory.total": "mem_total_mib",
-    "clocks.sm": "sm_clock_mhz", "clocks.current.sm": "sm_clock_mhz",
-    "clocks.mem": "mem_clock_mhz", "clocks.current.memory": "mem_clock_mhz",
+    "memory.used": "mem_used_mib",
+    "memory.total": "mem_total_mib",
+    "clocks.sm": "sm_clock_mhz",
+    "clocks.current.sm": "sm_clock_mhz",
+    "clocks.mem": "mem_clock_mhz",
+    "clocks.current.memory": "mem_clock_mhz",
 }
 
 
@@ -124,15 +127,17 @@ def parse_nvidia_smi_csv(text: str, fields: Sequence[str] = NVIDIA_SMI_FIELDS) -
                 values[key] = _value(cell)
         if values.get("index") is None:
             continue
-        readings.append(GpuReading(
-            index=int(values["index"]),
-            power_w=values.get("power_w"),
-            utilization_pct=values.get("utilization_pct"),
-            mem_used_gib=_scale(values.get("mem_used_mib"), MIB),
-            mem_total_gib=_scale(values.get("mem_total_mib"), MIB),
-            sm_clock_mhz=values.get("sm_clock_mhz"),
-            mem_clock_mhz=values.get("mem_clock_mhz"),
-        ))
+        readings.append(
+            GpuReading(
+                index=int(values["index"]),
+                power_w=values.get("power_w"),
+                utilization_pct=values.get("utilization_pct"),
+                mem_used_gib=_scale(values.get("mem_used_mib"), MIB),
+                mem_total_gib=_scale(values.get("mem_total_mib"), MIB),
+                sm_clock_mhz=values.get("sm_clock_mhz"),
+                mem_clock_mhz=values.get("mem_clock_mhz"),
+            )
+        )
     return readings
 
 
@@ -141,9 +146,13 @@ def _scale(value: float | None, unit_bytes: int) -> float | None:
 
 
 _AMD_SMI_COLUMNS = {
-    "GPU": "index", "POWER": "power_w", "GFX_UTIL": "utilization_pct",
-    "VRAM_USED": "mem_used", "VRAM_TOTAL": "mem_total",
-    "GFX_CLOCK": "sm_clock_mhz", "MEM_CLOCK": "mem_clock_mhz",
+    "GPU": "index",
+    "POWER": "power_w",
+    "GFX_UTIL": "utilization_pct",
+    "VRAM_USED": "mem_used",
+    "VRAM_TOTAL": "mem_total",
+    "GFX_CLOCK": "sm_clock_mhz",
+    "MEM_CLOCK": "mem_clock_mhz",
 }
 #: amd-smi prints memory in "MB" meaning MiB (amdsmi's vram_usage is in MiB).
 _AMD_SMI_MEMORY_UNITS = {"MB": MIB, "MIB": MIB, "GB": GIB, "GIB": GIB, "KB": 1024, "B": 1}
@@ -157,9 +166,8 @@ def parse_amd_smi_monitor(text: str) -> list[GpuReading]:
         return []
     columns = lines[header_at].split()
     readings = []
-    for line in lines[header_at + 1:]:
-        cells = re.findall(r"N/A|[-+]?\d+(?:\.\d+)?(?:\s*(?:W|°C|%|MHz|MB|GB|KB|B|MiB|GiB))?",
-                           line)
+    for line in lines[header_at + 1 :]:
+        cells = re.findall(r"N/A|[-+]?\d+(?:\.\d+)?(?:\s*(?:W|°C|%|MHz|MB|GB|KB|B|MiB|GiB))?", line)
         if len(cells) != len(columns):
             continue
         values: dict[str, float | None] = {}
@@ -174,15 +182,17 @@ def parse_amd_smi_monitor(text: str) -> list[GpuReading]:
             values[key] = number
         if values.get("index") is None:
             continue
-        readings.append(GpuReading(
-            index=int(values["index"]),
-            power_w=values.get("power_w"),
-            utilization_pct=values.get("utilization_pct"),
-            mem_used_gib=values.get("mem_used"),
-            mem_total_gib=values.get("mem_total"),
-            sm_clock_mhz=values.get("sm_clock_mhz"),
-            mem_clock_mhz=values.get("mem_clock_mhz"),
-        ))
+        readings.append(
+            GpuReading(
+                index=int(values["index"]),
+                power_w=values.get("power_w"),
+                utilization_pct=values.get("utilization_pct"),
+                mem_used_gib=values.get("mem_used"),
+                mem_total_gib=values.get("mem_total"),
+                sm_clock_mhz=values.get("sm_clock_mhz"),
+                mem_clock_mhz=values.get("mem_clock_mhz"),
+            )
+        )
     return readings
 
 
@@ -200,19 +210,20 @@ def parse_rocm_smi_json(text: str) -> list[GpuReading]:
         match = re.fullmatch(r"card(\d+)", key)
         if match is None or not isinstance(card, dict):
             continue
-        power = next((_value(card[k]) for k in _ROCM_POWER_KEYS if _value(card.get(k)) is not None),
-                     None)
+        power = next((_value(card[k]) for k in _ROCM_POWER_KEYS if _value(card.get(k)) is not None), None)
         used = _value(card.get("VRAM Total Used Memory (B)"))
         total = _value(card.get("VRAM Total Memory (B)"))
-        readings.append(GpuReading(
-            index=int(match.group(1)),
-            power_w=power,
-            utilization_pct=_value(card.get("GPU use (%)")),
-            mem_used_gib=None if used is None else used / GIB,
-            mem_total_gib=None if total is None else total / GIB,
-            sm_clock_mhz=_value(card.get("sclk clock speed:")),
-            mem_clock_mhz=_value(card.get("mclk clock speed:")),
-        ))
+        readings.append(
+            GpuReading(
+                index=int(match.group(1)),
+                power_w=power,
+                utilization_pct=_value(card.get("GPU use (%)")),
+                mem_used_gib=None if used is None else used / GIB,
+                mem_total_gib=None if total is None else total / GIB,
+                sm_clock_mhz=_value(card.get("sclk clock speed:")),
+                mem_clock_mhz=_value(card.get("mclk clock speed:")),
+            )
+        )
     return sorted(readings, key=lambda r: r.index)
 
 
@@ -238,8 +249,7 @@ class NvmlSampler:
 
             pynvml.nvmlInit()
             self.nvml = pynvml
-            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i)
-                            for i in range(pynvml.nvmlDeviceGetCount())]
+            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
         except Exception as exc:
             raise SamplerUnavailable(f"NVML: {exc}") from None
 
@@ -250,15 +260,17 @@ class NvmlSampler:
             power = _try(n.nvmlDeviceGetPowerUsage, handle)  # milliwatts
             util = _try(n.nvmlDeviceGetUtilizationRates, handle)
             memory = _try(n.nvmlDeviceGetMemoryInfo, handle)
-            readings.append(GpuReading(
-                index=index,
-                power_w=None if power is None else power / 1000.0,
-                utilization_pct=None if util is None else float(util.gpu),
-                mem_used_gib=None if memory is None else memory.used / GIB,
-                mem_total_gib=None if memory is None else memory.total / GIB,
-                sm_clock_mhz=_value(_try(n.nvmlDeviceGetClockInfo, handle, n.NVML_CLOCK_SM)),
-                mem_clock_mhz=_value(_try(n.nvmlDeviceGetClockInfo, handle, n.NVML_CLOCK_MEM)),
-            ))
+            readings.append(
+                GpuReading(
+                    index=index,
+                    power_w=None if power is None else power / 1000.0,
+                    utilization_pct=None if util is None else float(util.gpu),
+                    mem_used_gib=None if memory is None else memory.used / GIB,
+                    mem_total_gib=None if memory is None else memory.total / GIB,
+                    sm_clock_mhz=_value(_try(n.nvmlDeviceGetClockInfo, handle, n.NVML_CLOCK_SM)),
+                    mem_clock_mhz=_value(_try(n.nvmlDeviceGetClockInfo, handle, n.NVML_CLOCK_MEM)),
+                )
+            )
         return readings
 
     def close(self) -> None:
@@ -287,22 +299,29 @@ class AmdSmiSampler:
         readings = []
         for index, handle in enumerate(self.handles):
             power = _try(a.amdsmi_get_power_info, handle) or {}
-            watts = next((_value(power.get(k)) for k in
-                          ("current_socket_power", "average_socket_power", "socket_power")
-                          if _value(power.get(k)) is not None), None)
+            watts = next(
+                (
+                    _value(power.get(k))
+                    for k in ("current_socket_power", "average_socket_power", "socket_power")
+                    if _value(power.get(k)) is not None
+                ),
+                None,
+            )
             activity = _try(a.amdsmi_get_gpu_activity, handle) or {}
             vram = _try(a.amdsmi_get_gpu_vram_usage, handle) or {}
             gfx = _try(a.amdsmi_get_clock_info, handle, a.AmdSmiClkType.GFX) or {}
             mem = _try(a.amdsmi_get_clock_info, handle, a.AmdSmiClkType.MEM) or {}
-            readings.append(GpuReading(
-                index=index,
-                power_w=watts,
-                utilization_pct=_value(activity.get("gfx_activity")),
-                mem_used_gib=_scale(_value(vram.get("vram_used")), MIB),  # amdsmi: MiB
-                mem_total_gib=_scale(_value(vram.get("vram_total")), MIB),
-                sm_clock_mhz=_value(gfx.get("clk")),
-                mem_clock_mhz=_value(mem.get("clk")),
-            ))
+            readings.append(
+                GpuReading(
+                    index=index,
+                    power_w=watts,
+                    utilization_pct=_value(activity.get("gfx_activity")),
+                    mem_used_gib=_scale(_value(vram.get("vram_used")), MIB),  # amdsmi: MiB
+                    mem_total_gib=_scale(_value(vram.get("vram_total")), MIB),
+                    sm_clock_mhz=_value(gfx.get("clk")),
+                    mem_clock_mhz=_value(mem.get("clk")),
+                )
+            )
         return readings
 
     def close(self) -> None:
@@ -312,8 +331,13 @@ class AmdSmiSampler:
 class CommandSampler:
     """A vendor command-line tool run once per sample, its output parsed."""
 
-    def __init__(self, name: str, argv: Sequence[str], parse: Callable[[str], list[GpuReading]],
-                 runner: Callable[[Sequence[str]], str | None] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        parse: Callable[[str], list[GpuReading]],
+        runner: Callable[[Sequence[str]], str | None] | None = None,
+    ) -> None:
         self.name = name
         self.argv = list(argv)
         self.parse = parse
@@ -351,21 +375,23 @@ def _run_tool(argv: Sequence[str]) -> str | None:
 def nvidia_smi_sampler(**kw: Any) -> CommandSampler:
     return CommandSampler(
         "nvidia-smi",
-        ["nvidia-smi", f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}",
-         "--format=csv,noheader,nounits"],
-        lambda text: parse_nvidia_smi_csv(text), **kw)
+        ["nvidia-smi", f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}", "--format=csv,noheader,nounits"],
+        lambda text: parse_nvidia_smi_csv(text),
+        **kw,
+    )
 
 
 def amd_smi_sampler(**kw: Any) -> CommandSampler:
-    return CommandSampler("amd-smi", ["amd-smi", "monitor", "-p", "-u", "-m", "-v"],
-                          parse_amd_smi_monitor, **kw)
+    return CommandSampler("amd-smi", ["amd-smi", "monitor", "-p", "-u", "-m", "-v"], parse_amd_smi_monitor, **kw)
 
 
 def rocm_smi_sampler(**kw: Any) -> CommandSampler:
     return CommandSampler(
         "rocm-smi",
         ["rocm-smi", "--showpower", "--showuse", "--showmeminfo", "vram", "--showclocks", "--json"],
-        parse_rocm_smi_json, **kw)
+        parse_rocm_smi_json,
+        **kw,
+    )
 
 
 def readings_from_text(found: SmiText | None) -> list[GpuReading]:
@@ -424,9 +450,15 @@ def find_sampler(platform: str | None) -> tuple[Sampler | None, list[str]]:
 class GpuMonitor:
     """Samples a :class:`Sampler` on a daemon thread; integrates energy over time windows."""
 
-    def __init__(self, sampler: Sampler | None, *, interval_s: float,
-                 devices: Iterable[int] | None = None, log_path: Path | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        sampler: Sampler | None,
+        *,
+        interval_s: float,
+        devices: Iterable[int] | None = None,
+        log_path: Path | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.sampler = sampler
         self.interval_s = interval_s
         self.devices = None if devices is None else frozenset(devices)
@@ -446,8 +478,7 @@ class GpuMonitor:
         """Take a first sample now (before the job starts), then sample on a thread."""
         if self.sampler is not None and self._thread is None:
             self.sample_once()
-            self._thread = threading.Thread(target=self._loop, name="tprimat-gpu-monitor",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._loop, name="tprimat-gpu-monitor", daemon=True)
             self._thread.start()
         return self
 
@@ -520,8 +551,7 @@ class GpuMonitor:
         return max(values) if values else None
 
 
-def integrate_power(series: Sequence[tuple[float, float]], start_s: float,
-                    end_s: float) -> float | None:
+def integrate_power(series: Sequence[tuple[float, float]], start_s: float, end_s: float) -> float | None:
     """Integral of piecewise-linear power (time, watts) over [start_s, end_s], in joules."""
     if end_s <= start_s or len(series) < 2:
         return None
@@ -537,5 +567,4 @@ def integrate_power(series: Sequence[tuple[float, float]], start_s: float,
 
     first, last = bisect.bisect_right(times, start_s), bisect.bisect_left(times, end_s)
     points = [(start_s, power_at(start_s)), *series[first:last], (end_s, power_at(end_s))]
-    return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(points, points[1:],
-                                                                          strict=False))
+    return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(points, points[1:], strict=False))

@@ -34,7 +34,7 @@ def marked_processes(name: str, value: str, proc: Path = Path("/proc")) -> list[
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if stat[stat.rindex(")") + 2:][:1] != "Z":  # a zombie is already dead
+        if stat[stat.rindex(")") + 2 :][:1] != "Z":  # a zombie is already dead
             found.append(int(entry.name))
     return sorted(found)
 

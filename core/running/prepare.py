@@ -276,8 +276,10 @@ def prepare(request: RunRequest, registry: Registry, environ: Mapping[str, str] 
         raise RunError(f"run directory {run_dir} already exists; choose another --run-id")
     dataset = _load_dataset(config)
     if config.convergence.enabled and dataset is None:
-        raise RunError("convergence.enabled needs real tokens with a held-out split: set "
-                       "data.dataset to a directory made by `tprimat prepare-data`")
+        raise RunError(
+            "convergence.enabled needs real tokens with a held-out split: set "
+            "data.dataset to a directory made by `tprimat prepare-data`"
+        )
     data = None
     if dataset is not None:
         if dataset.vocab_size > model.vocab_size:
@@ -287,8 +289,15 @@ def prepare(request: RunRequest, registry: Registry, environ: Mapping[str, str] 
             )
         data = registry.prepare_data(backend, dataset=dataset, config=config)
     context = LaunchContext(
-        run_id=run_id, run_dir=run_dir, config=config, model=model, platform=platform, data=data,
-        node_rank=request.node_rank, options=options, system_profiler=request.system_profiler,
+        run_id=run_id,
+        run_dir=run_dir,
+        config=config,
+        model=model,
+        platform=platform,
+        data=data,
+        node_rank=request.node_rank,
+        options=options,
+        system_profiler=request.system_profiler,
         methodology=methodology,
     )
     profile = _profile_plan(registry, backend, context, request, notes)
@@ -300,9 +309,20 @@ def prepare(request: RunRequest, registry: Registry, environ: Mapping[str, str] 
         plan, note = with_system_profiler(plan, request.system_profiler, run_dir, capture_range=capture)
         notes.append(note)
     return PreparedRun(
-        request=request, backend=backend, backend_reason=reason, config=config, methodology=methodology,
-        layers=tuple(layers), model=model, platform=platform, context=context, plan=plan, profile=profile,
-        dataset=dataset, notes=tuple(notes), unavailable=unavailable_reason(registry, backend, options, env),
+        request=request,
+        backend=backend,
+        backend_reason=reason,
+        config=config,
+        methodology=methodology,
+        layers=tuple(layers),
+        model=model,
+        platform=platform,
+        context=context,
+        plan=plan,
+        profile=profile,
+        dataset=dataset,
+        notes=tuple(notes),
+        unavailable=unavailable_reason(registry, backend, options, env),
     )
 
 

@@ -112,9 +112,15 @@ class _NotStarted(Exception):
 class Runner:
     """Executes a :class:`PreparedRun` and writes its result."""
 
-    def __init__(self, prepared: PreparedRun, registry: Any, *,
-                 view: Any = None, monitor_factory: Callable[..., Any] | None = None,
-                 manifest_extra: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        prepared: PreparedRun,
+        registry: Any,
+        *,
+        view: Any = None,
+        monitor_factory: Callable[..., Any] | None = None,
+        manifest_extra: dict[str, Any] | None = None,
+    ) -> None:
         self.prepared = prepared
         self.manifest_extra = dict(manifest_extra or {})  # e.g. pre-flight findings
         self.registry = registry
@@ -146,15 +152,19 @@ class Runner:
                 versions[package] = metadata.version(package)
             except metadata.PackageNotFoundError:
                 pass
-        manifest = capture_manifest(p.platform, nodes=p.config.launch.nnodes,
-                                    torch=versions.get("torch"))
+        manifest = capture_manifest(p.platform, nodes=p.config.launch.nnodes, torch=versions.get("torch"))
         extra = {k: v for k, v in versions.items() if k != "torch"}
         manifest = attrs.evolve(
             manifest,
             software=attrs.evolve(manifest.software, extra={**manifest.software.extra, **extra}),
-            extra={**manifest.extra, "backend": p.backend, "run_id": p.context.run_id,
-                   "launch_command": redact_text(shlex.join(p.plan.argv)),
-                   "launch_env": redact_env(p.plan.env), **self.manifest_extra},
+            extra={
+                **manifest.extra,
+                "backend": p.backend,
+                "run_id": p.context.run_id,
+                "launch_command": redact_text(shlex.join(p.plan.argv)),
+                "launch_env": redact_env(p.plan.env),
+                **self.manifest_extra,
+            },
         )
         microbench = latest_microbench(p.platform)
         if microbench is not None:
@@ -178,18 +188,18 @@ class Runner:
         from tprimat.running.traces import collect_traces
 
         try:
-            self.traces, notes = collect_traces(p.run_dir, p.profile.trace_globs,
-                                                ranks=p.config.profile.ranks)
+            self.traces, notes = collect_traces(p.run_dir, p.profile.trace_globs, ranks=p.config.profile.ranks)
         except OSError as exc:
             self.notes.append(f"profiler traces could not be collected: {exc}")
             return
         self.notes.extend(notes)
         if self.traces:
-            self.notes.append("profiler traces collected into traces/: " + ", ".join(
-                f"{t.path} (from {t.source})" for t in self.traces))
+            self.notes.append(
+                "profiler traces collected into traces/: "
+                + ", ".join(f"{t.path} (from {t.source})" for t in self.traces)
+            )
         else:
-            self.notes.append("profiling was on but no trace matched "
-                              + ", ".join(p.profile.trace_globs))
+            self.notes.append("profiling was on but no trace matched " + ", ".join(p.profile.trace_globs))
 
     def _start_monitor(self) -> None:
         p = self.prepared
@@ -204,11 +214,11 @@ class Runner:
             sampler, tried = find_sampler(p.platform.platform)
             if sampler is None:
                 if p.platform.platform != "cpu":
-                    self.notes.append("no GPU monitor could sample here (" + "; ".join(tried)
-                                      + "): no energy figures")
+                    self.notes.append("no GPU monitor could sample here (" + "; ".join(tried) + "): no energy figures")
                 return
             self.monitor = GpuMonitor(
-                sampler, interval_s=p.config.monitor.interval_s,
+                sampler,
+                interval_s=p.config.monitor.interval_s,
                 devices=_visible_devices(p.config.launch.nproc_per_node),
                 log_path=p.run_dir / "monitor.jsonl",
             )
@@ -244,9 +254,7 @@ class Runner:
                 changes["mem_device_used_gib"] = used
         return attrs.evolve(record, **changes) if changes else record
 
-    def build_result(
-        self, status: RunStatus, *, final: bool, extra_notes: tuple[str, ...] | list[str] = ()
-    ) -> Result:
+    def build_result(self, status: RunStatus, *, final: bool, extra_notes: tuple[str, ...] | list[str] = ()) -> Result:
         p = self.prepared
         c = p.config
         assert self.manifest is not None
@@ -254,9 +262,14 @@ class Runner:
         dataset_name = "mock" if p.dataset is None else Path(c.data.dataset).name
         registered = self.registry.backend(p.backend)
         run = RunInfo(
-            id=p.context.run_id, backend=p.backend, platform=self.manifest.platform,
-            framework=registered.spec.framework, model=p.model.name, dataset=dataset_name,
-            status=status, started_at=self.started_at,
+            id=p.context.run_id,
+            backend=p.backend,
+            platform=self.manifest.platform,
+            framework=registered.spec.framework,
+            model=p.model.name,
+            dataset=dataset_name,
+            status=status,
+            started_at=self.started_at,
             finished_at=datetime.now(UTC).isoformat(timespec="seconds") if final else None,
             tprimat_version=__version__,
         )
@@ -269,30 +282,36 @@ class Runner:
         if p.profile is not None:
             inputs.extend(trace.path for trace in self.traces)
             for pattern in p.profile.trace_globs:
-                inputs.extend(sorted(str(path.relative_to(p.run_dir))
-                                     for path in p.run_dir.glob(pattern)))
+                inputs.extend(sorted(str(path.relative_to(p.run_dir)) for path in p.run_dir.glob(pattern)))
         notes = [*self.notes, *self.collector.notes(), *extra_notes]
         if final and self.monitor is not None:
             if c.launch.nnodes > 1:
                 notes.append("multi-node run: energy left out (only this node's GPUs are sampled)")
             else:
-                notes.append(f"energy from {self.monitor.source} samples every "
-                             f"{c.monitor.interval_s} s, summed over the run's local GPUs")
+                notes.append(
+                    f"energy from {self.monitor.source} samples every "
+                    f"{c.monitor.interval_s} s, summed over the run's local GPUs"
+                )
         logged_world = self.collector.fact("world_size")
         if logged_world is not None and logged_world != c.world_size:
-            notes.append(
-                f"the job reports world size {logged_world}, the config says {c.world_size}"
-            )
+            notes.append(f"the job reports world size {logged_world}, the config says {c.world_size}")
         provenance = Provenance(
-            inputs=inputs, parser=f"{registered.plugin_name}.parse_metrics",
-            parser_version=registered.version, notes=notes,
+            inputs=inputs,
+            parser=f"{registered.plugin_name}.parse_metrics",
+            parser_version=registered.version,
+            notes=notes,
         )
         return assemble_result(
-            run=run, config=config, records=self._records(final),
-            hardware=self.manifest.hardware, software=_software(self.manifest, self.collector),
-            provenance=provenance, warmup_iterations=c.benchmark.warmup_iterations,
+            run=run,
+            config=config,
+            records=self._records(final),
+            hardware=self.manifest.hardware,
+            software=_software(self.manifest, self.collector),
+            provenance=provenance,
+            warmup_iterations=c.benchmark.warmup_iterations,
             warmup_rule=registered.spec.warmup,
-            exclude_profiled=c.benchmark.exclude_profiled, tensor_parallel=c.parallel.tensor,
+            exclude_profiled=c.benchmark.exclude_profiled,
+            tensor_parallel=c.parallel.tensor,
             ceiling=self.manifest.extra.get("microbench"),
             rank_memory=self._rank_memory() if final else (),
             evaluations=self.collector.eval_records,
@@ -322,8 +341,7 @@ class Runner:
     def run(self) -> RunOutcome:
         p = self.prepared
         self._write_inputs()
-        execution = ProcessExecution(p.plan, p.run_dir / self.log_rel,
-                                     timeout_s=p.config.launch.timeout_s)
+        execution = ProcessExecution(p.plan, p.run_dir / self.log_rel, timeout_s=p.config.launch.timeout_s)
         parser_error: str | None = None
         start_error: str | None = None
         code: int | None = None
@@ -341,8 +359,7 @@ class Runner:
                 if self.view is not None:
                     self.view.started(p)
                 try:
-                    events = self.registry.parse_metrics(
-                        p.backend, lines=execution.lines(), source=self.log_rel)
+                    events = self.registry.parse_metrics(p.backend, lines=execution.lines(), source=self.log_rel)
                     for event in events:
                         record = self.collector.add(event)
                         if record is None:
@@ -378,11 +395,11 @@ class Runner:
         path = self._write(result)
         if self.view is not None:
             self.view.finished(result, path, p)
-        return RunOutcome(run_dir=p.run_dir, result=result if self.writes_result else None,
-                          result_path=path, return_code=code)
+        return RunOutcome(
+            run_dir=p.run_dir, result=result if self.writes_result else None, result_path=path, return_code=code
+        )
 
-    def _status(self, execution: ProcessExecution, code: int,
-                parser_error: str | None) -> tuple[RunStatus, list[str]]:
+    def _status(self, execution: ProcessExecution, code: int, parser_error: str | None) -> tuple[RunStatus, list[str]]:
         notes: list[str] = []
         if parser_error:
             notes.append(f"the log parser failed ({parser_error}); iterations after it are missing")
@@ -390,26 +407,26 @@ class Runner:
         wanted = self.prepared.config.benchmark.iterations
         tail = [f"log: {line}" for line in execution.tail]
         if execution.interrupted:
-            notes.append(f"interrupted by the user after {done} of {wanted} iterations "
-                         f"(exit code {code})")
+            notes.append(f"interrupted by the user after {done} of {wanted} iterations (exit code {code})")
             return "interrupted", notes
         if execution.timed_out:
             limit = self.prepared.config.launch.timeout_s
-            notes.append(f"killed after launch.timeout_s = {limit} s "
-                         f"with {done} of {wanted} iterations; last log lines follow")
+            notes.append(
+                f"killed after launch.timeout_s = {limit} s with {done} of {wanted} iterations; last log lines follow"
+            )
             return "failed", notes + tail
         if code != 0:
-            notes.append(f"the job exited with code {code} after {done} of {wanted} iterations; "
-                         "last log lines follow")
+            notes.append(f"the job exited with code {code} after {done} of {wanted} iterations; last log lines follow")
             return "failed", notes + tail
         if done == 0 and self.writes_result:
-            notes.append("the job exited 0 but no iteration was read from its output; "
-                         "last log lines follow")
+            notes.append("the job exited 0 but no iteration was read from its output; last log lines follow")
             return "failed", notes + tail
         problems = self.workload_problems()
         if problems:
-            notes.append("the job's log does not match the config, so the throughput computed "
-                         "from the config is not the job's: " + "; ".join(problems))
+            notes.append(
+                "the job's log does not match the config, so the throughput computed "
+                "from the config is not the job's: " + "; ".join(problems)
+            )
             return "failed", notes
         if done < wanted and self.writes_result and not self.prepared.config.convergence.enabled:
             notes.append(f"only {done} of {wanted} iterations were read from the output")
@@ -428,10 +445,14 @@ class Runner:
         return check_workload(workload, timed, facts, "the config")
 
 
-def run(prepared: PreparedRun, registry: Registry, *, view: Any = None,
-        monitor_factory: Callable[..., Any] | None = None,
-        manifest_extra: dict[str, Any] | None = None) -> RunOutcome:
+def run(
+    prepared: PreparedRun,
+    registry: Registry,
+    *,
+    view: Any = None,
+    monitor_factory: Callable[..., Any] | None = None,
+    manifest_extra: dict[str, Any] | None = None,
+) -> RunOutcome:
     """Execute a prepared run (see :func:`tprimat.running.prepare.prepare`)."""
     require_backend(registry, prepared.backend, prepared.context.options)
-    return Runner(prepared, registry, view=view, monitor_factory=monitor_factory,
-                  manifest_extra=manifest_extra).run()
+    return Runner(prepared, registry, view=view, monitor_factory=monitor_factory, manifest_extra=manifest_extra).run()

@@ -45,10 +45,20 @@ PLACEHOLDERS = {
     "master_port": "MASTER_PORT",
 }
 #: SLURM job states after which a job will not run again.
-FINAL_STATES = frozenset({
-    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
-    "BOOT_FAIL", "DEADLINE", "REVOKED",
-})
+FINAL_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "REVOKED",
+    }
+)
 
 
 class SlurmError(TprimatError):
@@ -145,23 +155,24 @@ def render_sbatch(
     if options.account:
         directives.append(f"--account={options.account}")
     directives += list(options.extra)
-    lines = ["#!/bin/bash"] + [f"#SBATCH {d}" for d in directives] + [
-        "set -euo pipefail",
-        "# Rendezvous derived from the allocation: the first node hosts the master.",
-        'MASTER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | head -n 1)"',
-        "export MASTER_ADDR",
-        f"export MASTER_PORT={int(master_port)}",
-        'export NNODES="${SLURM_JOB_NUM_NODES}"',
-    ]
+    lines = (
+        ["#!/bin/bash"]
+        + [f"#SBATCH {d}" for d in directives]
+        + [
+            "set -euo pipefail",
+            "# Rendezvous derived from the allocation: the first node hosts the master.",
+            'MASTER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | head -n 1)"',
+            "export MASTER_ADDR",
+            f"export MASTER_PORT={int(master_port)}",
+            'export NNODES="${SLURM_JOB_NUM_NODES}"',
+        ]
+    )
     for key, value in sorted((env or {}).items()):
         if is_secret_name(key):
-            raise SlurmError(
-                f"{key} looks like a secret: pass it through the environment, not the job script"
-            )
+            raise SlurmError(f"{key} looks like a secret: pass it through the environment, not the job script")
         lines.append(f"export {key}={shlex.quote(value)}")
     lines += [
-        'echo "tprimat: job ${SLURM_JOB_ID} on ${SLURM_JOB_NODELIST},"'
-        ' "master ${MASTER_ADDR}:${MASTER_PORT}"',
+        'echo "tprimat: job ${SLURM_JOB_ID} on ${SLURM_JOB_NODELIST}," "master ${MASTER_ADDR}:${MASTER_PORT}"',
         "srun --ntasks-per-node=1 --kill-on-bad-exit=1 "
         f"--output={shlex.quote(str(run_dir))}/slurm-%j-node%n.log "
         f"bash {shlex.quote(str(run_dir / NODE_FILE))}",
@@ -172,9 +183,17 @@ def render_sbatch(
 def tprimat_node_command(run_args: Sequence[str], *, program: str = "tprimat") -> list[str]:
     """``tprimat run <run_args>`` with the rendezvous options filled in on each node."""
     return [
-        program, "run", *run_args,
-        "--nnodes", "{nnodes}", "--node-rank", "{node_rank}",
-        "--master-addr", "{master_addr}", "--master-port", "{master_port}",
+        program,
+        "run",
+        *run_args,
+        "--nnodes",
+        "{nnodes}",
+        "--node-rank",
+        "{node_rank}",
+        "--master-addr",
+        "{master_addr}",
+        "--master-port",
+        "{master_port}",
     ]
 
 
@@ -204,19 +223,24 @@ def submit_run(
     atomic_write_text(node_path, node_script)
     atomic_write_text(sbatch_path, script)
     if dry_run:
-        return SlurmSubmission(job_id=None, sbatch_path=sbatch_path, node_path=node_path,
-                               script=script, node_script=node_script)
+        return SlurmSubmission(
+            job_id=None, sbatch_path=sbatch_path, node_path=node_path, script=script, node_script=node_script
+        )
     done = subprocess.run(
         [_require("sbatch"), "--parsable", str(sbatch_path)],
-        capture_output=True, text=True, cwd=run_dir, check=False,
+        capture_output=True,
+        text=True,
+        cwd=run_dir,
+        check=False,
     )
     if done.returncode != 0:
         raise SlurmError(f"sbatch refused the job: {done.stderr.strip() or done.stdout.strip()}")
     job_id = done.stdout.strip().split(";")[0]
     if not job_id.isdigit():
         raise SlurmError(f"sbatch returned no job id: {done.stdout.strip()!r}")
-    return SlurmSubmission(job_id=job_id, sbatch_path=sbatch_path, node_path=node_path,
-                           script=script, node_script=node_script)
+    return SlurmSubmission(
+        job_id=job_id, sbatch_path=sbatch_path, node_path=node_path, script=script, node_script=node_script
+    )
 
 
 def parse_scontrol_job(text: str) -> tuple[str | None, int | None]:
@@ -246,19 +270,21 @@ def parse_sacct(text: str) -> tuple[str | None, int | None]:
 
 def job_state(job_id: str) -> tuple[str | None, int | None]:
     """The job's state now: ``squeue`` while queued/running, then ``scontrol``, then ``sacct``."""
-    queued = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"],
-                            capture_output=True, text=True, check=False)
+    queued = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, check=False)
     if queued.returncode == 0 and queued.stdout.strip():
         return queued.stdout.strip().splitlines()[0], None
-    shown = subprocess.run(["scontrol", "show", "job", "-o", job_id],
-                           capture_output=True, text=True, check=False)
+    shown = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, check=False)
     if shown.returncode == 0:
         state, code = parse_scontrol_job(shown.stdout)
         if state:
             return state, code
     if shutil.which("sacct"):
-        acct = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "State,ExitCode", "-j", job_id],
-                              capture_output=True, text=True, check=False)
+        acct = subprocess.run(
+            ["sacct", "-n", "-P", "-X", "-o", "State,ExitCode", "-j", job_id],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if acct.returncode == 0:
             return parse_sacct(acct.stdout)
     return None, None
@@ -290,13 +316,10 @@ def follow_job(
             state, code = "TIMEOUT", None
             break
         time.sleep(poll_s)
-    return SlurmJobResult(job_id=job_id, state=state or "UNKNOWN", exit_code=code,
-                          logs=collect_logs(job_id, run_dir))
+    return SlurmJobResult(job_id=job_id, state=state or "UNKNOWN", exit_code=code, logs=collect_logs(job_id, run_dir))
 
 
 def collect_logs(job_id: str, run_dir: str | Path) -> tuple[Path, ...]:
     """The job's batch log and per-node logs in the run directory."""
     run_dir = Path(run_dir)
-    return tuple(sorted(run_dir.glob(f"slurm-{job_id}.out"))) + tuple(
-        sorted(run_dir.glob(f"slurm-{job_id}-node*.log"))
-    )
+    return tuple(sorted(run_dir.glob(f"slurm-{job_id}.out"))) + tuple(sorted(run_dir.glob(f"slurm-{job_id}-node*.log")))

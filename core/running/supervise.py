@@ -70,8 +70,7 @@ def kill_leftovers() -> list[int]:
 class ProcessExecution:
     """One launch plan's process: started, teed, its lines handed out, stopped on request."""
 
-    def __init__(self, plan: LaunchPlan, log_path: Path, *, timeout_s: float = 0,
-                 grace_s: float = GRACE_S) -> None:
+    def __init__(self, plan: LaunchPlan, log_path: Path, *, timeout_s: float = 0, grace_s: float = GRACE_S) -> None:
         self.plan = plan
         self.log_path = log_path
         self.timeout_s = timeout_s
@@ -92,9 +91,17 @@ class ProcessExecution:
         env[RUNNER_PID_ENV] = str(os.getpid())  # workers check they still descend from it
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            list(self.plan.argv), cwd=self.plan.cwd, env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-            bufsize=1, start_new_session=True, preexec_fn=die_with_parent_hook(),
+            list(self.plan.argv),
+            cwd=self.plan.cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            bufsize=1,
+            start_new_session=True,
+            preexec_fn=die_with_parent_hook(),
         )
         self.started = time.monotonic()
         self._reader = threading.Thread(target=self._read, name="tprimat-log-tee", daemon=True)

@@ -113,11 +113,15 @@ def collect_traces(
             os.replace(source, destination)
         except OSError:
             shutil.move(str(source), str(destination))
-        collected.append(CollectedTrace(source=relative, path=f"{TRACES_DIR}/{destination.name}",
-                                        rank=rank, bytes=size))
+        collected.append(
+            CollectedTrace(source=relative, path=f"{TRACES_DIR}/{destination.name}", rank=rank, bytes=size)
+        )
     if skipped:
-        notes.append(f"{len(skipped)} trace(s) of ranks outside profile.ranks left in place: "
-                     + ", ".join(skipped[:4]) + (" …" if len(skipped) > 4 else ""))
+        notes.append(
+            f"{len(skipped)} trace(s) of ranks outside profile.ranks left in place: "
+            + ", ".join(skipped[:4])
+            + (" …" if len(skipped) > 4 else "")
+        )
     unknown = [c.source for c in collected if c.rank is None]
     if unknown:
         notes.append("no rank found in the trace's distributedInfo or name of: " + ", ".join(unknown))

@@ -224,7 +224,8 @@ def fair_fields(config: BenchmarkConfig, dataset_fingerprint: str | None = None)
     v = config.convergence
     if v.enabled:  # time to target compares only on the same held-out set and target
         fields["convergence"] = {
-            "validation_fraction": v.validation_fraction, "eval_sequences": v.eval_sequences,
+            "validation_fraction": v.validation_fraction,
+            "eval_sequences": v.eval_sequences,
             "eval_interval_samples": v.eval_interval_samples,
             "target_log_perplexity": v.target_log_perplexity,
         }
@@ -247,9 +248,7 @@ def _make_converter() -> cattrs.Converter:
         CostSection,
         ConvergenceSection,
     ):
-        converter.register_structure_hook(
-            cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True)
-        )
+        converter.register_structure_hook(cls, make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True))
     # TOML has no int/float distinction for values like `lr = 1`: accept ints as floats.
     converter.register_structure_hook(float, lambda v, _: _strict_float(v))
     converter.register_structure_hook(int, lambda v, _: _strict_int(v))
@@ -311,8 +310,7 @@ def _merge(base: dict[str, Any], update: dict[str, Any], origin: str) -> None:
         for key, value in values.items():
             if key not in base[section]:
                 raise ConfigError(
-                    f"{origin}: unknown key {section}.{key}; "
-                    f"known in [{section}]: {', '.join(base[section])}"
+                    f"{origin}: unknown key {section}.{key}; known in [{section}]: {', '.join(base[section])}"
                 )
             base[section][key] = value
 

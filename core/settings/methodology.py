@@ -36,10 +36,15 @@ from tprimat.settings.fairness import FAIR_CONFIG_KEYS
 
 #: Config keys a preset may never change: the fair fields (they define the work being compared)
 #: and what makes two runs the same run (length, seed, tokenizer, FP8 recipe).
-FROZEN_KEYS = frozenset({
-    *FAIR_CONFIG_KEYS.values(),
-    "benchmark.iterations", "benchmark.seed", "data.tokenizer", "precision.fp8_recipe",
-})
+FROZEN_KEYS = frozenset(
+    {
+        *FAIR_CONFIG_KEYS.values(),
+        "benchmark.iterations",
+        "benchmark.seed",
+        "data.tokenizer",
+        "precision.fp8_recipe",
+    }
+)
 
 
 class PresetError(TprimatError):
@@ -80,8 +85,7 @@ class Preset:
         name = device_name.lower()
         if not any(device.lower() in name for device in self.devices):
             return False
-        return (self.backend is None or self.backend == backend) and (
-            self.model is None or self.model == model)
+        return (self.backend is None or self.backend == backend) and (self.model is None or self.model == model)
 
 
 #: Environment variable naming the user preset directory.
@@ -132,8 +136,9 @@ def _parse(name: str, data: dict[str, Any]) -> Preset:
 def presets() -> list[Preset]:
     """Every shipped preset."""
     folder = resources.files("tprimat.settings").joinpath("presets")
-    return [_load(entry.name) for entry in sorted(folder.iterdir(), key=lambda e: e.name)
-            if entry.name.endswith(".toml")]
+    return [
+        _load(entry.name) for entry in sorted(folder.iterdir(), key=lambda e: e.name) if entry.name.endswith(".toml")
+    ]
 
 
 def user_preset_dir() -> Path:
@@ -159,8 +164,7 @@ def user_presets() -> list[Preset]:
     return found
 
 
-def preset_for(device_name: str | None, *, backend: str | None = None,
-               model: str | None = None) -> Preset | None:
+def preset_for(device_name: str | None, *, backend: str | None = None, model: str | None = None) -> Preset | None:
     """The preset for ``device_name`` (None: no preset): a matching user preset first, then a
     shipped one."""
     if not device_name:
@@ -182,13 +186,11 @@ def resolve(
         known = ", ".join(f"{p.name} ({'/'.join(p.devices)})" for p in presets())
         raise PresetError(
             f"methodology 'tuned' needs a preset for device {device_name or 'unknown'!r}; "
-            f"shipped presets: {known}. Use benchmark.methodology = \"iso\" or add a preset."
+            f'shipped presets: {known}. Use benchmark.methodology = "iso" or add a preset.'
         )
     frozen = sorted(FROZEN_KEYS & set(chosen.config))
     if frozen:
-        raise PresetError(
-            f"preset {chosen.name} changes {', '.join(frozen)}, which tuned runs must keep"
-        )
+        raise PresetError(f"preset {chosen.name} changes {', '.join(frozen)}, which tuned runs must keep")
     data = config.to_dict()
     deviations: list[Deviation] = []
     for dotted, value in chosen.config.items():
@@ -209,10 +211,14 @@ def resolve(
     if args:
         deviations.append(Deviation(setting="args", iso=None, tuned=list(args)))
     overrides = dict(own.get("overrides", {}))
-    deviations += [
-        Deviation(setting=f"{backend}.{k}", iso=None, tuned=v) for k, v in sorted(overrides.items())
-    ]
+    deviations += [Deviation(setting=f"{backend}.{k}", iso=None, tuned=v) for k, v in sorted(overrides.items())]
     return Resolved(
-        methodology="tuned", config=tuned_config, preset=chosen.name, source=chosen.source,
-        env=env, args=args, overrides=overrides, deviations=tuple(deviations),
+        methodology="tuned",
+        config=tuned_config,
+        preset=chosen.name,
+        source=chosen.source,
+        env=env,
+        args=args,
+        overrides=overrides,
+        deviations=tuple(deviations),
     )

@@ -1,2 +1,1 @@
-"""Campaigns: suites of runs that survive kills, and result bundles.
-"""
+"""Campaigns: suites of runs that survive kills, and result bundles."""

@@ -19,8 +19,7 @@ from tprimat.errors import TprimatError
 
 CHECKSUMS = "SHA256SUMS"
 #: Files a bundle always carries; traces only when asked.
-INCLUDED_SUFFIXES = (".json", ".toml", ".log", ".txt", ".md", ".csv", ".yaml", ".yml", ".sh",
-                     ".py", ".out", ".err")
+INCLUDED_SUFFIXES = (".json", ".toml", ".log", ".txt", ".md", ".csv", ".yaml", ".yml", ".sh", ".py", ".out", ".err")
 TRACE_MARKERS = (".pt.trace.json", ".nsys-rep", ".sqlite", ".rocpd", ".db")
 
 
@@ -74,8 +73,7 @@ def make_bundle(directory: str | Path, output: str | Path, *, include_traces: bo
         try:
             with tarfile.open(fileobj=tmp, mode="w:gz") as tar:
                 for relative in files:
-                    tar.add(source / relative, arcname=str(root / PurePosixPath(*relative.parts)),
-                            recursive=False)
+                    tar.add(source / relative, arcname=str(root / PurePosixPath(*relative.parts)), recursive=False)
                 data = sums.encode()
                 info = tarfile.TarInfo(str(root / CHECKSUMS))
                 info.size = len(data)

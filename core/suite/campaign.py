@@ -55,8 +55,18 @@ STATE_FILE = "state.json"
 RUNS_DIR = "runs"
 ATTEMPTS_DIR = ".attempts"
 
-_SUITE_KEYS = {"name", "backends", "models", "precisions", "methodologies", "repeats",
-               "iterations", "config", "max_attempts", "set"}
+_SUITE_KEYS = {
+    "name",
+    "backends",
+    "models",
+    "precisions",
+    "methodologies",
+    "repeats",
+    "iterations",
+    "config",
+    "max_attempts",
+    "set",
+}
 
 
 class SuiteError(TprimatError):
@@ -89,8 +99,12 @@ class SuiteRun:
     repeat: int
 
     def overrides(self, spec: SuiteSpec) -> list[str]:
-        values = [*spec.overrides, f"benchmark.model={self.model}",
-                  f"precision.dtype={self.precision}", f"benchmark.methodology={self.methodology}"]
+        values = [
+            *spec.overrides,
+            f"benchmark.model={self.model}",
+            f"precision.dtype={self.precision}",
+            f"benchmark.methodology={self.methodology}",
+        ]
         if spec.iterations is not None:
             values.append(f"benchmark.iterations={spec.iterations}")
         return values
@@ -123,8 +137,7 @@ def load_suite(path: str | Path) -> SuiteSpec:
     if unknown:
         raise SuiteError(f"{path}: unknown key suite.{unknown[0]}; known: {', '.join(sorted(_SUITE_KEYS))}")
     for key in ("repeats", "max_attempts", "iterations"):
-        if key in table and (not isinstance(table[key], int) or isinstance(table[key], bool)
-                             or table[key] < 1):
+        if key in table and (not isinstance(table[key], int) or isinstance(table[key], bool) or table[key] < 1):
             raise SuiteError(f"{path}: suite.{key} must be a positive integer")
     config = table.get("config")
     if config is not None:
@@ -148,11 +161,18 @@ def load_suite(path: str | Path) -> SuiteSpec:
 
 def _cell_digest(spec: SuiteSpec, backend: str, model: str, precision: str, methodology: str) -> str:
     base = Path(spec.config).read_bytes() if spec.config else b""
-    payload = json.dumps({
-        "backend": backend, "model": model, "precision": precision, "methodology": methodology,
-        "iterations": spec.iterations, "overrides": list(spec.overrides),
-        "config": hashlib.sha256(base).hexdigest(),
-    }, sort_keys=True)
+    payload = json.dumps(
+        {
+            "backend": backend,
+            "model": model,
+            "precision": precision,
+            "methodology": methodology,
+            "iterations": spec.iterations,
+            "overrides": list(spec.overrides),
+            "config": hashlib.sha256(base).hexdigest(),
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:8]
 
 
@@ -164,11 +184,16 @@ def expand(spec: SuiteSpec) -> list[SuiteRun]:
     for repeat in range(1, spec.repeats + 1):
         for backend, model, precision, methodology in cells:
             digest = _cell_digest(spec, backend, model, precision, methodology)
-            runs.append(SuiteRun(
-                id=f"{backend}-{model}-{precision}-{methodology}-r{repeat}-{digest}",
-                backend=backend, model=model, precision=precision,
-                methodology=methodology, repeat=repeat,
-            ))
+            runs.append(
+                SuiteRun(
+                    id=f"{backend}-{model}-{precision}-{methodology}-r{repeat}-{digest}",
+                    backend=backend,
+                    model=model,
+                    precision=precision,
+                    methodology=methodology,
+                    repeat=repeat,
+                )
+            )
     return runs
 
 
@@ -213,11 +238,19 @@ class SuiteState:
         return state
 
     def save(self) -> None:
-        atomic_write_text(self.path, json.dumps({
-            "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "attempts": self.attempts,
-            "last_error": self.last_error,
-        }, indent=2, sort_keys=True) + "\n")
+        atomic_write_text(
+            self.path,
+            json.dumps(
+                {
+                    "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                    "attempts": self.attempts,
+                    "last_error": self.last_error,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n",
+        )
 
 
 def init_suite_dir(spec_path: Path, directory: Path) -> SuiteSpec:
@@ -225,12 +258,12 @@ def init_suite_dir(spec_path: Path, directory: Path) -> SuiteSpec:
     directory.mkdir(parents=True, exist_ok=True)
     stored = directory / SUITE_FILE
     if stored.exists():
-        same_runs = [r.id for r in expand(load_suite(stored))] == [
-            r.id for r in expand(load_suite(spec_path))]
+        same_runs = [r.id for r in expand(load_suite(stored))] == [r.id for r in expand(load_suite(spec_path))]
         if not same_runs:
             raise SuiteError(
                 f"{directory} already holds a different suite; resume it with "
-                f"'tprimat suite resume {directory}' or choose another --output")
+                f"'tprimat suite resume {directory}' or choose another --output"
+            )
     else:
         text = spec_path.read_text(encoding="utf-8")
         spec = load_suite(spec_path)
@@ -257,12 +290,19 @@ def suite_overview(spec: SuiteSpec, directory: Path) -> list[dict[str, Any]]:
     rows = []
     for run in expand(spec):
         status, problem = run_status(directory / RUNS_DIR / run.id)
-        rows.append({
-            "id": run.id, "backend": run.backend, "model": run.model, "precision": run.precision,
-            "methodology": run.methodology, "repeat": run.repeat, "status": status,
-            "attempts": state.attempts.get(run.id, 0),
-            "problem": problem or state.last_error.get(run.id),
-        })
+        rows.append(
+            {
+                "id": run.id,
+                "backend": run.backend,
+                "model": run.model,
+                "precision": run.precision,
+                "methodology": run.methodology,
+                "repeat": run.repeat,
+                "status": status,
+                "attempts": state.attempts.get(run.id, 0),
+                "problem": problem or state.last_error.get(run.id),
+            }
+        )
     return rows
 
 
@@ -272,8 +312,7 @@ def suite_overview(spec: SuiteSpec, directory: Path) -> list[dict[str, Any]]:
 LAUNCH_FILE = "launch.json"
 
 #: ``tprimat run --slurm`` options a suite passes through to every run (option -> value type).
-SLURM_OPTIONS = {"--nodes": int, "--gpus-per-node": int, "--partition": str, "--time": str,
-                 "--account": str}
+SLURM_OPTIONS = {"--nodes": int, "--gpus-per-node": int, "--partition": str, "--time": str, "--account": str}
 
 
 @attrs.frozen(kw_only=True)
@@ -298,9 +337,14 @@ class SuiteLaunch:
         return argv
 
     def save(self, directory: Path) -> None:
-        atomic_write_text(directory / LAUNCH_FILE, json.dumps({
-            "slurm": self.slurm, "slurm_options": [list(o) for o in self.slurm_options],
-            "strict": self.strict}, indent=2) + "\n")
+        atomic_write_text(
+            directory / LAUNCH_FILE,
+            json.dumps(
+                {"slurm": self.slurm, "slurm_options": [list(o) for o in self.slurm_options], "strict": self.strict},
+                indent=2,
+            )
+            + "\n",
+        )
 
     @classmethod
     def load(cls, directory: Path) -> SuiteLaunch:
@@ -313,11 +357,9 @@ class SuiteLaunch:
             unknown = [o for o, _ in options if o not in SLURM_OPTIONS]
             if unknown:
                 raise ValueError(f"unknown option {unknown[0]}")
-            return cls(slurm=bool(data.get("slurm")), slurm_options=options,
-                       strict=bool(data.get("strict")))
+            return cls(slurm=bool(data.get("slurm")), slurm_options=options, strict=bool(data.get("strict")))
         except (OSError, ValueError, TypeError, AttributeError) as exc:
-            raise SuiteError(f"{path}: unreadable ({exc}); delete it and pass the launch "
-                             "options again") from None
+            raise SuiteError(f"{path}: unreadable ({exc}); delete it and pass the launch options again") from None
 
 
 def slurm_launch(options: dict[str, Any], *, strict: bool = False) -> SuiteLaunch:
@@ -330,11 +372,20 @@ def slurm_launch(options: dict[str, Any], *, strict: bool = False) -> SuiteLaunc
     return SuiteLaunch(slurm=True, slurm_options=tuple(pairs), strict=strict)
 
 
-def run_command(spec: SuiteSpec, run: SuiteRun, runs_dir: Path,
-                launch: SuiteLaunch | None = None) -> list[str]:
+def run_command(spec: SuiteSpec, run: SuiteRun, runs_dir: Path, launch: SuiteLaunch | None = None) -> list[str]:
     """The exact ``tprimat run`` invocation for one suite run."""
-    argv = [sys.executable, "-m", "tprimat.cli", "run", "--backend", run.backend,
-            "--output", str(runs_dir), "--run-id", run.id]
+    argv = [
+        sys.executable,
+        "-m",
+        "tprimat.cli",
+        "run",
+        "--backend",
+        run.backend,
+        "--output",
+        str(runs_dir),
+        "--run-id",
+        run.id,
+    ]
     if spec.config:
         argv += ["--config", spec.config]
     for override in run.overrides(spec):
@@ -412,8 +463,11 @@ def run_suite(
 
 def _launch_child(argv: list[str], env: dict[str, str] | None = None) -> int:
     environment = {**os.environ, **(env or {})}
-    process = subprocess.Popen(argv, env=environment,  # noqa: PLW1509
-                               preexec_fn=die_with_parent_hook())
+    process = subprocess.Popen(
+        argv,
+        env=environment,  # noqa: PLW1509
+        preexec_fn=die_with_parent_hook(),
+    )
     try:
         return process.wait()
     except KeyboardInterrupt:

@@ -342,9 +342,7 @@ def breakdown(
             "total_us": communication_total,
             "exposed_us": exposed,
             "overlapped_us": max(communication_total - exposed, 0.0),
-            "by_collective": {
-                k: {"count": int(v[0]), "kernel_us": v[1]} for k, v in sorted(collectives.items())
-            },
+            "by_collective": {k: {"count": int(v[0]), "kernel_us": v[1]} for k, v in sorted(collectives.items())},
         },
         "categories": categories,
         "top_kernels": top_kernels,
@@ -422,8 +420,10 @@ def analyze_trace(
 
 
 #: Why a trace without GPU activity has no temporal breakdown.
-NO_GPU_NOTE = ("no GPU activity in this trace (a CPU-only profile, or the profiler recorded no "
-               "CUDA/HIP activity): there is no GPU time breakdown; only host step times are measured")
+NO_GPU_NOTE = (
+    "no GPU activity in this trace (a CPU-only profile, or the profiler recorded no "
+    "CUDA/HIP activity): there is no GPU time breakdown; only host step times are measured"
+)
 
 
 def analyze_paths(

@@ -290,9 +290,7 @@ def _read_events(
             if name and name.startswith("ProfilerStep"):
                 match = _STEP.match(name)
                 if match and event.get("dur") is not None and event.get("ts") is not None:
-                    trace.steps.append(
-                        ProfilerStep(int(match.group(1)), float(event["ts"]), float(event["dur"]))
-                    )
+                    trace.steps.append(ProfilerStep(int(match.group(1)), float(event["ts"]), float(event["dur"])))
     trace.events = events
     if tail and prefix != "item":
         for key, value in _metadata_after_events(tail[0]).items():

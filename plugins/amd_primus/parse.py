@@ -37,9 +37,7 @@ from tprimat.plugins.megatron.logparse import (
     strip_ansi,
 )
 
-_PRIMUS_ARG_RE = re.compile(
-    r":\s+([A-Za-z_][A-Za-z0-9_]*)\s+: (.*?) \((?:int|bool|str|float|list|dict|NoneType)\)\s*$"
-)
+_PRIMUS_ARG_RE = re.compile(r":\s+([A-Za-z_][A-Za-z0-9_]*)\s+: (.*?) \((?:int|bool|str|float|list|dict|NoneType)\)\s*$")
 _EXTENSION_RE = re.compile(r"initialized with seq_len: (\d+) world_size: (\d+)")
 _GPU_MODEL_RE = re.compile(r"Detected GPU model: (\S+)")
 _EARLY_STOP_RE = re.compile(
@@ -53,8 +51,15 @@ class PrimusLogParser(MegatronLogParser):
     # Kept short: every start-up line is tested against each of these.  Primus's typed
     # argument listing is read for integers only; the boolean precision flags also appear in
     # Megatron's own argument dump (" ...."), which Primus prints at DEBUG level.
-    triggers = (*MegatronLogParser.triggers, "(int)", "initialized with seq_len",
-                "Detected GPU model", "tps:", "[EarlyStop]", "[TimeToTrain]")
+    triggers = (
+        *MegatronLogParser.triggers,
+        "(int)",
+        "initialized with seq_len",
+        "Detected GPU model",
+        "tps:",
+        "[EarlyStop]",
+        "[TimeToTrain]",
+    )
     running_triggers = (*MegatronLogParser.running_triggers, "[EarlyStop]", "[TimeToTrain]")
     _titan: TorchTitanSteps | None = None
 
@@ -78,8 +83,10 @@ class PrimusLogParser(MegatronLogParser):
         if "initialized with seq_len" in line:
             match = _EXTENSION_RE.search(line)
             if match is not None:
-                facts = [self.fact("seq_length", int(match.group(1)), lineno),
-                         self.fact("world_size", int(match.group(2)), lineno)]
+                facts = [
+                    self.fact("seq_length", int(match.group(1)), lineno),
+                    self.fact("world_size", int(match.group(2)), lineno),
+                ]
                 return [f for f in facts if f is not None]
         if "Detected GPU model" in line:
             # What Primus's launcher says about the machine: a fact about the log, not the
@@ -97,12 +104,20 @@ class PrimusLogParser(MegatronLogParser):
         try:
             stop = _EARLY_STOP_RE.search(line)
             if stop is not None:
-                return [EvalRecord(eval_loss=parse_float(stop.group(1)), samples=int(stop.group(2)),
-                                   time_s=parse_float(stop.group(3)), source=self.where(lineno))]
+                return [
+                    EvalRecord(
+                        eval_loss=parse_float(stop.group(1)),
+                        samples=int(stop.group(2)),
+                        time_s=parse_float(stop.group(3)),
+                        source=self.where(lineno),
+                    )
+                ]
             done = _TIME_TO_TRAIN_RE.search(line)
             if done is not None:
-                facts = [self.fact("convergence_status", done.group(1), lineno),
-                         self.fact("run_time_s", parse_float(done.group(2)), lineno)]
+                facts = [
+                    self.fact("convergence_status", done.group(1), lineno),
+                    self.fact("run_time_s", parse_float(done.group(2)), lineno),
+                ]
                 return [f for f in facts if f is not None]
         except LineError as exc:
             return [self.issue(lineno, f"unreadable Primus MLPerf line ({exc}); skipped")]

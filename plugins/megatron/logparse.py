@@ -42,27 +42,20 @@ _WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _MEGATRON_TS_RE = re.compile(r"\[(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}(?:\.\d+)?)\]\s*$")
 _PRIMUS_TS_RE = re.compile(r"\[(\d{4})(\d{2})(\d{2}) (\d{2}:\d{2}:\d{2})\]")
 _MEMORY_RE = re.compile(r"\(after (\d+) iterations?\) memory \(MB\)\s*\|(.*)")
-_VALIDATION_RE = re.compile(
-    r"validation loss at iteration\s+(\d+)\s*\|\s*lm loss value:\s*([-+0-9.eEnaNinf]+)"
-)
+_VALIDATION_RE = re.compile(r"validation loss at iteration\s+(\d+)\s*\|\s*lm loss value:\s*([-+0-9.eEnaNinf]+)")
 _ARG_RE = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_]*) \.{2,} (\S.*?)\s*$")
 _RANK_PREFIX_RE = re.compile(r"^rank-\d+\s+")
 # "key: value" segments between "|" (the value runs to the next "|"; segments without ":" drop).
 _SEGMENT_RE = re.compile(r"([^|:]*):([^|]*)")
 _VERSION_RE = re.compile(r"\b(NCCL|RCCL|HIP|ROCm) version\s*:?\s+(\S+)")
 _INT_RE = re.compile(r"[-+]?\d+")
-_NUMBER_RE = re.compile(
-    r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|infinity)", re.IGNORECASE
-)
+_NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|infinity)", re.IGNORECASE)
 
 #: Bytes per MiB: Megatron's ``report_memory`` divides by 1024 * 1024 and labels it "MB".
 MIB_PER_GIB = 1024.0
 
 #: Note recorded when Primus prints GiB values with a "GB" label.
-GIB_LABEL_NOTE = (
-    "Primus prints 'GB' after values it computes as bytes / 1024**3: "
-    "recorded as GiB (2**30 bytes)"
-)
+GIB_LABEL_NOTE = "Primus prints 'GB' after values it computes as bytes / 1024**3: recorded as GiB (2**30 bytes)"
 
 #: Arguments from Megatron's argument dump that are reported as facts (log name -> fact key).
 FACT_ARGUMENTS: dict[str, str] = {
@@ -89,15 +82,31 @@ FACT_ARGUMENTS: dict[str, str] = {
 }
 
 #: Segment keys of the iteration line that a continuation line may start with.
-KNOWN_KEYS = frozenset({
-    "consumed samples", "skipped samples", "elapsed time per iteration (ms)",
-    "throughput per GPU (TFLOP/s/GPU)", "compute per GPU (TFLOP/s/GPU)",
-    "tokens per GPU (tokens/s/GPU)", "tokens/s/GPU inst/harmonic mean", "learning rate",
-    "global batch size", "lm loss", "loss scale", "grad norm", "num zeros", "params norm",
-    "number of skipped iterations", "number of nan iterations", "load_balancing_loss",
-    "mem usages", "hip mem usage/free/total/usage_ratio",
-    "rocm mem usage/free/total/usage_ratio", "rocm max mem usage/usage_ratio",
-})
+KNOWN_KEYS = frozenset(
+    {
+        "consumed samples",
+        "skipped samples",
+        "elapsed time per iteration (ms)",
+        "throughput per GPU (TFLOP/s/GPU)",
+        "compute per GPU (TFLOP/s/GPU)",
+        "tokens per GPU (tokens/s/GPU)",
+        "tokens/s/GPU inst/harmonic mean",
+        "learning rate",
+        "global batch size",
+        "lm loss",
+        "loss scale",
+        "grad norm",
+        "num zeros",
+        "params norm",
+        "number of skipped iterations",
+        "number of nan iterations",
+        "load_balancing_loss",
+        "mem usages",
+        "hip mem usage/free/total/usage_ratio",
+        "rocm mem usage/free/total/usage_ratio",
+        "rocm max mem usage/usage_ratio",
+    }
+)
 
 
 class LineError(ValueError):
@@ -245,9 +254,7 @@ class MegatronLogParser:
             "throughput per GPU (TFLOP/s/GPU)": self._tflops,
             "compute per GPU (TFLOP/s/GPU)": self._tflops,
             "tokens per GPU (tokens/s/GPU)": self._tokens("tokens_per_s_per_gpu_avg"),
-            "tokens/s/GPU inst/harmonic mean": self._tokens(
-                "tokens_per_s_per_gpu_harmonic_mean"
-            ),
+            "tokens/s/GPU inst/harmonic mean": self._tokens("tokens_per_s_per_gpu_harmonic_mean"),
             "hip mem usage/free/total/usage_ratio": self._hip_memory,
             "rocm mem usage/free/total/usage_ratio": self._rocm_memory,
             "rocm max mem usage/usage_ratio": self._rocm_max_memory,
@@ -275,14 +282,27 @@ class MegatronLogParser:
 
     def state(self) -> tuple:
         """What decides how the rest of the stream is read (compared to split a file safely)."""
-        return (self.started, self.log_interval, self._previous_iteration, self._previous_covers,
-                sorted(self._facts.items(), key=lambda item: item[0]), self._pending,
-                sorted(self._pending_reported.items(), key=lambda item: item[0]))
+        return (
+            self.started,
+            self.log_interval,
+            self._previous_iteration,
+            self._previous_covers,
+            sorted(self._facts.items(), key=lambda item: item[0]),
+            self._pending,
+            sorted(self._pending_reported.items(), key=lambda item: item[0]),
+        )
 
     def resume(self, state: tuple) -> None:
         """Continue a stream from :meth:`state` (the reading of a file's range begins there)."""
-        (self.started, self.log_interval, self._previous_iteration, self._previous_covers,
-         facts, self._pending, pending_reported) = state
+        (
+            self.started,
+            self.log_interval,
+            self._previous_iteration,
+            self._previous_covers,
+            facts,
+            self._pending,
+            pending_reported,
+        ) = state
         self._facts = dict(facts)
         self._pending_reported = dict(pending_reported)
 
@@ -308,8 +328,12 @@ class MegatronLogParser:
             return None
         if covers is None:
             return []
-        if (self._pending is None and not self._pending_reported
-                and self._previous_iteration == iteration and self._previous_covers == covers):
+        if (
+            self._pending is None
+            and not self._pending_reported
+            and self._previous_iteration == iteration
+            and self._previous_covers == covers
+        ):
             return [REPEATED_LINE]
         return None
 
@@ -317,8 +341,7 @@ class MegatronLogParser:
         """Whether ``line`` is a copy of a line that gave nothing and changed nothing."""
         return line in self._quiet
 
-    def remember(self, key: bytes | None, events: list[Event], clean_before: bool,
-                 line: bytes | None = None) -> None:
+    def remember(self, key: bytes | None, events: list[Event], clean_before: bool, line: bytes | None = None) -> None:
         """Note which line gave the records in ``events`` (``key`` None: not repeatable).
 
         ``clean_before``: the parser held nothing (no unfinished line, no pending
@@ -354,8 +377,7 @@ class MegatronLogParser:
         record = records[0]
         if full:
             if clean_before:
-                self._line_records[key] = (record.iteration, record.covers_iterations,
-                                           generations[record.iteration])
+                self._line_records[key] = (record.iteration, record.covers_iterations, generations[record.iteration])
         else:
             self._line_records[key] = (record.iteration, None, generations.get(record.iteration))
 
@@ -419,13 +441,16 @@ class MegatronLogParser:
         clean = strip_ansi(line)
         match = _find_iteration(clean)
         if match is not None:
-            body = clean[match.end():]
+            body = clean[match.end() :]
             if "number of nan iterations" not in body:
                 if body.rstrip().endswith("|"):
                     self._pending = (clean.rstrip("\r\n"), lineno)
                     return []
-                return [self.issue(lineno, "iteration line is incomplete (cut off or "
-                                           "interleaved with another line); skipped")]
+                return [
+                    self.issue(
+                        lineno, "iteration line is incomplete (cut off or interleaved with another line); skipped"
+                    )
+                ]
             return self._iteration(clean, match, lineno)
         if "memory (MB)" in clean:
             return self._memory(clean, lineno)
@@ -448,8 +473,9 @@ class MegatronLogParser:
         if not clean:
             return None, True  # a blank line inside a wrapped iteration line
         self._pending = None
-        return [self.issue(start, "iteration line is incomplete (cut off or interleaved "
-                                  "with another line); skipped")], False
+        return [
+            self.issue(start, "iteration line is incomplete (cut off or interleaved with another line); skipped")
+        ], False
 
     def _iteration(self, clean: str, match: re.Match[str], lineno: int) -> list[Event]:
         events: list[Event] = []
@@ -473,20 +499,17 @@ class MegatronLogParser:
                 problems.append(read[2])
         if problems:
             # A value that does not read as its label says: keep nothing from this line.
-            return [self.issue(lineno, "unreadable iteration line (" + "; ".join(problems)
-                               + "); skipped")]
+            return [self.issue(lineno, "unreadable iteration line (" + "; ".join(problems) + "); skipped")]
         step = fields.get("step_time_s")
         if step is not None and not step > 0:
-            return [self.issue(lineno, f"elapsed time per iteration is {step * 1000:g} ms; "
-                                       "line skipped")]
+            return [self.issue(lineno, f"elapsed time per iteration is {step * 1000:g} ms; line skipped")]
         if self._pending_reported:
             reported = {**self._pending_reported, **reported}
             self._pending_reported = {}
         # An interval holds at least the iterations it skipped (first line of an excerpt).
         covers = max(self._covers(iteration), fields.get("skipped", 0))
         timestamp = self._timestamp(clean[: match.start()])
-        for key, value in (("train_iters", total),
-                           ("global_batch_size", fields.get("global_batch_size"))):
+        for key, value in (("train_iters", total), ("global_batch_size", fields.get("global_batch_size"))):
             if value is not None and key not in self._facts:
                 fact = self.fact(key, value, lineno)
                 if fact is not None:
@@ -581,14 +604,11 @@ class MegatronLogParser:
             try:
                 values[field] = parse_float(value) / MIB_PER_GIB
             except LineError as exc:
-                return [self.issue(lineno, f"unreadable memory line ({key.strip()}: {exc}); "
-                                           "skipped")]
+                return [self.issue(lineno, f"unreadable memory line ({key.strip()}: {exc}); skipped")]
         if not values:
             return [self.issue(lineno, "memory line without values; skipped")]
         try:
-            record = IterationRecord(
-                iteration=int(match.group(1)), source=self.where(lineno), **values
-            )
+            record = IterationRecord(iteration=int(match.group(1)), source=self.where(lineno), **values)
         except (TypeError, ValueError) as exc:
             return [self.issue(lineno, f"memory line rejected: {exc}")]
         return [record]
@@ -646,6 +666,7 @@ class MegatronLogParser:
     def _reported_float(name: str) -> Callable[[str, dict, dict], None]:
         def handler(value: str, fields: dict, reported: dict) -> None:
             reported[name] = parse_float(value)
+
         return handler
 
     @staticmethod
@@ -662,6 +683,7 @@ class MegatronLogParser:
             reported["tokens_per_s_per_gpu"] = instant
             if average is not None:
                 reported[average_name] = average
+
         return handler
 
     @staticmethod
@@ -706,8 +728,7 @@ def iter_events(parser: MegatronLogParser | Any, lines: Iterable[str]) -> Iterat
         resume = getattr(lines, "resume_state", None)
         if resume is not None:
             parser.resume(resume)
-        yield from _iter_chunks(parser, chunks(), getattr(lines, "first_lineno", 1) - 1,
-                                getattr(lines, "start", 0))
+        yield from _iter_chunks(parser, chunks(), getattr(lines, "first_lineno", 1) - 1, getattr(lines, "start", 0))
         if hasattr(lines, "final_state") and hasattr(parser, "state"):
             lines.final_state = parser.state()
             lines.started = parser.started
@@ -718,16 +739,14 @@ def iter_events(parser: MegatronLogParser | Any, lines: Iterable[str]) -> Iterat
     try:
         yield from parser.finish()
     except Exception as exc:
-        yield ParseIssue(source=parser.where(0),
-                         message=f"end of log not understood ({type(exc).__name__})")
+        yield ParseIssue(source=parser.where(0), message=f"end of log not understood ({type(exc).__name__})")
 
 
 def _feed(parser: Any, line: str, lineno: int) -> list[Event] | None:
     try:
         return parser.feed(line, lineno)
     except Exception as exc:  # a parser bug must not lose the rest of the log
-        return [ParseIssue(source=parser.where(lineno),
-                           message=f"line not understood ({type(exc).__name__}); skipped")]
+        return [ParseIssue(source=parser.where(lineno), message=f"line not understood ({type(exc).__name__}); skipped")]
 
 
 def _check_triggers(triggers: tuple[str, ...]) -> None:
@@ -755,8 +774,19 @@ def _iter_lines(parser: Any, lines: Iterable[str]) -> Iterator[Event]:
                     break
         else:
             for lineno, line in numbered:
-                if not (pending or t1 in line or t2 in line or t3 in line or t4 in line or t5 in line
-                        or t6 in line or t7 in line or t8 in line or t9 in line or t10 in line):
+                if not (
+                    pending
+                    or t1 in line
+                    or t2 in line
+                    or t3 in line
+                    or t4 in line
+                    or t5 in line
+                    or t6 in line
+                    or t7 in line
+                    or t8 in line
+                    or t9 in line
+                    or t10 in line
+                ):
                     continue
                 events = _feed(parser, line, lineno)
                 pending = parser.holds_line()
@@ -795,16 +825,15 @@ def repeat_key(line: bytes) -> bytes | None:
     if position <= 0:
         return None
     after = line.rfind(b"(after ", 0, position)
-    if after > 0 and line[after + 7:position - 1].isdigit() and line[position - 1] == 32:
+    if after > 0 and line[after + 7 : position - 1].isdigit() and line[position - 1] == 32:
         position = after
     if line[position - 1] not in _REPEAT_SAFE_BEFORE or b"|" in line[:position]:
         return None
     coloured = b"\x1b" in line or b"[0m" in line
-    return line[position - 1:] + (b"\x01" if coloured else b"\x00")
+    return line[position - 1 :] + (b"\x01" if coloured else b"\x00")
 
 
-def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0,
-                 offset: int = 0) -> Iterator[Event]:
+def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0, offset: int = 0) -> Iterator[Event]:
     # before: lines in earlier chunks; offset: bytes in earlier chunks
     repeats = getattr(parser, "repeats", None)
     remember = getattr(parser, "remember", None)

@@ -17,9 +17,7 @@ from collections.abc import Iterable, Iterator
 
 from tprimat.plugins.megatron.logparse import Event, MegatronLogParser, iter_events
 
-_STEP_TIME_RE = re.compile(
-    r"Step Time\s*:\s*([0-9.]+)\s*s\b(?:.*?GPU utilization:\s*([0-9.]+)\s*MODEL_TFLOP/s/GPU)?"
-)
+_STEP_TIME_RE = re.compile(r"Step Time\s*:\s*([0-9.]+)\s*s\b(?:.*?GPU utilization:\s*([0-9.]+)\s*MODEL_TFLOP/s/GPU)?")
 
 
 class MegatronLMLogParser(MegatronLogParser):

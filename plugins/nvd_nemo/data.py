@@ -26,4 +26,3 @@ def data_arguments(dataset: PreparedDataset, config: BenchmarkConfig) -> DataArg
             }
         }
     )
-

@@ -68,8 +68,7 @@ def settings(context: LaunchContext, config: BenchmarkConfig) -> dict[str, Any]:
         recipe = RECIPES[model.name]
     except KeyError:
         raise TprimatError(
-            f"NeMo has no pretraining recipe mapped for model {model.name}; "
-            f"supported: {', '.join(RECIPES)}"
+            f"NeMo has no pretraining recipe mapped for model {model.name}; supported: {', '.join(RECIPES)}"
         ) from None
     t, b, p, k = config.training, config.benchmark, config.parallel, config.kernels
     recompute = {
@@ -94,23 +93,33 @@ def settings(context: LaunchContext, config: BenchmarkConfig) -> dict[str, Any]:
         "padded_vocab_size": model.padded_vocab_size(p.tensor),
         "architecture": architecture(model),
         "parallel": {
-            "tensor": p.tensor, "pipeline": p.pipeline, "context": p.context,
+            "tensor": p.tensor,
+            "pipeline": p.pipeline,
+            "context": p.context,
             "sequence_parallel": p.sequence_parallel and p.tensor > 1,
             "distributed_optimizer": p.distributed_optimizer,
             "overlap_grad_reduce": p.overlap_grad_reduce,
             "overlap_param_gather": p.overlap_param_gather,
         },
         "optimizer": {
-            "lr": t.lr, "min_lr": t.min_lr, "warmup_steps": t.lr_warmup_iterations,
-            "decay_style": t.lr_decay_style, "decay_steps": t.lr_decay_iterations or b.iterations,
-            "weight_decay": t.weight_decay, "adam_beta1": t.adam_beta1,
-            "adam_beta2": t.adam_beta2, "adam_eps": t.adam_eps, "clip_grad": t.clip_grad,
+            "lr": t.lr,
+            "min_lr": t.min_lr,
+            "warmup_steps": t.lr_warmup_iterations,
+            "decay_style": t.lr_decay_style,
+            "decay_steps": t.lr_decay_iterations or b.iterations,
+            "weight_decay": t.weight_decay,
+            "adam_beta1": t.adam_beta1,
+            "adam_beta2": t.adam_beta2,
+            "adam_eps": t.adam_eps,
+            "clip_grad": t.clip_grad,
         },
         "precision": config.precision.dtype,
         "fp8_format": config.precision.fp8_recipe,
         "kernels": {
-            "attention_backend": k.attention_backend, "fused_rope": k.fused_rope,
-            "fused_swiglu": k.fused_swiglu, "fused_cross_entropy": k.fused_cross_entropy,
+            "attention_backend": k.attention_backend,
+            "fused_rope": k.fused_rope,
+            "fused_swiglu": k.fused_swiglu,
+            "fused_cross_entropy": k.fused_cross_entropy,
         },
         "recompute": recompute,
         "data": None,
@@ -141,7 +150,8 @@ def plan(context: LaunchContext) -> LaunchPlan:
     argv = [
         *torchrun_argv(config, node_rank=context.node_rank),
         str(run_dir / SCRIPT),
-        "--settings", str(run_dir / SETTINGS),
+        "--settings",
+        str(run_dir / SETTINGS),
         *resolved.args,
         *(context.profile.args if context.profile else ()),
     ]
@@ -151,11 +161,14 @@ def plan(context: LaunchContext) -> LaunchPlan:
         **resolved.env,
         **(context.profile.env if context.profile else {}),
     }
-    notes = [f"NeMo recipe llm.{values['recipe']}.pretrain_recipe, every field set from "
-             f"{SETTINGS}; padded vocabulary {values['padded_vocab_size']}"]
+    notes = [
+        f"NeMo recipe llm.{values['recipe']}.pretrain_recipe, every field set from "
+        f"{SETTINGS}; padded vocabulary {values['padded_vocab_size']}"
+    ]
     if context.config.benchmark.seed != 1234:
-        notes.append("NeMo's model-parallel RNG seed is fixed at 1234 by NeMo; benchmark.seed "
-                     "seeds Python, NumPy and torch")
+        notes.append(
+            "NeMo's model-parallel RNG seed is fixed at 1234 by NeMo; benchmark.seed seeds Python, NumPy and torch"
+        )
     return LaunchPlan(
         argv=tuple(argv),
         env=env,

@@ -35,15 +35,25 @@ def scheduler(run, s: dict):
     o = s["optimizer"]
     style = o["decay_style"]
     if style == "cosine":
-        return run.Config(CosineAnnealingScheduler, max_steps=o["decay_steps"],
-                          warmup_steps=o["warmup_steps"], constant_steps=0, min_lr=o["min_lr"])
+        return run.Config(
+            CosineAnnealingScheduler,
+            max_steps=o["decay_steps"],
+            warmup_steps=o["warmup_steps"],
+            constant_steps=0,
+            min_lr=o["min_lr"],
+        )
     if style == "linear":
-        return run.Config(WarmupAnnealingScheduler, max_steps=o["decay_steps"],
-                          warmup_steps=o["warmup_steps"], min_lr=o["min_lr"])
+        return run.Config(
+            WarmupAnnealingScheduler, max_steps=o["decay_steps"], warmup_steps=o["warmup_steps"], min_lr=o["min_lr"]
+        )
     if style == "constant":
-        return run.Config(WarmupHoldPolicyScheduler, max_steps=s["max_steps"],
-                          warmup_steps=o["warmup_steps"], hold_steps=s["max_steps"],
-                          min_lr=o["min_lr"])
+        return run.Config(
+            WarmupHoldPolicyScheduler,
+            max_steps=s["max_steps"],
+            warmup_steps=o["warmup_steps"],
+            hold_steps=s["max_steps"],
+            min_lr=o["min_lr"],
+        )
     raise SystemExit(f"unsupported lr decay style {style!r}")
 
 
@@ -76,7 +86,9 @@ def build_recipe(s: dict):
 
     module = getattr(llm, RECIPES[s["recipe"]])
     recipe = module.pretrain_recipe(
-        name=s["name"], dir=s["dir"], num_nodes=s["num_nodes"],
+        name=s["name"],
+        dir=s["dir"],
+        num_nodes=s["num_nodes"],
         num_gpus_per_node=s["num_gpus_per_node"],
     )
 
@@ -115,8 +127,12 @@ def build_recipe(s: dict):
         # config the Llama 3.1 recipe uses, so both models reduce gradients alike.
         from megatron.core.distributed import DistributedDataParallelConfig
 
-        strategy.ddp = run.Config(DistributedDataParallelConfig, check_for_nan_in_grad=True,
-                                  grad_reduce_in_fp32=True, average_in_collective=True)
+        strategy.ddp = run.Config(
+            DistributedDataParallelConfig,
+            check_for_nan_in_grad=True,
+            grad_reduce_in_fp32=True,
+            average_in_collective=True,
+        )
     strategy.ddp.overlap_grad_reduce = p["overlap_grad_reduce"]
     strategy.ddp.overlap_param_gather = p["overlap_param_gather"]
     strategy.ddp.use_distributed_optimizer = p["distributed_optimizer"]
@@ -136,8 +152,7 @@ def build_recipe(s: dict):
         trainer.limit_val_batches = validation["batches"]
     trainer.enable_checkpointing = False
     trainer.plugins = precision_plugin(s)
-    recipe.log = run.Config(NeMoLogger, name=s["name"], log_dir=s["dir"], ckpt=None,
-                            tensorboard=None, wandb=None)
+    recipe.log = run.Config(NeMoLogger, name=s["name"], log_dir=s["dir"], ckpt=None, tensorboard=None, wandb=None)
     recipe.resume = None
 
     # Optimizer and learning-rate schedule.
@@ -157,8 +172,9 @@ def build_recipe(s: dict):
 
     # Data: synthetic tokens from a tokenizer of the model's real vocabulary, or a
     # prepared Megatron dataset with the tokenizer it was made with.
-    batch = dict(seq_length=s["seq_length"], micro_batch_size=s["micro_batch_size"],
-                 global_batch_size=s["global_batch_size"])
+    batch = dict(
+        seq_length=s["seq_length"], micro_batch_size=s["micro_batch_size"], global_batch_size=s["global_batch_size"]
+    )
     data = s.get("data")
     if data is None:
         # NeMo's NullTokenizer reports vocab_size + 1 (an EOD token).
@@ -168,8 +184,12 @@ def build_recipe(s: dict):
         from nemo.collections.common.tokenizers.huggingface.auto_tokenizer import AutoTokenizer
 
         recipe.data = run.Config(
-            PreTrainingDataModule, paths=data["paths"], split=data["split"], seed=s["seed"],
-            tokenizer=run.Config(AutoTokenizer, pretrained_model_name=data["tokenizer"]), **batch,
+            PreTrainingDataModule,
+            paths=data["paths"],
+            split=data["split"],
+            seed=s["seed"],
+            tokenizer=run.Config(AutoTokenizer, pretrained_model_name=data["tokenizer"]),
+            **batch,
         )
     add_callbacks(run, recipe, (s.get("profile") or {}).get("callbacks", []))
     return recipe
@@ -243,31 +263,55 @@ def resolve(recipe) -> dict:
         "model_class": recipe.model.config.__fn_or_cls__.__name__,
         "model": {k: _jsonable(v) for k, v in model.items()},
         "optimizer": {k: _jsonable(v) for k, v in optimizer.items()},
-        "lr_scheduler": {"class": sched.__fn_or_cls__.__name__,
-                         **{k: _jsonable(v) for k, v in sched.__arguments__.items()}},
-        "strategy": {k: _jsonable(getattr(strategy, k)) for k in (
-            "tensor_model_parallel_size", "pipeline_model_parallel_size",
-            "context_parallel_size", "sequence_parallel")},
+        "lr_scheduler": {
+            "class": sched.__fn_or_cls__.__name__,
+            **{k: _jsonable(v) for k, v in sched.__arguments__.items()},
+        },
+        "strategy": {
+            k: _jsonable(getattr(strategy, k))
+            for k in (
+                "tensor_model_parallel_size",
+                "pipeline_model_parallel_size",
+                "context_parallel_size",
+                "sequence_parallel",
+            )
+        },
         "ddp": {k: _jsonable(v) for k, v in strategy.ddp.__arguments__.items()},
-        "trainer": {k: _jsonable(getattr(trainer, k)) for k in (
-            "num_nodes", "devices", "max_steps", "log_every_n_steps", "val_check_interval",
-            "limit_val_batches", "num_sanity_val_steps", "enable_checkpointing")},
-        "precision": None if plugin is None else {
-            "class": plugin.__fn_or_cls__.__name__,
-            **{k: _jsonable(v) for k, v in plugin.__arguments__.items()}},
-        "data": {"class": type(data).__name__, "seq_length": data.seq_length,
-                 "micro_batch_size": data.micro_batch_size,
-                 "global_batch_size": data.global_batch_size,
-                 "tokenizer": type(data.tokenizer).__name__ if hasattr(data, "tokenizer") else None,
-                 "tokenizer_vocab_size": getattr(tokenizer, "vocab_size", None),
-                 "paths": _jsonable(recipe.data.__arguments__.get("paths")),
-                 "split": _jsonable(recipe.data.__arguments__.get("split"))},
+        "trainer": {
+            k: _jsonable(getattr(trainer, k))
+            for k in (
+                "num_nodes",
+                "devices",
+                "max_steps",
+                "log_every_n_steps",
+                "val_check_interval",
+                "limit_val_batches",
+                "num_sanity_val_steps",
+                "enable_checkpointing",
+            )
+        },
+        "precision": None
+        if plugin is None
+        else {"class": plugin.__fn_or_cls__.__name__, **{k: _jsonable(v) for k, v in plugin.__arguments__.items()}},
+        "data": {
+            "class": type(data).__name__,
+            "seq_length": data.seq_length,
+            "micro_batch_size": data.micro_batch_size,
+            "global_batch_size": data.global_batch_size,
+            "tokenizer": type(data.tokenizer).__name__ if hasattr(data, "tokenizer") else None,
+            "tokenizer_vocab_size": getattr(tokenizer, "vocab_size", None),
+            "paths": _jsonable(recipe.data.__arguments__.get("paths")),
+            "split": _jsonable(recipe.data.__arguments__.get("split")),
+        },
         "log": {k: _jsonable(v) for k, v in recipe.log.__arguments__.items()},
         "resume": _jsonable(recipe.resume),
         "callbacks": [
-            {"class": getattr(c, "__fn_or_cls__", type(c)).__name__,
-             **{k: _jsonable(v) for k, v in getattr(c, "__arguments__", {}).items()}}
-            for c in (trainer.callbacks or [])],
+            {
+                "class": getattr(c, "__fn_or_cls__", type(c)).__name__,
+                **{k: _jsonable(v) for k, v in getattr(c, "__arguments__", {}).items()},
+            }
+            for c in (trainer.callbacks or [])
+        ],
     }
 
 
@@ -283,13 +327,15 @@ def _has_module(name: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--settings", default=str(Path(__file__).with_name("nemo_settings.json")))
-    parser.add_argument("--dry-run", action="store_true",
-                        help="build the recipe and print it as JSON; do not train")
+    parser.add_argument("--dry-run", action="store_true", help="build the recipe and print it as JSON; do not train")
     args = parser.parse_args(argv)
     lacking = [m for m in ("nemo", "nemo_run", "megatron.core") if not _has_module(m)]
     if lacking:
-        print(f"nemo_pretrain.py: {', '.join(lacking)} not importable in {sys.executable}; "
-              "run inside the NeMo image (docker/nvd.Dockerfile)", file=sys.stderr)
+        print(
+            f"nemo_pretrain.py: {', '.join(lacking)} not importable in {sys.executable}; "
+            "run inside the NeMo image (docker/nvd.Dockerfile)",
+            file=sys.stderr,
+        )
         return 2
     settings = load_settings(args.settings)
     recipe = build_recipe(settings)

@@ -113,9 +113,9 @@ class NemoLogParser:
                 step = _whole(values.pop("global_step"))
             else:
                 step = batch_index
-                fact = self.fact("note.nemo_no_global_step",
-                                 "NeMo lines without global_step: keyed on the batch index",
-                                 lineno)
+                fact = self.fact(
+                    "note.nemo_no_global_step", "NeMo lines without global_step: keyed on the batch index", lineno
+                )
                 if fact is not None:
                     events.append(fact)
             if "train_step_timing in s" in values:
@@ -129,13 +129,9 @@ class NemoLogParser:
             if "consumed_samples" in values:
                 fields["consumed_samples"] = _whole(values.pop("consumed_samples"))
             if "max_memory_reserved" in values:
-                fields["mem_max_reserved_gib"] = (
-                    parse_float(values.pop("max_memory_reserved")) / GIB
-                )
+                fields["mem_max_reserved_gib"] = parse_float(values.pop("max_memory_reserved")) / GIB
             if "max_memory_allocated" in values:
-                fields["mem_max_allocated_gib"] = (
-                    parse_float(values.pop("max_memory_allocated")) / GIB
-                )
+                fields["mem_max_allocated_gib"] = parse_float(values.pop("max_memory_allocated")) / GIB
             if "TFLOPS_per_GPU" in values:
                 reported["tflops_per_gpu"] = parse_float(values.pop("TFLOPS_per_GPU"))
             for key, value in values.items():
@@ -146,15 +142,13 @@ class NemoLogParser:
         step_time = fields.get("step_time_s")
         if step_time is not None and not step_time > 0:
             return [self.issue(lineno, f"train_step_timing is {step_time:g} s; line skipped")]
-        for key, value in (("train_iters", last_index + 1),
-                           ("global_batch_size", fields.get("global_batch_size"))):
+        for key, value in (("train_iters", last_index + 1), ("global_batch_size", fields.get("global_batch_size"))):
             if value is not None and key not in self._facts:
                 fact = self.fact(key, value, lineno)
                 if fact is not None:
                     events.append(fact)
         try:
-            record = IterationRecord(iteration=step + 1, source=self.where(lineno),
-                                     reported=reported, **fields)
+            record = IterationRecord(iteration=step + 1, source=self.where(lineno), reported=reported, **fields)
         except (TypeError, ValueError) as exc:
             return [*events, self.issue(lineno, f"NeMo step line rejected: {exc}")]
         events.append(record)
@@ -184,15 +178,17 @@ class NemoLogParser:
             return []
         times, lineno = self._summary
         events: list[Event] = []
-        fact = self.fact("note.nemo_step_time_list",
-                         f"step times read from the end-of-run list at {self.where(lineno)}; "
-                         "iterations numbered from 1 in list order", lineno)
+        fact = self.fact(
+            "note.nemo_step_time_list",
+            f"step times read from the end-of-run list at {self.where(lineno)}; "
+            "iterations numbered from 1 in list order",
+            lineno,
+        )
         if fact is not None:
             events.append(fact)
         for index, seconds in enumerate(times, 1):
             if seconds > 0:
-                events.append(IterationRecord(iteration=index, step_time_s=seconds,
-                                              source=self.where(lineno)))
+                events.append(IterationRecord(iteration=index, step_time_s=seconds, source=self.where(lineno)))
             else:
                 events.append(self.issue(lineno, f"step {index} has time {seconds:g} s; skipped"))
         return events

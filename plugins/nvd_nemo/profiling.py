@@ -49,7 +49,9 @@ def nemo_window(config: BenchmarkConfig) -> tuple[int, int, ProfileWindow]:
             "(0-based): lower profile.wait/warmup/active or raise benchmark.iterations"
         )
     window = ProfileWindow(
-        first_recorded=start + profile.warmup, last_recorded=end - 1, warmup=profile.warmup,
+        first_recorded=start + profile.warmup,
+        last_recorded=end - 1,
+        warmup=profile.warmup,
         ranks=tuple(profile.ranks),
     )
     return start, end, window
@@ -86,8 +88,9 @@ def nsys_plan(context: LaunchContext) -> ProfilePlan:
         "target": NSYS_CALLBACK,
         "kwargs": {"start_step": start, "end_step": end, "ranks": list(window.ranks), "gen_shape": False},
     }
-    return ProfilePlan(overrides={"callbacks": [callback]},
-                       profiled_iterations=record_iterations(window.excluded), capture_range=True)
+    return ProfilePlan(
+        overrides={"callbacks": [callback]}, profiled_iterations=record_iterations(window.excluded), capture_range=True
+    )
 
 
 def recipe_lines(plan: ProfilePlan, recipe: str = "recipe") -> list[str]:

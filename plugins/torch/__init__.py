@@ -64,6 +64,7 @@ def parse_metrics(backend, lines, source):
 
     return parse_lines(lines, source)
 
+
 # Submodules are not named after hooks (``launch``, ``profile``): importing
 # ``tprimat.plugins.torch.launch`` would rebind this module's ``launch`` hook
 # to the submodule and hide the hook from every later registry.

@@ -41,8 +41,7 @@ def check_supported(config: BenchmarkConfig) -> list[str]:
         )
     if config.training.recompute == "selective":
         raise UnsupportedSetting(
-            "the torch backend recomputes whole decoder layers only: use "
-            "training.recompute = none or full"
+            "the torch backend recomputes whole decoder layers only: use training.recompute = none or full"
         )
     notes = []
     if p.sequence_parallel:
@@ -56,7 +55,10 @@ def profile_plan(context: LaunchContext) -> ProfilePlan:
         args=("--profile-dir", str(context.run_dir / TRACE_DIR)),
         trace_globs=(f"{TRACE_DIR}/*.pt.trace.json", f"{TRACE_DIR}/*.pt.trace.json.gz"),
         profiled_iterations=profiled_iterations(
-            wait=prof.wait, warmup=prof.warmup, active=prof.active, repeat=prof.repeat,
+            wait=prof.wait,
+            warmup=prof.warmup,
+            active=prof.active,
+            repeat=prof.repeat,
             iterations=context.config.benchmark.iterations,
         ),
     )
@@ -74,15 +76,22 @@ def torchrun_argv(context: LaunchContext, python: str | None = None) -> list[str
         argv += ["--standalone", "--nnodes", "1"]
     else:
         argv += [
-            "--nnodes", str(launch.nnodes),
-            "--node-rank", str(context.node_rank),
-            "--master-addr", launch.master_addr,
-            "--master-port", str(launch.master_port),
+            "--nnodes",
+            str(launch.nnodes),
+            "--node-rank",
+            str(context.node_rank),
+            "--master-addr",
+            launch.master_addr,
+            "--master-port",
+            str(launch.master_port),
         ]
     argv += [
-        "--nproc-per-node", str(launch.nproc_per_node),
-        "--log-dir", str(context.run_dir / RANK_LOG_DIR),
-        "--tee", "3",
+        "--nproc-per-node",
+        str(launch.nproc_per_node),
+        "--log-dir",
+        str(context.run_dir / RANK_LOG_DIR),
+        "--tee",
+        "3",
     ]
     return argv
 
@@ -109,8 +118,7 @@ def plan(context: LaunchContext) -> LaunchPlan:
         if available():
             argv += ["--mlperf-log", str(context.run_dir / LOG_NAME)]
         else:
-            missing = ("no MLPerf log: the mlperf-logging package is not installed "
-                       "(pip install 'tprimat[mlperf]')",)
+            missing = ("no MLPerf log: the mlperf-logging package is not installed (pip install 'tprimat[mlperf]')",)
     if context.profile is not None:
         argv += list(context.profile.args)
         env.update(context.profile.env)

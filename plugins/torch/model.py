@@ -55,8 +55,7 @@ def hf_config(spec: ModelSpec, config: BenchmarkConfig) -> Any:
             raise TprimatError(f"{spec.name}: Qwen2ForCausalLM always has QKV bias")
         return transformers.Qwen2Config(**common)
     raise TprimatError(
-        f"{spec.name}: the torch backend builds LlamaForCausalLM or Qwen2ForCausalLM, "
-        f"not {spec.hf_architecture}"
+        f"{spec.name}: the torch backend builds LlamaForCausalLM or Qwen2ForCausalLM, not {spec.hf_architecture}"
     )
 
 

@@ -31,17 +31,36 @@ EVAL_MARKER = "TPRIMAT_EVAL "
 
 #: Fields an iteration line may carry, and the record field each one fills.
 FLOAT_FIELDS = (
-    "step_time_s", "loss", "lr", "grad_norm",
-    "mem_allocated_gib", "mem_max_allocated_gib", "mem_reserved_gib", "mem_max_reserved_gib",
-    "mem_device_used_gib", "mem_device_total_gib", "mem_rss_gib",
+    "step_time_s",
+    "loss",
+    "lr",
+    "grad_norm",
+    "mem_allocated_gib",
+    "mem_max_allocated_gib",
+    "mem_reserved_gib",
+    "mem_max_reserved_gib",
+    "mem_device_used_gib",
+    "mem_device_total_gib",
+    "mem_rss_gib",
 )
 INT_FIELDS = ("global_batch_size", "consumed_samples", "skipped")
 
 #: Start-up facts the trainer states, as LogFact keys.
 INFO_FACTS = (
-    "torch_version", "transformers_version", "world_size", "device_name", "collectives",
-    "strategy", "dtype", "attention", "dataset", "micro_batches_per_rank",
-    "init_time_s", "run_time_s", "run_started_at", "convergence_status",
+    "torch_version",
+    "transformers_version",
+    "world_size",
+    "device_name",
+    "collectives",
+    "strategy",
+    "dtype",
+    "attention",
+    "dataset",
+    "micro_batches_per_rank",
+    "init_time_s",
+    "run_time_s",
+    "run_started_at",
+    "convergence_status",
 )
 
 
@@ -111,7 +130,7 @@ def parse_lines(lines: Iterable[str], source: str) -> Iterator[ParseEvent]:
             at = line.find(marker)
             if at < 0:
                 continue
-            payload = line[at + len(marker):].strip()
+            payload = line[at + len(marker) :].strip()
             try:
                 data = json.loads(payload)
                 if not isinstance(data, dict):

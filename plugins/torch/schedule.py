@@ -37,9 +37,7 @@ def lr_at(
     raise ValueError(f"unknown lr_decay_style {style!r}")
 
 
-def profiled_iterations(
-    *, wait: int, warmup: int, active: int, repeat: int, iterations: int
-) -> tuple[int, ...]:
+def profiled_iterations(*, wait: int, warmup: int, active: int, repeat: int, iterations: int) -> tuple[int, ...]:
     """The iterations (1-based) a torch.profiler schedule records or warms up in.
 
     Warm-up iterations of the profiler already pay its tracing overhead, so

@@ -45,7 +45,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile-dir", help="write torch.profiler traces here")
     parser.add_argument("--mlperf-log", help="write the run's MLPerf log here")
     parser.add_argument(
-        "--fixed-batch", action="store_true",
+        "--fixed-batch",
+        action="store_true",
         help="train on the same mock batches every iteration (checks that the model learns)",
     )
     return parser.parse_args(argv)
@@ -62,8 +63,18 @@ class MockBatches:
     draws its own stream.
     """
 
-    def __init__(self, *, vocab_size: int, micro_batch_size: int, seq_length: int, seed: int,
-                 rank: int, device: Any, fixed: bool = False, micro_batches: int = 1) -> None:
+    def __init__(
+        self,
+        *,
+        vocab_size: int,
+        micro_batch_size: int,
+        seq_length: int,
+        seed: int,
+        rank: int,
+        device: Any,
+        fixed: bool = False,
+        micro_batches: int = 1,
+    ) -> None:
         import torch
 
         self.shape = (micro_batch_size, seq_length + 1)
@@ -77,8 +88,7 @@ class MockBatches:
     def _draw(self) -> Any:
         import torch
 
-        return torch.randint(0, self.vocab_size, self.shape, device=self.device,
-                             generator=self.generator)
+        return torch.randint(0, self.vocab_size, self.shape, device=self.device, generator=self.generator)
 
     def next(self) -> Any:
         self.count += 1
@@ -90,9 +100,19 @@ class MockBatches:
 class DatasetBatches:
     """Micro-batches read from a prepared dataset, each rank its own slice of every global batch."""
 
-    def __init__(self, *, path_prefix: str, micro_batch_size: int, seq_length: int, seed: int,
-                 dp_rank: int, micro_batches: int, global_batch_size: int, device: Any,
-                 samples: Any = None) -> None:
+    def __init__(
+        self,
+        *,
+        path_prefix: str,
+        micro_batch_size: int,
+        seq_length: int,
+        seed: int,
+        dp_rank: int,
+        micro_batches: int,
+        global_batch_size: int,
+        device: Any,
+        samples: Any = None,
+    ) -> None:
         from tprimat.data.sequences import PackedSequences
 
         # ``samples``: the training side of a held-out split (convergence runs)
@@ -177,8 +197,7 @@ def _wrap(model: Any, config: BenchmarkConfig, env: Environment) -> Any:
 
             policy = MixedPrecisionPolicy()
             if config.precision.dtype == "bf16" and env.gpu:
-                policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
-                                              reduce_dtype=torch.float32)
+                policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
             for layer in model.model.layers:
                 fully_shard(layer, mp_policy=policy)
             fully_shard(model, mp_policy=policy)
@@ -186,7 +205,8 @@ def _wrap(model: Any, config: BenchmarkConfig, env: Environment) -> Any:
             from torch.nn.parallel import DistributedDataParallel
 
             model = DistributedDataParallel(
-                model, device_ids=[env.local_rank] if env.gpu else None,
+                model,
+                device_ids=[env.local_rank] if env.gpu else None,
                 gradient_as_bucket_view=True,
             )
     if config.kernels.compile:
@@ -203,10 +223,8 @@ def _optimizer(model: Any, config: BenchmarkConfig, env: Environment) -> Any:
         if parameter.requires_grad:
             # Norm weights and biases are not decayed (as Megatron does).
             (decay if parameter.ndim >= 2 else no_decay).append(parameter)
-    groups = [{"params": decay, "weight_decay": t.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.adam_beta1, t.adam_beta2),
-                             eps=t.adam_eps, fused=env.gpu)
+    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.adam_beta1, t.adam_beta2), eps=t.adam_eps, fused=env.gpu)
 
 
 def _attention_context(config: BenchmarkConfig, env: Environment) -> Any:
@@ -258,14 +276,11 @@ def _profiler(config: BenchmarkConfig, env: Environment, directory: str | None) 
         activities.append(torch.profiler.ProfilerActivity.CUDA)
 
     def write_trace(prof: Any) -> None:
-        prof.export_chrome_trace(
-            str(Path(directory) / f"rank{env.rank}.step{prof.step_num}.pt.trace.json")
-        )
+        prof.export_chrome_trace(str(Path(directory) / f"rank{env.rank}.step{prof.step_num}.pt.trace.json"))
 
     return torch.profiler.profile(
         activities=activities,
-        schedule=torch.profiler.schedule(wait=p.wait, warmup=p.warmup, active=p.active,
-                                         repeat=p.repeat),
+        schedule=torch.profiler.schedule(wait=p.wait, warmup=p.warmup, active=p.active, repeat=p.repeat),
         on_trace_ready=write_trace,
     )
 
@@ -273,8 +288,7 @@ def _profiler(config: BenchmarkConfig, env: Environment, directory: str | None) 
 # -- the loop -----------------------------------------------------------------------------
 
 
-def train(config: BenchmarkConfig, args: argparse.Namespace,
-          emit: Any = None) -> Iterator[dict[str, Any]]:
+def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -> Iterator[dict[str, Any]]:
     """Run the configured iterations; yield each iteration's measurements (on every rank)."""
     import torch
     import torch.nn.functional as F
@@ -286,8 +300,9 @@ def train(config: BenchmarkConfig, args: argparse.Namespace,
     if config.convergence.enabled or args.mlperf_log:  # MLPerf init_start: the init clock starts
         from tprimat.plugins.torch.evaluate import ConvergenceRun
 
-        convergence = ConvergenceRun(config, rank=int(os.environ.get("RANK", "0")), emit=emit,
-                                     mlperf_path=args.mlperf_log)
+        convergence = ConvergenceRun(
+            config, rank=int(os.environ.get("RANK", "0")), emit=emit, mlperf_path=args.mlperf_log
+        )
     env = Environment()
     try:
         if env.world_size != config.world_size:
@@ -310,43 +325,59 @@ def train(config: BenchmarkConfig, args: argparse.Namespace,
             from tprimat.plugins.torch.evaluate import begin_run
 
             iterations = convergence.iterations
-            train_samples = begin_run(convergence, config, data_prefix=args.data_prefix,
-                                      config_name=Path(args.config).name, env=env)
+            train_samples = begin_run(
+                convergence, config, data_prefix=args.data_prefix, config_name=Path(args.config).name, env=env
+            )
         if args.data_prefix:
             batches: Any = DatasetBatches(
-                path_prefix=args.data_prefix, micro_batch_size=t.micro_batch_size,
-                seq_length=t.seq_length, seed=config.benchmark.seed, dp_rank=env.rank,
-                micro_batches=micro_batches, global_batch_size=t.global_batch_size,
-                device=env.device, samples=train_samples,
+                path_prefix=args.data_prefix,
+                micro_batch_size=t.micro_batch_size,
+                seq_length=t.seq_length,
+                seed=config.benchmark.seed,
+                dp_rank=env.rank,
+                micro_batches=micro_batches,
+                global_batch_size=t.global_batch_size,
+                device=env.device,
+                samples=train_samples,
             )
         else:
             batches = MockBatches(
-                vocab_size=spec.vocab_size, micro_batch_size=t.micro_batch_size,
-                seq_length=t.seq_length, seed=config.benchmark.seed, rank=env.rank,
-                device=env.device, fixed=args.fixed_batch, micro_batches=micro_batches,
+                vocab_size=spec.vocab_size,
+                micro_batch_size=t.micro_batch_size,
+                seq_length=t.seq_length,
+                seed=config.benchmark.seed,
+                rank=env.rank,
+                device=env.device,
+                fixed=args.fixed_batch,
+                micro_batches=micro_batches,
             )
         use_bf16 = config.precision.dtype == "bf16"
-        autocast = (torch.autocast(env.device.type, dtype=torch.bfloat16) if use_bf16
-                    else contextlib.nullcontext())
+        autocast = torch.autocast(env.device.type, dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
         profiled = set()
         if args.profile_dir:
             p = config.profile
-            profiled = set(profiled_iterations(wait=p.wait, warmup=p.warmup, active=p.active,
-                                               repeat=p.repeat,
-                                               iterations=iterations))
+            profiled = set(
+                profiled_iterations(
+                    wait=p.wait, warmup=p.warmup, active=p.active, repeat=p.repeat, iterations=iterations
+                )
+            )
         if env.rank == 0:
-            emit(format_info({
-                "torch_version": torch.__version__,
-                "transformers_version": metadata.version("transformers"),
-                "world_size": env.world_size,
-                "device_name": torch.cuda.get_device_name(env.device) if env.gpu else "cpu",
-                "collectives": _collectives_version(env),
-                "strategy": config.parallel.strategy if env.distributed else "single process",
-                "dtype": "bf16 autocast" if use_bf16 else "fp32",
-                "attention": model_attention(config, env),
-                "dataset": args.data_prefix or "mock",
-                "micro_batches_per_rank": micro_batches,
-            }))
+            emit(
+                format_info(
+                    {
+                        "torch_version": torch.__version__,
+                        "transformers_version": metadata.version("transformers"),
+                        "world_size": env.world_size,
+                        "device_name": torch.cuda.get_device_name(env.device) if env.gpu else "cpu",
+                        "collectives": _collectives_version(env),
+                        "strategy": config.parallel.strategy if env.distributed else "single process",
+                        "dtype": "bf16 autocast" if use_bf16 else "fp32",
+                        "attention": model_attention(config, env),
+                        "dataset": args.data_prefix or "mock",
+                        "micro_batches_per_rank": micro_batches,
+                    }
+                )
+            )
         no_sync = getattr(model, "no_sync", None)
         set_sync = getattr(model, "set_requires_gradient_sync", None)
         clip = t.clip_grad if t.clip_grad > 0 else math.inf
@@ -354,8 +385,14 @@ def train(config: BenchmarkConfig, args: argparse.Namespace,
         loss_sum = torch.zeros((), device=env.device)
         with _profiler(config, env, args.profile_dir) as prof, _attention_context(config, env):
             for iteration in range(1, iterations + 1):
-                lr = lr_at(iteration, lr=t.lr, min_lr=t.min_lr, warmup=t.lr_warmup_iterations,
-                           decay_iterations=decay_iterations, style=t.lr_decay_style)
+                lr = lr_at(
+                    iteration,
+                    lr=t.lr,
+                    min_lr=t.min_lr,
+                    warmup=t.lr_warmup_iterations,
+                    decay_iterations=decay_iterations,
+                    style=t.lr_decay_style,
+                )
                 if env.gpu:
                     torch.cuda.reset_peak_memory_stats(env.device)
                 start = time.perf_counter()
@@ -371,8 +408,7 @@ def train(config: BenchmarkConfig, args: argparse.Namespace,
                     with sync:
                         with autocast:
                             logits = model(input_ids=tokens[:, :-1]).logits
-                        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
-                                               tokens[:, 1:].reshape(-1))
+                        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
                         (loss / micro_batches).backward()
                     loss_sum += loss.detach()
                 grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
@@ -404,8 +440,7 @@ def train(config: BenchmarkConfig, args: argparse.Namespace,
                     emit(format_iteration(values))
                 if prof is not None and hasattr(prof, "step"):
                     prof.step()
-                stop = convergence is not None and convergence.after_iteration(
-                    iteration, model, autocast)
+                stop = convergence is not None and convergence.after_iteration(iteration, model, autocast)
                 yield values
                 if stop:
                     break
@@ -427,7 +462,7 @@ def model_attention(config: BenchmarkConfig, env: Environment) -> str:
 def _parent_of(pid: int) -> int | None:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat[stat.rindex(")") + 2:].split()[1])
+        return int(stat[stat.rindex(")") + 2 :].split()[1])
     except (OSError, ValueError, IndexError):
         return None
 

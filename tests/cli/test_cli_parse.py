@@ -31,8 +31,7 @@ def test_summary_table_detection_and_result_file(tmp_path):
 
 
 def test_json_output_is_the_result_and_nothing_else():
-    result = run("--backend", "nvd_nemo", str(CELL14), "--json", "--seq-length", "2048",
-                 "--model", "llama3.1-8b")
+    result = run("--backend", "nvd_nemo", str(CELL14), "--json", "--seq-length", "2048", "--model", "llama3.1-8b")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["run"]["backend"] == "nvd_nemo"
@@ -55,8 +54,7 @@ def test_unrelated_and_empty_files_give_one_line_and_exit_2(tmp_path):
 
 def test_config_mismatch_and_recorded_override(tmp_path):
     config = tmp_path / "bench.toml"
-    config.write_text("[training]\nglobal_batch_size = 64\nseq_length = 2048\n"
-                      "[launch]\nnproc_per_node = 1\n")
+    config.write_text("[training]\nglobal_batch_size = 64\nseq_length = 2048\n[launch]\nnproc_per_node = 1\n")
     result = run(str(FULL15), "--config", str(config))
     assert result.exit_code == 2
     assert "64" in result.stderr and "80" in result.stderr
@@ -67,8 +65,16 @@ def test_config_mismatch_and_recorded_override(tmp_path):
 
 
 def test_set_overrides_work_like_config_show_and_world_size_needs_the_launch_keys():
-    result = run(str(FULL15), "--set", "training.global_batch_size=80",
-                 "--set", "launch.nproc_per_node=1", "--seq-length", "2048", "--json")
+    result = run(
+        str(FULL15),
+        "--set",
+        "training.global_batch_size=80",
+        "--set",
+        "launch.nproc_per_node=1",
+        "--seq-length",
+        "2048",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["config"]["config_fingerprint"].startswith("sha256:")

@@ -42,9 +42,20 @@ def test_listed_in_help():
 
 def test_prepare_local_file_json(setup):
     tmp_path, tokenizer, source = setup
-    args = ["prepare-data", "--input", str(source), "--model", "qwen2.5-tiny",
-            "--tokenizer", str(tokenizer), "--output", str(tmp_path / "data"),
-            "--workers", "1", "--json"]
+    args = [
+        "prepare-data",
+        "--input",
+        str(source),
+        "--model",
+        "qwen2.5-tiny",
+        "--tokenizer",
+        str(tokenizer),
+        "--output",
+        str(tmp_path / "data"),
+        "--workers",
+        "1",
+        "--json",
+    ]
     result = invoke(*args)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
@@ -61,9 +72,22 @@ def test_prepare_local_file_json(setup):
 
 def test_prepare_shows_steps_and_table(setup):
     tmp_path, tokenizer, source = setup
-    result = CliRunner().invoke(cli, ["prepare-data", "--input", str(source), "--model",
-                                      "llama3.1-tiny", "--tokenizer", str(tokenizer), "--output",
-                                      str(tmp_path / "out"), "--workers", "1"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "prepare-data",
+            "--input",
+            str(source),
+            "--model",
+            "llama3.1-tiny",
+            "--tokenizer",
+            str(tokenizer),
+            "--output",
+            str(tmp_path / "out"),
+            "--workers",
+            "1",
+        ],
+    )
     assert result.exit_code == 0, result.output
     for step in ("fetch", "clean", "tokenize", "write", "verify", "fingerprint"):
         assert step in result.output
@@ -75,8 +99,10 @@ def test_prepare_shows_steps_and_table(setup):
     [
         (["--model", "llama3.1-tiny"], "exactly one of --dataset"),
         (["--model", "nope", "--input", "{src}"], "unknown model 'nope'"),
-        (["--model", "llama3.1-tiny", "--input", "{src}", "--tokenizer", "{tmp}/nothing/here"],
-         "neither a directory nor a hub id"),
+        (
+            ["--model", "llama3.1-tiny", "--input", "{src}", "--tokenizer", "{tmp}/nothing/here"],
+            "neither a directory nor a hub id",
+        ),
     ],
 )
 def test_errors_are_one_line(setup, args, message):
@@ -91,17 +117,31 @@ def test_errors_are_one_line(setup, args, message):
 def test_gated_tokenizer_offline_is_a_clear_error(setup, monkeypatch):
     tmp_path, _, source = setup
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
-    result = CliRunner().invoke(cli, ["prepare-data", "--input", str(source), "--model",
-                                      "llama3.1-8b", "--output", str(tmp_path / "d")])
+    result = CliRunner().invoke(
+        cli, ["prepare-data", "--input", str(source), "--model", "llama3.1-8b", "--output", str(tmp_path / "d")]
+    )
     assert result.exit_code == 2
     assert "meta-llama/Llama-3.1-8B" in result.output and "offline" in result.output
 
 
 def test_check_mode(setup):
     tmp_path, tokenizer, source = setup
-    made = json.loads(invoke("prepare-data", "--input", str(source), "--model", "llama3.1-tiny",
-                             "--tokenizer", str(tokenizer), "--output", str(tmp_path / "data"),
-                             "--workers", "1", "--json").output)
+    made = json.loads(
+        invoke(
+            "prepare-data",
+            "--input",
+            str(source),
+            "--model",
+            "llama3.1-tiny",
+            "--tokenizer",
+            str(tokenizer),
+            "--output",
+            str(tmp_path / "data"),
+            "--workers",
+            "1",
+            "--json",
+        ).output
+    )
     result = invoke("prepare-data", "--check", made["directory"], "--json")
     assert result.exit_code == 0
     assert json.loads(result.output)["fingerprint"] == made["fingerprint"]

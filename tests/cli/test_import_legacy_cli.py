@@ -16,9 +16,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "legacy"
 def test_import_legacy_writes_valid_results(tmp_path):
     files = sorted(str(p) for p in FIXTURES.glob("*.json"))
     out = tmp_path / "imported"
-    result = CliRunner().invoke(
-        cli, ["import-legacy", *files, "-o", str(out), "--precision", "bf16", "--json"]
-    )
+    result = CliRunner().invoke(cli, ["import-legacy", *files, "-o", str(out), "--precision", "bf16", "--json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)["imported"]
     assert len(rows) == 3
@@ -34,9 +32,7 @@ def test_import_legacy_writes_valid_results(tmp_path):
 
 def test_import_legacy_table_and_warmup_option(tmp_path):
     path = str(FIXTURES / "output__benchmark_cuda_llama.627dfac.json")
-    result = CliRunner().invoke(
-        cli, ["import-legacy", path, "-o", str(tmp_path), "--warmup-iterations", "1"]
-    )
+    result = CliRunner().invoke(cli, ["import-legacy", path, "-o", str(tmp_path), "--warmup-iterations", "1"])
     assert result.exit_code == 0, result.output
     assert "Imported legacy results" in result.output
     loaded = load_result(next(tmp_path.glob("*.json")))
@@ -56,6 +52,14 @@ def test_import_legacy_refuses_two_inputs_with_one_output_name(tmp_path):
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         (tmp_path / name / source.name).write_bytes(source.read_bytes())
-    result = CliRunner().invoke(cli, ["import-legacy", str(tmp_path / "a" / source.name),
-                                      str(tmp_path / "b" / source.name), "-o", str(tmp_path / "o")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "import-legacy",
+            str(tmp_path / "a" / source.name),
+            str(tmp_path / "b" / source.name),
+            "-o",
+            str(tmp_path / "o"),
+        ],
+    )
     assert result.exit_code == 2 and "would both be written to" in result.output

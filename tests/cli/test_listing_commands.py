@@ -33,8 +33,12 @@ def test_backends_json_lists_builtins_with_honest_status():
     result = invoke("backends", "--json")
     data = json.loads(result.output)
     by_name = {b["name"]: b for b in data["backends"]}
-    for name, platform in [("amd_primus", "amd"), ("amd_megatron", "amd"),
-                           ("nvd_nemo", "nvidia"), ("nvd_megatron", "nvidia")]:
+    for name, platform in [
+        ("amd_primus", "amd"),
+        ("amd_megatron", "amd"),
+        ("nvd_nemo", "nvidia"),
+        ("nvd_megatron", "nvidia"),
+    ]:
         entry = by_name[name]
         assert entry["platform"] == platform and entry["distribution"] == "tprimat"
         assert entry["status"].split(":")[0] in {"available", "missing", "error"}
@@ -80,8 +84,7 @@ def test_detect_uses_the_registry_hook():
 
         @hookimpl
         def detect_platform(self):
-            return PlatformInfo(platform="amd", device_name="AMD Instinct MI300X", device_count=8,
-                                notes=("fake",))
+            return PlatformInfo(platform="amd", device_name="AMD Instinct MI300X", device_count=8, notes=("fake",))
 
     registry.register(FakeGPU(), name="fake")
     data = json.loads(invoke("detect", "--json", registry=registry).output)
@@ -101,16 +104,22 @@ def test_config_show_and_errors(tmp_path):
 
 
 def _run_cli(*args: str) -> subprocess.CompletedProcess:
-    code = ("import sys; from tprimat.cli import main; sys.argv = ['tprimat', *sys.argv[1:]];\n"
-            "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
-            "heavy = [m for m in ('torch', 'numpy', 'transformers', 'matplotlib', 'megatron', 'nemo')"
-            " if m in sys.modules]\nprint('HEAVY=' + ','.join(heavy), file=sys.stderr)")
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          check=False, env={**os.environ, "COLUMNS": "200"})
+    code = (
+        "import sys; from tprimat.cli import main; sys.argv = ['tprimat', *sys.argv[1:]];\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+        "heavy = [m for m in ('torch', 'numpy', 'transformers', 'matplotlib', 'megatron', 'nemo')"
+        " if m in sys.modules]\nprint('HEAVY=' + ','.join(heavy), file=sys.stderr)"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
-@pytest.mark.parametrize("args", [("backends",), ("backends", "--json"), ("plugins", "--json"),
-                                  ("--help",)])
+@pytest.mark.parametrize("args", [("backends",), ("backends", "--json"), ("plugins", "--json"), ("--help",)])
 def test_listing_never_imports_heavy_packages(args):
     done = _run_cli(*args)
     assert done.returncode == 0, done.stderr
@@ -120,6 +129,5 @@ def test_listing_never_imports_heavy_packages(args):
 def test_backends_starts_fast():
     _run_cli("backends", "--json")  # warm the file cache
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "tprimat.cli", "backends", "--json"],
-                   capture_output=True, check=True)
+    subprocess.run([sys.executable, "-m", "tprimat.cli", "backends", "--json"], capture_output=True, check=True)
     assert time.perf_counter() - start < 0.5

@@ -10,9 +10,27 @@ from click.testing import CliRunner
 from tprimat.cli import COMMANDS, cli
 from tprimat.microbench import latest_for_device
 
-TINY = ["--model", "llama3.1-tiny", "--seq-length", "32", "--micro-batch-size", "1", "--warmup", "1",
-        "--iterations", "2", "--sweep-radius", "0", "--window", "8", "--flush-mib", "0.0625",
-        "--device", "cpu", "--quiet"]
+TINY = [
+    "--model",
+    "llama3.1-tiny",
+    "--seq-length",
+    "32",
+    "--micro-batch-size",
+    "1",
+    "--warmup",
+    "1",
+    "--iterations",
+    "2",
+    "--sweep-radius",
+    "0",
+    "--window",
+    "8",
+    "--flush-mib",
+    "0.0625",
+    "--device",
+    "cpu",
+    "--quiet",
+]
 
 
 def test_command_is_registered():
@@ -25,17 +43,22 @@ def test_command_is_registered():
 
 
 def test_cli_module_imports_without_torch():
-    code = ("import sys, tprimat.microbench, tprimat.cli.microbench, tprimat.microbench.runner; "
-            "assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys, tprimat.microbench, tprimat.cli.microbench, tprimat.microbench.runner; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["gemm", "--model", "gpt-5"], "unknown model 'gpt-5'"),
-    (["gemm", "--model", "llama3.1-8b", "--tp", "3"], "not divisible by tensor parallel size 3"),
-    (["gemm", "--dtype", "bf16,int4"], "unknown dtype 'int4'"),
-    (["matmul"], "Invalid value"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["gemm", "--model", "gpt-5"], "unknown model 'gpt-5'"),
+        (["gemm", "--model", "llama3.1-8b", "--tp", "3"], "not divisible by tensor parallel size 3"),
+        (["gemm", "--dtype", "bf16,int4"], "unknown dtype 'int4'"),
+        (["matmul"], "Invalid value"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_code_2(args, message, tmp_path):
     result = CliRunner().invoke(cli, ["microbench", *args, "-o", str(tmp_path)])
     assert result.exit_code == 2
@@ -46,8 +69,7 @@ def test_bad_input_is_one_line_and_exit_code_2(args, message, tmp_path):
 
 @pytest.mark.torch
 def test_json_output_is_the_saved_document(tmp_path):
-    result = CliRunner().invoke(cli, ["microbench", "all", *TINY, "--dtype", "bf16,fp8", "--json",
-                                      "-o", str(tmp_path)])
+    result = CliRunner().invoke(cli, ["microbench", "all", *TINY, "--dtype", "bf16,fp8", "--json", "-o", str(tmp_path)])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     saved = list(tmp_path.glob("microbench-*.json"))
@@ -61,14 +83,23 @@ def test_json_output_is_the_saved_document(tmp_path):
 
 @pytest.mark.torch
 def test_table_output(tmp_path):
-    result = CliRunner().invoke(cli, ["microbench", "all", *TINY, "--dtype", "bf16,fp8",
-                                      "-o", str(tmp_path)],
-                                env={"COLUMNS": "200"})
+    result = CliRunner().invoke(
+        cli, ["microbench", "all", *TINY, "--dtype", "bf16,fp8", "-o", str(tmp_path)], env={"COLUMNS": "200"}
+    )
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "llama3.1-tiny GEMMs (TP 1, 32 tokens)" in out
-    for cell in ("qkv", "mlp_down", "bwd_weight", "matmul bf16", "linear+bias bf16",
-                 "32 x 256 x 128", "Maximum achievable matmul", "Attention", "sliding"):
+    for cell in (
+        "qkv",
+        "mlp_down",
+        "bwd_weight",
+        "matmul bf16",
+        "linear+bias bf16",
+        "32 x 256 x 128",
+        "Maximum achievable matmul",
+        "Attention",
+        "sliding",
+    ):
         assert cell in out, cell
     assert "MAMF bf16:" in out and "no datasheet peak" in out
     assert "F.linear vs torch.matmul bf16" in out
@@ -79,11 +110,33 @@ def test_table_output(tmp_path):
 @pytest.mark.torch
 def test_no_save_and_config_defaults(tmp_path):
     config = tmp_path / "bench.toml"
-    config.write_text('[benchmark]\nmodel = "qwen2.5-tiny"\n[training]\nseq_length = 16\n'
-                      "[parallel]\ntensor = 2\n[launch]\nnproc_per_node = 2\n")
-    args = ["microbench", "gemm", "--config", str(config), "--iterations", "1", "--warmup", "0",
-            "--sweep-radius", "0", "--flush-mib", "0", "--device", "cpu", "--dtype", "bf16",
-            "--quiet", "--no-save", "--json", "-o", str(tmp_path / "out")]
+    config.write_text(
+        '[benchmark]\nmodel = "qwen2.5-tiny"\n[training]\nseq_length = 16\n'
+        "[parallel]\ntensor = 2\n[launch]\nnproc_per_node = 2\n"
+    )
+    args = [
+        "microbench",
+        "gemm",
+        "--config",
+        str(config),
+        "--iterations",
+        "1",
+        "--warmup",
+        "0",
+        "--sweep-radius",
+        "0",
+        "--flush-mib",
+        "0",
+        "--device",
+        "cpu",
+        "--dtype",
+        "bf16",
+        "--quiet",
+        "--no-save",
+        "--json",
+        "-o",
+        str(tmp_path / "out"),
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
@@ -96,8 +149,7 @@ def test_no_save_and_config_defaults(tmp_path):
 
 def test_without_torch_the_error_says_how_to_get_it(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
-    result = CliRunner().invoke(cli, ["microbench", "gemm", "--model", "llama3.1-tiny",
-                                      "-o", str(tmp_path)])
+    result = CliRunner().invoke(cli, ["microbench", "gemm", "--model", "llama3.1-tiny", "-o", str(tmp_path)])
     assert result.exit_code == 2
     assert "microbench needs torch" in result.output and "ml extra" in result.output
     assert not list(tmp_path.iterdir())
@@ -141,8 +193,14 @@ def test_planned_cases_count_every_timed_case():
     from tprimat.microbench.runner import plan_shapes, planned_cases
     from tprimat.settings.models import get_model
 
-    shapes, sweep = plan_shapes(get_model("llama3.1-tiny"), seq_length=256, micro_batch_size=2,
-                                tensor_parallel=1, sweep_step=256, sweep_radius=0)
+    shapes, sweep = plan_shapes(
+        get_model("llama3.1-tiny"),
+        seq_length=256,
+        micro_batch_size=2,
+        tensor_parallel=1,
+        sweep_step=256,
+        sweep_radius=0,
+    )
     fwd = len([s for s in shapes if s.pass_ == "fwd"])
     per_dtype = 3 * fwd + (len(shapes) - fwd)  # matmul, linear, linear+bias forward; matmul otherwise
     assert planned_cases("gemm", shapes, ["fp32"], fp8=False, flash_attn=False) == per_dtype

@@ -15,8 +15,16 @@ from tprimat.cli import cli
 from tprimat.result.schema import load_result
 from tprimat.running.sysprof import wrap_torchrun
 
-SHORT = ["--set", "training.seq_length=64", "--set", "training.global_batch_size=2",
-         "--set", "training.micro_batch_size=1", "--set", "monitor.enabled=false"]
+SHORT = [
+    "--set",
+    "training.seq_length=64",
+    "--set",
+    "training.global_batch_size=2",
+    "--set",
+    "training.micro_batch_size=1",
+    "--set",
+    "monitor.enabled=false",
+]
 
 
 def invoke(*args: str, env: dict[str, str] | None = None):
@@ -30,8 +38,21 @@ def command_line(output: str) -> list[str]:
 
 @pytest.mark.parametrize("tool, marker", [("nsys", "--output="), ("rocprofv3", "--")])
 def test_dry_run_shows_the_workers_wrapped_and_the_analysis_that_follows(tmp_path, tool, marker):
-    out = invoke("profile", "--backend", "torch", "--nproc-per-node", "2", "--output", str(tmp_path),
-                 "--run-id", "p", "--system-profiler", tool, "--dry-run", *SHORT)
+    out = invoke(
+        "profile",
+        "--backend",
+        "torch",
+        "--nproc-per-node",
+        "2",
+        "--output",
+        str(tmp_path),
+        "--run-id",
+        "p",
+        "--system-profiler",
+        tool,
+        "--dry-run",
+        *SHORT,
+    )
     assert out.exit_code == 0, out.output
     run_dir = tmp_path / "p"
     argv = command_line(out.output)
@@ -40,10 +61,14 @@ def test_dry_run_shows_the_workers_wrapped_and_the_analysis_that_follows(tmp_pat
     no_python = argv.index("--no-python")
     assert argv[no_python + 1] == tool
     worker = argv.index("tprimat.plugins.torch.train")
-    assert argv[worker - 3:worker] == [sys.executable, "-u", "-m"]
+    assert argv[worker - 3 : worker] == [sys.executable, "-u", "-m"]
     assert any(a.startswith(marker) for a in argv[no_python:worker])
-    assert argv[worker + 1:] == ["--config", str(run_dir / "config.toml"),
-                                 "--profile-dir", str(run_dir / "torch_profile")]
+    assert argv[worker + 1 :] == [
+        "--config",
+        str(run_dir / "config.toml"),
+        "--profile-dir",
+        str(run_dir / "torch_profile"),
+    ]
     assert f"one report per rank in {run_dir / 'sysprof'}" in out.output
     assert "profiled iterations (left out of statistics): 3, 4, 5" in out.output
     assert out.output.rstrip().endswith(f"## then\ntprimat trace analyze {run_dir / 'traces'}/")
@@ -51,10 +76,20 @@ def test_dry_run_shows_the_workers_wrapped_and_the_analysis_that_follows(tmp_pat
 
 
 def test_run_dry_run_with_a_system_profiler_is_the_wrapped_plan(tmp_path):
-    plain = invoke("run", "--backend", "torch", "--output", str(tmp_path), "--run-id", "r",
-                   "--dry-run", *SHORT)
-    wrapped = invoke("run", "--backend", "torch", "--output", str(tmp_path), "--run-id", "r",
-                     "--system-profiler", "nsys", "--dry-run", *SHORT)
+    plain = invoke("run", "--backend", "torch", "--output", str(tmp_path), "--run-id", "r", "--dry-run", *SHORT)
+    wrapped = invoke(
+        "run",
+        "--backend",
+        "torch",
+        "--output",
+        str(tmp_path),
+        "--run-id",
+        "r",
+        "--system-profiler",
+        "nsys",
+        "--dry-run",
+        *SHORT,
+    )
     from tprimat.running.prepare import SYSPROF_DIR
     from tprimat.running.sysprof import SystemProfiler, nsys_prefix
 
@@ -98,9 +133,25 @@ def test_stand_in_profiler_wraps_each_worker_not_a_shell(tmp_path, tool):
     stand_in.write_text(STAND_IN.format(python=sys.executable, tool=tool))
     stand_in.chmod(stand_in.stat().st_mode | stat.S_IXUSR)
     env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "STAND_IN_RECORDS": str(records)}
-    out = invoke("run", "--backend", "torch", "--nproc-per-node", "2", "--iterations", "3",
-                 "--output", str(tmp_path / "runs"), "--run-id", "s", "--system-profiler", tool,
-                 "--set", 'parallel.strategy="ddp"', *SHORT, env=env)
+    out = invoke(
+        "run",
+        "--backend",
+        "torch",
+        "--nproc-per-node",
+        "2",
+        "--iterations",
+        "3",
+        "--output",
+        str(tmp_path / "runs"),
+        "--run-id",
+        "s",
+        "--system-profiler",
+        tool,
+        "--set",
+        'parallel.strategy="ddp"',
+        *SHORT,
+        env=env,
+    )
     assert out.exit_code == 0, out.output
     run_dir = tmp_path / "runs" / "s"
     result = load_result(run_dir / "result.json")
@@ -128,15 +179,14 @@ def test_profile_collects_real_cpu_traces_and_analyses_them_consistently(profile
     output = profiled_torch_cpu_runs.two_output
     traces = run_dir / "traces"
     assert sorted(p.name for p in traces.iterdir()) == ["rank-0.pt.trace.json", "rank-1.pt.trace.json"]
-    analysis = output[output.index("## trace analysis"):]
+    analysis = output[output.index("## trace analysis") :]
     assert "rank-0.pt.trace.json — rank 0" in analysis and "rank-1.pt.trace.json — rank 1" in analysis
     assert analysis.count("no GPU activity in this trace") == 2
 
     result = load_result(run_dir / "result.json")
     assert [r.iteration for r in result.iterations if r.profiled] == [2, 3, 4]
     assert result.summary.measured_iterations == 2  # 5 and 6: 1-2 are warm-up, 2-4 profiled
-    assert {"traces/rank-0.pt.trace.json", "traces/rank-1.pt.trace.json"} <= set(
-        result.provenance.inputs)
+    assert {"traces/rank-0.pt.trace.json", "traces/rank-1.pt.trace.json"} <= set(result.provenance.inputs)
 
     done = invoke("trace", "analyze", str(traces), "--steps", "2:3", "--json")
     assert done.exit_code == 0, done.output
@@ -163,36 +213,46 @@ def test_nsys_records_only_the_window_where_the_backend_opens_a_cuda_profiler_ra
     fake_megatron.mkdir()
     (fake_megatron / "pretrain_gpt.py").write_text("")
     env = {"MEGATRON_PATH": str(fake_megatron)}
-    common = ["--model", "llama3.1-8b", "--output", str(tmp_path / "runs"), "--dry-run",
-              "--set", "benchmark.iterations=20"]
-    megatron = invoke("run", "--backend", "nvd_megatron", "--run-id", "m", "--system-profiler",
-                      "nsys", *common, env=env)
+    common = [
+        "--model",
+        "llama3.1-8b",
+        "--output",
+        str(tmp_path / "runs"),
+        "--dry-run",
+        "--set",
+        "benchmark.iterations=20",
+    ]
+    megatron = invoke(
+        "run", "--backend", "nvd_megatron", "--run-id", "m", "--system-profiler", "nsys", *common, env=env
+    )
     assert megatron.exit_code == 0, megatron.output
     argv = command_line(megatron.output)
     assert "--capture-range=cudaProfilerApi" in argv and "--capture-range-end=stop" in argv
     # Megatron-LM's --profile without --use-pytorch-profiler opens the CUDA profiler range.
     start = argv.index("--profile-step-start")
-    assert argv[start:start + 4] == ["--profile-step-start", "4", "--profile-step-end", "6"]
+    assert argv[start : start + 4] == ["--profile-step-start", "4", "--profile-step-end", "6"]
     assert "--profile" in argv and "--use-pytorch-profiler" not in argv
     assert "profiled iterations (left out of statistics): 3, 4, 5, 6" in megatron.output
 
-    nemo = invoke("run", "--backend", "nvd_nemo", "--run-id", "n", "--system-profiler", "nsys",
-                  *common)
+    nemo = invoke("run", "--backend", "nvd_nemo", "--run-id", "n", "--system-profiler", "nsys", *common)
     assert nemo.exit_code == 0, nemo.output
     assert "--capture-range=cudaProfilerApi" in command_line(nemo.output)
     settings = nemo.output.split("--- nemo_settings.json\n", 1)[1].split("\n---", 1)[0]
     callbacks = json.loads(settings.split("\n## ", 1)[0])["profile"]["callbacks"]
-    assert callbacks == [{"target": "nemo.lightning.pytorch.callbacks.NsysCallback",
-                          "kwargs": {"start_step": 2, "end_step": 5, "ranks": [0],
-                                     "gen_shape": False}}]
+    assert callbacks == [
+        {
+            "target": "nemo.lightning.pytorch.callbacks.NsysCallback",
+            "kwargs": {"start_step": 2, "end_step": 5, "ranks": [0], "gen_shape": False},
+        }
+    ]
 
     # With the torch profiler on, its traces are kept and nsys records the whole worker.
-    both = invoke("run", "--backend", "nvd_megatron", "--run-id", "b", "--profile",
-                  "--system-profiler", "nsys", *common, env=env)
+    both = invoke(
+        "run", "--backend", "nvd_megatron", "--run-id", "b", "--profile", "--system-profiler", "nsys", *common, env=env
+    )
     argv = command_line(both.output)
     assert "--use-pytorch-profiler" in argv
     assert not any(a.startswith("--capture-range") for a in argv)
     # rocprofv3 has no capture range: the torch backend's profile plan is not used for it.
-    rocprof = invoke("run", "--backend", "torch", "--run-id", "t", "--system-profiler",
-                     "rocprofv3", *common)
+    rocprof = invoke("run", "--backend", "torch", "--run-id", "t", "--system-profiler", "rocprofv3", *common)
     assert "--profile-dir" not in command_line(rocprof.output)

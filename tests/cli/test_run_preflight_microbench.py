@@ -20,13 +20,24 @@ from tprimat.running.manifest import load_manifest
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif("toy" not in Registry.from_environment().backends(),
-                       reason="the example plugin is not installed"),
+    pytest.mark.skipif(
+        "toy" not in Registry.from_environment().backends(), reason="the example plugin is not installed"
+    ),
 ]
 
-QUIET = ("NCCL_DEBUG", "RCCL_DEBUG", "TORCH_DISTRIBUTED_DEBUG", "CUDA_LAUNCH_BLOCKING",
-         "HIP_LAUNCH_BLOCKING", "AMD_LOG_LEVEL", "TORCH_CPP_LOG_LEVEL", "NCCL_DEBUG_SUBSYS",
-         "AMD_SERIALIZE_KERNEL", "TORCH_USE_CUDA_DSA", "PYTORCH_TUNABLEOP_TUNING")
+QUIET = (
+    "NCCL_DEBUG",
+    "RCCL_DEBUG",
+    "TORCH_DISTRIBUTED_DEBUG",
+    "CUDA_LAUNCH_BLOCKING",
+    "HIP_LAUNCH_BLOCKING",
+    "AMD_LOG_LEVEL",
+    "TORCH_CPP_LOG_LEVEL",
+    "NCCL_DEBUG_SUBSYS",
+    "AMD_SERIALIZE_KERNEL",
+    "TORCH_USE_CUDA_DSA",
+    "PYTORCH_TUNABLEOP_TUNING",
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +48,18 @@ def microbench(tmp_path_factory):
     from tprimat.microbench.runner import run_microbench
     from tprimat.settings.models import get_model
 
-    document = run_microbench(what="gemm", dtypes="fp32", model=get_model("llama3.1-tiny"),
-                              seq_length=32, warmup=1, iterations=2, sweep_step=32,
-                              sweep_radius=0, flush_bytes=1 << 16, device="cpu")
+    document = run_microbench(
+        what="gemm",
+        dtypes="fp32",
+        model=get_model("llama3.1-tiny"),
+        seq_length=32,
+        warmup=1,
+        iterations=2,
+        sweep_step=32,
+        sweep_radius=0,
+        flush_bytes=1 << 16,
+        device="cpu",
+    )
     directory = tmp_path_factory.mktemp("microbench")
     return save(document, directory), document
 
@@ -59,9 +79,23 @@ def env(monkeypatch, tmp_path):
 
 
 def toy_run(tmp_path, run_id: str, *extra: str):
-    return CliRunner().invoke(cli, ["run", "--backend", "toy", "--model", "llama3.1-tiny",
-                                    "--iterations", "6", "--output", str(tmp_path / "runs"),
-                                    "--run-id", run_id, *extra])
+    return CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "--backend",
+            "toy",
+            "--model",
+            "llama3.1-tiny",
+            "--iterations",
+            "6",
+            "--output",
+            str(tmp_path / "runs"),
+            "--run-id",
+            run_id,
+            *extra,
+        ],
+    )
 
 
 def test_findings_are_warned_about_and_recorded_in_the_manifest(tmp_path, env):
@@ -109,20 +143,55 @@ def test_the_latest_microbench_gives_mamf_utilisation(tmp_path, env, microbench)
     assert "MAMF utilisation" in out.output and f"of {ceiling:.4g} TFLOP/s measured" in out.output
 
     # tprimat parse reads the same manifest and gets the same figures.
-    parsed = CliRunner().invoke(cli, [
-        "parse", str(run_dir / "logs" / "launcher.log"), "--backend", "toy",
-        "--manifest", str(run_dir / "manifest.json"), "--model", "llama3.1-tiny",
-        "--seq-length", "256", "--global-batch-size", "4", "--world-size", "1",
-        "--precision", "fp32", "--warmup-iterations", "2", "--json"])
+    parsed = CliRunner().invoke(
+        cli,
+        [
+            "parse",
+            str(run_dir / "logs" / "launcher.log"),
+            "--backend",
+            "toy",
+            "--manifest",
+            str(run_dir / "manifest.json"),
+            "--model",
+            "llama3.1-tiny",
+            "--seq-length",
+            "256",
+            "--global-batch-size",
+            "4",
+            "--world-size",
+            "1",
+            "--precision",
+            "fp32",
+            "--warmup-iterations",
+            "2",
+            "--json",
+        ],
+    )
     assert parsed.exit_code == 0, parsed.output
     summary = json.loads(parsed.stdout)["summary"]
     assert summary["mamf_tflops"] == ceiling and summary["mamf_source"] == str(path)
     assert summary["mamf_utilisation"] == pytest.approx(summary["tflops_per_gpu"] / ceiling)
-    table = CliRunner().invoke(cli, [
-        "parse", str(run_dir / "logs" / "launcher.log"), "--backend", "toy",
-        "--manifest", str(run_dir / "manifest.json"), "--model", "llama3.1-tiny",
-        "--seq-length", "256", "--global-batch-size", "4", "--world-size", "1",
-        "--precision", "fp32"])
+    table = CliRunner().invoke(
+        cli,
+        [
+            "parse",
+            str(run_dir / "logs" / "launcher.log"),
+            "--backend",
+            "toy",
+            "--manifest",
+            str(run_dir / "manifest.json"),
+            "--model",
+            "llama3.1-tiny",
+            "--seq-length",
+            "256",
+            "--global-batch-size",
+            "4",
+            "--world-size",
+            "1",
+            "--precision",
+            "fp32",
+        ],
+    )
     assert "MAMF utilisation" in table.stdout
 
 
@@ -134,8 +203,7 @@ def test_compare_shows_mamf_utilisation_and_preflight_findings(tmp_path, env, mi
     env.delenv("AMD_LOG_LEVEL")
     assert toy_run(tmp_path, "b").exit_code == 0
     report = tmp_path / "report"
-    out = CliRunner().invoke(cli, ["compare", str(tmp_path / "runs"), "-o", str(report),
-                                   "--format", "md,csv,json"])
+    out = CliRunner().invoke(cli, ["compare", str(tmp_path / "runs"), "-o", str(report), "--format", "md,csv,json"])
     assert out.exit_code == 0, out.output
     assert "MAMF" in out.stdout  # the terminal table too
     text = (report / "report.md").read_text()
@@ -145,15 +213,12 @@ def test_compare_shows_mamf_utilisation_and_preflight_findings(tmp_path, env, mi
     assert "AMD_LOG_LEVEL=3" in findings
     assert findings.count("debug-logging") == 1 and "none found" in findings  # a, then b
     rows = list(csv.DictReader((report / "results.csv").open()))
-    results = {r["run_id"]: load_result(tmp_path / "runs" / r["run_id"] / "result.json")
-               for r in rows}
+    results = {r["run_id"]: load_result(tmp_path / "runs" / r["run_id"] / "result.json") for r in rows}
     for row in rows:
         s = results[row["run_id"]].summary
         assert float(row["mamf_utilisation"]) == pytest.approx(s.mamf_utilisation, rel=1e-5)
-        assert float(row["mamf_tflops"]) == pytest.approx(document["summary"]["mamf_tflops"]["fp32"],
-                                                          rel=1e-5)
+        assert float(row["mamf_tflops"]) == pytest.approx(document["summary"]["mamf_tflops"]["fp32"], rel=1e-5)
     data = json.loads((report / "report.json").read_text())
     (system,) = data["systems"]
     assert system["mamf_utilisation"]["n"] == 2
-    assert {tuple(f["check"] for f in r["preflight"]) for r in data["run_rows"]} == {
-        ("debug-logging",), ()}
+    assert {tuple(f["check"] for f in r["preflight"]) for r in data["run_rows"]} == {("debug-logging",), ()}

@@ -19,31 +19,73 @@ from tprimat.cli import cli
 from tprimat.result.metrics import describe
 from tprimat.result.schema import load_result
 
-TINY = ["--backend", "torch", "--model", "llama3.1-tiny", "--nproc-per-node", "2",
-        "--iterations", "4", "--set", "training.seq_length=32",
-        "--set", "training.global_batch_size=4", "--set", "training.micro_batch_size=1",
-        "--set", "benchmark.warmup_iterations=1", "--set", "monitor.enabled=false"]
+TINY = [
+    "--backend",
+    "torch",
+    "--model",
+    "llama3.1-tiny",
+    "--nproc-per-node",
+    "2",
+    "--iterations",
+    "4",
+    "--set",
+    "training.seq_length=32",
+    "--set",
+    "training.global_batch_size=4",
+    "--set",
+    "training.micro_batch_size=1",
+    "--set",
+    "benchmark.warmup_iterations=1",
+    "--set",
+    "monitor.enabled=false",
+]
 
 
 def test_dry_run_prints_the_job_and_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    out = CliRunner().invoke(cli, ["run", "--slurm", "--nodes", "2", "--gpus-per-node", "8",
-                                   "--partition", "mi300x", "--time", "00:20:00",
-                                   "--account", "perf", "--master-port", "29611",
-                                   "--run-id", "j", *TINY, "--dry-run"],
-                             catch_exceptions=False)
+    out = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "--slurm",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "8",
+            "--partition",
+            "mi300x",
+            "--time",
+            "00:20:00",
+            "--account",
+            "perf",
+            "--master-port",
+            "29611",
+            "--run-id",
+            "j",
+            *TINY,
+            "--dry-run",
+        ],
+        catch_exceptions=False,
+    )
     assert out.exit_code == 0, out.output
     text = out.output
-    for directive in ("--nodes=2", "--ntasks-per-node=1", "--gpus-per-node=8",
-                      "--partition=mi300x", "--time=00:20:00", "--account=perf"):
+    for directive in (
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--gpus-per-node=8",
+        "--partition=mi300x",
+        "--time=00:20:00",
+        "--account=perf",
+    ):
         assert f"#SBATCH {directive}\n" in text
     assert "export MASTER_PORT=29611\n" in text
     node = [line for line in text.splitlines() if line.startswith("exec ")]
     assert len(node) == 1
     assert node[0].startswith(f"exec {sys.executable} -m tprimat.cli run --backend torch ")
     assert f"--output {tmp_path / 'runs'} --run-id j --slurm-node" in node[0]
-    assert node[0].endswith('--nnodes "${NNODES}" --node-rank "${NODE_RANK}" '
-                            '--master-addr "${MASTER_ADDR}" --master-port "${MASTER_PORT}"')
+    assert node[0].endswith(
+        '--nnodes "${NNODES}" --node-rank "${NODE_RANK}" --master-addr "${MASTER_ADDR}" --master-port "${MASTER_PORT}"'
+    )
     for option in ("--slurm ", "--partition", "--account", "--time", "--dry-run"):
         assert option not in node[0]
     assert "--nproc-per-node 2" in node[0]  # the processes per node follow the request
@@ -56,8 +98,8 @@ def test_no_sbatch_is_one_line_and_exit_2(tmp_path, monkeypatch):
     out = CliRunner().invoke(cli, ["run", "--slurm", *TINY])
     assert out.exit_code == 2
     assert out.output.strip().splitlines() == [
-        "Error: sbatch not found on PATH: run --slurm on a SLURM login node "
-        "(--dry-run prints the job script anywhere)"]
+        "Error: sbatch not found on PATH: run --slurm on a SLURM login node (--dry-run prints the job script anywhere)"
+    ]
     assert not (tmp_path / "runs").exists()
 
 
@@ -68,8 +110,9 @@ def test_a_real_slurm_job_trains_and_its_result_comes_back(slurm_cluster, tmp_pa
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     monkeypatch.chdir(tmp_path)
-    out = CliRunner().invoke(cli, ["run", "--slurm", "--nodes", "1", "--time", "00:05:00",
-                                   "--run-id", "job", *TINY], catch_exceptions=False)
+    out = CliRunner().invoke(
+        cli, ["run", "--slurm", "--nodes", "1", "--time", "00:05:00", "--run-id", "job", *TINY], catch_exceptions=False
+    )
     run_dir = tmp_path / "runs" / "job"
     assert out.exit_code == 0, (out.output, [p.read_text() for p in run_dir.glob("slurm-*")])
     assert "COMPLETED (exit code 0)" in out.output
@@ -78,13 +121,11 @@ def test_a_real_slurm_job_trains_and_its_result_comes_back(slurm_cluster, tmp_pa
     assert result.config.world_size == 2
     assert [r.iteration for r in result.iterations] == [1, 2, 3, 4]
     measured = result.iterations[1:]
-    assert result.summary.tokens_per_s_per_gpu == describe(
-        4 * 32 / r.step_time_s / 2 for r in measured)
+    assert result.summary.tokens_per_s_per_gpu == describe(4 * 32 / r.step_time_s / 2 for r in measured)
     # The job's files: the scripts, SLURM's logs, the node's run files, every rank's output.
     job_logs = sorted(p.name for p in run_dir.glob("slurm-*"))
     assert len(job_logs) == 2 and any(name.endswith("-node0.log") for name in job_logs)
-    for name in ("slurm_job.sbatch", "slurm_node.sh", "config.toml", "manifest.json",
-                 "logs/launcher.log"):
+    for name in ("slurm_job.sbatch", "slurm_node.sh", "config.toml", "manifest.json", "logs/launcher.log"):
         assert (run_dir / name).is_file(), name
     ranks = {p.parent.name for p in (run_dir / "logs" / "ranks").rglob("stdout.log")}
     assert ranks == {"0", "1"}  # torchrun's per-rank output, two processes
@@ -95,16 +136,28 @@ def test_rendezvous_options_conflict_with_slurm_and_resources_need_it():
     assert out.exit_code == 2 and "use --nodes instead of --nnodes" in out.output
     out = CliRunner().invoke(cli, ["run", "--partition", "p", "--time", "1:00", "--dry-run"])
     assert out.exit_code == 2
-    assert out.output.strip() == ("Error: --partition, --time: only with --slurm (without it, "
-                                  "use --nproc-per-node and --nnodes/--node-rank/--master-addr "
-                                  "on each node)")
+    assert out.output.strip() == (
+        "Error: --partition, --time: only with --slurm (without it, "
+        "use --nproc-per-node and --nnodes/--node-rank/--master-addr "
+        "on each node)"
+    )
 
 
 def test_a_bad_config_is_refused_before_anything_is_submitted(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    out = CliRunner().invoke(cli, ["run", "--slurm", "--gpus-per-node", "8",
-                                   "--set", "training.global_batch_size=12",
-                                   "--set", "training.micro_batch_size=1"])
+    out = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "--slurm",
+            "--gpus-per-node",
+            "8",
+            "--set",
+            "training.global_batch_size=12",
+            "--set",
+            "training.micro_batch_size=1",
+        ],
+    )
     assert out.exit_code == 2
     assert "not divisible by micro_batch_size × data-parallel size = 8" in out.output
     assert not (tmp_path / "runs").exists()
@@ -118,17 +171,20 @@ def test_ctrl_c_while_following_cancels_the_job(slurm_cluster, tmp_path):
     from tprimat.running.slurm import job_state
 
     args = [a if a != "4" else "100000" for a in TINY]  # far more iterations than the test waits
-    proc = subprocess.Popen([sys.executable, "-m", "tprimat.cli", "run", "--slurm",
-                             "--run-id", "job", *args], cwd=tmp_path, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tprimat.cli", "run", "--slurm", "--run-id", "job", *args],
+        cwd=tmp_path,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     lines = []
     assert proc.stdout is not None
     for line in proc.stdout:
         lines.append(line)
         if line.rstrip().endswith(": RUNNING"):
             break
-    job_id = next(line.split()[3].rstrip(";") for line in lines
-                  if line.startswith("submitted SLURM job"))
+    job_id = next(line.split()[3].rstrip(";") for line in lines if line.startswith("submitted SLURM job"))
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=60)
     assert proc.returncode == 1, "".join(lines) + rest

@@ -53,7 +53,7 @@ LOGS = TESTS / "fixtures" / "logs"
 PRIMUS_TREE = TESTS / "fixtures" / "primus_configs"
 
 #: The stand-in launcher: replays $REPLAY_LOG, records its argv, exits as told.
-STAND_IN = r'''
+STAND_IN = r"""
 import json, os, re, signal, sys, time
 
 # What it was started with: arguments, which of them were files already, cwd, environment.
@@ -85,10 +85,10 @@ if hang:
     while True:
         time.sleep(1)
 sys.exit(int(os.environ.get("REPLAY_EXIT", "0")))
-'''
+"""
 
 #: ``tprimat`` in its own process, with this machine's answers patched as the ``bench`` fixture patches them.
-DRIVER = r'''
+DRIVER = r"""
 import sys
 
 from tprimat.contract import backend
@@ -108,7 +108,7 @@ backend.check_availability = check
 from tprimat.cli import main
 
 main()
-'''
+"""
 
 
 @attrs.frozen
@@ -119,46 +119,78 @@ class Case:
     iterations: int
 
 
-COMMON = ("precision.dtype=\"bf16\"", "benchmark.warmup_iterations=2", "monitor.enabled=false")
+COMMON = ('precision.dtype="bf16"', "benchmark.warmup_iterations=2", "monitor.enabled=false")
 
 CASES = {
     # 1 GH200, Megatron-core 0.16: global batch 80, micro batch 2, sequence 2048, 15 iterations.
     "nvd_megatron": Case(
-        "nvd_megatron", "megatron/mlm_core0.16rc0_2026-03-31_llama3-1b_1gpu_GH200_full15iter_stdout.log",
-        ("benchmark.model=\"llama3.1-8b\"", "training.global_batch_size=80",
-         "training.micro_batch_size=2", "training.seq_length=2048", "launch.nproc_per_node=1"),
-        15),
+        "nvd_megatron",
+        "megatron/mlm_core0.16rc0_2026-03-31_llama3-1b_1gpu_GH200_full15iter_stdout.log",
+        (
+            'benchmark.model="llama3.1-8b"',
+            "training.global_batch_size=80",
+            "training.micro_batch_size=2",
+            "training.seq_length=2048",
+            "launch.nproc_per_node=1",
+        ),
+        15,
+    ),
     # 8 AMD GPUs, ROCm Megatron-LM fork, 32 layers/4096 hidden: global batch 80, micro 5, seq 2048.
     "amd_megatron": Case(
         "amd_megatron",
         "megatron/rocm-megatron_2024-09_llama-32L-h4096_1node8gpu_ROCm6.1_slurm-2631.out_normal.log",
-        ("benchmark.model=\"llama3.1-8b\"", "training.global_batch_size=80",
-         "training.micro_batch_size=5", "training.seq_length=2048", "launch.nproc_per_node=8"),
-        10),
+        (
+            'benchmark.model="llama3.1-8b"',
+            "training.global_batch_size=80",
+            "training.micro_batch_size=5",
+            "training.seq_length=2048",
+            "launch.nproc_per_node=8",
+        ),
+        10,
+    ),
     # 8 MI355X, Primus: global batch 8, sequence 4096, 10 iterations.
     "amd_primus": Case(
         "amd_primus",
         "primus/primus_AMD-AGI-Primus_deepseek-v4_p57r2_no_tilelang_v2_proxy_trace_MI355X_2026-05-15_full.log",
-        ("benchmark.model=\"llama3.1-8b\"", "training.global_batch_size=8",
-         "training.micro_batch_size=1", "training.seq_length=4096", "launch.nproc_per_node=8"),
-        10),
+        (
+            'benchmark.model="llama3.1-8b"',
+            "training.global_batch_size=8",
+            "training.micro_batch_size=1",
+            "training.seq_length=4096",
+            "launch.nproc_per_node=8",
+        ),
+        10,
+    ),
     # 8 GPUs, NeMo 2 with nemo-run (torchrun): global batch 512, 20 steps (sequence not logged).
     "nvd_nemo": Case(
-        "nvd_nemo", "nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell14_normal_run.log",
-        ("benchmark.model=\"llama3.1-8b\"", "training.global_batch_size=512",
-         "training.micro_batch_size=1", "training.seq_length=2048", "launch.nproc_per_node=8"),
-        20),
+        "nvd_nemo",
+        "nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell14_normal_run.log",
+        (
+            'benchmark.model="llama3.1-8b"',
+            "training.global_batch_size=512",
+            "training.micro_batch_size=1",
+            "training.seq_length=2048",
+            "launch.nproc_per_node=8",
+        ),
+        20,
+    ),
 }
 
 
 #: The machine each replayed log was recorded on, as ``detect_platform`` would report it there
 #: (the device name only where the log or its source names it).
 MACHINES = {
-    "nvd_megatron": PlatformInfo(platform="nvidia", device_name="NVIDIA GH200 480GB", device_count=1,
-                                 stack="cuda", source="replayed log's machine"),
+    "nvd_megatron": PlatformInfo(
+        platform="nvidia",
+        device_name="NVIDIA GH200 480GB",
+        device_count=1,
+        stack="cuda",
+        source="replayed log's machine",
+    ),
     "amd_megatron": PlatformInfo(platform="amd", device_count=8, stack="rocm", source="replayed log's machine"),
-    "amd_primus": PlatformInfo(platform="amd", device_name="AMD Instinct MI355X", device_count=8, stack="rocm",
-                               source="replayed log's machine"),
+    "amd_primus": PlatformInfo(
+        platform="amd", device_name="AMD Instinct MI355X", device_count=8, stack="rocm", source="replayed log's machine"
+    ),
     "nvd_nemo": PlatformInfo(platform="nvidia", device_count=8, stack="cuda", source="replayed log's machine"),
 }
 
@@ -176,8 +208,17 @@ class Bench:
         return json.loads(self.argv_file.read_text())
 
     def args(self, case: Case, *extra: str) -> list[str]:
-        args = ["run", "--backend", case.backend, "--iterations", str(case.iterations),
-                "--output", str(self.tmp / "runs"), "--run-id", "r"]
+        args = [
+            "run",
+            "--backend",
+            case.backend,
+            "--iterations",
+            str(case.iterations),
+            "--output",
+            str(self.tmp / "runs"),
+            "--run-id",
+            "r",
+        ]
         for setting in (*COMMON, *case.settings):
             args += ["--set", setting]
         if case.backend == "amd_primus":
@@ -196,8 +237,13 @@ class Bench:
         program = self.tmp / "driver.py"
         program.write_text(DRIVER)
         environ = {**os.environ, "REPLAY_LOG": str(LOGS / case.log), **env}
-        return subprocess.Popen([sys.executable, str(program), *self.args(case, *extra)], env=environ,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            [sys.executable, str(program), *self.args(case, *extra)],
+            env=environ,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
     @property
     def run_dir(self) -> Path:
@@ -211,7 +257,7 @@ def bench(tmp_path, monkeypatch) -> Bench:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     torchrun = bin_dir / "torchrun"
-    torchrun.write_text(f"#!/bin/sh\nexec {sys.executable} {program} \"$@\"\n")
+    torchrun.write_text(f'#!/bin/sh\nexec {sys.executable} {program} "$@"\n')
     torchrun.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     # A Megatron-LM checkout as far as the launch needs one.
@@ -224,8 +270,7 @@ def bench(tmp_path, monkeypatch) -> Bench:
     primus = tmp_path / "Primus"
     shutil.copytree(PRIMUS_TREE, primus)
     (primus / "runner").mkdir()
-    (primus / "runner" / "primus-cli").write_text(
-        f"#!/bin/bash\nexec {sys.executable} {program} \"$@\"\n")
+    (primus / "runner" / "primus-cli").write_text(f'#!/bin/bash\nexec {sys.executable} {program} "$@"\n')
     monkeypatch.delenv("PRIMUS_PATH", raising=False)
     # This machine's answers: GPUs present, NeMo importable (checks only; nothing is imported).
     monkeypatch.setitem(backend_module.DEVICE_CHECKS, "amd-gpu", lambda: True)
@@ -244,8 +289,9 @@ def bench(tmp_path, monkeypatch) -> Bench:
     monkeypatch.setenv("REPLAY_ARGV_FILE", str(argv_file))
     for key in ("REPLAY_EXIT", "REPLAY_STOP_AFTER", "REPLAY_HANG", "REPLAY_DELAY"):
         monkeypatch.delenv(key, raising=False)
-    return Bench(tmp=tmp_path, monkeypatch=monkeypatch, megatron=megatron, primus=primus,
-                 argv_file=argv_file, machine=machine)
+    return Bench(
+        tmp=tmp_path, monkeypatch=monkeypatch, megatron=megatron, primus=primus, argv_file=argv_file, machine=machine
+    )
 
 
 def _same_numbers(run_result, parsed_result) -> None:
@@ -256,6 +302,7 @@ def _same_numbers(run_result, parsed_result) -> None:
     ``tprimat parse``; a live run trusts only its own plan (no profiling here), so the marks
     and the measured count are compared apart.
     """
+
     def strip(records):
         return [attrs.evolve(r, source=None, profiled=False) for r in records]
 
@@ -288,8 +335,10 @@ def test_a_replayed_run_gives_the_parsers_numbers(bench, name):
     assert result.config.methodology == "iso" and result.config.deviations == [] and result.config.preset is None
     notes = result.provenance.notes
     if name in ("nvd_megatron", "amd_megatron"):
-        assert launched[launched.index("--nproc-per-node") + 1] == dict(
-            s.split("=") for s in case.settings)["launch.nproc_per_node"]
+        assert (
+            launched[launched.index("--nproc-per-node") + 1]
+            == dict(s.split("=") for s in case.settings)["launch.nproc_per_node"]
+        )
         assert str(bench.megatron / "pretrain_gpt.py") in existing
         assert launched[launched.index("--global-batch-size") + 1] == "80"
         assert started["cwd"] == str(bench.megatron)
@@ -311,8 +360,13 @@ def test_a_replayed_run_gives_the_parsers_numbers(bench, name):
         assert json.loads(settings.read_text())["global_batch_size"] == 512
     # The same log through `tprimat parse`'s path and the same config gives the same numbers.
     config = load_config(bench.run_dir / "config.toml")
-    parsed = parse_logs([LOGS / case.log], registry=Registry.from_environment(),
-                        backend=case.backend, config=config, manifest_path=bench.run_dir / "manifest.json")
+    parsed = parse_logs(
+        [LOGS / case.log],
+        registry=Registry.from_environment(),
+        backend=case.backend,
+        config=config,
+        manifest_path=bench.run_dir / "manifest.json",
+    )
     _same_numbers(result, parsed.result)
 
 
@@ -324,11 +378,10 @@ def test_a_non_zero_exit_is_failed_with_the_log_tail(bench, name):
     result = load_result(bench.run_dir / "result.json")
     assert result.run.status == "failed"
     notes = result.provenance.notes
-    assert any(re.match(r"the job exited with code 3 after \d+ of \d+ iterations", n)
-               for n in notes), notes
+    assert any(re.match(r"the job exited with code 3 after \d+ of \d+ iterations", n) for n in notes), notes
     tail = [n.removeprefix("log: ") for n in notes if n.startswith("log: ")]
     log_lines = (bench.run_dir / "logs" / "launcher.log").read_text().splitlines()
-    assert tail and tail == log_lines[-len(tail):]
+    assert tail and tail == log_lines[-len(tail) :]
     assert 1 <= len(result.iterations)
 
 
@@ -359,8 +412,7 @@ def test_sigint_gives_an_interrupted_result_with_the_iterations_so_far(bench, na
     config = load_config(bench.run_dir / "config.toml")
     partial_log = bench.tmp / "so-far.log"
     partial_log.write_text(log.read_text())
-    parsed = parse_logs([partial_log], registry=Registry.from_environment(),
-                        backend=case.backend, config=config)
+    parsed = parse_logs([partial_log], registry=Registry.from_environment(), backend=case.backend, config=config)
     assert [r.iteration for r in result.iterations] == [r.iteration for r in parsed.result.iterations]
     assert 1 <= len(result.iterations) < case.iterations
     assert any(n.startswith("interrupted by the user after ") for n in result.provenance.notes)
@@ -370,8 +422,7 @@ def test_sigint_gives_an_interrupted_result_with_the_iterations_so_far(bench, na
 def test_a_hung_launcher_is_killed_after_the_timeout(bench, name):
     case = CASES[name]
     started = time.monotonic()
-    out = bench.invoke(case, "--set", "launch.timeout_s=2",
-                       REPLAY_STOP_AFTER="3", REPLAY_HANG="1", REPLAY_DELAY="0")
+    out = bench.invoke(case, "--set", "launch.timeout_s=2", REPLAY_STOP_AFTER="3", REPLAY_HANG="1", REPLAY_DELAY="0")
     assert time.monotonic() - started < 20
     assert out.exit_code == 1, out.output
     result = load_result(bench.run_dir / "result.json")
@@ -411,14 +462,16 @@ def _plain_invoke(*args: str):
     return CliRunner().invoke(cli, ["run", *args])
 
 
-@pytest.mark.parametrize("backend, missing, hint", [
-    ("nvd_megatron", "nvidia-gpu", "docker/nvd.Dockerfile"),
-    ("amd_megatron", "amd-gpu", "docker/amd.Dockerfile"),
-    ("amd_primus", "amd-gpu", "docker/amd.Dockerfile"),
-    ("nvd_nemo", "python package nemo", "docker/nvd.Dockerfile"),
-])
-def test_a_missing_framework_is_one_line_exit_2_and_dry_run_still_works(
-        tmp_path, monkeypatch, backend, missing, hint):
+@pytest.mark.parametrize(
+    "backend, missing, hint",
+    [
+        ("nvd_megatron", "nvidia-gpu", "docker/nvd.Dockerfile"),
+        ("amd_megatron", "amd-gpu", "docker/amd.Dockerfile"),
+        ("amd_primus", "amd-gpu", "docker/amd.Dockerfile"),
+        ("nvd_nemo", "python package nemo", "docker/nvd.Dockerfile"),
+    ],
+)
+def test_a_missing_framework_is_one_line_exit_2_and_dry_run_still_works(tmp_path, monkeypatch, backend, missing, hint):
     megatron = tmp_path / "Megatron-LM"
     megatron.mkdir()
     (megatron / "pretrain_gpt.py").write_text("")
@@ -432,10 +485,25 @@ def test_a_missing_framework_is_one_line_exit_2_and_dry_run_still_works(
         monkeypatch.setitem(backend_module.DEVICE_CHECKS, name, lambda: False)
     # each backend gets the options it declares (another backend's option is refused)
     paths = {"amd_primus": ["--primus-path", str(primus)], "nvd_nemo": []}.get(
-        backend, ["--megatron-path", str(megatron)])
-    args = ["--backend", backend, "--output", str(tmp_path / "runs"), "--run-id", "r", *paths,
-            "--set", "benchmark.model=\"llama3.1-8b\"", "--set", "launch.nproc_per_node=8",
-            "--set", "training.global_batch_size=16", "--set", "training.micro_batch_size=1"]
+        backend, ["--megatron-path", str(megatron)]
+    )
+    args = [
+        "--backend",
+        backend,
+        "--output",
+        str(tmp_path / "runs"),
+        "--run-id",
+        "r",
+        *paths,
+        "--set",
+        'benchmark.model="llama3.1-8b"',
+        "--set",
+        "launch.nproc_per_node=8",
+        "--set",
+        "training.global_batch_size=16",
+        "--set",
+        "training.micro_batch_size=1",
+    ]
     out = _plain_invoke(*args)
     assert out.exit_code == 2, out.output
     lines = out.output.strip().splitlines()
@@ -467,17 +535,31 @@ def test_node_rank_1_of_2_gets_the_rendezvous_and_leaves_the_result_to_node_0(be
     case = CASES[name]
     # Primus's replayed global batch (8) does not divide over 16 GPUs; node 1 writes no result.
     batch = ["--set", "training.global_batch_size=16"] if name == "amd_primus" else []
-    out = bench.invoke(case, "--nnodes", "2", "--node-rank", "1", "--master-addr", "10.1.2.3",
-                       "--master-port", "29611", *batch, REPLAY_DELAY="0")
+    out = bench.invoke(
+        case,
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+        "--master-addr",
+        "10.1.2.3",
+        "--master-port",
+        "29611",
+        *batch,
+        REPLAY_DELAY="0",
+    )
     assert out.exit_code == 0, out.output
     started = bench.launched()
     if name == "amd_primus":  # Primus's launcher starts torchrun from these
         env = started["env"]
         assert (env["NNODES"], env["NODE_RANK"], env["MASTER_ADDR"], env["MASTER_PORT"]) == (
-            "2", "1", "10.1.2.3", "29611")
+            "2",
+            "1",
+            "10.1.2.3",
+            "29611",
+        )
     else:
         argv = started["argv"]
-        assert argv[:8] == ["--nnodes", "2", "--node-rank", "1", "--master-addr", "10.1.2.3",
-                            "--master-port", "29611"]
+        assert argv[:8] == ["--nnodes", "2", "--node-rank", "1", "--master-addr", "10.1.2.3", "--master-port", "29611"]
     assert (bench.run_dir / "logs" / "node1.log").is_file()
     assert not (bench.run_dir / "result.json").exists()

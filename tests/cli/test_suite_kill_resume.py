@@ -114,8 +114,9 @@ class Campaign:
             args = ["suite", "run", str(self.suite_file), "--output", str(self.directory)]
         env = dict(os.environ, **{MARK: self.mark}, PYTHONUNBUFFERED="1")
         with self.log.open("a") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "tprimat.cli", *args],
-                                         stdout=log, stderr=subprocess.STDOUT, env=env)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tprimat.cli", *args], stdout=log, stderr=subprocess.STDOUT, env=env
+            )
         return self.proc
 
     def finish(self, timeout: float = 300) -> int:
@@ -193,7 +194,10 @@ def test_uninterrupted_toy_suite_and_a_garbage_result_is_re_run(toy_suite):
     path.write_text(torn)  # a torn file, as a broken disk might leave
     status = subprocess.run(
         [sys.executable, "-m", "tprimat.cli", "suite", "status", str(campaign.directory), "--json"],
-        capture_output=True, text=True, check=True)
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     row = next(r for r in json.loads(status.stdout)["runs"] if r["id"] == victim)
     assert row["status"] == "invalid" and "corrupt JSON" in row["problem"]
     others = {k: v for k, v in done.items() if k != victim}

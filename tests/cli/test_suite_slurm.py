@@ -32,12 +32,30 @@ def test_a_suite_runs_its_runs_as_slurm_jobs_and_resumes_with_nothing_to_do(slur
     suite_file.write_text(SUITE)
     directory = tmp_path / "suite"
     cli = [sys.executable, "-m", "tprimat.cli"]
-    done = subprocess.run([*cli, "suite", "run", str(suite_file), "--output", str(directory),
-                           "--slurm", "--nodes", "1", "--time", "00:05:00"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [
+            *cli,
+            "suite",
+            "run",
+            str(suite_file),
+            "--output",
+            str(directory),
+            "--slurm",
+            "--nodes",
+            "1",
+            "--time",
+            "00:05:00",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    status = subprocess.run([*cli, "suite", "status", str(directory), "--json"],
-                            capture_output=True, text=True, check=True)
+    status = subprocess.run(
+        [*cli, "suite", "status", str(directory), "--json"], capture_output=True, text=True, check=True
+    )
     runs = json.loads(status.stdout)["runs"]
     assert [r["status"] for r in runs] == ["completed", "completed"]
     for row in runs:
@@ -45,6 +63,7 @@ def test_a_suite_runs_its_runs_as_slurm_jobs_and_resumes_with_nothing_to_do(slur
         assert (run_dir / "slurm_job.sbatch").is_file()  # it really went through sbatch
         result = load_result(run_dir / "result.json")
         assert result.run.status == "completed" and len(result.iterations) == 3
-    again = subprocess.run([*cli, "suite", "resume", str(directory)], capture_output=True,
-                           text=True, timeout=120, check=False)
+    again = subprocess.run(
+        [*cli, "suite", "resume", str(directory)], capture_output=True, text=True, timeout=120, check=False
+    )
     assert again.returncode == 0 and "suite: starting" not in again.stderr

@@ -31,12 +31,20 @@ def test_analyze_json_has_temporal_categories_and_top_kernels(fixtures):
 
 
 def test_analyze_several_ranks_in_rank_order(fixtures):
-    result = invoke("trace", "analyze", fixtures / "traces/hta/trace_diff_control_control.json.gz",
-                    fixtures / NCCL, "--json", "--steps", "1010:1011")
+    result = invoke(
+        "trace",
+        "analyze",
+        fixtures / "traces/hta/trace_diff_control_control.json.gz",
+        fixtures / NCCL,
+        "--json",
+        "--steps",
+        "1010:1011",
+    )
     # the NCCL trace has no steps 1010..1011: a one-line error, exit code 2
     assert result.exit_code == 2 and "no ProfilerStep in 1010:1011" in result.output
-    result = invoke("trace", "analyze", fixtures / "traces/hta/trace_diff_control_control.json.gz",
-                    fixtures / NCCL, "--json")
+    result = invoke(
+        "trace", "analyze", fixtures / "traces/hta/trace_diff_control_control.json.gz", fixtures / NCCL, "--json"
+    )
     assert [r["rank"] for r in json.loads(result.output)["ranks"]] == [0, 3]
 
 
@@ -49,8 +57,14 @@ def test_analyze_steps_window(fixtures):
 def test_analyze_table_output(fixtures):
     result = invoke("trace", "analyze", fixtures / NCCL)
     assert result.exit_code == 0, result.output
-    for text in ("temporal", "communication (exposed)", "categories", "top 10 kernels", "per profiler step",
-                 "launches:"):
+    for text in (
+        "temporal",
+        "communication (exposed)",
+        "categories",
+        "top 10 kernels",
+        "per profiler step",
+        "launches:",
+    ):
         assert text in result.output
 
 
@@ -65,8 +79,9 @@ def test_truncated_trace_is_a_one_line_error(fixtures, tmp_path):
 
 def test_compare_writes_markdown_json_and_png(fixtures, tmp_path):
     out = tmp_path / "cmp"
-    result = invoke("trace", "compare", fixtures / MI300, fixtures / H100, "-o", out,
-                    "--label-a", "MI300X", "--label-b", "H100")
+    result = invoke(
+        "trace", "compare", fixtures / MI300, fixtures / H100, "-o", out, "--label-a", "MI300X", "--label-b", "H100"
+    )
     assert result.exit_code == 0, result.output
     assert "Time per step: MI300X vs H100" in result.output
     assert "H100 step" in result.output

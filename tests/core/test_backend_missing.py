@@ -10,12 +10,15 @@ from tprimat.contract.registry import Registry
 from tprimat.errors import TprimatError
 
 
-@pytest.mark.parametrize(("backend", "needs", "hint"), [
-    ("amd_primus", "$PRIMUS_PATH", "docker/amd.Dockerfile"),
-    ("amd_megatron", "$MEGATRON_PATH", "docker/amd.Dockerfile"),
-    ("nvd_megatron", "$MEGATRON_PATH", "docker/nvd.Dockerfile"),
-    ("nvd_nemo", "nvidia-gpu", "docker/nvd.Dockerfile"),
-])
+@pytest.mark.parametrize(
+    ("backend", "needs", "hint"),
+    [
+        ("amd_primus", "$PRIMUS_PATH", "docker/amd.Dockerfile"),
+        ("amd_megatron", "$MEGATRON_PATH", "docker/amd.Dockerfile"),
+        ("nvd_megatron", "$MEGATRON_PATH", "docker/nvd.Dockerfile"),
+        ("nvd_nemo", "nvidia-gpu", "docker/nvd.Dockerfile"),
+    ],
+)
 def test_missing_framework_names_what_and_how(backend, needs, hint, monkeypatch):
     monkeypatch.delenv("PRIMUS_PATH", raising=False)
     monkeypatch.delenv("MEGATRON_PATH", raising=False)
@@ -36,8 +39,13 @@ def test_launch_without_megatron_plans_with_a_placeholder_and_says_where_to_poin
     from tprimat.settings.models import get_model
 
     monkeypatch.delenv("MEGATRON_PATH", raising=False)
-    context = LaunchContext(run_id="r", run_dir=tmp_path, config=load_config(None, []),
-                            model=get_model("llama3.1-8b"), platform=PlatformInfo(platform="cpu"))
+    context = LaunchContext(
+        run_id="r",
+        run_dir=tmp_path,
+        config=load_config(None, []),
+        model=get_model("llama3.1-8b"),
+        platform=PlatformInfo(platform="cpu"),
+    )
     registry = Registry.from_environment({})
     # No checkout: a plan with a named placeholder (the core marks it NOT RUNNABLE HERE) that says
     # where to point and what it assumed; a path that is not a checkout is an error.

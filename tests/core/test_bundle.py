@@ -27,9 +27,13 @@ def test_round_trip_verifies_every_file(campaign, tmp_path):
     path = make_bundle(campaign, tmp_path / "out" / "b.tar.gz")
     with tarfile.open(path) as tar:
         names = sorted(tar.getnames())
-    assert names == ["campaign/SHA256SUMS", "campaign/runs/r1/config.toml",
-                     "campaign/runs/r1/logs/rank-0.log", "campaign/runs/r1/manifest.json",
-                     "campaign/runs/r1/result.json"]
+    assert names == [
+        "campaign/SHA256SUMS",
+        "campaign/runs/r1/config.toml",
+        "campaign/runs/r1/logs/rank-0.log",
+        "campaign/runs/r1/manifest.json",
+        "campaign/runs/r1/result.json",
+    ]
     root, files = unbundle(path, tmp_path / "extracted")
     assert files == 4 and (root / "runs" / "r1" / "logs" / "rank-0.log").read_text().count("\n") == 100
 

@@ -14,22 +14,27 @@ def test_exact_repeats_from_other_ranks_are_dropped():
 
 
 def test_restarted_iterations_keep_the_later_values():
-    c = EventCollector().consume([IterationRecord(iteration=i, step_time_s=1.0) for i in (1, 2, 3)]
-                                 + [IterationRecord(iteration=2, step_time_s=1.5)])
+    c = EventCollector().consume(
+        [IterationRecord(iteration=i, step_time_s=1.0) for i in (1, 2, 3)]
+        + [IterationRecord(iteration=2, step_time_s=1.5)]
+    )
     assert [r.step_time_s for r in c.records] == [1.0, 1.5, 1.0]
     assert "kept the later): 2" in c.notes()[0]
 
 
 def test_facts_keep_the_first_value_and_note_conflicts():
-    c = EventCollector().consume([LogFact(key="global_batch_size", value=128, source="a:1"),
-                                  LogFact(key="global_batch_size", value=64, source="a:9")])
+    c = EventCollector().consume(
+        [
+            LogFact(key="global_batch_size", value=128, source="a:1"),
+            LogFact(key="global_batch_size", value=64, source="a:9"),
+        ]
+    )
     assert c.fact("global_batch_size") == 128 and c.fact("missing", 7) == 7
     assert "global_batch_size: 128 (a:1) vs 64 (a:9)" in c.notes()[0]
 
 
 def test_issues_are_capped_but_counted():
-    c = EventCollector().consume(ParseIssue(source=f"f:{i}", message="garbage")
-                                 for i in range(MAX_ISSUES_KEPT + 5))
+    c = EventCollector().consume(ParseIssue(source=f"f:{i}", message="garbage") for i in range(MAX_ISSUES_KEPT + 5))
     assert len(c.issues) == MAX_ISSUES_KEPT and c.issue_count == MAX_ISSUES_KEPT + 5
     assert c.notes()[-1] == "... and 5 more skipped lines"
 

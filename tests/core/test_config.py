@@ -31,14 +31,17 @@ def test_override_values_are_toml_literals_or_strings():
     assert parse_override("benchmark.model=qwen2.5-7b") == (["benchmark", "model"], "qwen2.5-7b")
 
 
-@pytest.mark.parametrize("override, message", [
-    ("training.seq_lenght=4096", "unknown key training.seq_lenght"),
-    ("trainig.seq_length=4096", "unknown section [trainig]"),
-    ("seq_length=4096", "section.key"),
-    ("training.seq_length=abc", "training.seq_length"),
-    ("precision.dtype=fp4", "precision.dtype"),
-    ("training.global_batch_size=12", "not divisible"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("training.seq_lenght=4096", "unknown key training.seq_lenght"),
+        ("trainig.seq_length=4096", "unknown section [trainig]"),
+        ("seq_length=4096", "section.key"),
+        ("training.seq_length=abc", "training.seq_length"),
+        ("precision.dtype=fp4", "precision.dtype"),
+        ("training.global_batch_size=12", "not divisible"),
+    ],
+)
 def test_bad_overrides_name_the_key(override, message):
     with pytest.raises(ConfigError) as info:
         load_config(None, [override])
@@ -70,9 +73,13 @@ def test_fingerprint_covers_fairness_fields_only():
     base = load_config()
     assert base.fingerprint() == load_config(None, ["parallel.tensor=2"]).fingerprint()
     assert base.fingerprint() == load_config(None, ["kernels.compile=true"]).fingerprint()
-    for override in ("training.seq_length=4096", "training.global_batch_size=64",
-                     "precision.dtype=fp8", "benchmark.model=qwen2.5-7b",
-                     "benchmark.methodology=tuned"):
+    for override in (
+        "training.seq_length=4096",
+        "training.global_batch_size=64",
+        "precision.dtype=fp8",
+        "benchmark.model=qwen2.5-7b",
+        "benchmark.methodology=tuned",
+    ):
         assert load_config(None, [override]).fingerprint() != base.fingerprint(), override
 
 

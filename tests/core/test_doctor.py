@@ -36,22 +36,25 @@ def test_unreadable_numa_file_is_not_a_finding():
     assert run_checks(probe(files={})) == []
 
 
-@pytest.mark.parametrize("name", ["CUDA_LAUNCH_BLOCKING", "HIP_LAUNCH_BLOCKING", "TORCH_USE_CUDA_DSA",
-                                  "AMD_SERIALIZE_KERNEL"])
+@pytest.mark.parametrize(
+    "name", ["CUDA_LAUNCH_BLOCKING", "HIP_LAUNCH_BLOCKING", "TORCH_USE_CUDA_DSA", "AMD_SERIALIZE_KERNEL"]
+)
 def test_launch_blocking_variables(name):
     assert checks(run_checks(probe(env={name: "1"}))) == ["launch-blocking"]
     assert run_checks(probe(env={name: "0"})) == []
 
 
 def test_tunableop_tuning_during_a_timed_run():
-    assert checks(run_checks(probe(env={"PYTORCH_TUNABLEOP_ENABLED": "1",
-                                        "PYTORCH_TUNABLEOP_TUNING": "1"}))) == ["tunableop-tuning"]
-    assert run_checks(probe(env={"PYTORCH_TUNABLEOP_ENABLED": "1",
-                                 "PYTORCH_TUNABLEOP_TUNING": "0"})) == []
+    assert checks(run_checks(probe(env={"PYTORCH_TUNABLEOP_ENABLED": "1", "PYTORCH_TUNABLEOP_TUNING": "1"}))) == [
+        "tunableop-tuning"
+    ]
+    assert run_checks(probe(env={"PYTORCH_TUNABLEOP_ENABLED": "1", "PYTORCH_TUNABLEOP_TUNING": "0"})) == []
 
 
-@pytest.mark.parametrize("env", [{"NCCL_DEBUG": "INFO"}, {"NCCL_DEBUG": "trace"},
-                                 {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, {"AMD_LOG_LEVEL": "4"}])
+@pytest.mark.parametrize(
+    "env",
+    [{"NCCL_DEBUG": "INFO"}, {"NCCL_DEBUG": "trace"}, {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, {"AMD_LOG_LEVEL": "4"}],
+)
 def test_debug_logging(env):
     assert checks(run_checks(probe(env=env))) == ["debug-logging"]
 

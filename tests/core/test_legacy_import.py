@@ -24,8 +24,7 @@ def _llama8b_flops_per_token(seq: int) -> float:
     # Megatron formula written out for Llama 3.1 8B: L=32, h=4096, f=14336, a=32, g=8, d=128,
     # V=128256 (already a multiple of 128, so padding keeps it).
     L, h, f, a, g, d, V = 32, 4096, 14336, 32, 8, 128, 128256
-    return 12 * L * h * h * ((1 + g / a + seq / (2 * h)) * (d * a / h) + 1.5 * f / h
-                             + V / (2 * L * h))
+    return 12 * L * h * h * ((1 + g / a + seq / (2 * h)) * (d * a / h) + 1.5 * f / h + V / (2 * L * h))
 
 
 def test_benchmark_file_throughput_recomputed_by_hand():
@@ -108,7 +107,8 @@ def test_primus_file_learning_rates_not_aligned_and_status():
     steps = json.loads(AMD.read_text())["step_times"][2:]
     ordered = sorted(steps)
     assert result.summary.tokens_per_s_per_gpu.median == pytest.approx(
-        (16384 / ordered[248] + 16384 / ordered[249]) / 2, rel=1e-12)
+        (16384 / ordered[248] + 16384 / ordered[249]) / 2, rel=1e-12
+    )
 
 
 def test_nvd_losses_and_learning_rates_aligned():
@@ -164,12 +164,15 @@ def test_renamed_file_recognised_by_content(tmp_path):
     assert result.summary.measured_iterations == 8
 
 
-@pytest.mark.parametrize("content, message", [
-    ("[1, 2]", "expected a JSON object"),
-    ('{"schema_version": 1}', "already a tprimat result"),
-    ('{"platform": "amd"}', "not a result of the earlier tprimat scripts"),
-    ("{not json", "corrupt JSON"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("[1, 2]", "expected a JSON object"),
+        ('{"schema_version": 1}', "already a tprimat result"),
+        ('{"platform": "amd"}', "not a result of the earlier tprimat scripts"),
+        ("{not json", "corrupt JSON"),
+    ],
+)
 def test_unusable_files_are_refused(tmp_path, content, message):
     path = tmp_path / "x.json"
     path.write_text(content)
@@ -200,10 +203,19 @@ def test_any_train_file_recomputes_throughput(steps, gbs, seq, gpus, extra_steps
     losses[nan_at] = math.nan
     data = {
         "platform": "amd",
-        "gpu_info": {"device_count": gpus, "device_name": "AMD Instinct MI300X",
-                     "total_memory_gb": 206.14165, "software_stack": "prim"},
-        "training_config": {"max_steps": len(steps) + extra_steps, "global_batch_size": gbs,
-                            "micro_batch_size": 1, "sequence_length": seq, "num_gpus": gpus},
+        "gpu_info": {
+            "device_count": gpus,
+            "device_name": "AMD Instinct MI300X",
+            "total_memory_gb": 206.14165,
+            "software_stack": "prim",
+        },
+        "training_config": {
+            "max_steps": len(steps) + extra_steps,
+            "global_batch_size": gbs,
+            "micro_batch_size": 1,
+            "sequence_length": seq,
+            "num_gpus": gpus,
+        },
         "performance_metrics": {"tokens_per_second_per_gpu": 1.0},
         "step_times": steps,
         "loss_values": losses,
@@ -219,5 +231,6 @@ def test_any_train_file_recomputes_throughput(steps, gbs, seq, gpus, extra_steps
     assert math.isnan(result.iterations[nan_at].loss)
     assert all(r.lr == 0.0 for r in result.iterations)
     if not math.isclose(1.0, expected, rel_tol=1e-3):
-        assert any(n.startswith("legacy performance_metrics.tokens_per_second_per_gpu = 1 ")
-                   for n in result.provenance.notes)
+        assert any(
+            n.startswith("legacy performance_metrics.tokens_per_second_per_gpu = 1 ") for n in result.provenance.notes
+        )

@@ -15,8 +15,13 @@ from tprimat.plugins.amd_primus.parse import parse_primus
 from tprimat.plugins.nvd_megatron.parse import parse_megatron
 from tprimat.plugins.nvd_nemo.parse import parse_nemo
 
-PARSERS = {"primus": parse_primus, "torchtitan": parse_primus, "megatron": parse_megatron, "bridge": parse_megatron,
-           "nemo": parse_nemo}
+PARSERS = {
+    "primus": parse_primus,
+    "torchtitan": parse_primus,
+    "megatron": parse_megatron,
+    "bridge": parse_megatron,
+    "nemo": parse_nemo,
+}
 
 
 def by_lines(parser, path: Path, drop_last_line: bool = False) -> list:
@@ -41,8 +46,9 @@ def test_every_fixture_same_events_both_ways(path, chunk_bytes):
 
 
 def test_lines_and_chunks_with_lone_carriage_returns_and_a_cut_line(tmp_path):
-    text = (LOGS / "nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell14_normal_run.log"
-            ).read_text(encoding="utf-8")
+    text = (LOGS / "nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell14_normal_run.log").read_text(
+        encoding="utf-8"
+    )
     mixed = text.replace("\n", "\r", 40).replace("\n", "\r\n", 40)
     path = tmp_path / "mixed.log"
     path.write_bytes(mixed.encode() + b"Training epoch 0, iteration 20/30 | lr: 1e-4 | glo")
@@ -52,17 +58,20 @@ def test_lines_and_chunks_with_lone_carriage_returns_and_a_cut_line(tmp_path):
 
 
 LINES = [
-    line for line in
-    (LOGS / "primus" / ("primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_"
-                        "2026-05-07_excerpt.log")).read_text(encoding="utf-8").splitlines(True)[370:]
+    line
+    for line in (
+        LOGS / "primus" / ("primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log")
+    )
+    .read_text(encoding="utf-8")
+    .splitlines(True)[370:]
 ]
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.tuples(st.sampled_from(LINES), st.integers(0, 900), st.binary(max_size=8)),
-                max_size=30),
-       st.integers(16, 5000))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(st.tuples(st.sampled_from(LINES), st.integers(0, 900), st.binary(max_size=8)), max_size=30),
+    st.integers(16, 5000),
+)
 def test_mutated_files_same_events_both_ways(tmp_path, rows, chunk_bytes):
     blob = b"".join(line.encode()[:cut] + junk + b"\n" for line, cut, junk in rows)
     path = tmp_path / "m.log"

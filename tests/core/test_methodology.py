@@ -23,10 +23,17 @@ def test_every_shipped_preset_loads_and_keeps_the_compared_work():
         assert preset.source and preset.devices
 
 
-@pytest.mark.parametrize(("device", "name"), [
-    ("AMD Instinct MI300X", "mi300x"), ("AMD Instinct MI325X", "mi300x"),
-    ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H200", "h100"), ("NVIDIA A100", None), (None, None),
-])
+@pytest.mark.parametrize(
+    ("device", "name"),
+    [
+        ("AMD Instinct MI300X", "mi300x"),
+        ("AMD Instinct MI325X", "mi300x"),
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA H200", "h100"),
+        ("NVIDIA A100", None),
+        (None, None),
+    ],
+)
 def test_preset_matching(device, name):
     found = preset_for(device)
     assert (found.name if found else None) == name
@@ -61,16 +68,14 @@ def test_tuned_without_a_preset_says_so():
 
 def test_a_preset_may_not_change_what_is_compared():
     config = load_config(None, ['benchmark.methodology="tuned"'])
-    bad = Preset(name="bad", devices=("X",), platform="amd", source="test",
-                 config={"training.seq_length": 2048})
+    bad = Preset(name="bad", devices=("X",), platform="amd", source="test", config={"training.seq_length": 2048})
     with pytest.raises(PresetError, match="training.seq_length"):
         resolve(config, backend="amd_megatron", device_name="X", preset=bad)
 
 
 def test_a_preset_that_breaks_the_config_is_refused():
     config = load_config(None, ['benchmark.methodology="tuned"', "training.global_batch_size=8"])
-    odd = Preset(name="odd", devices=("X",), platform="amd", source="test",
-                 config={"training.micro_batch_size": 3})
+    odd = Preset(name="odd", devices=("X",), platform="amd", source="test", config={"training.micro_batch_size": 3})
     with pytest.raises(PresetError, match="does not fit"):
         resolve(config, backend="amd_megatron", device_name="X", preset=odd)
 
@@ -80,7 +85,8 @@ def _user_preset(folder, name, *, backend="torch", model="llama3.1-tiny", mbs=4)
     (folder / f"{name}.toml").write_text(
         f'[preset]\nname = "{name}"\ndevices = ["H100"]\nplatform = "nvidia"\nsource = "tprimat tune"\n'
         f'backend = "{backend}"\nmodel = "{model}"\n\n[config]\n"training.micro_batch_size" = {mbs}\n'
-        '\n[tune]\nwinner = "c-1"\n')
+        '\n[tune]\nwinner = "c-1"\n'
+    )
 
 
 def test_a_user_preset_beats_the_shipped_one_for_its_backend_and_model_only(tmp_path, monkeypatch):

@@ -25,9 +25,12 @@ def test_describe_by_hand():
 
 
 def test_throughput_is_batch_times_sequence_over_time_and_world():
-    records = with_throughput([IterationRecord(iteration=2, step_time_s=2.0),
-                               IterationRecord(iteration=1, step_time_s=4.0)],
-                              global_batch_size=128, seq_length=8192, world_size=8)
+    records = with_throughput(
+        [IterationRecord(iteration=2, step_time_s=2.0), IterationRecord(iteration=1, step_time_s=4.0)],
+        global_batch_size=128,
+        seq_length=8192,
+        world_size=8,
+    )
     assert [r.iteration for r in records] == [1, 2]
     assert records[0].tokens == 128 * 8192
     assert records[0].tokens_per_s_per_gpu == 128 * 8192 / 4.0 / 8
@@ -35,8 +38,9 @@ def test_throughput_is_batch_times_sequence_over_time_and_world():
 
 
 def test_unknown_world_size_gives_no_throughput():
-    (record,) = with_throughput([IterationRecord(iteration=1, step_time_s=1.0)],
-                                global_batch_size=8, seq_length=16, world_size=None)
+    (record,) = with_throughput(
+        [IterationRecord(iteration=1, step_time_s=1.0)], global_batch_size=8, seq_length=16, world_size=None
+    )
     assert record.tokens == 128 and record.tokens_per_s_per_gpu is None
 
 
@@ -55,8 +59,7 @@ def test_warmup_profiled_and_untimed_are_left_out_with_notes():
 
 
 def test_warmup_counts_iterations_covered_by_interval_lines():
-    records = [IterationRecord(iteration=i, step_time_s=1.0, covers_iterations=10)
-               for i in (10, 20, 30)]
+    records = [IterationRecord(iteration=i, step_time_s=1.0, covers_iterations=10) for i in (10, 20, 30)]
     measured, _ = select_measured(records, warmup_iterations=2)
     assert [r.iteration for r in measured] == [20, 30]
 
@@ -68,27 +71,51 @@ def test_zero_based_logs_drop_their_first_two():
 
 
 def _run(**kw) -> RunInfo:
-    return RunInfo(id="x", backend="nvd_megatron", platform="nvidia", framework="megatron-lm",
-                   model="llama3.1-8b", dataset="mock", status="completed", started_at=None,
-                   finished_at=None, tprimat_version="0.1.0", **kw)
+    return RunInfo(
+        id="x",
+        backend="nvd_megatron",
+        platform="nvidia",
+        framework="megatron-lm",
+        model="llama3.1-8b",
+        dataset="mock",
+        status="completed",
+        started_at=None,
+        finished_at=None,
+        tprimat_version="0.1.0",
+        **kw,
+    )
 
 
 def _config(**kw) -> ResultConfig:
-    values = dict(model="llama3.1-8b", seq_length=8192, global_batch_size=128, micro_batch_size=2,
-                  world_size=8, precision="bf16", methodology="iso")
+    values = dict(
+        model="llama3.1-8b",
+        seq_length=8192,
+        global_batch_size=128,
+        micro_batch_size=2,
+        world_size=8,
+        precision="bf16",
+        methodology="iso",
+    )
     values.update(kw)
     return ResultConfig(**values)
 
 
 def test_assembled_summary_by_hand():
     steps = [20.0, 11.0, 10.0, 10.5, 9.5, 10.0, math.nan]
-    records = [IterationRecord(iteration=i + 1, step_time_s=s if not math.isnan(s) else None,
-                               loss=12.0 - i, mem_max_reserved_gib=60.0 + i,
-                               reported={"tflops_per_gpu": 400.0 + i})
-               for i, s in enumerate(steps)]
+    records = [
+        IterationRecord(
+            iteration=i + 1,
+            step_time_s=s if not math.isnan(s) else None,
+            loss=12.0 - i,
+            mem_max_reserved_gib=60.0 + i,
+            reported={"tflops_per_gpu": 400.0 + i},
+        )
+        for i, s in enumerate(steps)
+    ]
     records[-1] = IterationRecord(iteration=7, loss=math.nan)
-    result = assemble_result(run=_run(), config=_config(), records=records,
-                             hardware=Hardware(device_name="NVIDIA H100 80GB HBM3"))
+    result = assemble_result(
+        run=_run(), config=_config(), records=records, hardware=Hardware(device_name="NVIDIA H100 80GB HBM3")
+    )
     s = result.summary
     assert s.measured_iterations == 4  # 3..6: warm-up 1-2, 7 untimed
     assert s.step_time_s.median == 10.0
@@ -115,8 +142,12 @@ def test_no_mfu_without_a_known_device():
 
 def test_fp8_runs_use_the_fp8_peak():
     records = [IterationRecord(iteration=i, step_time_s=1.0) for i in range(1, 6)]
-    result = assemble_result(run=_run(), config=_config(precision="fp8"), records=records,
-                             hardware=Hardware(device_name="AMD Instinct MI300X"))
+    result = assemble_result(
+        run=_run(),
+        config=_config(precision="fp8"),
+        records=records,
+        hardware=Hardware(device_name="AMD Instinct MI300X"),
+    )
     assert result.summary.peak_tflops == 2614.9
 
 
@@ -137,8 +168,12 @@ def test_unknown_model_gives_no_flops_with_a_note():
 
 def test_unknown_precision_gives_no_mfu_rather_than_a_guessed_peak():
     records = [IterationRecord(iteration=i, step_time_s=1.0) for i in range(1, 6)]
-    result = assemble_result(run=_run(), config=_config(precision=None), records=records,
-                             hardware=Hardware(device_name="NVIDIA H100 80GB HBM3"))
+    result = assemble_result(
+        run=_run(),
+        config=_config(precision=None),
+        records=records,
+        hardware=Hardware(device_name="NVIDIA H100 80GB HBM3"),
+    )
     assert result.summary.tflops_per_gpu is not None and result.summary.mfu is None
     assert any("precision unknown" in note for note in result.provenance.notes)
 
@@ -146,8 +181,13 @@ def test_unknown_precision_gives_no_mfu_rather_than_a_guessed_peak():
 def test_mamf_utilisation_against_a_measured_ceiling():
     records = [IterationRecord(iteration=i, step_time_s=10.0) for i in range(1, 6)]
     ceiling = {"mamf_tflops": {"bf16": 650.0}, "path": "microbench-h100.json"}
-    result = assemble_result(run=_run(), config=_config(), records=records,
-                             hardware=Hardware(device_name="NVIDIA H100 80GB HBM3"), ceiling=ceiling)
+    result = assemble_result(
+        run=_run(),
+        config=_config(),
+        records=records,
+        hardware=Hardware(device_name="NVIDIA H100 80GB HBM3"),
+        ceiling=ceiling,
+    )
     s = result.summary
     assert s.mamf_tflops == 650.0 and s.mamf_source == "microbench-h100.json"
     assert s.mamf_utilisation == pytest.approx(s.tflops_per_gpu / 650.0)
@@ -156,7 +196,11 @@ def test_mamf_utilisation_against_a_measured_ceiling():
 
 def test_no_ceiling_for_the_precision_is_noted():
     records = [IterationRecord(iteration=i, step_time_s=10.0) for i in range(1, 6)]
-    result = assemble_result(run=_run(), config=_config(precision="fp8"), records=records,
-                             ceiling={"mamf_tflops": {"bf16": 650.0}, "path": "m.json"})
+    result = assemble_result(
+        run=_run(),
+        config=_config(precision="fp8"),
+        records=records,
+        ceiling={"mamf_tflops": {"bf16": 650.0}, "path": "m.json"},
+    )
     assert result.summary.mamf_utilisation is None
     assert any("no fp8 matmul ceiling" in n for n in result.provenance.notes)

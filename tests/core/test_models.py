@@ -22,8 +22,7 @@ def test_qwen25_7b_architecture_and_parameter_count():
     assert m.parameter_count == 7_615_616_512  # Qwen's own model card: 7.61B
 
 
-@pytest.mark.parametrize("tiny, full", [("llama3.1-tiny", "llama3.1-8b"),
-                                        ("qwen2.5-tiny", "qwen2.5-7b")])
+@pytest.mark.parametrize("tiny, full", [("llama3.1-tiny", "llama3.1-8b"), ("qwen2.5-tiny", "qwen2.5-7b")])
 def test_tiny_siblings_keep_the_architectural_features(tiny, full):
     t, f = get_model(tiny), get_model(full)
     assert t.family == f.family and t.hf_architecture == f.hf_architecture
@@ -56,9 +55,20 @@ def test_register_model_rejects_a_conflicting_redefinition():
 
 def test_heads_must_divide_into_groups():
     with pytest.raises(ValueError):
-        ModelSpec(name="x", family="llama", hf_architecture="LlamaForCausalLM", num_layers=1,
-                  hidden_size=8, ffn_hidden_size=8, num_attention_heads=3, num_query_groups=2,
-                  kv_channels=4, vocab_size=8, max_position_embeddings=8, rope_theta=1.0)
+        ModelSpec(
+            name="x",
+            family="llama",
+            hf_architecture="LlamaForCausalLM",
+            num_layers=1,
+            hidden_size=8,
+            ffn_hidden_size=8,
+            num_attention_heads=3,
+            num_query_groups=2,
+            kv_channels=4,
+            vocab_size=8,
+            max_position_embeddings=8,
+            rope_theta=1.0,
+        )
 
 
 def test_iter_models_is_sorted():

@@ -58,8 +58,7 @@ def test_amd_smi_monitor_columns_with_units():
 
 
 def test_amd_smi_monitor_partitioned_device_count():
-    text = fixture(
-        "amd-smi_monitor_-p-t-v_MI300X_partitioned-32-devices_amdsmi-CHANGELOG_excerpt.txt")
+    text = fixture("amd-smi_monitor_-p-t-v_MI300X_partitioned-32-devices_amdsmi-CHANGELOG_excerpt.txt")
     readings = parse_amd_smi_monitor(text)
     assert [r.index for r in readings] == list(range(32))
     assert readings[0].power_w == 248
@@ -80,8 +79,7 @@ def test_rocm_smi_json_old_key_set():
 def test_integrate_power_is_exact_for_piecewise_linear_power():
     series = [(0.0, 100.0), (1.0, 200.0), (2.0, 200.0)]
     assert integrate_power(series, 0.0, 2.0) == pytest.approx(150.0 + 200.0)
-    assert integrate_power(series, 0.5, 1.5) == pytest.approx(
-        0.5 * (150 + 200) / 2 + 0.5 * 200)
+    assert integrate_power(series, 0.5, 1.5) == pytest.approx(0.5 * (150 + 200) / 2 + 0.5 * 200)
     # Not covered on both sides: no energy rather than an extrapolated guess.
     assert integrate_power(series, -0.1, 1.0) is None
     assert integrate_power(series, 1.0, 2.1) is None
@@ -99,8 +97,7 @@ class FakeSampler:
     def read(self) -> list[GpuReading]:
         row = self.watts[min(self.calls, len(self.watts) - 1)]
         self.calls += 1
-        return [GpuReading(index=i, power_w=w, mem_used_gib=float(i + 1))
-                for i, w in enumerate(row)]
+        return [GpuReading(index=i, power_w=w, mem_used_gib=float(i + 1)) for i, w in enumerate(row)]
 
     def close(self) -> None:
         self.closed = True
@@ -117,8 +114,7 @@ class Clock:
 def test_monitor_sums_monitored_devices_and_integrates(tmp_path):
     clock = Clock()
     sampler = FakeSampler([[300.0, 310.0, 999.0]] * 3)
-    monitor = GpuMonitor(sampler, interval_s=1.0, devices=[0, 1], clock=clock,
-                         log_path=tmp_path / "monitor.jsonl")
+    monitor = GpuMonitor(sampler, interval_s=1.0, devices=[0, 1], clock=clock, log_path=tmp_path / "monitor.jsonl")
     for t in (100.0, 101.0, 102.0):
         clock.now = t
         monitor.sample_once()
@@ -165,8 +161,7 @@ def test_no_sampler_means_no_samples():
 
 def test_command_sampler_parses_tool_output_and_refuses_empty_output():
     text = fixture("amd-smi_monitor_-ptumv_8xMI300X_amdsmi-CHANGELOG_excerpt.txt")
-    sampler = CommandSampler("amd-smi", ["amd-smi", "monitor"], parse_amd_smi_monitor,
-                             runner=lambda argv: text)
+    sampler = CommandSampler("amd-smi", ["amd-smi", "monitor"], parse_amd_smi_monitor, runner=lambda argv: text)
     assert math.isclose(sum(r.power_w for r in sampler.read()), 1400.0)
     from tprimat.running.monitor import SamplerUnavailable
 
@@ -178,8 +173,12 @@ from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
-@given(st.lists(st.tuples(st.floats(0.01, 10), st.floats(0, 1000)), min_size=2, max_size=30),
-       st.floats(0, 1), st.floats(0, 1), st.floats(0, 1))
+@given(
+    st.lists(st.tuples(st.floats(0.01, 10), st.floats(0, 1000)), min_size=2, max_size=30),
+    st.floats(0, 1),
+    st.floats(0, 1),
+    st.floats(0, 1),
+)
 def test_energy_is_additive_over_split_windows(steps, a, b, c):
     series, t = [], 0.0
     for dt, watts in steps:
@@ -212,8 +211,15 @@ def test_nvml_sampler_converts_milliwatts_and_bytes(monkeypatch):
     from tprimat.running.monitor import NvmlSampler
 
     first, second = NvmlSampler().read()
-    assert first == GpuReading(index=0, power_w=312.45, utilization_pct=97.0, mem_used_gib=40.0,
-                               mem_total_gib=80.0, sm_clock_mhz=1980.0, mem_clock_mhz=2619.0)
+    assert first == GpuReading(
+        index=0,
+        power_w=312.45,
+        utilization_pct=97.0,
+        mem_used_gib=40.0,
+        mem_total_gib=80.0,
+        sm_clock_mhz=1980.0,
+        mem_clock_mhz=2619.0,
+    )
     assert second.power_w is None  # the library failed for this reading: absent, not zero
 
 
@@ -227,8 +233,10 @@ def test_amdsmi_sampler_prefers_current_power_and_reads_mib(monkeypatch):
     amd.amdsmi_shut_down = lambda: None
     amd.amdsmi_get_processor_handles = lambda: ["a", "b"]
     amd.amdsmi_get_power_info = lambda h: (
-        {"current_socket_power": 742, "average_socket_power": 700} if h == "a"
-        else {"current_socket_power": "N/A", "average_socket_power": 650})
+        {"current_socket_power": 742, "average_socket_power": 700}
+        if h == "a"
+        else {"current_socket_power": "N/A", "average_socket_power": 650}
+    )
     amd.amdsmi_get_gpu_activity = lambda h: {"gfx_activity": 99, "umc_activity": 40}
     amd.amdsmi_get_gpu_vram_usage = lambda h: {"vram_used": 2048, "vram_total": 196608}
     amd.amdsmi_get_clock_info = lambda h, kind: {"clk": 2100 if kind == "gfx" else 1300}

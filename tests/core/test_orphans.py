@@ -14,8 +14,7 @@ from tprimat.contract.plans import LaunchPlan
 from tprimat.running.orphans import kill_marked, marked_processes
 from tprimat.running.supervise import RUNNER_PID_ENV, ProcessExecution
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 
@@ -36,13 +35,11 @@ def _gone(pid: int, timeout: float = 5.0) -> bool:
 
 
 def test_marked_processes_are_found_and_killed(tmp_path):
-    marked = subprocess.Popen(SLEEPER, env=dict(os.environ, TPRIMAT_TEST_ORPHAN="a"),
-                              start_new_session=True)
+    marked = subprocess.Popen(SLEEPER, env=dict(os.environ, TPRIMAT_TEST_ORPHAN="a"), start_new_session=True)
     other = subprocess.Popen(SLEEPER, env=dict(os.environ, TPRIMAT_TEST_ORPHAN="b"))
     try:
         deadline = time.monotonic() + 5
-        while marked.pid not in marked_processes("TPRIMAT_TEST_ORPHAN", "a") and \
-                time.monotonic() < deadline:
+        while marked.pid not in marked_processes("TPRIMAT_TEST_ORPHAN", "a") and time.monotonic() < deadline:
             time.sleep(0.05)  # the environment is readable once the exec is done
         assert marked_processes("TPRIMAT_TEST_ORPHAN", "a") == [marked.pid]
         assert kill_marked("TPRIMAT_TEST_ORPHAN", "a") == [marked.pid]
@@ -63,8 +60,9 @@ def test_a_worker_in_its_own_session_does_not_outlive_the_job(tmp_path):
         "start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
         "print(p.pid, flush=True)"
     )
-    execution = ProcessExecution(LaunchPlan(argv=(sys.executable, "-c", launcher)),
-                                 tmp_path / "launcher.log", grace_s=1)
+    execution = ProcessExecution(
+        LaunchPlan(argv=(sys.executable, "-c", launcher)), tmp_path / "launcher.log", grace_s=1
+    )
     execution.start()
     lines = list(execution.lines())
     worker = int(lines[0])
@@ -84,15 +82,17 @@ def test_a_suite_kills_what_an_earlier_attempt_left_running(tmp_path):
     (run,) = expand(spec)
     run_dir = (directory / "runs" / run.id).absolute()
     # What a suite killed mid-run can leave: a framework worker that asked for no death signal.
-    leftover = subprocess.Popen(SLEEPER, env=dict(os.environ, **{SUITE_RUN_ENV: str(run_dir)}),
-                                start_new_session=True)
+    leftover = subprocess.Popen(SLEEPER, env=dict(os.environ, **{SUITE_RUN_ENV: str(run_dir)}), start_new_session=True)
     try:
         deadline = time.monotonic() + 5
         while not marked_processes(SUITE_RUN_ENV, str(run_dir)) and time.monotonic() < deadline:
             time.sleep(0.05)
         seen_alive = []
-        run_suite(spec, directory, launcher=lambda argv: seen_alive.append(
-            leftover.poll() is None and _alive(leftover.pid)) or 1)
+        run_suite(
+            spec,
+            directory,
+            launcher=lambda argv: seen_alive.append(leftover.poll() is None and _alive(leftover.pid)) or 1,
+        )
         assert seen_alive == [False]  # killed before the run was started again
     finally:
         leftover.kill()

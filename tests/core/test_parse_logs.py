@@ -15,10 +15,8 @@ from tprimat.running.manifest import Manifest, write_manifest
 from tprimat.settings.config import load_config
 
 FULL15 = LOGS / "megatron/mlm_core0.16rc0_2026-03-31_llama3-1b_1gpu_GH200_full15iter_stdout.log"
-P57 = LOGS / ("primus/primus_AMD-AGI-Primus_deepseek-v4_p57r2_no_tilelang_v2_proxy_trace_"
-              "MI355X_2026-05-15_full.log")
-CELL46 = LOGS / ("nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell46_preemption_"
-                 "sigterm_step4.log")
+P57 = LOGS / ("primus/primus_AMD-AGI-Primus_deepseek-v4_p57r2_no_tilelang_v2_proxy_trace_MI355X_2026-05-15_full.log")
+CELL46 = LOGS / ("nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell46_preemption_sigterm_step4.log")
 M2023 = LOGS / "megatron/mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log"
 
 
@@ -27,20 +25,23 @@ def registry():
     return Registry.from_environment()
 
 
-@pytest.mark.parametrize(("name", "backend"), [
-    ("primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_MI325X_2025-10to12.log",
-     "amd_primus"),
-    ("primus/primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log",
-     "amd_primus"),
-    ("megatron/rocm-megatron_2024-09_llama-32L-h4096_1node8gpu_ROCm6.1_slurm-2631.out_normal.log",
-     "amd_megatron"),
-    ("megatron/mlm_2024-04-06_mixtral8x7b_16xH100_issue756_iter71-73_excerpt.log", "nvd_megatron"),
-    ("megatron/mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log", "nvd_megatron"),
-    ("bridge/mbridge_2025-08-29_llama_recipe_20iter_out1.txt", "nvd_megatron"),
-    ("bridge/cloudai-test_megatron-bridge_2025-12-22_step-time-line_snippet.log", "nvd_megatron"),
-    ("nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell14_normal_run.log", "nvd_nemo"),
-    ("nemo/cloudai-test_nemo-launcher_2025-03-04_perf_metrics_utils_snippet.log", "nvd_nemo"),
-])
+@pytest.mark.parametrize(
+    ("name", "backend"),
+    [
+        (
+            "primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_MI325X_2025-10to12.log",
+            "amd_primus",
+        ),
+        ("primus/primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log", "amd_primus"),
+        ("megatron/rocm-megatron_2024-09_llama-32L-h4096_1node8gpu_ROCm6.1_slurm-2631.out_normal.log", "amd_megatron"),
+        ("megatron/mlm_2024-04-06_mixtral8x7b_16xH100_issue756_iter71-73_excerpt.log", "nvd_megatron"),
+        ("megatron/mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log", "nvd_megatron"),
+        ("bridge/mbridge_2025-08-29_llama_recipe_20iter_out1.txt", "nvd_megatron"),
+        ("bridge/cloudai-test_megatron-bridge_2025-12-22_step-time-line_snippet.log", "nvd_megatron"),
+        ("nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell14_normal_run.log", "nvd_nemo"),
+        ("nemo/cloudai-test_nemo-launcher_2025-03-04_perf_metrics_utils_snippet.log", "nvd_nemo"),
+    ],
+)
 def test_format_detection(registry, name, backend):
     detected, reason = detect_backend([LOGS / name], registry)
     assert detected == backend
@@ -77,8 +78,7 @@ def test_tokens_per_gpu_are_computed_by_the_core_from_step_times(registry):
 
 def test_batch_mismatch_names_both_values_and_the_override_is_recorded(registry, tmp_path):
     config_file = tmp_path / "run.toml"
-    config_file.write_text("[training]\nglobal_batch_size = 128\nseq_length = 2048\n"
-                           "[launch]\nnproc_per_node = 1\n")
+    config_file.write_text("[training]\nglobal_batch_size = 128\nseq_length = 2048\n[launch]\nnproc_per_node = 1\n")
     config = load_config(config_file)
     with pytest.raises(ParseError) as info:
         parse_logs([FULL15], registry=registry, config=config, config_label="config run.toml")
@@ -90,23 +90,32 @@ def test_batch_mismatch_names_both_values_and_the_override_is_recorded(registry,
 
 
 def test_matching_config_passes_and_carries_its_fingerprint(registry, tmp_path):
-    config = load_config(None, ["training.global_batch_size=80", "training.seq_length=2048",
-                                "launch.nproc_per_node=1", "training.micro_batch_size=2"])
+    config = load_config(
+        None,
+        [
+            "training.global_batch_size=80",
+            "training.seq_length=2048",
+            "launch.nproc_per_node=1",
+            "training.micro_batch_size=2",
+        ],
+    )
     outcome = parse_logs([FULL15], registry=registry, config=config)
     assert outcome.result.config.config_fingerprint == config.fingerprint()
     assert outcome.result.iterations[5].tokens_per_s_per_gpu == pytest.approx(
-        80 * 2048 / outcome.result.iterations[5].step_time_s)
+        80 * 2048 / outcome.result.iterations[5].step_time_s
+    )
 
 
 def test_consumed_samples_that_do_not_add_up_are_a_mismatch(registry, tmp_path):
-    line = (" iteration {n}/ 10 | consumed samples: {c} | elapsed time per iteration (ms): 900.0 |"
-            " global batch size: 64 | lm loss: 2.0 | number of skipped iterations: 0 |"
-            " number of nan iterations: 0 |\n")
+    line = (
+        " iteration {n}/ 10 | consumed samples: {c} | elapsed time per iteration (ms): 900.0 |"
+        " global batch size: 64 | lm loss: 2.0 | number of skipped iterations: 0 |"
+        " number of nan iterations: 0 |\n"
+    )
     log = tmp_path / "train.log"
     log.write_text("".join(line.format(n=n, c=n * 32) for n in (1, 2, 3)))
     with pytest.raises(ParseError, match="consumed samples"):
-        parse_logs([log], registry=registry, backend="nvd_megatron",
-                   workload=Workload(global_batch_size=64))
+        parse_logs([log], registry=registry, backend="nvd_megatron", workload=Workload(global_batch_size=64))
 
 
 def test_command_line_batch_size_is_checked_against_the_log(registry):
@@ -116,8 +125,7 @@ def test_command_line_batch_size_is_checked_against_the_log(registry):
 
 def test_a_log_with_several_batch_sizes_is_not_silently_averaged(registry):
     # These lines come from different runs (64, 128 and 256 sequences per step).
-    path = LOGS / ("primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_"
-                   "MI325X_2025-10to12.log")
+    path = LOGS / ("primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_MI325X_2025-10to12.log")
     expected = r"the log \(first value it states\) says 128.*64, 128, 256"
     with pytest.raises(ParseError, match=expected):
         parse_logs([path], registry=registry)
@@ -125,10 +133,13 @@ def test_a_log_with_several_batch_sizes_is_not_silently_averaged(registry):
 
 def test_manifest_next_to_the_log_gives_hardware(registry, tmp_path):
     shutil.copy(P57, tmp_path / "run.log")
-    manifest = Manifest(tprimat_version="0.1.0", created_at="2026-05-15T17:00:00+00:00",
-                        hardware=Hardware(device_name="AMD Instinct MI355X",
-                                          device_count_per_node=8),
-                        software=Software(rocm="7.0.0"), platform="amd")
+    manifest = Manifest(
+        tprimat_version="0.1.0",
+        created_at="2026-05-15T17:00:00+00:00",
+        hardware=Hardware(device_name="AMD Instinct MI355X", device_count_per_node=8),
+        software=Software(rocm="7.0.0"),
+        platform="amd",
+    )
     write_manifest(manifest, tmp_path)
     result = parse_logs([tmp_path / "run.log"], registry=registry).result
     assert result.hardware.device_name == "AMD Instinct MI355X"
@@ -205,8 +216,7 @@ def test_primus_tree_reads_one_family_per_rank_oldest_first(registry, tmp_path):
     files, notes = find_log_files([top])
     names = [(f.parent.name, f.name) for f in files]
     rotated = "debug.2026-05-15_17-10-00_000001.log"
-    assert names == [("rank-0", rotated), ("rank-0", "debug.log"),
-                     ("rank-7", rotated), ("rank-7", "debug.log")]
+    assert names == [("rank-0", rotated), ("rank-0", "debug.log"), ("rank-7", rotated), ("rank-7", "debug.log")]
     assert "2 rank directories" in notes[0]
     result = parse_logs([top], registry=registry).result
     assert [r.iteration for r in result.iterations] == list(range(1, 11))
@@ -216,18 +226,20 @@ def test_primus_tree_reads_one_family_per_rank_oldest_first(registry, tmp_path):
 
 def test_core_throughput_matches_primus_figure_when_the_workload_is_right(registry, tmp_path):
     """Llama 3.1 8B on 8 GPUs, GBS 128, sequence 8192: the core's formula gives Primus's 10005.5."""
-    source = LOGS / ("primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_"
-                     "MI325X_2025-10to12.log")
-    line = next(x for x in source.read_text(encoding="utf-8").splitlines(True)
-                if x.startswith("[20251202 06:56:28]"))
+    source = LOGS / (
+        "primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_MI325X_2025-10to12.log"
+    )
+    line = next(x for x in source.read_text(encoding="utf-8").splitlines(True) if x.startswith("[20251202 06:56:28]"))
     log = tmp_path / "one.log"
     log.write_text(line)
-    result = parse_logs([log], registry=registry, workload=Workload(
-        seq_length=8192, world_size=8, global_batch_size=128, warmup_iterations=0)).result
+    result = parse_logs(
+        [log],
+        registry=registry,
+        workload=Workload(seq_length=8192, world_size=8, global_batch_size=128, warmup_iterations=0),
+    ).result
     (record,) = result.iterations
     assert record.tokens_per_s_per_gpu == pytest.approx(128 * 8192 / 13.1 / 8)
-    assert record.tokens_per_s_per_gpu == pytest.approx(record.reported["tokens_per_s_per_gpu"],
-                                                        abs=0.1)
+    assert record.tokens_per_s_per_gpu == pytest.approx(record.reported["tokens_per_s_per_gpu"], abs=0.1)
 
 
 def test_interleaved_ranks_and_binary_junk_are_skipped_with_their_place(registry, tmp_path):
@@ -235,7 +247,7 @@ def test_interleaved_ranks_and_binary_junk_are_skipped_with_their_place(registry
     at = next(i for i, line in enumerate(lines) if "iteration        9/" in line)
     line = lines[at]
     # Two ranks writing at once: iteration 9's line is split by another rank's output.
-    lines[at:at + 1] = [line[:180] + "[rank3]: W1105 NCCL WARN timeout\n", line[180:]]
+    lines[at : at + 1] = [line[:180] + "[rank3]: W1105 NCCL WARN timeout\n", line[180:]]
     blob = "".join(lines).encode() + b"\x00\xff\xfe garbage \x80\x81\n"
     log = tmp_path / "mixed.log"
     log.write_bytes(blob[:2000] + b"\xc3\x28\x00\x9f\n" + blob[2000:])

@@ -3,17 +3,20 @@ import pytest
 from tprimat.result.peaks import DEVICE_PEAKS, PEAKS_VERSION, lookup_peak
 
 
-@pytest.mark.parametrize("name, key, bf16", [
-    ("NVIDIA H100 80GB HBM3", "H100-SXM", 989.4),
-    ("NVIDIA H100 PCIe", "H100-PCIe", 756.5),
-    ("NVIDIA H100 NVL", "H100-NVL", 835.5),
-    ("NVIDIA H200", "H200-SXM", 989.4),
-    ("NVIDIA B200", "B200", 2250.0),
-    ("AMD Instinct MI300X", "MI300X", 1307.4),
-    ("AMD Instinct MI300X VF", "MI300X", 1307.4),
-    ("AMD Instinct MI325X", "MI325X", 1307.4),
-    ("AMD Instinct MI355X", "MI355X", 2516.6),
-])
+@pytest.mark.parametrize(
+    "name, key, bf16",
+    [
+        ("NVIDIA H100 80GB HBM3", "H100-SXM", 989.4),
+        ("NVIDIA H100 PCIe", "H100-PCIe", 756.5),
+        ("NVIDIA H100 NVL", "H100-NVL", 835.5),
+        ("NVIDIA H200", "H200-SXM", 989.4),
+        ("NVIDIA B200", "B200", 2250.0),
+        ("AMD Instinct MI300X", "MI300X", 1307.4),
+        ("AMD Instinct MI300X VF", "MI300X", 1307.4),
+        ("AMD Instinct MI325X", "MI325X", 1307.4),
+        ("AMD Instinct MI355X", "MI355X", 2516.6),
+    ],
+)
 def test_device_names_as_the_tools_print_them(name, key, bf16):
     found = lookup_peak(name, "bf16")
     assert (found.device_key, found.tflops) == (key, bf16)

@@ -11,8 +11,7 @@ B200_TABLE = "nvidia-smi_table_driver570_8xB200_2025-06-20_gcp-a4_gpu-recipes_ex
 def test_nvidia_query_rows():
     text = "NVIDIA H100 80GB HBM3, 81559, 550.54.15\nNVIDIA H100 80GB HBM3, 81559, 550.54.15\n"
     rows = plat.parse_nvidia_smi_query(text)
-    assert len(rows) == 2 and rows[0] == {"name": "NVIDIA H100 80GB HBM3", "memory_mib": "81559",
-                                          "driver": "550.54.15"}
+    assert len(rows) == 2 and rows[0] == {"name": "NVIDIA H100 80GB HBM3", "memory_mib": "81559", "driver": "550.54.15"}
     with_header = "name, memory.total [MiB], driver_version\nNVIDIA B200, 183359, 570.133.20\n"
     assert plat.parse_nvidia_smi_query(with_header)[0]["name"] == "NVIDIA B200"
 
@@ -44,8 +43,11 @@ def _fake_tools(tmp_path, monkeypatch, scripts: dict[str, str]):
 def test_detect_nvidia_through_nvidia_smi(tmp_path, monkeypatch, fixtures):
     table = fixtures / "smi" / B200_TABLE
     query = "".join("NVIDIA B200, 183359, 570.133.20\n" for _ in range(8))
-    _fake_tools(tmp_path, monkeypatch, {"nvidia-smi": (
-        f'case "$1" in --query-gpu*) printf "{query}";; *) cat "{table}";; esac\n')})
+    _fake_tools(
+        tmp_path,
+        monkeypatch,
+        {"nvidia-smi": (f'case "$1" in --query-gpu*) printf "{query}";; *) cat "{table}";; esac\n')},
+    )
     info = plat.detect()
     assert (info.platform, info.device_name, info.device_count) == ("nvidia", "NVIDIA B200", 8)
     assert info.memory_per_device_gib == pytest.approx(183359 / 1024)
@@ -55,8 +57,7 @@ def test_detect_nvidia_through_nvidia_smi(tmp_path, monkeypatch, fixtures):
 
 def test_detect_amd_through_rocm_smi(tmp_path, monkeypatch, fixtures):
     monkeypatch.setattr(plat, "_detect_nvidia", lambda: None)
-    monkeypatch.setattr(plat.Path, "exists", lambda self: str(self) == "/dev/kfd" or
-                        plat.os.path.exists(self))
+    monkeypatch.setattr(plat.Path, "exists", lambda self: str(self) == "/dev/kfd" or plat.os.path.exists(self))
     data = fixtures / "smi" / "telegraf_mi100_rocm571_rocm-smi_json.json"
     _fake_tools(tmp_path, monkeypatch, {"rocm-smi": f'cat "{data}"\n'})
     info = plat.detect()
@@ -73,8 +74,7 @@ def test_detect_without_any_gpu_tool_is_cpu(tmp_path, monkeypatch):
 
 def test_broken_rocm_smi_json_is_noted_not_raised(tmp_path, monkeypatch):
     monkeypatch.setattr(plat, "_detect_nvidia", lambda: None)
-    monkeypatch.setattr(plat.Path, "exists", lambda self: str(self) == "/dev/kfd" or
-                        plat.os.path.exists(self))
+    monkeypatch.setattr(plat.Path, "exists", lambda self: str(self) == "/dev/kfd" or plat.os.path.exists(self))
     _fake_tools(tmp_path, monkeypatch, {"rocm-smi": "echo '{not json'\n"})
     info = plat.detect()
     assert info.platform == "amd" and info.device_name is None and info.notes

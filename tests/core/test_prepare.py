@@ -62,8 +62,9 @@ def test_tuned_needs_the_target_device_and_records_every_deviation(laptop, tmp_p
     tuned = ('benchmark.methodology="tuned"',)
     with pytest.raises(RunError, match="--device"):
         prepare(RunRequest(backend="nvd_nemo", model="llama3.1-8b", overrides=tuned, output=tmp_path), laptop)
-    prepared = prepare(RunRequest(backend="nvd_nemo", model="llama3.1-8b", overrides=tuned, device="H100",
-                                  output=tmp_path), laptop)
+    prepared = prepare(
+        RunRequest(backend="nvd_nemo", model="llama3.1-8b", overrides=tuned, device="H100", output=tmp_path), laptop
+    )
     assert prepared.methodology.preset == "h100"
     # the config the hook receives, the one the result records and the one the dry run shows are one
     assert prepared.context.config is prepared.config
@@ -79,11 +80,29 @@ def test_tuned_needs_the_target_device_and_records_every_deviation(laptop, tmp_p
 
 def test_cli_dry_run_for_another_platform_names_the_device(tmp_path):
     runner = CliRunner()
-    result = runner.invoke(cli, ["run", "--backend", "nvd_nemo", "--model", "qwen2.5-7b", "--device", "H100",
-                                 "--set", 'benchmark.methodology="tuned"', "--dry-run", "--output", str(tmp_path)],
-                           obj={"registry_factory": lambda: OnThisMachine(CPU)})
+    result = runner.invoke(
+        cli,
+        [
+            "run",
+            "--backend",
+            "nvd_nemo",
+            "--model",
+            "qwen2.5-7b",
+            "--device",
+            "H100",
+            "--set",
+            'benchmark.methodology="tuned"',
+            "--dry-run",
+            "--output",
+            str(tmp_path),
+        ],
+        obj={"registry_factory": lambda: OnThisMachine(CPU)},
+    )
     assert result.exit_code == 0, result.output
     assert "# platform: nvidia (H100)" in result.output
-    refused = runner.invoke(cli, ["run", "--backend", "nvd_nemo", "--device", "H100", "--output", str(tmp_path)],
-                            obj={"registry_factory": lambda: OnThisMachine(CPU)})
+    refused = runner.invoke(
+        cli,
+        ["run", "--backend", "nvd_nemo", "--device", "H100", "--output", str(tmp_path)],
+        obj={"registry_factory": lambda: OnThisMachine(CPU)},
+    )
     assert refused.exit_code == 2 and "use it with --dry-run" in refused.output

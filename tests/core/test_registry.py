@@ -17,7 +17,7 @@ from tprimat.result.schema import IterationRecord
 from tprimat.settings.config import load_config
 from tprimat.settings.models import get_model
 
-PLUGIN_TEMPLATE = '''
+PLUGIN_TEMPLATE = """
 import tprimat
 from tprimat.contract.backend import BackendSpec
 from tprimat.contract.plans import DataArguments, LaunchPlan, ProfilePlan
@@ -56,7 +56,7 @@ def parse_metrics(backend, lines, source):
     CALLS.append(("parse_metrics", backend))
     return (IterationRecord(iteration=int(line.split()[1]), step_time_s=1.0)
             for line in lines if line.startswith("step "))
-'''
+"""
 
 
 @pytest.fixture
@@ -80,8 +80,13 @@ def registry_with(*entry_points: EntryPoint, **kwargs) -> Registry:
 
 def context(tmp_path: Path) -> LaunchContext:
     cfg = load_config(None, ["benchmark.model=llama3.1-tiny"])
-    return LaunchContext(run_id="r", run_dir=tmp_path, config=cfg, model=get_model("llama3.1-tiny"),
-                         platform=PlatformInfo(platform="cpu"))
+    return LaunchContext(
+        run_id="r",
+        run_dir=tmp_path,
+        config=cfg,
+        model=get_model("llama3.1-tiny"),
+        platform=PlatformInfo(platform="cpu"),
+    )
 
 
 def test_hook_register_backends(plugin_dir):
@@ -94,8 +99,9 @@ def test_hook_register_backends(plugin_dir):
 
 def test_hook_launch(plugin_dir, tmp_path):
     """launch is called on the plugin owning the backend only."""
-    registry = registry_with(write_plugin(plugin_dir, "plug_a", ["alpha"]),
-                             write_plugin(plugin_dir, "plug_b", ["beta"]))
+    registry = registry_with(
+        write_plugin(plugin_dir, "plug_a", ["alpha"]), write_plugin(plugin_dir, "plug_b", ["beta"])
+    )
     plan = registry.launch("beta", context=context(tmp_path))
     assert plan == LaunchPlan(argv=("plug_b", "beta"))
     import plug_a
@@ -106,8 +112,14 @@ def test_hook_launch(plugin_dir, tmp_path):
 
 def test_hook_prepare_data(plugin_dir, tmp_path):
     registry = registry_with(write_plugin(plugin_dir, "plug_data", ["gamma"]))
-    dataset = PreparedDataset(path_prefix=tmp_path / "bc_text_document", tokenizer="tok",
-                              fingerprint="sha256:0", documents=1, tokens=2, vocab_size=3)
+    dataset = PreparedDataset(
+        path_prefix=tmp_path / "bc_text_document",
+        tokenizer="tok",
+        fingerprint="sha256:0",
+        documents=1,
+        tokens=2,
+        vocab_size=3,
+    )
     answer = registry.prepare_data("gamma", dataset=dataset, config=load_config())
     assert answer == DataArguments(args=("--data-path", str(tmp_path / "bc_text_document")))
 
@@ -136,20 +148,21 @@ def test_hook_parse_metrics(plugin_dir):
 
 def test_hook_detect_platform(plugin_dir):
     """A plugin answers before the built-in probe, which answers last."""
-    extra = '''
+    extra = """
     @tprimat.hookimpl
     def detect_platform():
         from tprimat.hardware.platform import PlatformInfo
         return PlatformInfo(platform="nvidia", device_name="NVIDIA H100 80GB HBM3", device_count=8)
-    '''
+    """
     registry = registry_with(write_plugin(plugin_dir, "plug_detect", ["zeta"], extra))
     assert registry.detect_platform().device_name == "NVIDIA H100 80GB HBM3"
     assert Registry().detect_platform().platform in {"cpu", "nvidia", "amd"}  # the fallback answers
 
 
 def test_a_backend_claimed_twice_names_both_and_is_unusable(plugin_dir, tmp_path):
-    registry = registry_with(write_plugin(plugin_dir, "plug_one", ["same"]),
-                             write_plugin(plugin_dir, "plug_two", ["same"]))
+    registry = registry_with(
+        write_plugin(plugin_dir, "plug_one", ["same"]), write_plugin(plugin_dir, "plug_two", ["same"])
+    )
     entry = registry.backends()["same"]
     assert entry.availability().state == "error"
     assert "plug_one" in entry.conflict and "plug_two" in entry.conflict
@@ -167,7 +180,8 @@ def test_a_missing_hook_is_a_clear_error(plugin_dir, tmp_path):
     (plugin_dir / "plug_min.py").write_text(
         "import tprimat\nfrom tprimat.contract.backend import BackendSpec\n"
         "@tprimat.hookimpl\ndef register_backends():\n"
-        "    return [BackendSpec(name='minimal', platform='any', framework='x', description='x')]\n")
+        "    return [BackendSpec(name='minimal', platform='any', framework='x', description='x')]\n"
+    )
     registry = registry_with(EntryPoint(name="plug_min", value="plug_min", group="tprimat"))
     assert not registry.implements("minimal", "launch")
     with pytest.raises(BackendError, match="does not implement launch"):
@@ -177,9 +191,11 @@ def test_a_missing_hook_is_a_clear_error(plugin_dir, tmp_path):
 def test_import_failure_and_bad_hooks_are_recorded_not_raised(plugin_dir):
     (plugin_dir / "plug_crash.py").write_text("raise RuntimeError('boom at import')\n")
     (plugin_dir / "plug_badargs.py").write_text(
-        "import tprimat\n@tprimat.hookimpl\ndef launch(backend, context, surprise):\n    pass\n")
+        "import tprimat\n@tprimat.hookimpl\ndef launch(backend, context, surprise):\n    pass\n"
+    )
     (plugin_dir / "plug_badreturn.py").write_text(
-        "import tprimat\n@tprimat.hookimpl\ndef register_backends():\n    return ['not a spec']\n")
+        "import tprimat\n@tprimat.hookimpl\ndef register_backends():\n    return ['not a spec']\n"
+    )
     good = write_plugin(plugin_dir, "plug_good", ["fine"])
     registry = registry_with(
         EntryPoint(name="plug_crash", value="plug_crash", group="tprimat"),
@@ -198,16 +214,15 @@ def test_strict_mode_re_raises_for_plugin_authors(plugin_dir):
     (plugin_dir / "plug_crash2.py").write_text("raise RuntimeError('boom')\n")
     registry = Registry(strict=True)
     with pytest.raises(TprimatError, match="plug_crash2.*boom"):
-        registry.load_entry_points(
-            entry_points=[EntryPoint(name="plug_crash2", value="plug_crash2", group="tprimat")])
+        registry.load_entry_points(entry_points=[EntryPoint(name="plug_crash2", value="plug_crash2", group="tprimat")])
 
 
 def test_disabled_plugins_are_never_imported(plugin_dir):
     (plugin_dir / "plug_never.py").write_text("raise SystemExit('imported a disabled plugin')\n")
     registry = Registry()
     registry.load_entry_points(
-        disabled={"plug_never"},
-        entry_points=[EntryPoint(name="plug_never", value="plug_never", group="tprimat")])
+        disabled={"plug_never"}, entry_points=[EntryPoint(name="plug_never", value="plug_never", group="tprimat")]
+    )
     assert registry.load_errors == [] and registry.backends() == {}
 
 
@@ -215,8 +230,9 @@ def test_environment_switches(monkeypatch):
     registry = Registry.from_environment({"TPRIMAT_DISABLE_PLUGINS": "megatron, nvd_nemo"})
     names = set(registry.backends())
     assert "torch" in names and not names & {"amd_primus", "amd_megatron", "nvd_megatron", "nvd_nemo"}
-    strict = Registry.from_environment({"TPRIMAT_STRICT_PLUGINS": "1",
-                                        "TPRIMAT_DISABLE_PLUGINS": "broken_import,broken_hooks"})
+    strict = Registry.from_environment(
+        {"TPRIMAT_STRICT_PLUGINS": "1", "TPRIMAT_DISABLE_PLUGINS": "broken_import,broken_hooks"}
+    )
     assert strict.strict
 
 
@@ -230,8 +246,13 @@ def test_tracing_prints_hook_calls(plugin_dir, capsys):
 def test_builtin_backends_register_through_entry_points():
     registry = Registry.from_environment({})
     backends = registry.backends()
-    plugins = {"amd_primus": "megatron", "amd_megatron": "megatron", "nvd_megatron": "megatron",
-               "nvd_nemo": "nvd_nemo", "torch": "torch"}
+    plugins = {
+        "amd_primus": "megatron",
+        "amd_megatron": "megatron",
+        "nvd_megatron": "megatron",
+        "nvd_nemo": "nvd_nemo",
+        "torch": "torch",
+    }
     for name, plugin in plugins.items():
         assert backends[name].distribution == "tprimat"
         assert backends[name].plugin_name == plugin
@@ -260,11 +281,13 @@ def test_an_exception_in_a_plugin_hook_names_the_plugin_and_the_hook(tmp_path):
     registry.register(Buggy(), name="buggy_plugin", distribution="buggy-dist", version="0.3")
     with pytest.raises(PluginError) as info:
         registry.launch("buggy", context=None)
-    assert str(info.value).startswith("plugin buggy_plugin (buggy-dist 0.3) failed in its launch hook for backend "
-                                      "buggy: KeyError: 'missing_key'")
+    assert str(info.value).startswith(
+        "plugin buggy_plugin (buggy-dist 0.3) failed in its launch hook for backend buggy: KeyError: 'missing_key'"
+    )
     assert info.value.exit_code == 1 and isinstance(info.value.__cause__, KeyError)
     with pytest.raises(PluginError) as info:
         registry.profile("buggy", context=None)
-    assert str(info.value) == ("the profile window does not fit [backend buggy, plugin buggy_plugin "
-                               "(buggy-dist 0.3), hook profile]")
+    assert str(info.value) == (
+        "the profile window does not fit [backend buggy, plugin buggy_plugin (buggy-dist 0.3), hook profile]"
+    )
     assert info.value.exit_code == 2

@@ -61,14 +61,20 @@ class FakeBackend:
 
     @hookimpl
     def register_backends(self):
-        return [BackendSpec(name="fake", platform="any", framework="fakeframe",
-                            description="a test job", requires=Requirements(),
-                            options=tuple(LaunchOption(name=n, help=n) for n in ("sleep", "code", "hang_after")))]
+        return [
+            BackendSpec(
+                name="fake",
+                platform="any",
+                framework="fakeframe",
+                description="a test job",
+                requires=Requirements(),
+                options=tuple(LaunchOption(name=n, help=n) for n in ("sleep", "code", "hang_after")),
+            )
+        ]
 
     @hookimpl
     def detect_platform(self):
-        return PlatformInfo(platform="nvidia", device_name="NVIDIA H100 80GB HBM3",
-                            device_count=8, source="test")
+        return PlatformInfo(platform="nvidia", device_name="NVIDIA H100 80GB HBM3", device_count=8, source="test")
 
     @hookimpl
     def prepare_data(self, backend, dataset, config):
@@ -76,18 +82,24 @@ class FakeBackend:
 
     @hookimpl
     def profile(self, backend, context):
-        return ProfilePlan(args=("--trace",), trace_globs=("traces/*.json",),
-                           profiled_iterations=(3, 4))
+        return ProfilePlan(args=("--trace",), trace_globs=("traces/*.json",), profiled_iterations=(3, 4))
 
     @hookimpl
     def launch(self, backend, context):
         o = context.options
-        argv = (sys.executable, "-c", JOB, str(context.config.benchmark.iterations),
-                str(o.get("sleep", 0.0)), str(o.get("code", 0)), str(o.get("hang_after", 0)))
+        argv = (
+            sys.executable,
+            "-c",
+            JOB,
+            str(context.config.benchmark.iterations),
+            str(o.get("sleep", 0.0)),
+            str(o.get("code", 0)),
+            str(o.get("hang_after", 0)),
+        )
         job = f"iterations: {context.config.benchmark.iterations}\n"
-        return LaunchPlan(argv=argv, env={"FAKE_JOB": "1", "HF_TOKEN": SECRET},
-                          files={"job.yaml": job},
-                          description="a fake job")
+        return LaunchPlan(
+            argv=argv, env={"FAKE_JOB": "1", "HF_TOKEN": SECRET}, files={"job.yaml": job}, description="a fake job"
+        )
 
     @hookimpl
     def parse_metrics(self, backend, lines, source):
@@ -104,8 +116,12 @@ class FakeBackend:
             iteration = int(match.group(1))
             if self.fail_parser_at == iteration:
                 raise RuntimeError("parser bug")
-            yield IterationRecord(iteration=iteration, step_time_s=float(match.group(2)),
-                                  loss=float(match.group(3)), source=f"{source}:{number}")
+            yield IterationRecord(
+                iteration=iteration,
+                step_time_s=float(match.group(2)),
+                loss=float(match.group(3)),
+                source=f"{source}:{number}",
+            )
 
 
 def make_registry(**kw) -> Registry:
@@ -114,14 +130,25 @@ def make_registry(**kw) -> Registry:
     return registry
 
 
-SHAPE = ("training.global_batch_size=16", "training.micro_batch_size=2",
-         "training.seq_length=1024", "launch.nproc_per_node=8", "benchmark.warmup_iterations=1")
+SHAPE = (
+    "training.global_batch_size=16",
+    "training.micro_batch_size=2",
+    "training.seq_length=1024",
+    "launch.nproc_per_node=8",
+    "benchmark.warmup_iterations=1",
+)
 
 
 def request(tmp_path: Path, *extra: str, iterations: int = 6, **options) -> RunRequest:
-    return RunRequest(backend="fake", model="llama3.1-8b", overrides=(*SHAPE, *extra),
-                      iterations=iterations, output=tmp_path / "runs", run_id="r1",
-                      options=options)
+    return RunRequest(
+        backend="fake",
+        model="llama3.1-8b",
+        overrides=(*SHAPE, *extra),
+        iterations=iterations,
+        output=tmp_path / "runs",
+        run_id="r1",
+        options=options,
+    )
 
 
 @pytest.mark.slow
@@ -179,8 +206,7 @@ def test_non_zero_exit_is_failed_with_the_log_tail(tmp_path):
 def test_hung_job_is_killed_after_the_timeout(tmp_path):
     registry = make_registry()
     started = time.monotonic()
-    outcome = run(prepare(request(tmp_path, "launch.timeout_s=1.5", iterations=5, hang_after=2),
-                          registry), registry)
+    outcome = run(prepare(request(tmp_path, "launch.timeout_s=1.5", iterations=5, hang_after=2), registry), registry)
     assert time.monotonic() - started < 30
     result = outcome.result
     assert result.run.status == "failed"
@@ -195,8 +221,9 @@ def test_hung_job_is_killed_after_the_timeout(tmp_path):
 @pytest.mark.slow
 def test_a_node_other_than_rank_0_keeps_its_logs_and_leaves_the_result_to_node_0(tmp_path):
     registry = make_registry()
-    two_nodes = attrs.evolve(request(tmp_path, "launch.nnodes=2", "training.global_batch_size=32",
-                                     iterations=2), node_rank=1)
+    two_nodes = attrs.evolve(
+        request(tmp_path, "launch.nnodes=2", "training.global_batch_size=32", iterations=2), node_rank=1
+    )
     prepared = prepare(two_nodes, registry)
     outcome = run(prepared, registry)
     run_dir = tmp_path / "runs" / "r1"
@@ -245,8 +272,11 @@ def test_parser_failure_keeps_the_run_and_says_so(tmp_path):
     registry = make_registry(fail_parser_at=4)
     result = run(prepare(request(tmp_path), registry), registry).result
     assert [r.iteration for r in result.iterations] == [1, 2, 3]
-    assert any("parser failed (PluginError: plugin fake (no distribution) failed in its parse_metrics hook "
-               "for backend fake: RuntimeError: parser bug)" in n for n in result.provenance.notes)
+    assert any(
+        "parser failed (PluginError: plugin fake (no distribution) failed in its parse_metrics hook "
+        "for backend fake: RuntimeError: parser bug)" in n
+        for n in result.provenance.notes
+    )
     assert any("only 3 of 6" in n for n in result.provenance.notes)
 
 
@@ -276,16 +306,22 @@ def test_profiled_iterations_are_marked_and_energy_comes_from_the_monitor(tmp_pa
         assert record.energy_j == pytest.approx(800.0 * record.step_time_s)
     measured = [r for r in result.iterations if r.iteration in (2, 5, 6)]
     assert result.summary.energy_per_token_j == pytest.approx(
-        sum(r.energy_j for r in measured) / sum(r.tokens for r in measured))
+        sum(r.energy_j for r in measured) / sum(r.tokens for r in measured)
+    )
 
 
 class _Declares:
     """A plugin declaring one backend that is the default for some platforms."""
 
     def __init__(self, name, default_for, usable):
-        self.spec = BackendSpec(name=name, platform="any", framework=name, description=name,
-                                default_for=default_for,
-                                requires=Requirements(python=() if usable else ("no_such_module_here",)))
+        self.spec = BackendSpec(
+            name=name,
+            platform="any",
+            framework=name,
+            description=name,
+            default_for=default_for,
+            requires=Requirements(python=() if usable else ("no_such_module_here",)),
+        )
 
     @hookimpl
     def register_backends(self):
@@ -314,7 +350,9 @@ def test_tprimat_default_backend_beats_what_backends_declare():
     registry = _declaring(_Declares("vendor", ("amd",), True), _Declares("ref", ("cpu", "*"), True))
     amd = PlatformInfo(platform="amd")
     assert resolve_backend(registry, None, amd, {"TPRIMAT_DEFAULT_BACKEND": "ref"}) == (
-        "ref", "TPRIMAT_DEFAULT_BACKEND names it for amd")
+        "ref",
+        "TPRIMAT_DEFAULT_BACKEND names it for amd",
+    )
     per_platform = {"TPRIMAT_DEFAULT_BACKEND": "nvidia=vendor,amd=ref"}
     assert resolve_backend(registry, None, amd, per_platform)[0] == "ref"
     assert resolve_backend(registry, None, PlatformInfo(platform="cpu"), per_platform)[0] == "ref"
@@ -329,21 +367,23 @@ def test_two_usable_defaults_for_one_platform_are_an_error_naming_both():
 
 
 @pytest.mark.slow
-def test_a_prepared_dataset_reaches_the_backend_and_its_fingerprint_the_result(
-        tmp_path, monkeypatch):
+def test_a_prepared_dataset_reaches_the_backend_and_its_fingerprint_the_result(tmp_path, monkeypatch):
     import types
 
-    dataset = PreparedDataset(path_prefix=tmp_path / "web" / "text_document", tokenizer="tok",
-                              fingerprint="sha256:0123abcd", documents=3, tokens=999,
-                              vocab_size=128256)
+    dataset = PreparedDataset(
+        path_prefix=tmp_path / "web" / "text_document",
+        tokenizer="tok",
+        fingerprint="sha256:0123abcd",
+        documents=3,
+        tokens=999,
+        vocab_size=128256,
+    )
     module = types.ModuleType("tprimat.data")
     module.load_prepared = lambda path: dataset if Path(path) == tmp_path / "web" else None
     monkeypatch.setitem(sys.modules, "tprimat.data", module)
     registry = make_registry()
-    prepared = prepare(request(tmp_path, f'data.dataset="{tmp_path / "web"}"', iterations=2),
-                       registry)
-    assert prepared.context.data == DataArguments(
-        args=("--data-path", str(tmp_path / "web" / "text_document")))
+    prepared = prepare(request(tmp_path, f'data.dataset="{tmp_path / "web"}"', iterations=2), registry)
+    assert prepared.context.data == DataArguments(args=("--data-path", str(tmp_path / "web" / "text_document")))
     result = run(prepared, registry).result
     assert result.run.dataset == "web"
     assert result.config.dataset_fingerprint == "sha256:0123abcd"

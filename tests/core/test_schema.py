@@ -20,15 +20,32 @@ from tprimat.result.schema import (
 
 def make_result(loss: float = 2.5) -> Result:
     return Result(
-        run=RunInfo(id="r1", backend="toy", platform="cpu", framework="toy", model="llama3.1-tiny",
-                    dataset="mock", status="completed", started_at="2026-11-22T10:00:00+00:00",
-                    finished_at="2026-11-22T10:01:00+00:00", tprimat_version="0.1.0"),
-        config=ResultConfig(model="llama3.1-tiny", seq_length=128, global_batch_size=4,
-                            micro_batch_size=1, world_size=1, precision="fp32", methodology="iso",
-                            settings={"training": {"lr": 1e-3}}),
+        run=RunInfo(
+            id="r1",
+            backend="toy",
+            platform="cpu",
+            framework="toy",
+            model="llama3.1-tiny",
+            dataset="mock",
+            status="completed",
+            started_at="2026-11-22T10:00:00+00:00",
+            finished_at="2026-11-22T10:01:00+00:00",
+            tprimat_version="0.1.0",
+        ),
+        config=ResultConfig(
+            model="llama3.1-tiny",
+            seq_length=128,
+            global_batch_size=4,
+            micro_batch_size=1,
+            world_size=1,
+            precision="fp32",
+            methodology="iso",
+            settings={"training": {"lr": 1e-3}},
+        ),
         iterations=[
-            IterationRecord(iteration=1, step_time_s=0.5, loss=math.nan, lr=0.0,
-                            reported={"tflops": math.inf, "label": "GB"}),
+            IterationRecord(
+                iteration=1, step_time_s=0.5, loss=math.nan, lr=0.0, reported={"tflops": math.inf, "label": "GB"}
+            ),
             IterationRecord(iteration=2, step_time_s=0.25, loss=loss, mem_reserved_gib=1.5),
         ],
         summary=Summary(warmup_iterations=0, measured_iterations=2),
@@ -50,8 +67,19 @@ def test_document_is_strict_json(tmp_path):
     data = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard constant {c}"))
     assert data["schema_version"] == SCHEMA_VERSION
     assert data["iterations"][0]["loss"] == "NaN"
-    assert set(data) == {"schema_version", "run", "hardware", "software", "config", "iterations",
-                         "summary", "provenance", "memory", "evaluations", "convergence"}
+    assert set(data) == {
+        "schema_version",
+        "run",
+        "hardware",
+        "software",
+        "config",
+        "iterations",
+        "summary",
+        "provenance",
+        "memory",
+        "evaluations",
+        "convergence",
+    }
 
 
 def test_null_hardware_by_default():
@@ -59,15 +87,18 @@ def test_null_hardware_by_default():
     assert all(value is None for value in data["hardware"].values())
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda d: d["iterations"][1].update(step_time_s="fast"), "$.iterations[1].step_time_s"),
-    (lambda d: d["iterations"][1].update(step_time_s=-1.0), "step_time_s"),
-    (lambda d: d["run"].update(status="great"), "$.run.status"),
-    (lambda d: d["run"].pop("id"), "$.run.id"),
-    (lambda d: d["summary"].update(typo_field=1), "typo_field"),
-    (lambda d: d.update(schema_version=99), "schema_version 99"),
-    (lambda d: d.pop("schema_version"), "no schema_version"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d["iterations"][1].update(step_time_s="fast"), "$.iterations[1].step_time_s"),
+        (lambda d: d["iterations"][1].update(step_time_s=-1.0), "step_time_s"),
+        (lambda d: d["run"].update(status="great"), "$.run.status"),
+        (lambda d: d["run"].pop("id"), "$.run.id"),
+        (lambda d: d["summary"].update(typo_field=1), "typo_field"),
+        (lambda d: d.update(schema_version=99), "schema_version 99"),
+        (lambda d: d.pop("schema_version"), "no schema_version"),
+    ],
+)
 def test_invalid_documents_name_the_field(mutate, message):
     data = json.loads(dumps_result(make_result()))
     mutate(data)

@@ -33,9 +33,16 @@ def test_manifest_records_performance_env_without_secrets(tmp_path, monkeypatch)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     monkeypatch.setenv("NCCL_MIN_NCHANNELS", "112")
     monkeypatch.setenv("HSA_NO_SCRATCH_RECLAIM", "1")
-    info = PlatformInfo(platform="amd", device_name="AMD Instinct MI300X", device_count=8,
-                        memory_per_device_gib=192.0, driver_version="6.8.5", stack="rocm",
-                        stack_version="6.4.1", source="rocm-smi")
+    info = PlatformInfo(
+        platform="amd",
+        device_name="AMD Instinct MI300X",
+        device_count=8,
+        memory_per_device_gib=192.0,
+        driver_version="6.8.5",
+        stack="rocm",
+        stack_version="6.4.1",
+        source="rocm-smi",
+    )
     manifest = capture_manifest(info, nodes=2)
     path = write_manifest(manifest, tmp_path)
     assert TOKEN not in path.read_text()

@@ -45,11 +45,27 @@ def write_run(argv: list[str], status: str = "completed") -> None:
     run_id = argv[argv.index("--run-id") + 1]
     model = next(a.split("=", 1)[1] for a in argv if a.startswith("benchmark.model="))
     result = assemble_result(
-        run=RunInfo(id=run_id, backend="toy", platform="cpu", framework="toy", model=model,
-                    dataset="mock", status=status, started_at=None, finished_at=None,
-                    tprimat_version="0.1.0"),
-        config=ResultConfig(model=model, seq_length=64, global_batch_size=8, micro_batch_size=1,
-                            world_size=1, precision="fp32", methodology="iso"),
+        run=RunInfo(
+            id=run_id,
+            backend="toy",
+            platform="cpu",
+            framework="toy",
+            model=model,
+            dataset="mock",
+            status=status,
+            started_at=None,
+            finished_at=None,
+            tprimat_version="0.1.0",
+        ),
+        config=ResultConfig(
+            model=model,
+            seq_length=64,
+            global_batch_size=8,
+            micro_batch_size=1,
+            world_size=1,
+            precision="fp32",
+            methodology="iso",
+        ),
         records=[IterationRecord(iteration=i, step_time_s=0.1) for i in range(1, 5)],
     )
     write_result(result, runs_dir / run_id / "result.json")
@@ -83,17 +99,19 @@ def test_expand_is_stable_and_repeats_come_last(suite_file):
 def test_changing_what_a_cell_runs_changes_its_id(suite_file, tmp_path):
     other = tmp_path / "other.toml"
     other.write_text(SUITE.replace("seq_length=64", "seq_length=128"))
-    assert {r.id for r in expand(load_suite(suite_file))}.isdisjoint(
-        {r.id for r in expand(load_suite(other))})
+    assert {r.id for r in expand(load_suite(suite_file))}.isdisjoint({r.id for r in expand(load_suite(other))})
 
 
-@pytest.mark.parametrize("text, message", [
-    ("[suite]\nbackends=['torch']\n", "needs models"),
-    ("[suite]\nbackends=['torch']\nmodels=['x']\nrepeat=2\n", "unknown key suite.repeat"),
-    ("[suite]\nbackends=['torch']\nmodels=['x']\nrepeats=0\n", "positive integer"),
-    ("[suite]\nbackends=[]\nmodels=['x']\n", "non-empty list"),
-    ("[other]\n", "exactly one table"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[suite]\nbackends=['torch']\n", "needs models"),
+        ("[suite]\nbackends=['torch']\nmodels=['x']\nrepeat=2\n", "unknown key suite.repeat"),
+        ("[suite]\nbackends=['torch']\nmodels=['x']\nrepeats=0\n", "positive integer"),
+        ("[suite]\nbackends=[]\nmodels=['x']\n", "non-empty list"),
+        ("[other]\n", "exactly one table"),
+    ],
+)
 def test_bad_suite_files(tmp_path, text, message):
     path = tmp_path / "bad.toml"
     path.write_text(text)
@@ -196,12 +214,15 @@ def test_report_writes_one_comparison_per_model_and_precision(suite_file, tmp_pa
     directory = tmp_path / "out"
     spec = init_suite_dir(suite_file, directory)
     run_suite(spec, directory, launcher=Launcher())
-    result = CliRunner().invoke(cli, ["suite", "report", str(directory), "--format", "md,csv",
-                                      "--json"])
+    result = CliRunner().invoke(cli, ["suite", "report", str(directory), "--format", "md,csv", "--json"])
     assert result.exit_code == 0, result.output
     reports = json.loads(result.output)["reports"]
-    assert sorted(reports) == ["llama3.1-tiny-bf16-iso", "llama3.1-tiny-fp32-iso",
-                               "qwen2.5-tiny-bf16-iso", "qwen2.5-tiny-fp32-iso"]
+    assert sorted(reports) == [
+        "llama3.1-tiny-bf16-iso",
+        "llama3.1-tiny-fp32-iso",
+        "qwen2.5-tiny-bf16-iso",
+        "qwen2.5-tiny-fp32-iso",
+    ]
     assert all(entry["runs"] == 2 for entry in reports.values())  # the two repeats
     text = Path(reports["qwen2.5-tiny-fp32-iso"]["files"]["report.md"]).read_text()
     assert "qwen2.5-tiny" in text and "R1, R2" in text
@@ -223,16 +244,35 @@ def _quiet(monkeypatch):
 
 
 def test_dry_run_with_slurm_passes_the_scheduler_options_to_each_run(suite_file, tmp_path):
-    out = CliRunner().invoke(cli, ["suite", "run", str(suite_file), "--output", str(tmp_path / "o"),
-                                   "--dry-run", "--slurm", "--nodes", "2", "--gpus-per-node", "8",
-                                   "--partition", "mi300x", "--time", "01:00:00",
-                                   "--account", "perf"])
+    out = CliRunner().invoke(
+        cli,
+        [
+            "suite",
+            "run",
+            str(suite_file),
+            "--output",
+            str(tmp_path / "o"),
+            "--dry-run",
+            "--slurm",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "8",
+            "--partition",
+            "mi300x",
+            "--time",
+            "01:00:00",
+            "--account",
+            "perf",
+        ],
+    )
     assert out.exit_code == 0, out.output
     commands = [line.strip() for line in out.output.splitlines() if line.startswith("  ")]
     assert len(commands) == 8
     for command in commands:
-        assert command.endswith(" --slurm --nodes 2 --gpus-per-node 8 --partition mi300x "
-                                "--time 01:00:00 --account perf")
+        assert command.endswith(
+            " --slurm --nodes 2 --gpus-per-node 8 --partition mi300x --time 01:00:00 --account perf"
+        )
         assert " run --backend toy " in command
     assert not (tmp_path / "o").exists()
 
@@ -259,15 +299,18 @@ def test_resume_starts_the_rest_the_way_the_suite_was_started(suite_file, tmp_pa
         return 0
 
     monkeypatch.setattr(suite_module, "_launch_child", fail_after_two)
-    first = CliRunner().invoke(cli, ["suite", "run", str(suite_file), "--output", str(directory),
-                                     "--slurm", "--nodes", "2", "--partition", "p1"])
+    first = CliRunner().invoke(
+        cli,
+        ["suite", "run", str(suite_file), "--output", str(directory), "--slurm", "--nodes", "2", "--partition", "p1"],
+    )
     assert first.exit_code == 1 and "suite resume" in first.output
     assert all(a[-5:] == ["--slurm", "--nodes", "2", "--partition", "p1"] for a in launched)
     assert json.loads((directory / "launch.json").read_text())["slurm"] is True
 
     launched.clear()
-    monkeypatch.setattr(suite_module, "_launch_child", lambda argv, env=None: (launched.append(argv),
-                                                                     write_run(argv), 0)[2])
+    monkeypatch.setattr(
+        suite_module, "_launch_child", lambda argv, env=None: (launched.append(argv), write_run(argv), 0)[2]
+    )
     again = CliRunner().invoke(cli, ["suite", "resume", str(directory)])
     assert again.exit_code == 0, again.output
     assert len(launched) == 6
@@ -276,13 +319,11 @@ def test_resume_starts_the_rest_the_way_the_suite_was_started(suite_file, tmp_pa
     # Options given to resume replace the kept ones.
     (directory / "runs" / expand(load_suite(suite_file))[0].id / "result.json").unlink()
     launched.clear()
-    assert CliRunner().invoke(cli, ["suite", "resume", str(directory), "--slurm",
-                                    "--partition", "p2"]).exit_code == 0
+    assert CliRunner().invoke(cli, ["suite", "resume", str(directory), "--slurm", "--partition", "p2"]).exit_code == 0
     assert [a[-3:] for a in launched] == [["--slurm", "--partition", "p2"]]
 
 
-def test_strict_refuses_to_start_with_exit_code_2_and_runs_are_strict_too(suite_file, tmp_path,
-                                                                         monkeypatch):
+def test_strict_refuses_to_start_with_exit_code_2_and_runs_are_strict_too(suite_file, tmp_path, monkeypatch):
     import tprimat.running.doctor as doctor
     import tprimat.suite.campaign as suite_module
 
@@ -291,15 +332,14 @@ def test_strict_refuses_to_start_with_exit_code_2_and_runs_are_strict_too(suite_
     for check in ("check_gpu_processes", "check_power_cap", "check_numa_balancing"):
         monkeypatch.setattr(doctor, check, lambda probe: [])
     launched: list[list[str]] = []
-    monkeypatch.setattr(suite_module, "_launch_child", lambda argv, env=None: (launched.append(argv),
-                                                                     write_run(argv), 0)[2])
+    monkeypatch.setattr(
+        suite_module, "_launch_child", lambda argv, env=None: (launched.append(argv), write_run(argv), 0)[2]
+    )
     monkeypatch.setenv("NCCL_DEBUG", "INFO")
-    refused = CliRunner().invoke(cli, ["suite", "run", str(suite_file), "--output",
-                                       str(tmp_path / "o"), "--strict"])
+    refused = CliRunner().invoke(cli, ["suite", "run", str(suite_file), "--output", str(tmp_path / "o"), "--strict"])
     assert refused.exit_code == 2 and "refusing to start" in refused.output
     assert launched == []
     monkeypatch.delenv("NCCL_DEBUG")
-    done = CliRunner().invoke(cli, ["suite", "run", str(suite_file), "--output",
-                                    str(tmp_path / "o"), "--strict"])
+    done = CliRunner().invoke(cli, ["suite", "run", str(suite_file), "--output", str(tmp_path / "o"), "--strict"])
     assert done.exit_code == 0, done.output
     assert len(launched) == 8 and all(a[-1] == "--strict" for a in launched)

@@ -16,8 +16,18 @@ from tprimat.running.sysprof import (
 )
 
 OUT = Path("/runs/r1/sysprof")
-TORCHRUN = ["torchrun", "--nproc-per-node", "8", "--nnodes=1", "--master-port", "29500",
-            "/opt/Megatron-LM/pretrain_gpt.py", "--tensor-model-parallel-size", "1", "--profile"]
+TORCHRUN = [
+    "torchrun",
+    "--nproc-per-node",
+    "8",
+    "--nnodes=1",
+    "--master-port",
+    "29500",
+    "/opt/Megatron-LM/pretrain_gpt.py",
+    "--tensor-model-parallel-size",
+    "1",
+    "--profile",
+]
 
 
 def test_nsys_with_capture_range_wraps_each_worker():
@@ -25,11 +35,27 @@ def test_nsys_with_capture_range_wraps_each_worker():
     plan = LaunchPlan(argv=tuple(TORCHRUN), env={"A": "1"}, description="megatron")
     wrapped = apply_system_profiler(plan, profiler, python="/usr/bin/python3")
     assert list(wrapped.argv) == [
-        "torchrun", "--nproc-per-node", "8", "--nnodes=1", "--master-port", "29500", "--no-python",
-        "nsys", "profile", "--trace=cuda,nvtx,osrt,cublas,cudnn", "--sample=none", "--cpuctxsw=none",
-        "--force-overwrite=true", "--output=/runs/r1/sysprof/nsys_rank%q{RANK}",
-        "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
-        "/usr/bin/python3", "-u", "/opt/Megatron-LM/pretrain_gpt.py", "--tensor-model-parallel-size", "1",
+        "torchrun",
+        "--nproc-per-node",
+        "8",
+        "--nnodes=1",
+        "--master-port",
+        "29500",
+        "--no-python",
+        "nsys",
+        "profile",
+        "--trace=cuda,nvtx,osrt,cublas,cudnn",
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--force-overwrite=true",
+        "--output=/runs/r1/sysprof/nsys_rank%q{RANK}",
+        "--capture-range=cudaProfilerApi",
+        "--capture-range-end=stop",
+        "/usr/bin/python3",
+        "-u",
+        "/opt/Megatron-LM/pretrain_gpt.py",
+        "--tensor-model-parallel-size",
+        "1",
         "--profile",
     ]
     assert wrapped.env == {"A": "1"} and "nsys" in wrapped.description
@@ -37,12 +63,39 @@ def test_nsys_with_capture_range_wraps_each_worker():
 
 
 def test_rocprofv3_wraps_a_module_launch_through_env_and_python_m():
-    argv = ["env", "HIP_VISIBLE_DEVICES=0,1", "python3", "-m", "torch.distributed.run", "--standalone",
-            "--nproc_per_node=2", "-m", "primus.train", "--config", "exp.yaml"]
+    argv = [
+        "env",
+        "HIP_VISIBLE_DEVICES=0,1",
+        "python3",
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "primus.train",
+        "--config",
+        "exp.yaml",
+    ]
     wrapped = wrap_torchrun(argv, ["rocprofv3", "--kernel-trace", "--"])
-    assert wrapped == ["env", "HIP_VISIBLE_DEVICES=0,1", "python3", "-m", "torch.distributed.run",
-                       "--standalone", "--nproc_per_node=2", "--no-python", "rocprofv3", "--kernel-trace",
-                       "--", "python3", "-u", "-m", "primus.train", "--config", "exp.yaml"]
+    assert wrapped == [
+        "env",
+        "HIP_VISIBLE_DEVICES=0,1",
+        "python3",
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "--no-python",
+        "rocprofv3",
+        "--kernel-trace",
+        "--",
+        "python3",
+        "-u",
+        "-m",
+        "primus.train",
+        "--config",
+        "exp.yaml",
+    ]
 
 
 def test_rocprofv3_prefix_names_output_by_rank():

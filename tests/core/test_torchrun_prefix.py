@@ -15,11 +15,22 @@ from tprimat.settings.config import load_config
 
 
 def test_prefix_from_the_config_and_node_rank():
-    config = load_config(None, ["launch.nnodes=2", "launch.nproc_per_node=4",
-                                'launch.master_addr="10.0.0.1"', "launch.master_port=1234"])
+    config = load_config(
+        None, ["launch.nnodes=2", "launch.nproc_per_node=4", 'launch.master_addr="10.0.0.1"', "launch.master_port=1234"]
+    )
     assert torchrun_argv(config, node_rank=1) == [
-        "torchrun", "--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1",
-        "--master-port", "1234", "--nproc-per-node", "4"]
+        "torchrun",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+        "--master-addr",
+        "10.0.0.1",
+        "--master-port",
+        "1234",
+        "--nproc-per-node",
+        "4",
+    ]
     with pytest.raises(TprimatError, match="node rank 2 is outside 0..1"):
         torchrun_argv(config, node_rank=2)
 
@@ -30,11 +41,12 @@ def test_torchrun_starts_each_rank_with_its_environment(tmp_path):
     torchrun = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
     if not os.path.exists(torchrun):
         pytest.skip("torchrun not installed (the ml extra)")
-    config = load_config(None, ["launch.nproc_per_node=2", "launch.master_port=29631",
-                                "training.global_batch_size=2"])
+    config = load_config(None, ["launch.nproc_per_node=2", "launch.master_port=29631", "training.global_batch_size=2"])
     probe = tmp_path / "probe.py"
-    probe.write_text("import os; print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'],"
-                     " 'master', os.environ['MASTER_ADDR'], os.environ['MASTER_PORT'])\n")
+    probe.write_text(
+        "import os; print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'],"
+        " 'master', os.environ['MASTER_ADDR'], os.environ['MASTER_PORT'])\n"
+    )
     argv = [*torchrun_argv(config, program=torchrun), str(probe)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -25,14 +25,15 @@ def _argv_dict(argv) -> dict[str, str | None]:
     return out
 
 
-OVERRIDES = [[], ['precision.dtype="fp8"', "parallel.tensor=2", "parallel.sequence_parallel=true",
-                  'training.recompute="full"']]
+OVERRIDES = [
+    [],
+    ['precision.dtype="fp8"', "parallel.tensor=2", "parallel.sequence_parallel=true", 'training.recompute="full"'],
+]
 
 
 @pytest.mark.parametrize("model", ["llama3.1-8b", "qwen2.5-7b"])
 @pytest.mark.parametrize("overrides", OVERRIDES)
-def test_amd_and_nvidia_megatron_differ_only_in_what_rocm_needs(registry, tmp_path, model,
-                                                                overrides):
+def test_amd_and_nvidia_megatron_differ_only_in_what_rocm_needs(registry, tmp_path, model, overrides):
     amd_ctx, amd_rep = context_for("amd_megatron", model, tmp_path / "a", overrides)
     nvd_ctx, nvd_rep = context_for("nvd_megatron", model, tmp_path / "n", overrides)
     amd = registry.launch("amd_megatron", context=amd_ctx)
@@ -81,8 +82,11 @@ def test_primus_gets_the_same_settings_as_megatron(registry, tmp_path, model, ov
     # the whole experiment Primus reads: its base experiment merged with tprimat's overrides
     primus = yaml.safe_load(primus_plan.files["primus_experiment.yaml"])["modules"]["pre_trainer"]["overrides"]
     defaults = _defaults()
-    differ = {dest: (megatron[dest], primus.get(dest, defaults[dest])) for dest in ARGS
-              if not _same(megatron[dest], primus.get(dest, defaults[dest]))}
+    differ = {
+        dest: (megatron[dest], primus.get(dest, defaults[dest]))
+        for dest in ARGS
+        if not _same(megatron[dest], primus.get(dest, defaults[dest]))
+    }
     assert differ == {}
 
 
@@ -97,20 +101,26 @@ NEMO_PAIRS = {
     "--rotary-base": ("architecture", "rotary_base"),
     "--rope-scaling-factor": ("architecture", "scale_factor"),
     "--micro-batch-size": (None, "micro_batch_size"),
-    "--global-batch-size": (None, "global_batch_size"), "--seq-length": (None, "seq_length"),
-    "--train-iters": (None, "max_steps"), "--seed": (None, "seed"),
+    "--global-batch-size": (None, "global_batch_size"),
+    "--seq-length": (None, "seq_length"),
+    "--train-iters": (None, "max_steps"),
+    "--seed": (None, "seed"),
     "--init-method-std": (None, "init_method_std"),
-    "--lr": ("optimizer", "lr"), "--min-lr": ("optimizer", "min_lr"),
+    "--lr": ("optimizer", "lr"),
+    "--min-lr": ("optimizer", "min_lr"),
     "--lr-warmup-iters": ("optimizer", "warmup_steps"),
     "--lr-decay-style": ("optimizer", "decay_style"),
     "--lr-decay-iters": ("optimizer", "decay_steps"),
-    "--weight-decay": ("optimizer", "weight_decay"), "--adam-beta1": ("optimizer", "adam_beta1"),
-    "--adam-beta2": ("optimizer", "adam_beta2"), "--adam-eps": ("optimizer", "adam_eps"),
+    "--weight-decay": ("optimizer", "weight_decay"),
+    "--adam-beta1": ("optimizer", "adam_beta1"),
+    "--adam-beta2": ("optimizer", "adam_beta2"),
+    "--adam-eps": ("optimizer", "adam_eps"),
     "--clip-grad": ("optimizer", "clip_grad"),
     "--tensor-model-parallel-size": ("parallel", "tensor"),
     "--pipeline-model-parallel-size": ("parallel", "pipeline"),
     "--context-parallel-size": ("parallel", "context"),
-    "--fp8-format": (None, "fp8_format"), "--attention-backend": ("kernels", "attention_backend"),
+    "--fp8-format": (None, "fp8_format"),
+    "--attention-backend": ("kernels", "attention_backend"),
 }
 
 

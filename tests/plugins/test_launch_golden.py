@@ -95,9 +95,15 @@ def test_generated_invocation_matches_golden(backend, model, tmp_path, registry)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_multi_node_rendezvous_reaches_the_launcher(backend, tmp_path, registry):
     context, _ = context_for(
-        backend, "llama3.1-8b", tmp_path,
-        ["launch.nnodes=4", 'launch.master_addr="10.1.2.3"', "launch.master_port=29611",
-         "training.global_batch_size=256"],
+        backend,
+        "llama3.1-8b",
+        tmp_path,
+        [
+            "launch.nnodes=4",
+            'launch.master_addr="10.1.2.3"',
+            "launch.master_port=29611",
+            "training.global_batch_size=256",
+        ],
     )
     import attrs
 
@@ -110,8 +116,13 @@ def test_multi_node_rendezvous_reaches_the_launcher(backend, tmp_path, registry)
         argv = list(plan.argv)
         assert argv[0] == "torchrun"
         pairs = dict(zip(argv[1:11:2], argv[2:11:2], strict=True))
-        assert pairs == {"--nnodes": "4", "--node-rank": "3", "--master-addr": "10.1.2.3",
-                         "--master-port": "29611", "--nproc-per-node": "8"}
+        assert pairs == {
+            "--nnodes": "4",
+            "--node-rank": "3",
+            "--master-addr": "10.1.2.3",
+            "--master-port": "29611",
+            "--nproc-per-node": "8",
+        }
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -157,9 +168,20 @@ def test_nemo_script_without_nemo_says_so_in_one_line(tmp_path):
     for name, text in launch_plan.files.items():
         (tmp_path / name).write_text(text)
     # -I: an isolated interpreter that cannot see NeMo even where it is installed
-    done = subprocess.run([sys.executable, "-I", "-S", str(tmp_path / "nemo_pretrain.py"),
-                           "--settings", str(tmp_path / "nemo_settings.json"), "--dry-run"],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            str(tmp_path / "nemo_pretrain.py"),
+            "--settings",
+            str(tmp_path / "nemo_settings.json"),
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert "docker/nvd.Dockerfile" in done.stderr
@@ -172,9 +194,14 @@ def test_prepared_dataset_reaches_each_backends_launch(backend, tmp_path, regist
     from tprimat.contract.plans import DataArguments, PreparedDataset
 
     config = load_config(None, ['benchmark.model="qwen2.5-7b"'])
-    dataset = PreparedDataset(path_prefix=tmp_path / "data" / "qwen_text_document",
-                              tokenizer=str(tmp_path / "tokenizer"), fingerprint="sha256:0",
-                              documents=3, tokens=300, vocab_size=151665)
+    dataset = PreparedDataset(
+        path_prefix=tmp_path / "data" / "qwen_text_document",
+        tokenizer=str(tmp_path / "tokenizer"),
+        fingerprint="sha256:0",
+        documents=3,
+        tokens=300,
+        vocab_size=151665,
+    )
     data = registry.prepare_data(backend, dataset=dataset, config=config)
     assert isinstance(data, DataArguments)
     context, _ = context_for(backend, "qwen2.5-7b", tmp_path)

@@ -19,8 +19,13 @@ MEGATRON_ARGS = FIXTURES / "megatron_args"
 
 def context(tmp_path: Path, *overrides: str) -> LaunchContext:
     config = load_config(None, ["benchmark.iterations=20", *overrides])
-    return LaunchContext(run_id="r1", run_dir=tmp_path / "runs" / "r1", config=config,
-                         model=get_model(config.benchmark.model), platform=PlatformInfo(platform="cpu"))
+    return LaunchContext(
+        run_id="r1",
+        run_dir=tmp_path / "runs" / "r1",
+        config=config,
+        model=get_model(config.benchmark.model),
+        platform=PlatformInfo(platform="cpu"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +40,18 @@ def test_hook_profile_megatron_flags(registry, tmp_path):
         assert isinstance(plan, ProfilePlan)
         # defaults wait=2, warmup=1, active=2: warm up in 3, record 4 and 5, export during 6
         assert plan.args == (
-            "--profile", "--use-pytorch-profiler", "--profile-step-start", "4", "--profile-step-end", "6",
-            "--profile-ranks", "0", "7", "--tensorboard-dir", str(ctx.run_dir / "tensorboard"))
+            "--profile",
+            "--use-pytorch-profiler",
+            "--profile-step-start",
+            "4",
+            "--profile-step-end",
+            "6",
+            "--profile-ranks",
+            "0",
+            "7",
+            "--tensorboard-dir",
+            str(ctx.run_dir / "tensorboard"),
+        )
         assert plan.profiled_iterations == (3, 4, 5, 6)
         assert "torch_profile/rank-*.json.gz" in plan.trace_globs
 
@@ -45,8 +60,7 @@ def _flags_in(path: Path) -> set[str]:
     return {line.strip() for line in path.read_text().splitlines() if line.strip().startswith("--")}
 
 
-@pytest.mark.parametrize("version", ["core_v0.12.0.txt", "core_v0.15.0.txt", "core_v0.19.0.txt",
-                                     "main_2026-08-22.txt"])
+@pytest.mark.parametrize("version", ["core_v0.12.0.txt", "core_v0.15.0.txt", "core_v0.19.0.txt", "main_2026-08-22.txt"])
 def test_every_megatron_profile_flag_exists_in_megatron(tmp_path, version):
     from tprimat.plugins.megatron.profiling import nsys_plan, profile_plan
 
@@ -72,9 +86,16 @@ def test_hook_profile_primus_overrides(registry, tmp_path):
     plan = registry.profile("amd_primus", context=context(tmp_path, "profile.warmup=2", "profile.active=3"))
     assert plan.args == ()
     assert plan.overrides == {
-        "profile": True, "use_pytorch_profiler": True, "profile_ranks": [0], "profile_step_start": 5,
-        "profile_step_end": 8, "disable_tensorboard": False, "torch_profiler_use_gzip": True,
-        "torch_profiler_record_shapes": False, "torch_profiler_with_stack": False}
+        "profile": True,
+        "use_pytorch_profiler": True,
+        "profile_ranks": [0],
+        "profile_step_start": 5,
+        "profile_step_end": 8,
+        "disable_tensorboard": False,
+        "torch_profiler_use_gzip": True,
+        "torch_profiler_record_shapes": False,
+        "torch_profiler_with_stack": False,
+    }
     assert plan.profiled_iterations == (4, 5, 6, 7, 8)
     assert plan.trace_globs[0] == "**/tensorboard/*.pt.trace.json.gz"
 
@@ -96,15 +117,22 @@ def test_hook_profile_nemo_callback_and_recipe_lines(registry, tmp_path):
     (callback,) = plan.overrides["callbacks"]
     assert callback == {
         "target": "nemo.lightning.pytorch.callbacks.PytorchProfilerCallback",
-        "kwargs": {"start_step": 2, "end_step": 5, "warmup_steps": 1, "active_steps": 2,
-                   "trace_dir": str(ctx.run_dir / "torch_profile")}}
+        "kwargs": {
+            "start_step": 2,
+            "end_step": 5,
+            "warmup_steps": 1,
+            "active_steps": 2,
+            "trace_dir": str(ctx.run_dir / "torch_profile"),
+        },
+    }
     assert plan.profiled_iterations == (3, 4, 5, 6)  # records: global_step + 1
     assert plan.trace_globs == ("torch_profile/device/rank-*.json",)
     lines = recipe_lines(plan)
     assert lines[0] == "from nemo.lightning.pytorch.callbacks import PytorchProfilerCallback"
     assert lines[-1] == (
         "recipe.trainer.callbacks.append(run.Config(PytorchProfilerCallback, start_step=2, end_step=5, "
-        f"warmup_steps=1, active_steps=2, trace_dir={str(ctx.run_dir / 'torch_profile')!r}))")
+        f"warmup_steps=1, active_steps=2, trace_dir={str(ctx.run_dir / 'torch_profile')!r}))"
+    )
     compile("import nemo_run as run\nrecipe = None\n" + "\n".join(lines), "<recipe>", "exec")  # valid Python
     nsys = nsys_plan(ctx)
     assert nsys.overrides["callbacks"][0]["target"].endswith("NsysCallback")
@@ -137,9 +165,14 @@ def test_nemo_launch_carries_the_callback_and_the_script_applies_it(registry, tm
     from tprimat.plugins.nvd_nemo.launcher import SCRIPT, SETTINGS
 
     ctx = context(tmp_path, "training.global_batch_size=8")
-    ctx = LaunchContext(run_id=ctx.run_id, run_dir=ctx.run_dir, config=ctx.config, model=ctx.model,
-                        platform=PlatformInfo(platform="nvidia", device_name="NVIDIA H100 80GB HBM3"),
-                        profile=registry.profile("nvd_nemo", context=ctx))
+    ctx = LaunchContext(
+        run_id=ctx.run_id,
+        run_dir=ctx.run_dir,
+        config=ctx.config,
+        model=ctx.model,
+        platform=PlatformInfo(platform="nvidia", device_name="NVIDIA H100 80GB HBM3"),
+        profile=registry.profile("nvd_nemo", context=ctx),
+    )
     launch = registry.launch("nvd_nemo", context=ctx)
     settings = json.loads(launch.files[SETTINGS])
     assert settings["profile"]["callbacks"] == ctx.profile.overrides["callbacks"]
@@ -153,8 +186,9 @@ def test_nemo_launch_carries_the_callback_and_the_script_applies_it(registry, tm
             self.__fn_or_cls__, self.__arguments__ = fn, kwargs
 
     recipe = types.SimpleNamespace(trainer=types.SimpleNamespace(callbacks=None))
-    callbacks = [{"target": "collections.OrderedDict", "kwargs": {**c["kwargs"]}}
-                 for c in settings["profile"]["callbacks"]]
+    callbacks = [
+        {"target": "collections.OrderedDict", "kwargs": {**c["kwargs"]}} for c in settings["profile"]["callbacks"]
+    ]
     script.add_callbacks(types.SimpleNamespace(Config=Config), recipe, callbacks)
     (added,) = recipe.trainer.callbacks
     assert added.__fn_or_cls__.__name__ == "OrderedDict"

@@ -43,15 +43,21 @@ def legacy_file(legacy_dir: Path, source: Path) -> Path:
 
 def window_result(source: Result, first: int, last: int, run_id: str) -> Result:
     """``source`` restricted to iterations ``first``..``last``, all measured (no warm-up)."""
-    records = [attrs.evolve(r, tokens=None, tokens_per_s_per_gpu=None)
-               for r in source.iterations if first <= r.iteration <= last]
+    records = [
+        attrs.evolve(r, tokens=None, tokens_per_s_per_gpu=None)
+        for r in source.iterations
+        if first <= r.iteration <= last
+    ]
     return assemble_result(
         run=attrs.evolve(source.run, id=run_id),
         config=source.config,
         records=records,
         hardware=source.hardware,
         software=source.software,
-        provenance=Provenance(inputs=list(source.provenance.inputs), parser="test window",
-                              notes=[f"iterations {first}-{last} of {source.run.id}"]),
+        provenance=Provenance(
+            inputs=list(source.provenance.inputs),
+            parser="test window",
+            notes=[f"iterations {first}-{last} of {source.run.id}"],
+        ),
         warmup_iterations=0,
     )

@@ -34,8 +34,7 @@ def _median_tokens_per_gpu(path: Path, warmup: int = 2) -> float:
 
 def _flops_per_token_llama8b(seq: int) -> float:
     L, h, f, a, g, d, V = 32, 4096, 14336, 32, 8, 128, 128256
-    return 12 * L * h * h * ((1 + g / a + seq / (2 * h)) * (d * a / h) + 1.5 * f / h
-                             + V / (2 * L * h))
+    return 12 * L * h * h * ((1 + g / a + seq / (2 * h)) * (d * a / h) + 1.5 * f / h + V / (2 * L * h))
 
 
 def _png_size(path: Path) -> tuple[int, int]:
@@ -46,10 +45,10 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 # --- the gate -------------------------------------------------------------------------------
 
+
 def test_gate_refuses_gbs8_sl8192_against_gbs64_sl2048(legacy_dir):
     with pytest.raises(MismatchError) as caught:
-        build_comparison([legacy_file(legacy_dir, CUDA), legacy_file(legacy_dir, AMD)],
-                         cost=COST)
+        build_comparison([legacy_file(legacy_dir, CUDA), legacy_file(legacy_dir, AMD)], cost=COST)
     rows = dict(caught.value.rows)
     assert rows["seq_length"] == [8192, 2048]
     assert rows["global_batch_size"] == [8, 64]
@@ -62,9 +61,15 @@ def test_allow_mismatch_puts_them_side_by_side_with_the_diff(legacy_dir, tmp_pat
     comparison = build_comparison([legacy_dir], cost=COST, allow_mismatch=True)
     assert len(comparison.groups) == 2
     assert [s.label for s in comparison.systems] == [
-        "8× H100-SXM · legacy [A]", "8× MI300X · Primus [B]", "8× H100-SXM · NeMo [B]"]
-    assert all(not s.same_config_as_baseline for s in comparison.systems
-               if s.group != comparison.system(comparison.baseline).group)
+        "8× H100-SXM · legacy [A]",
+        "8× MI300X · Primus [B]",
+        "8× H100-SXM · NeMo [B]",
+    ]
+    assert all(
+        not s.same_config_as_baseline
+        for s in comparison.systems
+        if s.group != comparison.system(comparison.baseline).group
+    )
     written = write_report(comparison, tmp_path, ["md"])
     text = written["report.md"].read_text()
     assert "## Warning: configurations differ" in text
@@ -74,12 +79,13 @@ def test_allow_mismatch_puts_them_side_by_side_with_the_diff(legacy_dir, tmp_pat
 
 # --- numbers against hand computation --------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def pair_report(legacy_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("pair")
     comparison = build_comparison(
-        [legacy_file(legacy_dir, AMD), legacy_file(legacy_dir, NVD)], cost=COST,
-        baseline="H100")
+        [legacy_file(legacy_dir, AMD), legacy_file(legacy_dir, NVD)], cost=COST, baseline="H100"
+    )
     return comparison, write_report(comparison, out), out
 
 
@@ -142,7 +148,7 @@ def test_repeats_are_aggregated_with_intervals(tmp_path):
     comparison = build_comparison([tmp_path], cost=COST, baseline="nvidia")
 
     def window_median(path: Path, first: int, last: int) -> float:
-        steps = json.loads(path.read_text())["step_times"][first - 1:last]
+        steps = json.loads(path.read_text())["step_times"][first - 1 : last]
         return statistics.median(16384 / t for t in steps)
 
     a = sorted([window_median(AMD, 3, 251), window_median(AMD, 252, 500)])
@@ -150,8 +156,7 @@ def test_repeats_are_aggregated_with_intervals(tmp_path):
     system = comparison.system("8× MI300X · Primus")
     assert system.tokens_per_s_per_gpu.n == 2
     assert system.tokens_per_s_per_gpu.median == pytest.approx((a[0] + a[1]) / 2)
-    assert (system.tokens_per_s_per_gpu.ci_low, system.tokens_per_s_per_gpu.ci_high) == \
-        pytest.approx((a[0], a[1]))
+    assert (system.tokens_per_s_per_gpu.ci_low, system.tokens_per_s_per_gpu.ci_high) == pytest.approx((a[0], a[1]))
     assert system.ratio.value == pytest.approx(((a[0] + a[1]) / 2) / ((n[0] + n[1]) / 2))
     assert system.ratio.ci_low == pytest.approx(a[0] / n[1])
     assert system.ratio.ci_high == pytest.approx(a[1] / n[0])
@@ -167,12 +172,10 @@ def test_three_repeats_use_the_median_not_the_mean(tmp_path):
     amd = imported(AMD)
     windows = ((3, 168), (169, 334), (335, 500))
     for first, last in windows:
-        write_result(window_result(amd, first, last, f"amd-{first}"),
-                     tmp_path / str(first) / "result.json")
+        write_result(window_result(amd, first, last, f"amd-{first}"), tmp_path / str(first) / "result.json")
     comparison = build_comparison([tmp_path], cost=COST)
     steps = json.loads(AMD.read_text())["step_times"]
-    medians = sorted(statistics.median(16384 / t for t in steps[first - 1:last])
-                     for first, last in windows)
+    medians = sorted(statistics.median(16384 / t for t in steps[first - 1 : last]) for first, last in windows)
     agg = comparison.systems[0].tokens_per_s_per_gpu
     assert statistics.mean(medians) != pytest.approx(medians[1], rel=1e-6)
     assert agg.median == pytest.approx(medians[1], rel=1e-12)
@@ -181,6 +184,7 @@ def test_three_repeats_use_the_median_not_the_mean(tmp_path):
 
 
 # --- outputs ------------------------------------------------------------------------------
+
 
 def test_plots_are_slide_sized_pngs(pair_report):
     image = pytest.importorskip("matplotlib.image")
@@ -239,14 +243,15 @@ def test_csv_is_mad_compatible(pair_report):
 
 def test_report_json_is_strict_and_complete(pair_report):
     comparison, written, _ = pair_report
-    data = json.loads(written["report.json"].read_text(),
-                      parse_constant=lambda name: pytest.fail(f"non-standard {name}"))
+    data = json.loads(
+        written["report.json"].read_text(), parse_constant=lambda name: pytest.fail(f"non-standard {name}")
+    )
     assert data["baseline"] == comparison.baseline
     assert [r["key"] for r in data["runs"]] == ["R1", "R2"]
     assert data["systems"][1]["ratio"]["value"] == pytest.approx(
-        _median_tokens_per_gpu(AMD) / _median_tokens_per_gpu(NVD))
-    assert ("throughput.png" in data["files"]) == (importlib.util.find_spec("matplotlib")
-                                                    is not None)
+        _median_tokens_per_gpu(AMD) / _median_tokens_per_gpu(NVD)
+    )
+    assert ("throughput.png" in data["files"]) == (importlib.util.find_spec("matplotlib") is not None)
     assert data["method"]["bootstrap_resamples"] == 10000
 
 
@@ -277,8 +282,7 @@ def test_directory_search_reports_invalid_files(legacy_dir, tmp_path):
 def test_baseline_selection(legacy_dir):
     files = [legacy_file(legacy_dir, AMD), legacy_file(legacy_dir, NVD)]
     assert build_comparison(files, cost=COST).baseline == "8× MI300X · Primus"  # first given
-    assert build_comparison(files, cost=COST, baseline="nvd_nemo").baseline == \
-        "8× H100-SXM · NeMo"
+    assert build_comparison(files, cost=COST, baseline="nvd_nemo").baseline == "8× H100-SXM · NeMo"
     with pytest.raises(TprimatError, match="matches no system"):
         build_comparison(files, cost=COST, baseline="B200")
     with pytest.raises(TprimatError, match="matches several systems"):
@@ -287,11 +291,9 @@ def test_baseline_selection(legacy_dir):
 
 def test_cost_prices_are_overridable(legacy_dir):
     cost = load_config(overrides=['cost.gpu_hour_prices={ "MI300X" = 2.5 }']).cost
-    comparison = build_comparison([legacy_file(legacy_dir, AMD), legacy_file(legacy_dir, NVD)],
-                                  cost=cost)
+    comparison = build_comparison([legacy_file(legacy_dir, AMD), legacy_file(legacy_dir, NVD)], cost=cost)
     amd = comparison.system("8× MI300X · Primus")
-    assert amd.cost.cost_per_1t_tokens == pytest.approx(
-        1e12 / _median_tokens_per_gpu(AMD) / 3600 * 2.5)
+    assert amd.cost.cost_per_1t_tokens == pytest.approx(1e12 / _median_tokens_per_gpu(AMD) / 3600 * 2.5)
     nvd = comparison.system("8× H100-SXM · NeMo")
     assert nvd.cost.cost_per_1t_tokens is None and "no price for H100-SXM" in nvd.cost.note
 
@@ -305,8 +307,7 @@ def test_traces_section(legacy_dir, tmp_path, monkeypatch):
         (run_dir / "result.json").write_bytes(legacy_file(legacy_dir, source).read_bytes())
         runs.append(run_dir)
     comparison = build_comparison(runs, cost=COST)
-    assert trace_section(build_comparison([legacy_file(legacy_dir, AMD)], cost=COST),
-                         tmp_path) == []
+    assert trace_section(build_comparison([legacy_file(legacy_dir, AMD)], cost=COST), tmp_path) == []
     monkeypatch.setitem(sys.modules, "tprimat.trace", None)  # module not installed
     monkeypatch.setitem(sys.modules, "tprimat.trace.compare", None)  # even if an earlier test imported it
     blocks = trace_section(comparison, tmp_path)
@@ -332,8 +333,7 @@ def test_traces_section(legacy_dir, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "tprimat.trace.compare", module)
     blocks = trace_section(comparison, tmp_path)
     assert calls[0][2] == ("8× MI300X · Primus", "8× H100-SXM · NeMo")
-    assert calls[0][0][0].endswith("amd_prim_llama/traces/rank0.pt.trace.json") or \
-        "amd_prim" in calls[0][0][0]
+    assert calls[0][0][0].endswith("amd_prim_llama/traces/rank0.pt.trace.json") or "amd_prim" in calls[0][0][0]
     assert [type(b).__name__ for b in blocks] == ["Heading", "Heading", "Markdown", "Image"]
 
 
@@ -357,27 +357,29 @@ def test_compare_torch_cpu_results(tmp_path):
         data = json.loads(path.read_text())
         world = data["config"]["world_size"]
         tokens = data["config"]["global_batch_size"] * data["config"]["seq_length"]
-        measured = [r["step_time_s"] for r in data["iterations"]
-                    if r["iteration"] > 2 and not r["profiled"]]  # warm-up 2 (cpu.toml)
+        measured = [
+            r["step_time_s"] for r in data["iterations"] if r["iteration"] > 2 and not r["profiled"]
+        ]  # warm-up 2 (cpu.toml)
         assert len(measured) == 8
         return statistics.median(tokens / t / world for t in measured)
 
     one = [by_hand(p) for p in results if "-1proc-" in p.parent.name]
     two = [by_hand(p) for p in results if "-2proc-" in p.parent.name]
-    assert [s.label for s in comparison.systems] == [comparison.baseline, *(
-        s.label for s in comparison.systems[1:])]
+    assert [s.label for s in comparison.systems] == [comparison.baseline, *(s.label for s in comparison.systems[1:])]
     single = next(s for s in comparison.systems if s.world_size == 1)
     double = next(s for s in comparison.systems if s.world_size == 2)
     assert single.tokens_per_s_per_gpu.n == double.tokens_per_s_per_gpu.n == 2
     assert single.tokens_per_s_per_gpu.median == pytest.approx(statistics.median(one), rel=1e-12)
     assert double.tokens_per_s_per_gpu.median == pytest.approx(statistics.median(two), rel=1e-12)
     assert (single.tokens_per_s_per_gpu.min, single.tokens_per_s_per_gpu.max) == pytest.approx(
-        (min(one), max(one)), rel=1e-12)
+        (min(one), max(one)), rel=1e-12
+    )
     base, other = (single, double) if comparison.baseline == single.label else (double, single)
     base_values, other_values = (one, two) if base is single else (two, one)
     assert base.ratio is None
     assert other.ratio.value == pytest.approx(
-        statistics.median(other_values) / statistics.median(base_values), rel=1e-12)
+        statistics.median(other_values) / statistics.median(base_values), rel=1e-12
+    )
     assert other.ratio.ci_low is not None and other.ratio.ci_low <= other.ratio.ci_high
     written = write_report(comparison, tmp_path)
     text = written["report.md"].read_text()

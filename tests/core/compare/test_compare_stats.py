@@ -50,7 +50,8 @@ def test_platform_colours_are_stable_across_reports():
     from tprimat.compare.model import PLATFORM_COLOURS, assign_colours
 
     two = assign_colours([("8× MI300X · Primus", "amd"), ("8× H100-SXM · NeMo", "nvidia")])
-    three = assign_colours([("8× MI300X · Primus", "amd"), ("8× H100-SXM · NeMo", "nvidia"),
-                            ("8× H100-SXM · Megatron-LM", "nvidia")])
+    three = assign_colours(
+        [("8× MI300X · Primus", "amd"), ("8× H100-SXM · NeMo", "nvidia"), ("8× H100-SXM · Megatron-LM", "nvidia")]
+    )
     assert two["8× MI300X · Primus"] == three["8× MI300X · Primus"] == PLATFORM_COLOURS["amd"]
     assert len(set(three.values())) == 3

@@ -19,8 +19,10 @@ TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces" / "tracelen
 def test_trace_section_compares_the_runs_traces(legacy_dir, tmp_path):
     pytest.importorskip("matplotlib")  # the section's PNG needs the plot extra
     runs = []
-    for source, trace in ((AMD, "mi300_Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"),
-                          (NVD, "h100_Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")):
+    for source, trace in (
+        (AMD, "mi300_Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"),
+        (NVD, "h100_Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"),
+    ):
         run_dir = tmp_path / source.name.split(".")[0]
         (run_dir / "traces").mkdir(parents=True)
         shutil.copy(TRACES / trace, run_dir / "traces" / "rank0.pt.trace.json.gz")

@@ -30,7 +30,10 @@ def llama_like_tokenizer(tmp_path_factory, documents) -> Path:
 def qwen_like_tokenizer(tmp_path_factory, documents) -> Path:
     """No BOS, EOS ``<|endoftext|>``, like Qwen 2.5."""
     return train_tokenizer(
-        tmp_path_factory.mktemp("tok_qwen"), documents, vocab_size=500, bos=None,
+        tmp_path_factory.mktemp("tok_qwen"),
+        documents,
+        vocab_size=500,
+        bos=None,
         eos="<|endoftext|>",
     )
 

@@ -20,8 +20,7 @@ from tprimat.data.fetch import (
 def test_filters_count_what_they_drop():
     docs = ["", "  ", "ab", "one two", "one two three", "one two three", "ﬁne words here"]
     stats = CleanStats()
-    kept = list(clean_documents(docs, CleanOptions(min_chars=3, min_words=3, normalize="NFKC"),
-                                stats))
+    kept = list(clean_documents(docs, CleanOptions(min_chars=3, min_words=3, normalize="NFKC"), stats))
     assert kept == ["one two three", "fine words here"]
     assert stats.read == 7 and stats.kept == 2
     assert stats.dropped == {"empty": 2, "min_chars": 1, "min_words": 1, "duplicate": 1}
@@ -40,8 +39,13 @@ def test_nfc_makes_duplicates_visible_and_dedup_can_be_off():
 
 def test_hub_corpora_are_loaded_exactly_so():
     bc = hub_load_arguments(HUB_CORPORA["bc"], offline=False)
-    assert bc == {"path": "bookcorpus/bookcorpus", "name": None, "split": "train",
-                  "streaming": True, "revision": "refs/convert/parquet"}
+    assert bc == {
+        "path": "bookcorpus/bookcorpus",
+        "name": None,
+        "split": "train",
+        "streaming": True,
+        "revision": "refs/convert/parquet",
+    }
     c4 = hub_load_arguments(HUB_CORPORA["c4"], offline=True)
     assert c4 == {"path": "allenai/c4", "name": "en", "split": "train", "streaming": False}
 
@@ -63,8 +67,9 @@ def test_hub_documents_token_and_limit(monkeypatch):
     hub = FakeHub([{"text": f"doc {i}"} for i in range(10)] + [{"text": None}])
     docs = list(iter_hub_documents(HUB_CORPORA["c4"], 3, offline=False, load_dataset=hub))
     assert docs == ["doc 0", "doc 1", "doc 2"]
-    assert hub.calls == [{"path": "allenai/c4", "name": "en", "split": "train",
-                          "streaming": True, "token": "hf_" + "x" * 30}]
+    assert hub.calls == [
+        {"path": "allenai/c4", "name": "en", "split": "train", "streaming": True, "token": "hf_" + "x" * 30}
+    ]
 
 
 def test_hub_errors_never_show_the_token(monkeypatch):
@@ -87,13 +92,10 @@ def test_local_formats(tmp_path):
     (tmp_path / "c.txt").write_text("five\nsix\n\nseven\n")
     (tmp_path / "ignored.csv").write_text("x")
     assert list(iter_local_documents(tmp_path / "a.jsonl")) == ["one", "two"]
-    assert list(iter_local_documents(tmp_path / "b.json.gz", text_field="body")) == [
-        "three", "four"]
+    assert list(iter_local_documents(tmp_path / "b.json.gz", text_field="body")) == ["three", "four"]
     assert list(iter_local_documents(tmp_path / "c.txt")) == ["five", "six", "", "seven"]
-    assert list(iter_local_documents(tmp_path / "c.txt", text_unit="paragraph")) == [
-        "five\nsix", "seven"]
-    assert list(iter_local_documents(tmp_path / "c.txt", text_unit="file")) == [
-        "five\nsix\n\nseven\n"]
+    assert list(iter_local_documents(tmp_path / "c.txt", text_unit="paragraph")) == ["five\nsix", "seven"]
+    assert list(iter_local_documents(tmp_path / "c.txt", text_unit="file")) == ["five\nsix\n\nseven\n"]
     with pytest.raises(FetchError, match="no string field 'text'"):
         list(iter_local_documents(tmp_path))  # b.json.gz has no "text"
 

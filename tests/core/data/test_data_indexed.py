@@ -54,9 +54,7 @@ def test_layout_is_exactly_megatrons(dataset):
     assert pointers.tolist() == [0, 8, 12]
     assert doc_index.tolist() == [0, 1, 2, 3]
     assert len(raw) == HEADER_SIZE + 3 * 12 + 4 * 8
-    assert (prefix.parent / "d_text_document.bin").read_bytes() == np.array(
-        sum(docs, []), dtype="<u2"
-    ).tobytes()
+    assert (prefix.parent / "d_text_document.bin").read_bytes() == np.array(sum(docs, []), dtype="<u2").tobytes()
 
 
 @settings(max_examples=40, deadline=None)
@@ -74,8 +72,9 @@ def test_round_trip(tmp_path_factory, docs, dtype):
 
 def test_verify_passes_and_reports(dataset):
     prefix, docs = dataset
-    summary = verify_dataset(prefix, vocab_size=10, eos_id=EOS, documents=3, tokens=12,
-                             decode=lambda ids: " ".join(map(str, ids)))
+    summary = verify_dataset(
+        prefix, vocab_size=10, eos_id=EOS, documents=3, tokens=12, decode=lambda ids: " ".join(map(str, ids))
+    )
     assert summary == {"documents": 3, "tokens": 12, "dtype": "uint16", "sample": "5 6 7 2"}
 
 

@@ -68,8 +68,12 @@ def test_prepared_dataset_reads_back(tmp_path, megatron_indexed, documents, llam
     from tprimat.data.pipeline import PrepareOptions, prepare
 
     prepared = prepare(
-        PrepareOptions(model="llama3.1-tiny", input=write_jsonl(tmp_path / "c.jsonl", documents),
-                       tokenizer=str(llama_like_tokenizer), output=tmp_path / "data")
+        PrepareOptions(
+            model="llama3.1-tiny",
+            input=write_jsonl(tmp_path / "c.jsonl", documents),
+            tokenizer=str(llama_like_tokenizer),
+            output=tmp_path / "data",
+        )
     )
     dataset = megatron_indexed.IndexedDataset(str(prepared.path_prefix))
     tokenizer = Tokenizer.from_file(str(llama_like_tokenizer / "tokenizer.json"))
@@ -87,8 +91,12 @@ def test_large_vocabulary_gives_int32_that_megatron_reads(tmp_path, megatron_ind
 
     big = train_tokenizer(tmp_path / "big", documents, extra_special_tokens=66000)
     prepared = prepare(
-        PrepareOptions(model="llama3.1-8b", input=write_jsonl(tmp_path / "c.jsonl", documents),
-                       tokenizer=str(big), output=tmp_path / "data")
+        PrepareOptions(
+            model="llama3.1-8b",
+            input=write_jsonl(tmp_path / "c.jsonl", documents),
+            tokenizer=str(big),
+            output=tmp_path / "data",
+        )
     )
     assert prepared.vocab_size > 65500
     dataset = megatron_indexed.IndexedDataset(str(prepared.path_prefix))

@@ -46,8 +46,14 @@ def corpus(tmp_path: Path, documents: list[str]) -> Path:
 
 
 def options(tmp_path, source, tokenizer, **kw):
-    base = dict(model="llama3.1-tiny", input=source, tokenizer=str(tokenizer),
-                output=tmp_path / "data", chunk_documents=64, workers=1)
+    base = dict(
+        model="llama3.1-tiny",
+        input=source,
+        tokenizer=str(tokenizer),
+        output=tmp_path / "data",
+        chunk_documents=64,
+        workers=1,
+    )
     base.update(kw)
     return PrepareOptions(**base)
 
@@ -57,9 +63,7 @@ def test_round_trip(tmp_path, documents, llama_like_tokenizer):
 
     source = corpus(tmp_path, documents)
     recorder = Recorder()
-    prepared = prepare(
-        options(tmp_path, source, llama_like_tokenizer, clean=CleanOptions(min_chars=5)), recorder
-    )
+    prepared = prepare(options(tmp_path, source, llama_like_tokenizer, clean=CleanOptions(min_chars=5)), recorder)
     root = prepared.path_prefix.parent.parent
     assert root.parent.name == "books" and root.name.startswith("llama-tok")
     assert prepared.path_prefix.name == "books_text_document"
@@ -85,17 +89,18 @@ def test_round_trip(tmp_path, documents, llama_like_tokenizer):
     assert meta["vocab_size"] == prepared.vocab_size == tokenizer.get_vocab_size()
     # the fingerprint can be recomputed from the files
     inputs = fingerprint_inputs(
-        prepared.path_prefix, meta["fingerprint_inputs"]["tokenizer_sha256"],
-        documents=prepared.documents, tokens=prepared.tokens, dtype="uint16",
+        prepared.path_prefix,
+        meta["fingerprint_inputs"]["tokenizer_sha256"],
+        documents=prepared.documents,
+        tokens=prepared.tokens,
+        dtype="uint16",
     )
     assert fingerprint_of(inputs) == prepared.fingerprint == meta["fingerprint"]
     assert not list((root / "tokenized").glob("parts-*"))
     assert all(status == ["done"] for status in map(recorder.status, ("fetch", "clean", "write")))
 
 
-def test_rerun_skips_finished_steps_and_redoes_changed_ones(
-    tmp_path, documents, llama_like_tokenizer
-):
+def test_rerun_skips_finished_steps_and_redoes_changed_ones(tmp_path, documents, llama_like_tokenizer):
     source = corpus(tmp_path, documents)
     first = prepare(options(tmp_path, source, llama_like_tokenizer))
     again = Recorder()
@@ -106,17 +111,13 @@ def test_rerun_skips_finished_steps_and_redoes_changed_ones(
     assert again.status("verify") == ["done"]  # verification always runs
 
     changed = Recorder()
-    third = prepare(
-        options(tmp_path, source, llama_like_tokenizer, clean=CleanOptions(min_words=6)), changed
-    )
+    third = prepare(options(tmp_path, source, llama_like_tokenizer, clean=CleanOptions(min_words=6)), changed)
     assert changed.status("fetch") == ["skipped"]
     assert changed.status("clean") == ["done"] and changed.status("tokenize") == ["done"]
     assert third.documents < first.documents and third.fingerprint != first.fingerprint
 
 
-def test_interrupted_tokenize_resumes_and_gives_the_same_dataset(
-    tmp_path, documents, llama_like_tokenizer
-):
+def test_interrupted_tokenize_resumes_and_gives_the_same_dataset(tmp_path, documents, llama_like_tokenizer):
     source = corpus(tmp_path, documents)
     reference = prepare(options(tmp_path / "ref", source, llama_like_tokenizer))
 
@@ -153,8 +154,9 @@ def test_parquet_and_text_inputs(tmp_path, documents, qwen_like_tokenizer):
     (src / "b.txt").write_text("\n".join(documents[40:60]) + "\n", encoding="utf-8")
     write_jsonl(src / "c" / "d.jsonl", documents[60:80])
     prepared = prepare(
-        PrepareOptions(model="qwen2.5-tiny", input=src, tokenizer=str(qwen_like_tokenizer),
-                       output=tmp_path / "data", workers=1)
+        PrepareOptions(
+            model="qwen2.5-tiny", input=src, tokenizer=str(qwen_like_tokenizer), output=tmp_path / "data", workers=1
+        )
     )
     assert prepared.documents == 80
     assert prepared.path_prefix.parent.parent.parent.name == "mixed"
@@ -169,9 +171,9 @@ def test_parquet_and_text_inputs(tmp_path, documents, qwen_like_tokenizer):
         assert tok.decode(ids[:-1]) == documents[i]  # no BOS for this tokenizer
 
 
-def test_max_documents_and_two_tokenizers_never_share_a_directory(tmp_path, documents,
-                                                                   llama_like_tokenizer,
-                                                                   qwen_like_tokenizer):
+def test_max_documents_and_two_tokenizers_never_share_a_directory(
+    tmp_path, documents, llama_like_tokenizer, qwen_like_tokenizer
+):
     source = corpus(tmp_path, documents)
     a = prepare(options(tmp_path, source, llama_like_tokenizer, max_documents=50))
     b = prepare(options(tmp_path, source, qwen_like_tokenizer, max_documents=50))
@@ -214,12 +216,26 @@ def test_hub_corpus_is_fetched_once_and_the_token_is_written_nowhere(
         return iter({"text": text} for text in documents)
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
-    opts = PrepareOptions(model="llama3.1-tiny", dataset="bc", tokenizer=str(llama_like_tokenizer),
-                          max_documents=120, output=tmp_path / "data", workers=1)
+    opts = PrepareOptions(
+        model="llama3.1-tiny",
+        dataset="bc",
+        tokenizer=str(llama_like_tokenizer),
+        max_documents=120,
+        output=tmp_path / "data",
+        workers=1,
+    )
     first = prepare(opts)
     assert first.documents == 120
-    assert calls == [{"path": "bookcorpus/bookcorpus", "name": None, "split": "train",
-                      "streaming": False, "revision": "refs/convert/parquet", "token": secret}]
+    assert calls == [
+        {
+            "path": "bookcorpus/bookcorpus",
+            "name": None,
+            "split": "train",
+            "streaming": False,
+            "revision": "refs/convert/parquet",
+            "token": secret,
+        }
+    ]
     root = first.path_prefix.parent.parent
     assert root.relative_to(tmp_path / "data").parts[0] == "bc"
     meta = json.loads((root / "dataset.json").read_text())
@@ -235,9 +251,7 @@ def test_hub_corpus_is_fetched_once_and_the_token_is_written_nowhere(
     assert prepare(opts) == first
 
 
-def test_check_recomputes_the_fingerprint_and_names_what_changed(
-    tmp_path, documents, llama_like_tokenizer
-):
+def test_check_recomputes_the_fingerprint_and_names_what_changed(tmp_path, documents, llama_like_tokenizer):
     import shutil
 
     from tprimat.data import PreparedDatasetError, check_prepared

@@ -80,8 +80,7 @@ def test_model_compatibility(tmp_path):
     from tprimat.data import check_model_compatibility
     from tprimat.settings.models import get_model
 
-    root = make(tmp_path, model_family="qwen2", tokenizer_source="Qwen/Qwen2.5-7B",
-                vocab_size=151665)
+    root = make(tmp_path, model_family="qwen2", tokenizer_source="Qwen/Qwen2.5-7B", vocab_size=151665)
     check_model_compatibility(root, "qwen2.5-7b")
     with pytest.raises(PreparedDatasetError, match="tokenized for the qwen2 family"):
         check_model_compatibility(root, get_model("llama3.1-8b"))

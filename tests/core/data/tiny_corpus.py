@@ -27,9 +27,15 @@ def make_documents(count: int = 300, seed: int = 7) -> list[str]:
     return documents
 
 
-def train_tokenizer(directory: Path, documents: list[str], *, vocab_size: int = 600,
-                    bos: str | None = "<|begin_of_text|>", eos: str = "<|end_of_text|>",
-                    extra_special_tokens: int = 0) -> Path:
+def train_tokenizer(
+    directory: Path,
+    documents: list[str],
+    *,
+    vocab_size: int = 600,
+    bos: str | None = "<|begin_of_text|>",
+    eos: str = "<|end_of_text|>",
+    extra_special_tokens: int = 0,
+) -> Path:
     """Train a byte-level BPE tokenizer and save it as a Hugging Face fast tokenizer."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
@@ -56,8 +62,7 @@ def train_tokenizer(directory: Path, documents: list[str], *, vocab_size: int = 
         tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(directory / "tokenizer.json"))
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": eos,
-              "model_max_length": 2048}
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": eos, "model_max_length": 2048}
     if bos:
         config["bos_token"] = bos
     (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2))

@@ -46,7 +46,7 @@ def test_the_estimate_is_recorded_beside_the_measurement_when_the_config_is_know
     config = load_config()
     peaks = log_rank_peaks(
         memory_peaks,
-        [LOGS / "megatron" / "rocm-megatron_2024-09_llama-32L-h4096_1node8gpu_ROCm6.1_slurm-2631.out_normal.log"]
+        [LOGS / "megatron" / "rocm-megatron_2024-09_llama-32L-h4096_1node8gpu_ROCm6.1_slurm-2631.out_normal.log"],
     )
     report = memory_report(
         settings=config.to_dict(),

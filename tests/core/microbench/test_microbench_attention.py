@@ -13,18 +13,23 @@ def test_masks_by_hand():
     from tprimat.microbench.attention import dense_mask
 
     t, f = True, False
-    assert dense_mask(torch, "causal", 4).tolist() == [
-        [t, f, f, f], [t, t, f, f], [t, t, t, f], [t, t, t, t]]
+    assert dense_mask(torch, "causal", 4).tolist() == [[t, f, f, f], [t, t, f, f], [t, t, t, f], [t, t, t, t]]
     assert dense_mask(torch, "sliding", 5, 2).tolist() == [
-        [t, f, f, f, f], [t, t, f, f, f], [f, t, t, f, f], [f, f, t, t, f], [f, f, f, t, t]]
+        [t, f, f, f, f],
+        [t, t, f, f, f],
+        [f, t, t, f, f],
+        [f, f, t, t, f],
+        [f, f, f, t, t],
+    ]
     assert bool(dense_mask(torch, "full", 3).all())
     assert torch.equal(dense_mask(torch, "sliding", 6, 6), dense_mask(torch, "causal", 6))
     with pytest.raises(ValueError, match="unknown attention variant"):
         dense_mask(torch, "local", 3)
 
 
-@pytest.mark.parametrize("variant, window", [("full", None), ("causal", None), ("sliding", 5),
-                                             ("sliding", 1), ("sliding", 40)])
+@pytest.mark.parametrize(
+    "variant, window", [("full", None), ("causal", None), ("sliding", 5), ("sliding", 1), ("sliding", 40)]
+)
 def test_pair_counts_match_the_mask(variant, window):
     """The FLOPs convention drops half of the diagonal: exact count minus (window or s) / 2."""
     import torch
@@ -37,8 +42,7 @@ def test_pair_counts_match_the_mask(variant, window):
     assert attended_pairs(s, variant, window) == exact - diagonal / 2
 
 
-@pytest.mark.parametrize("variant, window", [("full", None), ("causal", None), ("sliding", 3),
-                                             ("sliding", 16)])
+@pytest.mark.parametrize("variant, window", [("full", None), ("causal", None), ("sliding", 3), ("sliding", 16)])
 @pytest.mark.parametrize("groups", [1, 2, 4])
 def test_sdpa_matches_the_dense_reference(variant, window, groups):
     import torch
@@ -74,25 +78,34 @@ def test_run_attention_rows():
     device = torch.device("cpu")
     method = Method(warmup=1, iterations=3, flush_bytes=1 << 16, timer="perf_counter")
     seen = []
-    rows = run_attention(torch, device, 0, batch=1, heads=4, kv_heads=2, seq_length=32,
-                         head_dim=16, window=8, dtypes=["bf16", "fp8"], method=method,
-                         flush=make_flush(torch, device, method.flush_bytes),
-                         progress=seen.append)
+    rows = run_attention(
+        torch,
+        device,
+        0,
+        batch=1,
+        heads=4,
+        kv_heads=2,
+        seq_length=32,
+        head_dim=16,
+        window=8,
+        dtypes=["bf16", "fp8"],
+        method=method,
+        flush=make_flush(torch, device, method.flush_bytes),
+        progress=seen.append,
+    )
     sdpa = {r["variant"]: r for r in rows if r["impl"] == "sdpa" and r["status"] == "ok"}
     assert set(sdpa) == {"causal", "full", "sliding"}
     for variant, row in sdpa.items():
         window = 8 if variant == "sliding" else None
         assert row["window"] == window
         assert row["backend"] and not row["backend"].startswith("unknown")
-        fwd = attention_flops(batch=1, heads=4, seq_length=32, head_dim=16, variant=variant,
-                              window=window)
+        fwd = attention_flops(batch=1, heads=4, seq_length=32, head_dim=16, variant=variant, window=window)
         assert row["fwd"]["flops"] == fwd
         assert row["bwd"]["flops"] == 2 * fwd
         assert row["fwd+bwd"]["flops"] == 3 * fwd
         for part in ("fwd", "bwd", "fwd+bwd"):
             assert row[part]["time_s"]["count"] == 3
-            assert row[part]["tflops"] == pytest.approx(
-                row[part]["flops"] / row[part]["time_s"]["median"] / 1e12)
+            assert row[part]["tflops"] == pytest.approx(row[part]["flops"] / row[part]["time_s"]["median"] / 1e12)
     flash = [r for r in rows if r["impl"] == "flash_attn"]
     assert len(flash) == 1 and flash[0]["status"] == "unavailable"  # not installed / CPU
     fp8 = [r for r in rows if r["dtype"] == "fp8"]

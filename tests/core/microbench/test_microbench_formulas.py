@@ -48,8 +48,7 @@ def test_attention_flops_rejects_nonsense():
     with pytest.raises(ValueError, match="unknown attention variant"):
         attended_pairs(8, "local")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="direction"):
-        attention_flops(batch=1, heads=1, seq_length=4, head_dim=2, variant="full",
-                        direction="both")  # type: ignore[arg-type]
+        attention_flops(batch=1, heads=1, seq_length=4, head_dim=2, variant="full", direction="both")  # type: ignore[arg-type]
 
 
 def test_tflops_is_flops_over_seconds():
@@ -58,10 +57,18 @@ def test_tflops_is_flops_over_seconds():
     assert tflops(1.0, None) is None
 
 
-@pytest.mark.parametrize(("name", "tp"), [
-    ("llama3.1-8b", 1), ("llama3.1-8b", 2), ("llama3.1-8b", 8), ("qwen2.5-7b", 1),
-    ("qwen2.5-7b", 4), ("llama3.1-tiny", 1), ("qwen2.5-tiny", 2),
-])
+@pytest.mark.parametrize(
+    ("name", "tp"),
+    [
+        ("llama3.1-8b", 1),
+        ("llama3.1-8b", 2),
+        ("llama3.1-8b", 8),
+        ("qwen2.5-7b", 1),
+        ("qwen2.5-7b", 4),
+        ("llama3.1-tiny", 1),
+        ("qwen2.5-tiny", 2),
+    ],
+)
 def test_model_gemms_plus_attention_equal_the_megatron_formula(name, tp):
     """The shapes tprimat times are the FLOPs tprimat's MFU counts, no more, no less."""
     model = get_model(name)
@@ -69,9 +76,14 @@ def test_model_gemms_plus_attention_equal_the_megatron_formula(name, tp):
     shapes = model_gemm_shapes(model, seq_length=seq, micro_batch_size=1, tensor_parallel=tp)
     logits = sum(s.flops for s in shapes if s.name == "logits")
     per_layer = sum(s.flops for s in shapes if s.name != "logits")
-    attention = attention_flops(batch=1, heads=model.num_attention_heads // tp, seq_length=seq,
-                                head_dim=model.kv_channels, variant="causal",
-                                direction="fwd+bwd")
+    attention = attention_flops(
+        batch=1,
+        heads=model.num_attention_heads // tp,
+        seq_length=seq,
+        head_dim=model.kv_channels,
+        variant="causal",
+        direction="fwd+bwd",
+    )
     total = model.num_layers * (per_layer + attention) + logits
     expected = flops_per_token(model, seq, tensor_parallel=tp) * seq / tp
     assert total == pytest.approx(expected, rel=1e-12)

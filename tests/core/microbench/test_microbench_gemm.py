@@ -35,8 +35,13 @@ def test_rows_for_model_shapes(cpu):
         assert row["tflops_max"] >= row["tflops"]
         assert row["dtype_used"] == "bf16"
     ops = {(r["pass"], r["op"]) for r in rows}
-    assert ops == {("fwd", "matmul"), ("fwd", "linear"), ("fwd", "linear+bias"),
-                   ("bwd_data", "matmul"), ("bwd_weight", "matmul")}
+    assert ops == {
+        ("fwd", "matmul"),
+        ("fwd", "linear"),
+        ("fwd", "linear+bias"),
+        ("bwd_data", "matmul"),
+        ("bwd_weight", "matmul"),
+    }
     qkv_fwd = next(r for r in rows if r["name"] == "qkv" and r["pass"] == "fwd")
     assert (qkv_fwd["m"], qkv_fwd["n"], qkv_fwd["k"]) == (16, (4 + 2 * 2) * 32, 128)
 
@@ -60,8 +65,7 @@ def test_inputs_are_fresh_and_never_zero(cpu):
     from tprimat.microbench.gemm import _operands, _refill
 
     torch, device, _, _ = cpu
-    ops = _operands(torch, device, GemmShape(name="x", pass_="fwd", m=32, n=32, k=32),
-                    torch.bfloat16, bias=False)
+    ops = _operands(torch, device, GemmShape(name="x", pass_="fwd", m=32, n=32, k=32), torch.bfloat16, bias=False)
     refill = _refill(ops.values())
     refill()
     first = ops["a"].clone()
@@ -76,9 +80,17 @@ def test_fp8_is_unavailable_on_cpu_with_a_reason(cpu):
     torch, device, method, flush = cpu
     dtype, reason = fp8_support(torch, device)
     assert dtype is None and "GPUs only" in reason
-    rows = run_gemms(torch, device, 0, [GemmShape(name="x", pass_="fwd", m=16, n=16, k=16)],
-                     dtypes=["fp8"], method=method, flush=flush, fp8_dtype=dtype,
-                     fp8_reason=reason)
+    rows = run_gemms(
+        torch,
+        device,
+        0,
+        [GemmShape(name="x", pass_="fwd", m=16, n=16, k=16)],
+        dtypes=["fp8"],
+        method=method,
+        flush=flush,
+        fp8_dtype=dtype,
+        fp8_reason=reason,
+    )
     assert len(rows) == 1
     assert rows[0]["status"] == "unavailable" and rows[0]["reason"] == reason
     assert rows[0]["tflops"] is None and rows[0]["op"] == "scaled_mm"
@@ -92,12 +104,12 @@ def test_dtype_fallback_is_explicit(cpu):
 
     def unsupported(dtype):
         if dtype == torch.bfloat16:
-            raise RuntimeError('"addmm" not implemented for \'BFloat16\'\nmore detail')
+            raise RuntimeError("\"addmm\" not implemented for 'BFloat16'\nmore detail")
         return None
 
     used, note = resolve_dtype(torch, device, "bf16", unsupported)
     assert used == "fp32"
-    assert note.startswith("bf16 is not supported here (RuntimeError: \"addmm\" not implemented")
+    assert note.startswith('bf16 is not supported here (RuntimeError: "addmm" not implemented')
     assert note.endswith("measured in fp32")
     with pytest.raises(ValueError, match="unknown dtype"):
         resolve_dtype(torch, device, "int4")
@@ -112,7 +124,14 @@ def test_a_failing_case_becomes_a_row(cpu, monkeypatch):
         raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
     monkeypatch.setattr(gemm, "_operands", boom)
-    rows = gemm.run_gemms(torch, device, 3, [GemmShape(name="x", pass_="bwd_data", m=8, n=8, k=8)],
-                          dtypes=["bf16"], method=method, flush=flush)
+    rows = gemm.run_gemms(
+        torch,
+        device,
+        3,
+        [GemmShape(name="x", pass_="bwd_data", m=8, n=8, k=8)],
+        dtypes=["bf16"],
+        method=method,
+        flush=flush,
+    )
     assert [(r["status"], r["device_index"]) for r in rows] == [("failed", 3)]
     assert rows[0]["reason"] == "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"

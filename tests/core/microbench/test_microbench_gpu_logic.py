@@ -26,8 +26,7 @@ class FakeEvent:
         return end.at - self.at
 
 
-def _fake_cuda_torch(*, major=9, minor=0, name="NVIDIA H100 80GB HBM3", hip=None, arch="",
-                     scaled_mm_error=None):
+def _fake_cuda_torch(*, major=9, minor=0, name="NVIDIA H100 80GB HBM3", hip=None, arch="", scaled_mm_error=None):
     synced = []
 
     class Tensor:
@@ -44,13 +43,24 @@ def _fake_cuda_torch(*, major=9, minor=0, name="NVIDIA H100 80GB HBM3", hip=None
 
     props = types.SimpleNamespace(major=major, minor=minor, name=name, gcnArchName=arch)
     cuda = types.SimpleNamespace(
-        Event=FakeEvent, synchronize=lambda device=None: synced.append(device),
-        get_device_properties=lambda index: props, current_device=lambda: 0)
+        Event=FakeEvent,
+        synchronize=lambda device=None: synced.append(device),
+        get_device_properties=lambda index: props,
+        current_device=lambda: 0,
+    )
     return types.SimpleNamespace(
-        cuda=cuda, version=types.SimpleNamespace(hip=hip, cuda=None if hip else "12.8"),
-        __version__="2.13.0", _scaled_mm=scaled_mm, float8_e4m3fn="float8_e4m3fn",
-        float8_e4m3fnuz="float8_e4m3fnuz", float32="float32", bfloat16="bfloat16",
-        randn=lambda *a, **k: Tensor(), ones=lambda *a, **k: Tensor(), synced=synced)
+        cuda=cuda,
+        version=types.SimpleNamespace(hip=hip, cuda=None if hip else "12.8"),
+        __version__="2.13.0",
+        _scaled_mm=scaled_mm,
+        float8_e4m3fn="float8_e4m3fn",
+        float8_e4m3fnuz="float8_e4m3fnuz",
+        float32="float32",
+        bfloat16="bfloat16",
+        randn=lambda *a, **k: Tensor(),
+        ones=lambda *a, **k: Tensor(),
+        synced=synced,
+    )
 
 
 GPU = types.SimpleNamespace(type="cuda", index=3)
@@ -64,6 +74,7 @@ def test_device_events_time_each_phase_in_seconds():
         def phase(value):
             FakeEvent.clock[0] += ms
             return value
+
         return phase
 
     def prepare():
@@ -75,21 +86,31 @@ def test_device_events_time_each_phase_in_seconds():
     assert torch.synced == [GPU]  # one synchronisation, after the loop
 
 
-@pytest.mark.parametrize("kwargs, dtype, reason", [
-    ({"major": 9, "minor": 0}, "float8_e4m3fn", None),
-    ({"major": 8, "minor": 9, "name": "NVIDIA L40S"}, "float8_e4m3fn", None),
-    ({"major": 8, "minor": 0, "name": "NVIDIA A100-SXM4-80GB"}, None,
-     "NVIDIA A100-SXM4-80GB (compute capability 8.0) has no FP8 tensor cores (8.9 or newer "
-     "needed)"),
-    ({"hip": "6.4", "arch": "gfx942:sramecc+:xnack-", "name": "AMD Instinct MI300X"},
-     "float8_e4m3fnuz", None),
-    ({"hip": "7.0", "arch": "gfx950", "name": "AMD Instinct MI355X"}, "float8_e4m3fn", None),
-    ({"hip": "6.4", "arch": "gfx90a", "name": "AMD Instinct MI250X"}, None,
-     "AMD Instinct MI250X (gfx90a) has no FP8 matrix units"),
-    ({"scaled_mm_error": "Multiplication of two Float8_e5m2 matrices is not supported\nx"}, None,
-     "torch._scaled_mm failed on NVIDIA H100 80GB HBM3: RuntimeError: Multiplication of two "
-     "Float8_e5m2 matrices is not supported"),
-])
+@pytest.mark.parametrize(
+    "kwargs, dtype, reason",
+    [
+        ({"major": 9, "minor": 0}, "float8_e4m3fn", None),
+        ({"major": 8, "minor": 9, "name": "NVIDIA L40S"}, "float8_e4m3fn", None),
+        (
+            {"major": 8, "minor": 0, "name": "NVIDIA A100-SXM4-80GB"},
+            None,
+            "NVIDIA A100-SXM4-80GB (compute capability 8.0) has no FP8 tensor cores (8.9 or newer needed)",
+        ),
+        ({"hip": "6.4", "arch": "gfx942:sramecc+:xnack-", "name": "AMD Instinct MI300X"}, "float8_e4m3fnuz", None),
+        ({"hip": "7.0", "arch": "gfx950", "name": "AMD Instinct MI355X"}, "float8_e4m3fn", None),
+        (
+            {"hip": "6.4", "arch": "gfx90a", "name": "AMD Instinct MI250X"},
+            None,
+            "AMD Instinct MI250X (gfx90a) has no FP8 matrix units",
+        ),
+        (
+            {"scaled_mm_error": "Multiplication of two Float8_e5m2 matrices is not supported\nx"},
+            None,
+            "torch._scaled_mm failed on NVIDIA H100 80GB HBM3: RuntimeError: Multiplication of two "
+            "Float8_e5m2 matrices is not supported",
+        ),
+    ],
+)
 def test_fp8_support_by_device(kwargs, dtype, reason):
     found, why = fp8_support(_fake_cuda_torch(**kwargs), GPU)
     assert (found, why) == (dtype, reason)

@@ -10,9 +10,17 @@ from tprimat.microbench.runner import parse_dtypes, plan_shapes, run_microbench,
 from tprimat.microbench.store import MicrobenchError
 from tprimat.settings.models import get_model
 
-TINY = {"model": get_model("llama3.1-tiny"), "seq_length": 32, "warmup": 1, "iterations": 2,
-        "sweep_step": 32, "sweep_radius": 1, "window": 8, "flush_bytes": 1 << 16,
-        "device": "cpu"}
+TINY = {
+    "model": get_model("llama3.1-tiny"),
+    "seq_length": 32,
+    "warmup": 1,
+    "iterations": 2,
+    "sweep_step": 32,
+    "sweep_radius": 1,
+    "window": 8,
+    "flush_bytes": 1 << 16,
+    "device": "cpu",
+}
 
 
 def test_dtypes_are_parsed_strictly():
@@ -26,8 +34,9 @@ def test_dtypes_are_parsed_strictly():
 def test_layout_errors_come_before_any_measurement():
     with pytest.raises(MicrobenchError, match="not divisible by tensor parallel size 3"):
         run_microbench(what="gemm", model=get_model("llama3.1-8b"), tensor_parallel=3)
-    shapes, sweep = plan_shapes(get_model("llama3.1-tiny"), seq_length=16, micro_batch_size=1,
-                                tensor_parallel=1, sweep_step=16, sweep_radius=0)
+    shapes, sweep = plan_shapes(
+        get_model("llama3.1-tiny"), seq_length=16, micro_batch_size=1, tensor_parallel=1, sweep_step=16, sweep_radius=0
+    )
     assert len(shapes) == 15 and sweep == []
 
 
@@ -62,8 +71,7 @@ def test_full_run_on_cpu(tmp_path, monkeypatch):
     assert doc["environment"]["PYTORCH_TUNABLEOP_ENABLED"] == "0"
     groups = {r["group"] for r in doc["gemm"] if r["status"] == "ok"}
     assert groups == {"model", "sweep"}
-    assert {r["variant"] for r in doc["attention"] if r["status"] == "ok"} == {
-        "causal", "full", "sliding"}
+    assert {r["variant"] for r in doc["attention"] if r["status"] == "ok"} == {"causal", "full", "sliding"}
     summary = doc["summary"]
     best = max(r["tflops"] for r in doc["gemm"] if r["status"] == "ok")
     assert summary["mamf_tflops"]["bf16"] == best

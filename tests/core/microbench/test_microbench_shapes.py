@@ -32,8 +32,7 @@ def test_llama_8b_shapes_tp1():
 
 def test_qwen_shapes_tp2_and_micro_batch():
     model = get_model("qwen2.5-7b")
-    shapes = _by_key(model_gemm_shapes(model, seq_length=4096, micro_batch_size=2,
-                                       tensor_parallel=2))
+    shapes = _by_key(model_gemm_shapes(model, seq_length=4096, micro_batch_size=2, tensor_parallel=2))
     tokens = 8192
     assert shapes[("qkv", "fwd")] == (tokens, (28 + 8) * 128 // 2, 3584)
     assert shapes[("attn_out", "fwd")] == (tokens, 3584, 28 * 128 // 2)
@@ -52,8 +51,7 @@ def test_logits_use_the_padded_vocabulary():
 
 def test_every_pass_has_the_same_flops_per_layer():
     for layer in ("qkv", "attn_out", "mlp_up_gate", "mlp_down", "logits"):
-        flops = {s.flops for s in model_gemm_shapes(get_model("llama3.1-8b"), seq_length=2048)
-                 if s.name == layer}
+        flops = {s.flops for s in model_gemm_shapes(get_model("llama3.1-8b"), seq_length=2048) if s.name == layer}
         assert len(flops) == 1
 
 
@@ -71,8 +69,10 @@ def test_bad_sizes_are_rejected():
 
 
 def test_sweep_surrounds_forward_shapes_without_repeating_them():
-    base = [GemmShape(name="qkv", pass_="fwd", m=64, n=256, k=128),
-            GemmShape(name="attn_out", pass_="fwd", m=64, n=128, k=128)]
+    base = [
+        GemmShape(name="qkv", pass_="fwd", m=64, n=256, k=128),
+        GemmShape(name="attn_out", pass_="fwd", m=64, n=128, k=128),
+    ]
     sweep = sweep_shapes(base, step=16, radius=1)
     triples = [(s.m, s.n, s.k) for s in sweep]
     assert len(triples) == len(set(triples))
@@ -87,5 +87,4 @@ def test_sweep_surrounds_forward_shapes_without_repeating_them():
 def test_sweep_drops_non_positive_sizes():
     sweep = sweep_shapes([GemmShape(name="x", pass_="fwd", m=8, n=16, k=16)], step=16, radius=2)
     assert all(s.n > 0 and s.k > 0 for s in sweep)
-    assert {(s.n, s.k) for s in sweep} == {(n, k) for n in (16, 32, 48) for k in (16, 32, 48)
-                                           if (n, k) != (16, 16)}
+    assert {(s.n, s.k) for s in sweep} == {(n, k) for n in (16, 32, 48) for k in (16, 32, 48) if (n, k) != (16, 16)}

@@ -27,35 +27,68 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 # --- mamf_utilisation -------------------------------------------------------------------------
 
+
 def test_mamf_utilisation_is_achieved_over_ceiling():
     assert mamf_utilisation(400.0, 800.0) == 0.5
     assert mamf_utilisation(0.0, 700.0) == 0.0
     assert mamf_utilisation(900.0, 750.0) == pytest.approx(1.2)  # above the ceiling is shown
 
 
-@pytest.mark.parametrize("achieved, ceiling", [
-    (None, 700.0), (400.0, None), (None, None), (400.0, 0.0), (400.0, -1.0),
-    (-5.0, 700.0), (math.nan, 700.0), (400.0, math.inf),
-])
+@pytest.mark.parametrize(
+    "achieved, ceiling",
+    [
+        (None, 700.0),
+        (400.0, None),
+        (None, None),
+        (400.0, 0.0),
+        (400.0, -1.0),
+        (-5.0, 700.0),
+        (math.nan, 700.0),
+        (400.0, math.inf),
+    ],
+)
 def test_mamf_utilisation_none_when_undefined(achieved, ceiling):
     assert mamf_utilisation(achieved, ceiling) is None
 
 
 # --- summary ----------------------------------------------------------------------------------
 
-def _gemm(device, m, n, k, seconds, *, op="matmul", pass_="fwd", group="model", name="qkv",
-          dtype="bf16", used="bf16", reason=None):
+
+def _gemm(
+    device,
+    m,
+    n,
+    k,
+    seconds,
+    *,
+    op="matmul",
+    pass_="fwd",
+    group="model",
+    name="qkv",
+    dtype="bf16",
+    used="bf16",
+    reason=None,
+):
     shape = GemmShape(name=name, pass_=pass_, m=m, n=n, k=k, group=group)
-    return gemm_case(shape, op=op, dtype=dtype, dtype_used=used, device_index=device,
-                     times=list(seconds), reason=reason)
+    return gemm_case(
+        shape, op=op, dtype=dtype, dtype_used=used, device_index=device, times=list(seconds), reason=reason
+    )
 
 
-def _document(device_name=H100, created="2026-11-20T10:00:00+00:00", gemm=(), attention=(),
-              host="node1"):
-    doc = {"kind": KIND, "schema_version": SCHEMA_VERSION, "created_at": created,
-           "device_name": device_name, "platform_device_name": device_name, "device_count": 2,
-           "host": host, "config": {"model": "llama3.1-8b"}, "method": {"iterations": 3},
-           "gemm": list(gemm), "attention": list(attention)}
+def _document(device_name=H100, created="2026-11-20T10:00:00+00:00", gemm=(), attention=(), host="node1"):
+    doc = {
+        "kind": KIND,
+        "schema_version": SCHEMA_VERSION,
+        "created_at": created,
+        "device_name": device_name,
+        "platform_device_name": device_name,
+        "device_count": 2,
+        "host": host,
+        "config": {"model": "llama3.1-8b"},
+        "method": {"iterations": 3},
+        "gemm": list(gemm),
+        "attention": list(attention),
+    }
     doc["summary"] = summarize(doc)
     return doc
 
@@ -102,8 +135,10 @@ def test_summary_model_gemm_efficiency_and_linear_ratio():
     summary = _document(gemm=rows)["summary"]
     # model GEMMs through matmul: GPU 0 runs 2 shapes in 1 + 4 ms, GPU 1 in 2 + 4 ms (slowest)
     model = summary["model_gemm"]["bf16"]
-    assert model["tflops_per_device"] == [pytest.approx(2 * flops / 0.005 / 1e12),
-                                          pytest.approx(2 * flops / 0.006 / 1e12)]
+    assert model["tflops_per_device"] == [
+        pytest.approx(2 * flops / 0.005 / 1e12),
+        pytest.approx(2 * flops / 0.006 / 1e12),
+    ]
     assert model["tflops"] == pytest.approx(2 * flops / 0.006 / 1e12)
     assert model["efficiency"] == pytest.approx(model["tflops"] / summary["mamf_tflops"]["bf16"])
     ratio = summary["linear_vs_matmul"]["bf16"]["linear"]
@@ -123,8 +158,15 @@ def test_fallback_dtype_counts_for_what_ran_and_is_noted():
 
 
 def test_unavailable_paths_are_reported_not_counted():
-    fp8 = gemm_case(GemmShape(name="*", pass_="fwd", m=1, n=1, k=1), op="scaled_mm", dtype="fp8",
-                    dtype_used=None, device_index=0, status="unavailable", reason="no FP8 here")
+    fp8 = gemm_case(
+        GemmShape(name="*", pass_="fwd", m=1, n=1, k=1),
+        op="scaled_mm",
+        dtype="fp8",
+        dtype_used=None,
+        device_index=0,
+        status="unavailable",
+        reason="no FP8 here",
+    )
     summary = _document(gemm=[fp8])["summary"]
     assert summary["mamf_tflops"] == {}
     assert summary["unavailable"] == {"gemm fp8": "no FP8 here"}
@@ -133,11 +175,21 @@ def test_unavailable_paths_are_reported_not_counted():
 def test_failed_and_skipped_cases_are_noted():
     shape = GemmShape(name="logits", pass_="fwd", m=8, n=8, k=8)
     oom = "OutOfMemoryError: CUDA out of memory"
-    rows = [gemm_case(shape, op="matmul", dtype="bf16", dtype_used="bf16", device_index=i,
-                      status="failed", reason=oom) for i in (0, 1)]
-    rows.append(gemm_case(GemmShape(name="x", pass_="fwd", m=8, n=8, k=8), op="scaled_mm",
-                          dtype="fp8", dtype_used=None, device_index=0, status="skipped",
-                          reason="needs 16"))
+    rows = [
+        gemm_case(shape, op="matmul", dtype="bf16", dtype_used="bf16", device_index=i, status="failed", reason=oom)
+        for i in (0, 1)
+    ]
+    rows.append(
+        gemm_case(
+            GemmShape(name="x", pass_="fwd", m=8, n=8, k=8),
+            op="scaled_mm",
+            dtype="fp8",
+            dtype_used=None,
+            device_index=0,
+            status="skipped",
+            reason="needs 16",
+        )
+    )
     notes = _document(gemm=rows)["summary"]["notes"]
     assert notes == [
         f"2 GEMM case(s) failed: {oom} (e.g. logits/fwd 8x8x8 matmul bf16 on device 0)",
@@ -146,11 +198,23 @@ def test_failed_and_skipped_cases_are_noted():
 
 
 def test_attention_summary_uses_the_slowest_gpu():
-    common = {"impl": "sdpa", "backend": "flash", "variant": "causal", "window": None,
-              "dtype": "bf16", "dtype_used": "bf16", "batch": 1, "heads": 4, "kv_heads": 2,
-              "seq_length": 64, "head_dim": 32}
-    rows = [attention_case(device_index=0, fwd_times=[1e-4] * 3, bwd_times=[2e-4] * 3, **common),
-            attention_case(device_index=1, fwd_times=[2e-4] * 3, bwd_times=[4e-4] * 3, **common)]
+    common = {
+        "impl": "sdpa",
+        "backend": "flash",
+        "variant": "causal",
+        "window": None,
+        "dtype": "bf16",
+        "dtype_used": "bf16",
+        "batch": 1,
+        "heads": 4,
+        "kv_heads": 2,
+        "seq_length": 64,
+        "head_dim": 32,
+    }
+    rows = [
+        attention_case(device_index=0, fwd_times=[1e-4] * 3, bwd_times=[2e-4] * 3, **common),
+        attention_case(device_index=1, fwd_times=[2e-4] * 3, bwd_times=[4e-4] * 3, **common),
+    ]
     gemm = [_gemm(0, 64, 64, 64, [1e-6] * 3), _gemm(1, 64, 64, 64, [1e-6] * 3)]
     summary = _document(gemm=gemm, attention=rows)["summary"]
     entry = summary["attention"]["sdpa causal bf16"]
@@ -159,8 +223,7 @@ def test_attention_summary_uses_the_slowest_gpu():
     assert entry["bwd_tflops"] == pytest.approx(2 * fwd_flops / 4e-4 / 1e12)
     assert entry["fwd_bwd_tflops"] == pytest.approx(3 * fwd_flops / 6e-4 / 1e12)
     assert entry["spread"] == pytest.approx(0.5)
-    assert entry["efficiency"] == pytest.approx(
-        entry["fwd_bwd_tflops"] / summary["mamf_tflops"]["bf16"])
+    assert entry["efficiency"] == pytest.approx(entry["fwd_bwd_tflops"] / summary["mamf_tflops"]["bf16"])
 
 
 def test_case_spread_across_gpus():
@@ -173,6 +236,7 @@ def test_case_spread_across_gpus():
 
 
 # --- saving and finding -----------------------------------------------------------------------
+
 
 def test_save_load_round_trip(tmp_path):
     rows, _ = _two_gpu_rows()
@@ -202,8 +266,7 @@ def test_latest_for_device_picks_the_newest_of_that_device(tmp_path):
     rows, _ = _two_gpu_rows()
     older = _document(created="2026-11-01T08:00:00+00:00", gemm=rows[:1])
     newer = _document(created="2026-11-21T08:00:00+00:00", gemm=rows)
-    other = _document(device_name="AMD Instinct MI300X", created="2026-11-22T08:00:00+00:00",
-                      gemm=rows[:1])
+    other = _document(device_name="AMD Instinct MI300X", created="2026-11-22T08:00:00+00:00", gemm=rows[:1])
     for doc in (newer, older, other):
         save(doc, tmp_path)
     (tmp_path / "broken.json").write_text("{")

@@ -21,16 +21,56 @@ def write_trace(path, kernels, steps=(), extra=()):
     for corr, kernel in enumerate(kernels, start=1):
         name, ts, dur, stream, launched, *rest = kernel
         cat = rest[0] if rest else "kernel"
-        events.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
-                       "args": {"stream": stream, "correlation": corr, "device": 0}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": 0,
+                "tid": stream,
+                "ts": ts,
+                "dur": dur,
+                "args": {"stream": stream, "correlation": corr, "device": 0},
+            }
+        )
         if launched is not None:
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                           "ts": launched, "dur": 1, "args": {"correlation": corr}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": launched,
+                    "dur": 1,
+                    "args": {"correlation": corr},
+                }
+            )
     for number, ts, dur in steps:
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{number}", "pid": 1,
-                       "tid": 1, "ts": ts, "dur": dur, "args": {}})
-        events.append({"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{number}", "pid": 0,
-                       "tid": 7, "ts": ts + 1, "dur": dur, "args": {}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{number}",
+                "pid": 1,
+                "tid": 1,
+                "ts": ts,
+                "dur": dur,
+                "args": {},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "gpu_user_annotation",
+                "name": f"ProfilerStep#{number}",
+                "pid": 0,
+                "tid": 7,
+                "ts": ts + 1,
+                "dur": dur,
+                "args": {},
+            }
+        )
     events.extend(extra)
     path.write_text(json.dumps({"distributedInfo": {"rank": 1, "world_size": 2}, "traceEvents": events}))
     return path
@@ -38,12 +78,19 @@ def write_trace(path, kernels, steps=(), extra=()):
 
 def test_overlapped_and_exposed_communication(tmp_path):
     # gemm 0-100 on stream 7; all-reduce 50-150 on stream 20: 50 hidden, 50 exposed; idle 150-200; add 200-210
-    path = write_trace(tmp_path / "t.json", [
-        (GEMM, 0, 100, 7, None), (NCCL, 50, 100, 20, None), (ADD, 200, 10, 7, None)])
+    path = write_trace(
+        tmp_path / "t.json", [(GEMM, 0, 100, 7, None), (NCCL, 50, 100, 20, None), (ADD, 200, 10, 7, None)]
+    )
     r = analyze_trace(read_trace(path))
     t = r["temporal"]
-    assert t == {"total_us": 210, "idle_us": 50, "compute_us": 110, "communication_us": 50,
-                 "memory_us": 0, "other_us": 0}
+    assert t == {
+        "total_us": 210,
+        "idle_us": 50,
+        "compute_us": 110,
+        "communication_us": 50,
+        "memory_us": 0,
+        "other_us": 0,
+    }
     assert r["communication"]["total_us"] == 100
     assert r["communication"]["overlapped_us"] == 50 and r["communication"]["exposed_us"] == 50
     assert r["communication"]["by_collective"] == {"all-reduce": {"count": 1, "kernel_us": 100}}
@@ -56,9 +103,14 @@ def test_overlapped_and_exposed_communication(tmp_path):
 
 
 def test_memcpy_hidden_under_compute_is_not_memory_time(tmp_path):
-    path = write_trace(tmp_path / "t.json", [
-        (GEMM, 0, 100, 7, None), ("Memcpy HtoD (Pinned -> Device)", 10, 20, 8, None, "gpu_memcpy"),
-        ("Memset (Device)", 100, 5, 8, None, "gpu_memset")])
+    path = write_trace(
+        tmp_path / "t.json",
+        [
+            (GEMM, 0, 100, 7, None),
+            ("Memcpy HtoD (Pinned -> Device)", 10, 20, 8, None, "gpu_memcpy"),
+            ("Memset (Device)", 100, 5, 8, None, "gpu_memset"),
+        ],
+    )
     t = analyze_trace(read_trace(path))["temporal"]
     assert t["compute_us"] == 100 and t["memory_us"] == 5 and t["idle_us"] == 0 and t["total_us"] == 105
 
@@ -82,8 +134,9 @@ def test_default_window_drops_the_last_step_and_steps_select_by_launch(tmp_path)
         analyze_trace(trace, steps=parse_steps("7:9"))
 
 
-@pytest.mark.parametrize("text,expected", [("3:5", (3, 5)), ("3:", (3, None)), (":5", (None, 5)),
-                                           ("4", (4, 4)), (None, None)])
+@pytest.mark.parametrize(
+    "text,expected", [("3:5", (3, 5)), ("3:", (3, None)), (":5", (None, 5)), ("4", (4, 4)), (None, None)]
+)
 def test_parse_steps(text, expected):
     assert parse_steps(text) == expected
 
@@ -102,7 +155,8 @@ def test_real_amd_training_trace_with_rccl(fixtures):
     # golden values of this fixture (µs), computed by this analysis and checked by hand against the
     # RCCL kernel durations: every ncclDevKernel_Generic is classified communication
     assert comm["by_collective"]["generic"]["count"] == sum(
-        1 for k in r["top_kernels"] if "ncclDevKernel_Generic" in k["name"] for _ in range(k["count"]))
+        1 for k in r["top_kernels"] if "ncclDevKernel_Generic" in k["name"] for _ in range(k["count"])
+    )
     t = r["temporal"]
     parts = t["idle_us"] + t["compute_us"] + t["communication_us"] + t["memory_us"] + t["other_us"]
     assert parts == pytest.approx(t["total_us"])
@@ -120,9 +174,10 @@ def test_shortened_names():
     assert shorten_kernel_name(ADD) == "at::native::vectorized_elementwise_kernel[CUDAFunctor_add]"
     assert shorten_kernel_name(NCCL) == "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
     assert shorten_kernel_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD (Device -> Device)"
-    assert shorten_kernel_name(
-        "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4>(x::Params)"
-    ) == "cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4"
+    assert (
+        shorten_kernel_name("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4>(x::Params)")
+        == "cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4"
+    )
     assert len(shorten_kernel_name("Cijk_" + "A" * 300)) == 72
 
 
@@ -142,8 +197,9 @@ def test_property_breakdown_matches_brute_force(tmp_path):
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(kernels=st.lists(kernel, min_size=1, max_size=25))
     def check(kernels):
-        rows = [(_KERNELS[k], ts, dur, stream, None,
-                 "gpu_memcpy" if k == 3 else "kernel") for k, ts, dur, stream in kernels]
+        rows = [
+            (_KERNELS[k], ts, dur, stream, None, "gpu_memcpy" if k == 3 else "kernel") for k, ts, dur, stream in kernels
+        ]
         t = analyze_trace(read_trace(write_trace(tmp_path / "p.json", rows)))
         temporal, comm = t["temporal"], t["communication"]
         # brute force on the integer microsecond grid

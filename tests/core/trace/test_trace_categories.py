@@ -18,30 +18,59 @@ def test_every_rule_example_is_classified_as_its_category(rule):
 FAMILIES = [
     # GEMM
     ("cuBLAS classic", "ampere_sgemm_128x64_nn", "gemm"),
-    ("cuBLAS sm90 xmma", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1"
-     "_execute_segment_k_off_kernel__5x_cublas", "gemm"),
+    (
+        "cuBLAS sm90 xmma",
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1"
+        "_execute_segment_k_off_kernel__5x_cublas",
+        "gemm",
+    ),
     ("cuBLAS nvjet", "nvjet_tst_144x128_64x6_2x1_v_bz_bias_TNN", "gemm"),
-    ("CUTLASS", "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>"
-     "(cutlass_80_simt_sgemm_128x32_8x5_nn_align1::Params)", "gemm"),
+    (
+        "CUTLASS",
+        "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>"
+        "(cutlass_80_simt_sgemm_128x32_8x5_nn_align1::Params)",
+        "gemm",
+    ),
     ("hipBLASLt", "Cijk_Ailk_Bljk_BBS_BH_MT256x128x64_MI16x16x16x1_SN_1LDSB0_APM1", "gemm"),
     ("hipBLASLt post-GSU", "Cijk_B_PostGSU2", "gemm"),
-    ("Composable Kernel", "_ZN2ck16tensor_operation6device12_GLOBAL__N_139kernel_grouped_conv_fwd_xdl_cshuffle"
-     "_v3INS_28GridwiseGemm_xdl_cshuffle_v3INS_13t", "gemm"),
+    (
+        "Composable Kernel",
+        "_ZN2ck16tensor_operation6device12_GLOBAL__N_139kernel_grouped_conv_fwd_xdl_cshuffle"
+        "_v3INS_28GridwiseGemm_xdl_cshuffle_v3INS_13t",
+        "gemm",
+    ),
     ("MIOpen implicit GEMM", "igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1_bt128x128x32_wt32x32x8_ws1x1_wr2x2", "gemm"),
     ("Triton matmul", "triton_tem_fused_mm_3", "gemm"),
     ("Triton matmul kernel", "matmul_kernel_persistent", "gemm"),
     # attention
-    ("FlashAttention", "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128,"
-     " 4, false, false, cutlass::bfloat16_t> >(pytorch_flash::Flash_fwd_params)", "attention"),
-    ("FlashAttention 2", "void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits>"
-     "(Flash_bwd_params)", "attention"),
-    ("cuDNN fmha", "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128_4x1x1"
-     "_kernel0_0", "attention"),
-    ("TRT-LLM fmha (Blackwell)", "fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128"
-     "PersistentContext", "attention"),
-    ("SDPA memory-efficient", "fmha_cutlassB_f32_aligned_64x64_k65536_dropout_sm80"
-     "(PyTorchMemEffAttention::AttentionBackwardKernel<cutlass::arch::Sm80, float, true, true, false,"
-     " 64, 64, 65536, false>::Params)", "attention"),
+    (
+        "FlashAttention",
+        "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128,"
+        " 4, false, false, cutlass::bfloat16_t> >(pytorch_flash::Flash_fwd_params)",
+        "attention",
+    ),
+    (
+        "FlashAttention 2",
+        "void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits>(Flash_bwd_params)",
+        "attention",
+    ),
+    (
+        "cuDNN fmha",
+        "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128_4x1x1_kernel0_0",
+        "attention",
+    ),
+    (
+        "TRT-LLM fmha (Blackwell)",
+        "fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext",
+        "attention",
+    ),
+    (
+        "SDPA memory-efficient",
+        "fmha_cutlassB_f32_aligned_64x64_k65536_dropout_sm80"
+        "(PyTorchMemEffAttention::AttentionBackwardKernel<cutlass::arch::Sm80, float, true, true, false,"
+        " 64, 64, 65536, false>::Params)",
+        "attention",
+    ),
     ("AMD Triton attention", "attn_fwd", "attention"),
     ("CK tile fmha", "_ZN7ck_tile6kentryILi2ENS_13FmhaFwdKernelINS_28BlockFmhaPipelineQRKSVSAsync", "attention"),
     ("aiter", "_ZN5aiter22fmha_fwd_hd128_bf16_causal_kernelEv", "attention"),
@@ -51,21 +80,38 @@ FAMILIES = [
     ("RCCL", "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", "communication"),
     ("RCCL named", "rcclGenericKernel<1, false>(ncclDevComm*)", "communication"),
     # elementwise, norm, optimizer
-    ("ATen pointwise", "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::"
-     "silu_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#4}::operator()()"
-     " const::{lambda(c10::BFloat16)#1}, std::array<char*, 2ul> >(int)", "elementwise"),
+    (
+        "ATen pointwise",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::"
+        "silu_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#4}::operator()()"
+        " const::{lambda(c10::BFloat16)#1}, std::array<char*, 2ul> >(int)",
+        "elementwise",
+    ),
     ("Triton pointwise", "triton_poi_fused_add_mul_0", "elementwise"),
     ("MIOpen pointwise", "SubTensorOpWithScalar1d", "elementwise"),
-    ("ATen LayerNorm", "void at::native::(anonymous namespace)::layer_norm_grad_input_kernel<float, float>"
-     "(float const*)", "norm"),
+    (
+        "ATen LayerNorm",
+        "void at::native::(anonymous namespace)::layer_norm_grad_input_kernel<float, float>(float const*)",
+        "norm",
+    ),
     ("vLLM RMSNorm", "void vllm::rms_norm_kernel<c10::BFloat16, 8, 2>(c10::BFloat16*)", "norm"),
-    ("cuDNN BatchNorm", "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 128, true, 1, true>"
-     "(cudnnTensorStruct)", "norm"),
-    ("ATen foreach Adam", "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::"
-     "(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor"
-     "<float, 4, (at::native::ADAM_MODE)1, false> >(int)", "optimizer"),
-    ("Apex/TE grad-norm", "void multi_tensor_apply_kernel<TensorListMetadata<1>, L2NormFunctor<float, float>"
-     " >(long)", "optimizer"),
+    (
+        "cuDNN BatchNorm",
+        "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 128, true, 1, true>(cudnnTensorStruct)",
+        "norm",
+    ),
+    (
+        "ATen foreach Adam",
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::"
+        "(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor"
+        "<float, 4, (at::native::ADAM_MODE)1, false> >(int)",
+        "optimizer",
+    ),
+    (
+        "Apex/TE grad-norm",
+        "void multi_tensor_apply_kernel<TensorListMetadata<1>, L2NormFunctor<float, float> >(long)",
+        "optimizer",
+    ),
     # memory
     ("CUDA memcpy kernel-named", "Memcpy DtoD (Device -> Device)", "memory"),
     ("ROCm blit copy", "__amd_rocclr_copyBuffer", "memory"),
@@ -79,14 +125,18 @@ def test_vendor_family(family, name, expected):
 
 
 def test_lambda_in_template_names_is_not_the_lamb_optimizer():
-    name = ("void at::native::vectorized_elementwise_kernel<4, at::native::exp_kernel_cuda"
-            "(at::TensorIteratorBase&)::{lambda()#2}::operator()() const>(int)")
+    name = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::exp_kernel_cuda"
+        "(at::TensorIteratorBase&)::{lambda()#2}::operator()() const>(int)"
+    )
     assert classify(name) == "elementwise"
 
 
 def test_random_normal_kernel_is_not_normalisation():
-    name = ("void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4,"
-            " at::native::templates::cuda::normal_and_transform<float, float>(int)")
+    name = (
+        "void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4,"
+        " at::native::templates::cuda::normal_and_transform<float, float>(int)"
+    )
     assert classify(name) == "elementwise"
 
 
@@ -192,19 +242,32 @@ def test_the_same_layout_transpose_lands_in_one_category_on_both_vendors(fixture
 @pytest.mark.parametrize(
     "name,own",
     [
-        ("void fbgemm_gpu::permute_2D_lengths_kernel<int>(int, int, int const*, int const*, int*)",
-         "permute_2D_lengths_kernel"),
-        ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float)",
-         "vectorized_layer_norm_kernel"),
-        ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>"
-         "(cutlass_80_simt_sgemm_128x32_8x5_nn_align1::Params)", "cutlass_80_simt_sgemm_128x32_8x5_nn_align1"),
+        (
+            "void fbgemm_gpu::permute_2D_lengths_kernel<int>(int, int, int const*, int const*, int*)",
+            "permute_2D_lengths_kernel",
+        ),
+        (
+            "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float)",
+            "vectorized_layer_norm_kernel",
+        ),
+        (
+            "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>"
+            "(cutlass_80_simt_sgemm_128x32_8x5_nn_align1::Params)",
+            "cutlass_80_simt_sgemm_128x32_8x5_nn_align1",
+        ),
         ("_ZN7ck_tile6kentryILi2ENS_13FmhaFwdKernelINS_28BlockFmhaPipelineQRKSVSAsync", "FmhaFwdKernel"),
-        ("_ZN2ck16tensor_operation6device37kernel_batched_gemm_xdlops_bwd_weightINS_47GridwiseGemm",
-         "kernel_batched_gemm_xdlops_bwd_weight"),
-        ("_ZN19cutlass_cudnn_train6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_11threadblock",
-         "ImplicitGemmConvolution"),
-        ("Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT256x128x64_MI16x16x1_SN_LDSB1",
-         "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT256x128x64_MI16x16x1_SN_LDSB1"),
+        (
+            "_ZN2ck16tensor_operation6device37kernel_batched_gemm_xdlops_bwd_weightINS_47GridwiseGemm",
+            "kernel_batched_gemm_xdlops_bwd_weight",
+        ),
+        (
+            "_ZN19cutlass_cudnn_train6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_11threadblock",
+            "ImplicitGemmConvolution",
+        ),
+        (
+            "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT256x128x64_MI16x16x1_SN_LDSB1",
+            "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT256x128x64_MI16x16x1_SN_LDSB1",
+        ),
         ("Memcpy DtoD (Device -> Device)", "Memcpy DtoD (Device -> Device)"),
         ("_ZN2ck16tensor_op", "tensor_op"),  # truncated by the profiler: what is there
     ],

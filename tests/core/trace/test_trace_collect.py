@@ -38,11 +38,12 @@ def test_megatron_traces_are_moved_and_named_by_rank(tmp_path):
     # Megatron's torch profiler names files <host>_<pid>.<ts>: the rank is only in distributedInfo.
     place(tmp_path, ALEXNET_RANK0, "tensorboard/node7_4242.1700000000123.pt.trace.json", plain=True)
     place(tmp_path, DIFF_RANK3, "tensorboard/node7_4245.1700000000456.pt.trace.json.gz")
-    collected, notes = collect_traces(tmp_path, ("tensorboard/*.pt.trace.json",
-                                                 "tensorboard/*.pt.trace.json.gz"))
+    collected, notes = collect_traces(tmp_path, ("tensorboard/*.pt.trace.json", "tensorboard/*.pt.trace.json.gz"))
     assert notes == []
     assert {(c.rank, c.path) for c in collected} == {
-        (0, "traces/rank-0.pt.trace.json"), (3, "traces/rank-3.pt.trace.json.gz")}
+        (0, "traces/rank-0.pt.trace.json"),
+        (3, "traces/rank-3.pt.trace.json.gz"),
+    }
     assert not list((tmp_path / "tensorboard").iterdir())  # moved, not copied
     assert read_trace(tmp_path / "traces" / "rank-3.pt.trace.json.gz").rank == 3
     assert (tmp_path / "traces" / "rank-3.pt.trace.json.gz").stat().st_size == DIFF_RANK3.stat().st_size
@@ -54,7 +55,8 @@ def test_ranks_outside_the_profile_are_left_in_place_and_gzip_is_named_by_conten
     place(tmp_path, MI210_NO_INFO, "torch_profile/device/rank-1.json")
     collected, notes = collect_traces(tmp_path, ("torch_profile/device/rank-*.json",), ranks=[0])
     assert [(c.source, c.path) for c in collected] == [
-        ("torch_profile/device/rank-0.json", "traces/rank-0.pt.trace.json.gz")]
+        ("torch_profile/device/rank-0.json", "traces/rank-0.pt.trace.json.gz")
+    ]
     assert (tmp_path / "torch_profile/device/rank-1.json").is_file()
     assert len(notes) == 1 and "rank-1.json" in notes[0]
 

@@ -92,10 +92,17 @@ def test_run_directory_and_trace_directory(tmp_path, fixtures):
 def _one_gemm_per_rank(directory, durations):
     directory.mkdir()
     for rank, dur in enumerate(durations):
-        event = {"ph": "X", "cat": "kernel", "name": "nvjet_tst_64x64", "ts": 10, "dur": dur,
-                 "args": {"stream": 7, "correlation": 1}}
+        event = {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "nvjet_tst_64x64",
+            "ts": 10,
+            "dur": dur,
+            "args": {"stream": 7, "correlation": 1},
+        }
         (directory / f"rank{rank}.json").write_text(
-            json.dumps({"distributedInfo": {"rank": rank}, "traceEvents": [event]}))
+            json.dumps({"distributedInfo": {"rank": rank}, "traceEvents": [event]})
+        )
     return directory
 
 

@@ -28,10 +28,14 @@ from tprimat.trace.reader import read_trace
 # file: (rank, kernel_time, idle, compute, non_compute) in µs, from HTA 0.5.0
 HTA_TEMPORAL = {
     "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz": (
-        0, 12996011.0, 12929684.0, 10637.0, 55690.0),
+        0,
+        12996011.0,
+        12929684.0,
+        10637.0,
+        55690.0,
+    ),
     "hta/nccl_parser_config_nccl_data.json.gz": (0, 435586.0, 338781.0, 75169.0, 21636.0),
-    "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz": (
-        0, 384634.0, 10113.0, 372150.0, 2371.0),
+    "hta/ns_resolution_trace_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz": (0, 384634.0, 10113.0, 372150.0, 2371.0),
     "hta/trace_diff_control_control.json.gz": (3, 383404.0, 62119.0, 234760.0, 86525.0),
 }
 # HTA also runs on three of the AMD traces (it fails on the other two); rank None: no distributedInfo
@@ -92,8 +96,7 @@ def test_b200_differs_from_hta_only_by_the_documented_classification(fixtures):
     assert temporal["total_us"] == pytest.approx(total, rel=0.01)
     assert temporal["idle_us"] == pytest.approx(idle, rel=0.01)
     symmetric_memory = sum(
-        k["total_us"] for k in result["top_by_category"]["communication"]
-        if "multimem_all_reduce" in k["name"]
+        k["total_us"] for k in result["top_by_category"]["communication"] if "multimem_all_reduce" in k["name"]
     )
     assert symmetric_memory > 0.1 * compute  # the difference is real and large...
     assert temporal["compute_us"] + symmetric_memory == pytest.approx(compute, rel=0.01)  # ...and explained
@@ -111,6 +114,12 @@ def test_golden_breakdown_of_the_amd_training_trace_with_rccl(fixtures):
     pinned to catch regressions; they were checked to add up and to put RCCL's
     ncclDevKernel_Generic under communication."""
     r = analyze_trace(hta_rounded(read_trace(fixtures / "traces/tracelens/mi300_resnet_act_checkpoint.json.gz")))
-    assert r["temporal"] == {"total_us": 37962.0, "idle_us": 1012.0, "compute_us": 11329.0,
-                             "communication_us": 24710.0, "memory_us": 911.0, "other_us": 0.0}
+    assert r["temporal"] == {
+        "total_us": 37962.0,
+        "idle_us": 1012.0,
+        "compute_us": 11329.0,
+        "communication_us": 24710.0,
+        "memory_us": 911.0,
+        "other_us": 0.0,
+    }
     assert r["window"]["steps"] == [15, 16]

@@ -104,7 +104,6 @@ def test_a_declared_tunables_mapping_wins_over_the_table():
     assert tunables_for("torch", Spec()) == {"training.recompute": ("none",)}
 
 
-
 def _spec(name):
     from tprimat.contract.registry import Registry
 

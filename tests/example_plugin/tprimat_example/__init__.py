@@ -44,8 +44,9 @@ TOY = BackendSpec(
     framework="toy",
     description="Example backend: a sleeping loop that logs one line per step",
     requires=Requirements(python=("tprimat_example",)),
-    options=(LaunchOption(name="toy_step_ms", kind="int", env="TOY_STEP_MS",
-                          help="Milliseconds each toy step sleeps"),),
+    options=(
+        LaunchOption(name="toy_step_ms", kind="int", env="TOY_STEP_MS", help="Milliseconds each toy step sleeps"),
+    ),
     sniff=sniff,
 )
 
@@ -71,8 +72,11 @@ def launch(backend: str, context: LaunchContext) -> LaunchPlan:
     config = context.config
     return LaunchPlan(
         argv=(
-            sys.executable, "toy_train.py", str(config.benchmark.iterations),
-            str(context.options.get("toy_step_ms", 5)), str(config.training.global_batch_size),
+            sys.executable,
+            "toy_train.py",
+            str(config.benchmark.iterations),
+            str(context.options.get("toy_step_ms", 5)),
+            str(config.training.global_batch_size),
         ),
         cwd=context.run_dir,
         files={"toy_train.py": _PROGRAM},
@@ -100,7 +104,6 @@ def _parse(lines: Iterable[str], source: str) -> Iterator:
                 source=f"{source}:{number}",
             )
         elif match := _BATCH.match(line):
-            yield LogFact(key="global_batch_size", value=int(match.group(1)),
-                          source=f"{source}:{number}")
+            yield LogFact(key="global_batch_size", value=int(match.group(1)), source=f"{source}:{number}")
         elif line.startswith("toy "):
             yield ParseIssue(source=f"{source}:{number}", message="unrecognised toy line")

@@ -49,9 +49,15 @@ def primus(tmp_path) -> Path:
 
 def context(primus: Path, tmp_path: Path, overrides=(), platform=MI300X, **kw) -> LaunchContext:
     config = load_config(None, list(overrides))
-    return LaunchContext(run_id="r7", run_dir=tmp_path / "run", config=config,
-                         model=get_model(config.benchmark.model), platform=platform,
-                         options={"primus_path": str(primus)}, **kw)
+    return LaunchContext(
+        run_id="r7",
+        run_dir=tmp_path / "run",
+        config=config,
+        model=get_model(config.benchmark.model),
+        platform=platform,
+        options={"primus_path": str(primus)},
+        **kw,
+    )
 
 
 def overrides_of(launch_plan) -> dict:
@@ -61,8 +67,9 @@ def overrides_of(launch_plan) -> dict:
 @pytest.mark.parametrize("model", ["llama3.1-8b", "qwen2.5-7b"])
 @pytest.mark.parametrize("dtype", ["bf16", "fp8"])
 def test_every_override_is_a_real_primus_key(primus, tmp_path, model, dtype):
-    ctx = context(primus, tmp_path, [f'benchmark.model="{model}"', f'precision.dtype="{dtype}"',
-                                     'training.recompute="full"'])
+    ctx = context(
+        primus, tmp_path, [f'benchmark.model="{model}"', f'precision.dtype="{dtype}"', 'training.recompute="full"']
+    )
     unknown = sorted(set(overrides_of(plan(ctx))) - primus_keys())
     assert unknown == []
 
@@ -87,11 +94,21 @@ def test_seq_length_and_architecture_are_pinned_not_left_to_primus(primus, tmp_p
 
 
 def test_config_fields_land_in_the_overrides(primus, tmp_path):
-    ctx = context(primus, tmp_path, [
-        "benchmark.iterations=20", "training.micro_batch_size=2", "training.global_batch_size=64",
-        "parallel.tensor=2", "parallel.sequence_parallel=true", 'precision.dtype="fp8"',
-        'training.recompute="selective"', "kernels.fused_rope=false", "benchmark.seed=9",
-    ])
+    ctx = context(
+        primus,
+        tmp_path,
+        [
+            "benchmark.iterations=20",
+            "training.micro_batch_size=2",
+            "training.global_batch_size=64",
+            "parallel.tensor=2",
+            "parallel.sequence_parallel=true",
+            'precision.dtype="fp8"',
+            'training.recompute="selective"',
+            "kernels.fused_rope=false",
+            "benchmark.seed=9",
+        ],
+    )
     launch_plan = plan(ctx)
     o = overrides_of(launch_plan)
     assert (o["train_iters"], o["micro_batch_size"], o["global_batch_size"]) == (20, 2, 64)
@@ -125,8 +142,7 @@ def test_a_config_tree_without_a_launcher_is_refused_with_a_hint(primus, tmp_pat
 
 def test_without_a_checkout_the_plan_names_a_placeholder_and_the_base_experiment(tmp_path):
     config = load_config(None, ['precision.dtype="fp8"'])
-    ctx = LaunchContext(run_id="r", run_dir=tmp_path, config=config, model=get_model("llama3.1-8b"),
-                        platform=MI300X)
+    ctx = LaunchContext(run_id="r", run_dir=tmp_path, config=config, model=get_model("llama3.1-8b"), platform=MI300X)
     launch_plan = plan(ctx)
     assert launch_plan.argv[1] == "${PRIMUS_PATH}/runner/primus-cli"
     notes = "\n".join(launch_plan.notes)
@@ -140,8 +156,14 @@ def test_without_a_checkout_the_plan_names_a_placeholder_and_the_base_experiment
 
 def test_a_path_that_is_not_a_primus_checkout_is_refused(tmp_path):
     config = load_config(None, [])
-    ctx = LaunchContext(run_id="r", run_dir=tmp_path, config=config, model=get_model("llama3.1-8b"),
-                        platform=MI300X, options={"primus_path": str(tmp_path / "nowhere")})
+    ctx = LaunchContext(
+        run_id="r",
+        run_dir=tmp_path,
+        config=config,
+        model=get_model("llama3.1-8b"),
+        platform=MI300X,
+        options={"primus_path": str(tmp_path / "nowhere")},
+    )
     with pytest.raises(TprimatError, match=r"Primus not found: .*docker/amd\.Dockerfile"):
         plan(ctx)
 
@@ -154,10 +176,15 @@ def test_every_megatron_destination_is_a_primus_key():
 
 def test_prepared_dataset_switches_mock_data_off(primus, tmp_path):
     config = load_config(None, ['benchmark.model="qwen2.5-7b"'])
-    dataset = PreparedDataset(path_prefix=tmp_path / "d" / "text_document", tokenizer="/tok",
-                              fingerprint="sha256:1", documents=1, tokens=10, vocab_size=151665)
-    ctx = context(primus, tmp_path, ['benchmark.model="qwen2.5-7b"'],
-                  data=data_arguments(dataset, config))
+    dataset = PreparedDataset(
+        path_prefix=tmp_path / "d" / "text_document",
+        tokenizer="/tok",
+        fingerprint="sha256:1",
+        documents=1,
+        tokens=10,
+        vocab_size=151665,
+    )
+    ctx = context(primus, tmp_path, ['benchmark.model="qwen2.5-7b"'], data=data_arguments(dataset, config))
     o = overrides_of(plan(ctx))
     # the same data settings pretrain_gpt.py gets: one prefix, every token in the training split
     assert o["mock_data"] is False and o["data_path"] == [str(tmp_path / "d" / "text_document")]
@@ -167,8 +194,7 @@ def test_prepared_dataset_switches_mock_data_off(primus, tmp_path):
 
 
 def test_profile_overrides_are_carried(primus, tmp_path):
-    profile = ProfilePlan(overrides={"profile": True, "use_pytorch_profiler": True},
-                          env={"PRIMUS_X": "1"})
+    profile = ProfilePlan(overrides={"profile": True, "use_pytorch_profiler": True}, env={"PRIMUS_X": "1"})
     launch_plan = plan(context(primus, tmp_path, [], profile=profile))
     o = overrides_of(launch_plan)
     assert o["profile"] is True and o["use_pytorch_profiler"] is True
@@ -194,7 +220,10 @@ def test_a_tuned_megatron_key_goes_through_the_settings_checks(primus, tmp_path)
     from tprimat.settings.methodology import Resolved
 
     base = context(primus, tmp_path, [])
-    tuned = Resolved(methodology="tuned", config=base.config, overrides={"overlap_param_gather": True,
-                                                                        "use_distributed_optimizer": False})
+    tuned = Resolved(
+        methodology="tuned",
+        config=base.config,
+        overrides={"overlap_param_gather": True, "use_distributed_optimizer": False},
+    )
     with pytest.raises(TprimatError, match="distributed_optimizer"):
         plan(attrs.evolve(base, methodology=tuned))

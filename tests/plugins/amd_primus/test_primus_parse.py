@@ -9,11 +9,9 @@ from tprimat.plugins.amd_primus.parse import parse_primus
 from tprimat.plugins.megatron.logparse import GIB_LABEL_NOTE
 from tprimat.result.collect import EventCollector
 
-SAFE = ("primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_"
-        "MI325X_2025-10to12.log")
+SAFE = "primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_MI325X_2025-10to12.log"
 P21 = "primus/primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log"
-P57 = ("primus/primus_AMD-AGI-Primus_deepseek-v4_p57r2_no_tilelang_v2_proxy_trace_"
-       "MI355X_2026-05-15_full.log")
+P57 = "primus/primus_AMD-AGI-Primus_deepseek-v4_p57r2_no_tilelang_v2_proxy_trace_MI355X_2026-05-15_full.log"
 PR656 = "primus/primus_AMD-AGI-Primus_PR656_mlperf_llama3.1_8b_MI355X_2026-04-06_excerpt.log"
 
 
@@ -121,8 +119,7 @@ def test_last_rank_line_forwarded_to_rank_zero_is_counted_once():
 
 def test_padded_levels_and_dash_prefixes_do_not_matter():
     base = FORMAT_C.format(n=6, c=96, ms="650.0")
-    variant = base.replace("[DEBUG]    ", "[DEBUG ]").replace("[---------------utils.py",
-                                                                 "[-utils.py")
+    variant = base.replace("[DEBUG]    ", "[DEBUG ]").replace("[---------------utils.py", "[-utils.py")
     a = timed(EventCollector().consume(parse_primus([base], "a")))
     b = timed(EventCollector().consume(parse_primus([variant], "b")))
     assert a[0].step_time_s == b[0].step_time_s and a[0].loss == b[0].loss
@@ -131,9 +128,11 @@ def test_padded_levels_and_dash_prefixes_do_not_matter():
 def test_a_primus_log_never_seen_in_the_same_format():
     """A legacy-trainer run written for this test (values varied by hand)."""
     lines = []
-    for n, ms, avg, loss in ((1, 24011.9, 24011.9, "1.192104E+01"),
-                             (2, 9120.4, 16566.2, "1.181333E+01"),
-                             (3, 9101.7, 14078.0, "1.150000E+01")):
+    for n, ms, avg, loss in (
+        (1, 24011.9, 24011.9, "1.192104E+01"),
+        (2, 9120.4, 16566.2, "1.181333E+01"),
+        (3, 9101.7, 14078.0, "1.150000E+01"),
+    ):
         lines.append(
             f"[20260101 10:0{n}:00][rank-15/16][INFO ] [-----trainer.py:2561] : "
             f"iteration {n:>8}/ 300 "

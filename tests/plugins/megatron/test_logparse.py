@@ -70,8 +70,7 @@ def test_pairs_and_units():
     assert parse_pair("13100.0/13240.9") == (13100.0, 13240.9)
     assert parse_pair(" 615.5 (avg 615.5)") == (615.5, 615.5)
     assert parse_pair("909.4 ") == (909.4, None)
-    assert parse_units("153.81GB/102.17GB/255.98GB/60.09%", 4, (0, 1, 2, 3)) == [
-        153.81, 102.17, 255.98, 60.09]
+    assert parse_units("153.81GB/102.17GB/255.98GB/60.09%", 4, (0, 1, 2, 3)) == [153.81, 102.17, 255.98, 60.09]
     with pytest.raises(LineError):
         parse_units("153.81GB/102.17GB/255.9", 4, (0, 2))
     with pytest.raises(LineError):
@@ -80,15 +79,15 @@ def test_pairs_and_units():
 
 def test_ansi_codes_with_and_without_escape_byte():
     assert strip_ansi("\x1b[32m20251202\x1b[0m][x") == "20251202][x"
-    assert strip_ansi("[[32m20251202 06:56:28[0m][[36mrank-7/8[0m]") == (
-        "[20251202 06:56:28][rank-7/8]"
-    )
+    assert strip_ansi("[[32m20251202 06:56:28[0m][[36mrank-7/8[0m]") == ("[20251202 06:56:28][rank-7/8]")
     assert strip_ansi("[Rank 0] memory (MB) | [mem") == "[Rank 0] memory (MB) | [mem"
 
 
 def test_memory_line_is_mib_recorded_as_gib():
-    line = ("[Rank 0] (after 20 iterations) memory (MB) | allocated: 48465.275390625 | "
-            "max allocated: 75078.4326171875 | reserved: 75682.0 | max reserved: 75682.0\n")
+    line = (
+        "[Rank 0] (after 20 iterations) memory (MB) | allocated: 48465.275390625 | "
+        "max allocated: 75078.4326171875 | reserved: 75682.0 | max reserved: 75682.0\n"
+    )
     (record,) = records_of(parse([line]))
     assert record.iteration == 20
     assert record.mem_allocated_gib == pytest.approx(48465.275390625 / 1024)
@@ -132,12 +131,14 @@ def test_cut_off_wrapped_line_at_end_is_reported():
 
 
 def test_gib_label_note_and_device_memory():
-    line = (" iteration 3/ 10 | elapsed time per iteration (ms): 909.4/909.4 | "
-            "global batch size: 16"
-            " | number of skipped iterations: 0 | number of nan iterations: 0 |"
-            " hip mem usage/free/total/usage_ratio: 23.06GB/264.93GB/287.98GB/8.01%  |"
-            " rocm mem usage/free/total/usage_ratio: 25.24GB/262.74GB/287.98GB/8.76% |"
-            " rank-2 rocm max mem usage/usage_ratio: 25.86GB/8.98%\n")
+    line = (
+        " iteration 3/ 10 | elapsed time per iteration (ms): 909.4/909.4 | "
+        "global batch size: 16"
+        " | number of skipped iterations: 0 | number of nan iterations: 0 |"
+        " hip mem usage/free/total/usage_ratio: 23.06GB/264.93GB/287.98GB/8.01%  |"
+        " rocm mem usage/free/total/usage_ratio: 25.24GB/262.74GB/287.98GB/8.76% |"
+        " rank-2 rocm max mem usage/usage_ratio: 25.86GB/8.98%\n"
+    )
     events = parse([line])
     (record,) = records_of(events)
     assert record.mem_device_used_gib == 23.06
@@ -147,9 +148,15 @@ def test_gib_label_note_and_device_memory():
 
 
 def test_versions_become_facts():
-    facts = facts_of(parse(["0: RCCL version : 2.20.5-develop:c246e25\n",
-                            "0: ROCm version : 6.1.0.0-82-5fabb4c\n",
-                            "NCCL version 2.27.3+cuda12.9\n"]))
+    facts = facts_of(
+        parse(
+            [
+                "0: RCCL version : 2.20.5-develop:c246e25\n",
+                "0: ROCm version : 6.1.0.0-82-5fabb4c\n",
+                "NCCL version 2.27.3+cuda12.9\n",
+            ]
+        )
+    )
     assert facts["collectives"] == "RCCL 2.20.5-develop:c246e25"
     assert facts["rocm_version"] == "6.1.0.0-82-5fabb4c"
 
@@ -174,22 +181,37 @@ def test_parser_yields_each_record_as_soon_as_its_line_is_read():
 
 REAL_LINES = [
     line
-    for name in ("megatron/mlm_core0.16rc0_2026-03-31_llama3-1b_1gpu_GH200_full15iter_stdout.log",
-                 "primus/primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log",
-                 "primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_MI325X_2025-10to12.log",
-                 "megatron/rocm-megatron_2024-09_llama-32L-h4096_1node8gpu_ROCm6.1_slurm-2631.out_normal.log")
+    for name in (
+        "megatron/mlm_core0.16rc0_2026-03-31_llama3-1b_1gpu_GH200_full15iter_stdout.log",
+        "primus/primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log",
+        "primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_MI325X_2025-10to12.log",
+        "megatron/rocm-megatron_2024-09_llama-32L-h4096_1node8gpu_ROCm6.1_slurm-2631.out_normal.log",
+    )
     for line in (LOGS / name).read_text(encoding="utf-8", errors="replace").splitlines(True)
     if "iteration" in line or "memory (MB)" in line
 ]
 ITERATION_LINES = [line for line in REAL_LINES if "number of nan iterations" in line]
 KINDS = (IterationRecord, LogFact, ParseIssue)
-CORE_FIELDS = ("iteration", "step_time_s", "loss", "lr", "grad_norm", "global_batch_size",
-               "consumed_samples", "skipped", "mem_device_used_gib")
+CORE_FIELDS = (
+    "iteration",
+    "step_time_s",
+    "loss",
+    "lr",
+    "grad_norm",
+    "global_batch_size",
+    "consumed_samples",
+    "skipped",
+    "mem_device_used_gib",
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(REAL_LINES), st.integers(0, 2000),
-                          st.text(max_size=20), st.integers(0, 3)), max_size=8))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(REAL_LINES), st.integers(0, 2000), st.text(max_size=20), st.integers(0, 3)),
+        max_size=8,
+    )
+)
 def test_mutated_lines_never_raise(mutations):
     lines = []
     for line, position, junk, mode in mutations:
@@ -199,7 +221,7 @@ def test_mutated_lines_never_raise(mutations):
         elif mode == 1:
             lines.append(line[:position])
         elif mode == 2:
-            lines.append(line[:position] + line[position + len(junk):])
+            lines.append(line[:position] + line[position + len(junk) :])
         else:
             lines.append(junk + "\n")
     events = parse(lines)

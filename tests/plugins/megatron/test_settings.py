@@ -34,10 +34,21 @@ TARGETS = {
 
 CONFIG_VARIANTS = [
     [],
-    ["precision.dtype=\"fp8\"", "training.recompute=\"full\"", "parallel.tensor=2",
-     "parallel.sequence_parallel=true", "kernels.fused_rope=false", "kernels.fused_swiglu=false"],
-    ["training.recompute=\"selective\"", "parallel.pipeline=2", "parallel.context=2",
-     "precision.dtype=\"fp32\"", "training.lr_decay_style=\"constant\""],
+    [
+        'precision.dtype="fp8"',
+        'training.recompute="full"',
+        "parallel.tensor=2",
+        "parallel.sequence_parallel=true",
+        "kernels.fused_rope=false",
+        "kernels.fused_swiglu=false",
+    ],
+    [
+        'training.recompute="selective"',
+        "parallel.pipeline=2",
+        "parallel.context=2",
+        'precision.dtype="fp32"',
+        'training.lr_decay_style="constant"',
+    ],
 ]
 
 
@@ -106,9 +117,7 @@ def test_qwen_architecture_has_qkv_bias_and_no_rope_scaling():
     assert padded_vocab_size(config, get_model("qwen2.5-7b")) == 152064
 
 
-@pytest.mark.parametrize(
-    ("version", "expected"), [((0, 15), 128255), ((0, 17), 128255), ((0, 18), 128256)]
-)
+@pytest.mark.parametrize(("version", "expected"), [((0, 15), 128255), ((0, 17), 128255), ((0, 18), 128256)])
 def test_mock_tokenizer_vocabulary_equals_the_models(version, expected):
     # Up to core 0.17 the NullTokenizer adds an EOD token to --vocab-size; from 0.18 it does not.
     assert null_tokenizer_vocab_size(128256, version) == expected
@@ -119,16 +128,30 @@ def test_mock_tokenizer_vocabulary_equals_the_models(version, expected):
 
 
 def test_config_fields_land():
-    config = load_config(None, [
-        "training.micro_batch_size=2", "training.global_batch_size=64", "training.seq_length=4096",
-        "benchmark.iterations=30", "benchmark.seed=7", "training.lr=1e-4", "training.min_lr=1e-5",
-        "training.lr_warmup_iterations=3", "training.lr_decay_style=\"linear\"",
-        "training.weight_decay=0.05", "training.adam_beta2=0.98", "training.adam_eps=1e-6",
-        "training.clip_grad=0.5", "training.init_method_std=0.008", "parallel.tensor=2",
-        "parallel.sequence_parallel=true", "precision.dtype=\"fp8\"",
-        "kernels.attention_backend=\"fused\"",
-        "parallel.overlap_param_gather=false",
-    ])
+    config = load_config(
+        None,
+        [
+            "training.micro_batch_size=2",
+            "training.global_batch_size=64",
+            "training.seq_length=4096",
+            "benchmark.iterations=30",
+            "benchmark.seed=7",
+            "training.lr=1e-4",
+            "training.min_lr=1e-5",
+            "training.lr_warmup_iterations=3",
+            'training.lr_decay_style="linear"',
+            "training.weight_decay=0.05",
+            "training.adam_beta2=0.98",
+            "training.adam_eps=1e-6",
+            "training.clip_grad=0.5",
+            "training.init_method_std=0.008",
+            "parallel.tensor=2",
+            "parallel.sequence_parallel=true",
+            'precision.dtype="fp8"',
+            'kernels.attention_backend="fused"',
+            "parallel.overlap_param_gather=false",
+        ],
+    )
     args = as_dict(argv_of(config, get_model("llama3.1-8b")))
     assert args["--micro-batch-size"] == "2" and args["--global-batch-size"] == "64"
     assert args["--seq-length"] == "4096" and args["--train-iters"] == "30"
@@ -172,8 +195,12 @@ def test_version_reading(tmp_path):
 
 def test_prepared_data_uses_the_dataset_tokenizer_and_keeps_the_model_vocab(tmp_path):
     dataset = PreparedDataset(
-        path_prefix=tmp_path / "qwen_text_document", tokenizer=str(tmp_path / "tok"),
-        fingerprint="sha256:x", documents=10, tokens=1000, vocab_size=151665,
+        path_prefix=tmp_path / "qwen_text_document",
+        tokenizer=str(tmp_path / "tok"),
+        fingerprint="sha256:x",
+        documents=10,
+        tokens=1000,
+        vocab_size=151665,
     )
     config = load_config(None, ['benchmark.model="qwen2.5-7b"'])
     data = data_arguments(dataset, config)
@@ -190,10 +217,16 @@ def test_prepared_data_uses_the_dataset_tokenizer_and_keeps_the_model_vocab(tmp_
     assert not set(flags(argv)) - accepted((0, 15))
 
 
-@pytest.mark.parametrize(("tok", "model", "tp", "padded"), [
-    (151665, 152064, 1, 152064), (128256, 128256, 1, 128256), (128256, 128256, 4, 128512),
-    (151665, 152064, 8, 152576), (4000, 4096, 1, 4096),
-])
+@pytest.mark.parametrize(
+    ("tok", "model", "tp", "padded"),
+    [
+        (151665, 152064, 1, 152064),
+        (128256, 128256, 1, 128256),
+        (128256, 128256, 4, 128512),
+        (151665, 152064, 8, 152576),
+        (4000, 4096, 1, 4096),
+    ],
+)
 def test_vocab_divisor_pads_like_a_mock_run(tok, model, tp, padded):
     step = vocab_divisor(tok, model, tp) * tp
     assert -(-tok // step) * step == padded
@@ -208,8 +241,9 @@ def test_a_tokenizer_larger_than_the_model_is_refused():
 
 def test_every_argument_exists_in_each_targeted_megatron():
     for version in TARGETS:
-        missing = sorted(a.flag for a in ARGS.values()
-                         if (a.since is None or version >= a.since) and a.flag not in accepted(version))
+        missing = sorted(
+            a.flag for a in ARGS.values() if (a.since is None or version >= a.since) and a.flag not in accepted(version)
+        )
         assert missing == [], (version, missing)
 
 
@@ -240,8 +274,10 @@ def test_overrides_are_the_destinations_themselves():
 
 def test_a_switch_at_its_default_gives_no_flag_and_a_store_false_switch_gives_its_flag():
     assert to_argv({"apply_rope_fusion": True, "sequence_parallel": False}) == []
-    assert to_argv({"apply_rope_fusion": False, "sequence_parallel": True}) == ["--no-rope-fusion",
-                                                                                 "--sequence-parallel"]
+    assert to_argv({"apply_rope_fusion": False, "sequence_parallel": True}) == [
+        "--no-rope-fusion",
+        "--sequence-parallel",
+    ]
 
 
 def test_an_unknown_destination_is_refused_with_its_name():
@@ -268,9 +304,16 @@ def test_a_convergence_run_evaluates_on_whole_global_batches():
 
     throughput = load_config(None, ['benchmark.model="llama3.1-8b"'])
     assert build_settings(throughput, get_model("llama3.1-8b"))["eval_iters"] == 0
-    config = load_config(None, ['benchmark.model="llama3.1-8b"', "convergence.enabled=true",
-                                "convergence.eval_interval_samples=1000", "convergence.eval_sequences=200",
-                                "training.global_batch_size=128"])
+    config = load_config(
+        None,
+        [
+            'benchmark.model="llama3.1-8b"',
+            "convergence.enabled=true",
+            "convergence.eval_interval_samples=1000",
+            "convergence.eval_sequences=200",
+            "training.global_batch_size=128",
+        ],
+    )
     settings = build_settings(config, get_model("llama3.1-8b"))
     argv = to_argv(settings)
     assert argv[argv.index("--eval-interval") + 1] == "8"  # ceil(1000 / 128)

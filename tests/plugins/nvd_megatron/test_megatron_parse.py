@@ -9,25 +9,42 @@ from tprimat.plugins.nvd_megatron.parse import parse_megatron
 
 GOLDEN = [
     # file, records, (first iteration, step s, loss), (last iteration, step s, loss)
-    ("megatron/cloudai-test_megatron-run_2026-01-16_3iter_snippet.log", 3,
-     (5, 15.8, 13.4424), (7, 15.4485, 13.40574)),
-    ("megatron/mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log", 20,
-     (100, 2.946, 9.654853), (2000, 3.024, 3.732524)),
-    ("megatron/mlm_2024-04-06_mixtral8x7b_16xH100_issue756_iter71-73_excerpt.log", 3,
-     (71, 5.3616, 1.818812), (73, 5.8299, 1.798953)),
-    ("megatron/mlm_core0.16rc0_2026-03-31_llama3-1b_1gpu_GH200_full15iter_stdout.log", 15,
-     (1, 5.3208, 10.48310), (15, 3.116, 8.372658)),
-    ("megatron/mlm_core_r0.8.0_2024-09-03_gpt3-7b_fp16_1node8gpu_skipped-iters_fixstars-mdk-doc_excerpt.log",
-     10, (10, 13.0353, None), (100, 12.1043, 5.847192)),
-    ("bridge/cloudai-test_megatron-bridge_2025-12-22_step-time-line_snippet.log", 1,
-     (50, 9.089, 8.114214), (50, 9.089, 8.114214)),
-    ("bridge/mbridge_2025-08-29_llama_recipe_20iter_out1.txt", 20,
-     (1, 12.953, 10.56832), (20, 0.4492, 8.226928)),
+    ("megatron/cloudai-test_megatron-run_2026-01-16_3iter_snippet.log", 3, (5, 15.8, 13.4424), (7, 15.4485, 13.40574)),
+    (
+        "megatron/mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log",
+        20,
+        (100, 2.946, 9.654853),
+        (2000, 3.024, 3.732524),
+    ),
+    (
+        "megatron/mlm_2024-04-06_mixtral8x7b_16xH100_issue756_iter71-73_excerpt.log",
+        3,
+        (71, 5.3616, 1.818812),
+        (73, 5.8299, 1.798953),
+    ),
+    (
+        "megatron/mlm_core0.16rc0_2026-03-31_llama3-1b_1gpu_GH200_full15iter_stdout.log",
+        15,
+        (1, 5.3208, 10.48310),
+        (15, 3.116, 8.372658),
+    ),
+    (
+        "megatron/mlm_core_r0.8.0_2024-09-03_gpt3-7b_fp16_1node8gpu_skipped-iters_fixstars-mdk-doc_excerpt.log",
+        10,
+        (10, 13.0353, None),
+        (100, 12.1043, 5.847192),
+    ),
+    (
+        "bridge/cloudai-test_megatron-bridge_2025-12-22_step-time-line_snippet.log",
+        1,
+        (50, 9.089, 8.114214),
+        (50, 9.089, 8.114214),
+    ),
+    ("bridge/mbridge_2025-08-29_llama_recipe_20iter_out1.txt", 20, (1, 12.953, 10.56832), (20, 0.4492, 8.226928)),
 ]
 
 
-@pytest.mark.parametrize(("name", "count", "first", "last"), GOLDEN,
-                         ids=[g[0].split("/")[1][:40] for g in GOLDEN])
+@pytest.mark.parametrize(("name", "count", "first", "last"), GOLDEN, ids=[g[0].split("/")[1][:40] for g in GOLDEN])
 def test_golden(name, count, first, last):
     collector = collect(parse_megatron, LOGS / name)
     records = timed(collector)
@@ -41,8 +58,10 @@ def test_golden(name, count, first, last):
 
 
 def test_oom_logs_have_no_iterations():
-    for name in ("mlm_core0.16rc0_2026-03-26_llama3-1b_1gpu_GH200_OOM-iter1_stdout.log",
-                 "mlm_core0.16rc0_2026-03-26_llama3-1b_1gpu_GH200_OOM-iter1_stderr.log"):
+    for name in (
+        "mlm_core0.16rc0_2026-03-26_llama3-1b_1gpu_GH200_OOM-iter1_stdout.log",
+        "mlm_core0.16rc0_2026-03-26_llama3-1b_1gpu_GH200_OOM-iter1_stderr.log",
+    ):
         assert timed(collect(parse_megatron, LOGS / "megatron" / name)) == []
 
 
@@ -63,8 +82,7 @@ def test_pre_2024_format_log_interval_memory_of_four_ranks():
 
 
 def test_skipped_iterations_without_loss_are_kept_not_dropped():
-    name = ("megatron/mlm_core_r0.8.0_2024-09-03_gpt3-7b_fp16_1node8gpu_skipped-iters_"
-            "fixstars-mdk-doc_excerpt.log")
+    name = "megatron/mlm_core_r0.8.0_2024-09-03_gpt3-7b_fp16_1node8gpu_skipped-iters_fixstars-mdk-doc_excerpt.log"
     records = timed(collect(parse_megatron, LOGS / name))
     first = records[0]
     assert (first.iteration, first.skipped, first.loss, first.grad_norm) == (10, 10, None, None)
@@ -126,6 +144,7 @@ using world size: 16, data-parallel size: 4, context-parallel size: 1, tensor-mo
 """  # noqa: E501
     events = list(parse_megatron(text.splitlines(True), "new.log"))
     from tprimat.result.collect import EventCollector
+
     collector = EventCollector().consume(events)
     records = timed(collector)
     assert [r.iteration for r in records] == [5, 10, 15]

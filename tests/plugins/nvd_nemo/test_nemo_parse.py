@@ -15,8 +15,7 @@ from tprimat.result.collect import EventCollector
 from tprimat.result.schema import IterationRecord
 
 CELL14 = "nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell14_normal_run.log"
-CELL22 = ("nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell22_crash_at_step17_"
-          "injob_restart.log")
+CELL22 = "nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell22_crash_at_step17_injob_restart.log"
 CELL46 = "nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell46_preemption_sigterm_step4.log"
 PEFT = "nemo/nemo2_2024-11_peft_lora_llama3-8b_cell20_finetune.log"
 AWS = "nemo/nemo2_2025-08_NeMo-AWS-PERF_README_TFLOPS_per_GPU_3iter_doc_excerpt.log"
@@ -34,8 +33,7 @@ GOLDEN = [
 ]
 
 
-@pytest.mark.parametrize(("name", "count", "first", "last"), GOLDEN,
-                         ids=[g[0].split("/")[1][:40] for g in GOLDEN])
+@pytest.mark.parametrize(("name", "count", "first", "last"), GOLDEN, ids=[g[0].split("/")[1][:40] for g in GOLDEN])
 def test_golden(name, count, first, last):
     records = timed(collect(parse_nemo, LOGS / name))
     assert len(records) == count
@@ -90,10 +88,12 @@ def test_preempted_run_and_val_loss():
 
 
 def test_nan_loss_is_kept_and_bad_values_are_reported():
-    lines = ["Training epoch 0, iteration 3/9 | lr: 0 | global_batch_size: 8 | global_step: 3 | "
-             "reduced_train_loss: nan | train_step_timing in s: 2.5 | consumed_samples: 32\n",
-             "Training epoch 0, iteration 4/9 | lr: 1e-4 | global_batch_size: 8 | global_step: 4 | "
-             "reduced_train_loss: 2.1 | train_step_timing in s: 2.x | consumed_samples: 40\n"]
+    lines = [
+        "Training epoch 0, iteration 3/9 | lr: 0 | global_batch_size: 8 | global_step: 3 | "
+        "reduced_train_loss: nan | train_step_timing in s: 2.5 | consumed_samples: 32\n",
+        "Training epoch 0, iteration 4/9 | lr: 1e-4 | global_batch_size: 8 | global_step: 4 | "
+        "reduced_train_loss: 2.1 | train_step_timing in s: 2.x | consumed_samples: 40\n",
+    ]
     events = list(parse_nemo(lines, "n.log"))
     (record,) = [e for e in events if isinstance(e, IterationRecord)]
     assert math.isnan(record.loss) and record.lr == 0.0
@@ -105,10 +105,18 @@ REAL = (LOGS / CELL22).read_text(encoding="utf-8").splitlines(True)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([line for line in REAL if "Training epoch" in line]),
-                          st.integers(0, 400), st.text(max_size=12)), max_size=6))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([line for line in REAL if "Training epoch" in line]),
+            st.integers(0, 400),
+            st.text(max_size=12),
+        ),
+        max_size=6,
+    )
+)
 def test_mutated_lines_never_raise(mutations):
-    lines = [line[:cut % (len(line) + 1)] + junk for line, cut, junk in mutations]
+    lines = [line[: cut % (len(line) + 1)] + junk for line, cut, junk in mutations]
     events = list(parse_nemo(lines, "m.log"))
     assert all(isinstance(e, IterationRecord | LogFact | ParseIssue) for e in events)
 

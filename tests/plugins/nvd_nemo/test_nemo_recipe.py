@@ -24,8 +24,7 @@ from tprimat.settings.models import get_model
 
 pytestmark = pytest.mark.nemo
 
-HAVE_NEMO = importlib.util.find_spec("nemo") is not None and importlib.util.find_spec(
-    "nemo_run") is not None
+HAVE_NEMO = importlib.util.find_spec("nemo") is not None and importlib.util.find_spec("nemo_run") is not None
 H100 = PlatformInfo(platform="nvidia", device_name="NVIDIA H100 80GB HBM3", source="test")
 
 
@@ -41,8 +40,7 @@ def dry_run(tmp_path: Path, overrides: list[str]) -> dict:
     config = load_config(None, overrides)
     model = get_model(config.benchmark.model)
     run_dir = tmp_path / "run"
-    context = LaunchContext(run_id="nemo-test", run_dir=run_dir, config=config, model=model,
-                            platform=H100)
+    context = LaunchContext(run_id="nemo-test", run_dir=run_dir, config=config, model=model, platform=H100)
     launch_plan = plan(context)
     run_dir.mkdir(parents=True)
     for name, text in launch_plan.files.items():
@@ -59,8 +57,7 @@ def dry_run(tmp_path: Path, overrides: list[str]) -> dict:
 def test_recipe_builds_and_every_default_field_lands(tmp_path, name):
     resolved = dry_run(tmp_path, [f'benchmark.model="{name}"'])
     model, spec = resolved["model"], get_model(name)
-    assert resolved["model_class"] == ("Llama31Config8B" if name.startswith("llama")
-                                       else "Qwen25Config7B")
+    assert resolved["model_class"] == ("Llama31Config8B" if name.startswith("llama") else "Qwen25Config7B")
     assert model["num_layers"] == spec.num_layers and model["hidden_size"] == spec.hidden_size
     assert model["ffn_hidden_size"] == spec.ffn_hidden_size
     assert model["num_attention_heads"] == spec.num_attention_heads
@@ -98,23 +95,40 @@ def test_recipe_builds_and_every_default_field_lands(tmp_path, name):
 
 
 def test_non_default_fields_land(tmp_path):
-    resolved = dry_run(tmp_path, [
-        'benchmark.model="llama3.1-8b"', 'precision.dtype="fp8"', "parallel.tensor=2",
-        "parallel.sequence_parallel=true", "parallel.pipeline=2", 'training.recompute="full"',
-        'training.lr_decay_style="linear"', "training.lr_decay_iterations=40",
-        "training.micro_batch_size=2", "training.seq_length=4096", "benchmark.iterations=30",
-        "kernels.fused_rope=false", 'kernels.attention_backend="fused"',
-        "parallel.overlap_grad_reduce=false",
-    ])
-    assert resolved["strategy"] == {"tensor_model_parallel_size": 2,
-                                    "pipeline_model_parallel_size": 2,
-                                    "context_parallel_size": 1, "sequence_parallel": True}
+    resolved = dry_run(
+        tmp_path,
+        [
+            'benchmark.model="llama3.1-8b"',
+            'precision.dtype="fp8"',
+            "parallel.tensor=2",
+            "parallel.sequence_parallel=true",
+            "parallel.pipeline=2",
+            'training.recompute="full"',
+            'training.lr_decay_style="linear"',
+            "training.lr_decay_iterations=40",
+            "training.micro_batch_size=2",
+            "training.seq_length=4096",
+            "benchmark.iterations=30",
+            "kernels.fused_rope=false",
+            'kernels.attention_backend="fused"',
+            "parallel.overlap_grad_reduce=false",
+        ],
+    )
+    assert resolved["strategy"] == {
+        "tensor_model_parallel_size": 2,
+        "pipeline_model_parallel_size": 2,
+        "context_parallel_size": 1,
+        "sequence_parallel": True,
+    }
     precision = resolved["precision"]
     assert precision["fp8"] == "hybrid" and precision["fp8_recipe"] == "delayed"
     assert precision["fp8_amax_history_len"] == 1024
     model = resolved["model"]
-    assert (model["recompute_granularity"], model["recompute_method"],
-            model["recompute_num_layers"]) == ("full", "uniform", 1)
+    assert (model["recompute_granularity"], model["recompute_method"], model["recompute_num_layers"]) == (
+        "full",
+        "uniform",
+        1,
+    )
     assert model["apply_rope_fusion"] is False and model["attention_backend"] == "fused"
     assert model["seq_length"] == 4096
     assert model["vocab_size"] == 128256  # 128256 is a multiple of 128 × 2
@@ -144,23 +158,38 @@ def test_prepared_dataset_reaches_the_pretraining_data_module(tmp_path):
     vocab = {"[UNK]": 0, "a": 1, "b": 2, "c": 3, "<eos>": 4}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", eos_token="<eos>"
-                            ).save_pretrained(tmp_path / "tokenizer")
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", eos_token="<eos>").save_pretrained(
+        tmp_path / "tokenizer"
+    )
 
     config = load_config(None, ['benchmark.model="llama3.1-8b"'])
-    dataset = PreparedDataset(path_prefix=prefix, tokenizer=str(tmp_path / "tokenizer"),
-                              fingerprint="sha256:test", documents=16, tokens=640, vocab_size=5)
+    dataset = PreparedDataset(
+        path_prefix=prefix,
+        tokenizer=str(tmp_path / "tokenizer"),
+        fingerprint="sha256:test",
+        documents=16,
+        tokens=640,
+        vocab_size=5,
+    )
     run_dir = tmp_path / "run"
-    context = LaunchContext(run_id="nemo-data", run_dir=run_dir, config=config,
-                            model=get_model("llama3.1-8b"), platform=H100,
-                            data=data_arguments(dataset, config))
+    context = LaunchContext(
+        run_id="nemo-data",
+        run_dir=run_dir,
+        config=config,
+        model=get_model("llama3.1-8b"),
+        platform=H100,
+        data=data_arguments(dataset, config),
+    )
     launch_plan = plan(context)
     run_dir.mkdir()
     for name, text in launch_plan.files.items():
         (run_dir / name).write_text(text)
-    done = subprocess.run([sys.executable, str(run_dir / SCRIPT), "--settings",
-                           str(run_dir / SETTINGS), "--dry-run"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(run_dir / SCRIPT), "--settings", str(run_dir / SETTINGS), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     resolved = json.loads(done.stdout)
     data = resolved["data"]
@@ -174,27 +203,44 @@ def test_profiler_callback_lands_in_the_recipe(tmp_path):
     """With profiling on, NeMo's PytorchProfilerCallback is on the trainer with the plan's window."""
     from tprimat.plugins.nvd_nemo.profiling import profile_plan
 
-    config = load_config(None, ['benchmark.model="llama3.1-8b"', "profile.enabled=true",
-                                "benchmark.iterations=20"])
+    config = load_config(None, ['benchmark.model="llama3.1-8b"', "profile.enabled=true", "benchmark.iterations=20"])
     run_dir = tmp_path / "run"
-    context = LaunchContext(run_id="nemo-prof", run_dir=run_dir, config=config,
-                            model=get_model("llama3.1-8b"), platform=H100)
+    context = LaunchContext(
+        run_id="nemo-prof", run_dir=run_dir, config=config, model=get_model("llama3.1-8b"), platform=H100
+    )
     profile = profile_plan(context)
-    launch_plan = plan(LaunchContext(run_id="nemo-prof", run_dir=run_dir, config=config,
-                                     model=get_model("llama3.1-8b"), platform=H100,
-                                     profile=profile))
+    launch_plan = plan(
+        LaunchContext(
+            run_id="nemo-prof",
+            run_dir=run_dir,
+            config=config,
+            model=get_model("llama3.1-8b"),
+            platform=H100,
+            profile=profile,
+        )
+    )
     run_dir.mkdir()
     for name, text in launch_plan.files.items():
         (run_dir / name).write_text(text)
-    done = subprocess.run([sys.executable, str(run_dir / SCRIPT), "--settings",
-                           str(run_dir / SETTINGS), "--dry-run"],
-                          capture_output=True, text=True, timeout=300, cwd=run_dir)
+    done = subprocess.run(
+        [sys.executable, str(run_dir / SCRIPT), "--settings", str(run_dir / SETTINGS), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=run_dir,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    callbacks = [c for c in json.loads(done.stdout)["callbacks"]
-                 if c["class"] == "PytorchProfilerCallback"]
-    assert callbacks == [{"class": "PytorchProfilerCallback", "start_step": 2, "end_step": 5,
-                          "warmup_steps": 1, "active_steps": 2,
-                          "trace_dir": str(run_dir / "torch_profile")}]
+    callbacks = [c for c in json.loads(done.stdout)["callbacks"] if c["class"] == "PytorchProfilerCallback"]
+    assert callbacks == [
+        {
+            "class": "PytorchProfilerCallback",
+            "start_step": 2,
+            "end_step": 5,
+            "warmup_steps": 1,
+            "active_steps": 2,
+            "trace_dir": str(run_dir / "torch_profile"),
+        }
+    ]
     assert (run_dir / "torch_profile").is_dir()
 
 
@@ -204,18 +250,35 @@ def test_nsys_callback_lands_in_the_recipe(tmp_path):
 
     config = load_config(None, ['benchmark.model="llama3.1-8b"', "benchmark.iterations=20"])
     run_dir = tmp_path / "run"
-    context = LaunchContext(run_id="nemo-nsys", run_dir=run_dir, config=config,
-                            model=get_model("llama3.1-8b"), platform=H100, system_profiler="nsys")
-    launch_plan = plan(LaunchContext(run_id="nemo-nsys", run_dir=run_dir, config=config,
-                                     model=get_model("llama3.1-8b"), platform=H100,
-                                     system_profiler="nsys", profile=nsys_plan(context)))
+    context = LaunchContext(
+        run_id="nemo-nsys",
+        run_dir=run_dir,
+        config=config,
+        model=get_model("llama3.1-8b"),
+        platform=H100,
+        system_profiler="nsys",
+    )
+    launch_plan = plan(
+        LaunchContext(
+            run_id="nemo-nsys",
+            run_dir=run_dir,
+            config=config,
+            model=get_model("llama3.1-8b"),
+            platform=H100,
+            system_profiler="nsys",
+            profile=nsys_plan(context),
+        )
+    )
     run_dir.mkdir()
     for name, text in launch_plan.files.items():
         (run_dir / name).write_text(text)
-    done = subprocess.run([sys.executable, str(run_dir / SCRIPT), "--settings",
-                           str(run_dir / SETTINGS), "--dry-run"],
-                          capture_output=True, text=True, timeout=300, cwd=run_dir)
+    done = subprocess.run(
+        [sys.executable, str(run_dir / SCRIPT), "--settings", str(run_dir / SETTINGS), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=run_dir,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     callbacks = [c for c in json.loads(done.stdout)["callbacks"] if c["class"] == "NsysCallback"]
-    assert callbacks == [{"class": "NsysCallback", "start_step": 2, "end_step": 5, "ranks": [0],
-                          "gen_shape": False}]
+    assert callbacks == [{"class": "NsysCallback", "start_step": 2, "end_step": 5, "ranks": [0], "gen_shape": False}]

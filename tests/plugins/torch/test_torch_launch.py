@@ -22,29 +22,46 @@ RUN = Path("/runs/r1")
 
 
 def context(*overrides: str, **kw) -> LaunchContext:
-    config = load_config(None, ["launch.nproc_per_node=2", "training.global_batch_size=8",
-                                *overrides])
-    return LaunchContext(run_id="r1", run_dir=RUN, config=config,
-                         model=get_model(config.benchmark.model),
-                         platform=PlatformInfo(platform="cpu"), **kw)
+    config = load_config(None, ["launch.nproc_per_node=2", "training.global_batch_size=8", *overrides])
+    return LaunchContext(
+        run_id="r1",
+        run_dir=RUN,
+        config=config,
+        model=get_model(config.benchmark.model),
+        platform=PlatformInfo(platform="cpu"),
+        **kw,
+    )
 
 
 def test_single_node_uses_a_standalone_rendezvous():
     argv = plan(context()).argv
     assert argv == (
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-        "--nproc-per-node", "2", "--log-dir", "/runs/r1/logs/ranks", "--tee", "3",
-        "-m", "tprimat.plugins.torch.train", "--config", "/runs/r1/config.toml",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        "2",
+        "--log-dir",
+        "/runs/r1/logs/ranks",
+        "--tee",
+        "3",
+        "-m",
+        "tprimat.plugins.torch.train",
+        "--config",
+        "/runs/r1/config.toml",
     )
 
 
 def test_multi_node_passes_rendezvous_through():
-    argv = plan(context("launch.nnodes=2", "launch.master_addr=\"10.0.0.1\"",
-                        "launch.master_port=29400", node_rank=1)).argv
+    argv = plan(
+        context("launch.nnodes=2", 'launch.master_addr="10.0.0.1"', "launch.master_port=29400", node_rank=1)
+    ).argv
     joined = " ".join(argv)
     assert "--standalone" not in argv
-    assert ("--nnodes 2 --node-rank 1 --master-addr 10.0.0.1 --master-port 29400 "
-            "--nproc-per-node 2") in joined
+    assert ("--nnodes 2 --node-rank 1 --master-addr 10.0.0.1 --master-port 29400 --nproc-per-node 2") in joined
 
 
 def test_profile_and_data_arguments_reach_the_trainer():
@@ -52,20 +69,28 @@ def test_profile_and_data_arguments_reach_the_trainer():
     profile = profile_plan(ctx)
     assert profile.profiled_iterations == (3, 4, 5)
     assert profile.trace_globs[0] == "torch_profile/*.pt.trace.json"
-    dataset = PreparedDataset(path_prefix=Path("/data/web/text_document"), tokenizer="t",
-                              fingerprint="sha256:x", documents=1, tokens=10, vocab_size=100)
+    dataset = PreparedDataset(
+        path_prefix=Path("/data/web/text_document"),
+        tokenizer="t",
+        fingerprint="sha256:x",
+        documents=1,
+        tokens=10,
+        vocab_size=100,
+    )
     data = data_arguments(dataset, ctx.config)
     assert data == DataArguments(args=("--data-prefix", "/data/web/text_document"))
     argv = plan(context(profile=profile, data=data)).argv
-    assert argv[-4:] == ("--data-prefix", "/data/web/text_document", "--profile-dir",
-                         "/runs/r1/torch_profile")
+    assert argv[-4:] == ("--data-prefix", "/data/web/text_document", "--profile-dir", "/runs/r1/torch_profile")
 
 
-@pytest.mark.parametrize("override, words", [
-    ("parallel.tensor=2", "data-parallel only"),
-    ("precision.dtype=\"fp8\"", "bf16 or fp32"),
-    ("training.recompute=\"selective\"", "whole decoder layers"),
-])
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("parallel.tensor=2", "data-parallel only"),
+        ('precision.dtype="fp8"', "bf16 or fp32"),
+        ('training.recompute="selective"', "whole decoder layers"),
+    ],
+)
 def test_settings_the_backend_cannot_honour_are_refused(override, words):
     extra = ["launch.nproc_per_node=4"] if "tensor" in override else []
     with pytest.raises(UnsupportedSetting, match=words):

@@ -10,11 +10,9 @@ import pytest
 
 from tprimat.plugins.torch.train import _runner_is_ancestor
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
 
-PROGRAM = ("from tprimat.plugins.torch.train import _die_with_parent; _die_with_parent(); "
-           "print('alive', flush=True)")
+PROGRAM = "from tprimat.plugins.torch.train import _die_with_parent; _die_with_parent(); print('alive', flush=True)"
 
 
 def test_ancestry_is_read_from_proc():
@@ -24,10 +22,8 @@ def test_ancestry_is_read_from_proc():
 
 def _worker(env: dict[str, str]) -> subprocess.CompletedProcess:
     # sys.executable -c runs a grandchild under a shell-free intermediate python, as torchrun does.
-    middle = ("import subprocess, sys; "
-              f"sys.exit(subprocess.run([sys.executable, '-c', {PROGRAM!r}]).returncode)")
-    return subprocess.run([sys.executable, "-c", middle], env=env, capture_output=True,
-                          text=True, timeout=60)
+    middle = f"import subprocess, sys; sys.exit(subprocess.run([sys.executable, '-c', {PROGRAM!r}]).returncode)"
+    return subprocess.run([sys.executable, "-c", middle], env=env, capture_output=True, text=True, timeout=60)
 
 
 def test_a_worker_still_under_its_runner_trains():

@@ -16,10 +16,18 @@ pytestmark = pytest.mark.torch
 
 
 def tiny_config(model: str = "llama3.1-tiny", *extra: str):
-    return load_config(None, [
-        f'benchmark.model="{model}"', "launch.nproc_per_node=1", "training.global_batch_size=4",
-        "training.micro_batch_size=2", "training.seq_length=32", 'precision.dtype="fp32"', *extra,
-    ])
+    return load_config(
+        None,
+        [
+            f'benchmark.model="{model}"',
+            "launch.nproc_per_node=1",
+            "training.global_batch_size=4",
+            "training.micro_batch_size=2",
+            "training.seq_length=32",
+            'precision.dtype="fp32"',
+            *extra,
+        ],
+    )
 
 
 @pytest.mark.parametrize("name", ["llama3.1-tiny", "qwen2.5-tiny"])
@@ -46,8 +54,7 @@ def test_mock_data_is_seeded_uniform_and_never_constant():
     from tprimat.plugins.torch.train import MockBatches
 
     def batches(rank: int, seed: int = 7):
-        return MockBatches(vocab_size=4096, micro_batch_size=4, seq_length=255, seed=seed,
-                           rank=rank, device="cpu")
+        return MockBatches(vocab_size=4096, micro_batch_size=4, seq_length=255, seed=seed, rank=rank, device="cpu")
 
     a = batches(0)
     first, second = a.next(), a.next()
@@ -59,8 +66,9 @@ def test_mock_data_is_seeded_uniform_and_never_constant():
     assert not torch.equal(first, second)
     assert torch.equal(batches(0).next(), first)  # reproducible
     assert not torch.equal(batches(1).next(), first)  # each rank its own stream
-    fixed = MockBatches(vocab_size=4096, micro_batch_size=4, seq_length=255, seed=7, rank=0,
-                        device="cpu", fixed=True, micro_batches=2)
+    fixed = MockBatches(
+        vocab_size=4096, micro_batch_size=4, seq_length=255, seed=7, rank=0, device="cpu", fixed=True, micro_batches=2
+    )
     x, y, z = fixed.next(), fixed.next(), fixed.next()
     assert torch.equal(x, z) and not torch.equal(x, y)
 
@@ -71,11 +79,11 @@ def test_the_model_learns_a_fixed_batch_and_every_line_parses(monkeypatch):
 
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(name, raising=False)
-    config = tiny_config("qwen2.5-tiny", "benchmark.iterations=10", "training.lr=0.003",
-                         "training.lr_warmup_iterations=1")
+    config = tiny_config(
+        "qwen2.5-tiny", "benchmark.iterations=10", "training.lr=0.003", "training.lr_warmup_iterations=1"
+    )
     lines: list[str] = []
-    values = list(train(config, parse_args(["--config", "unused", "--fixed-batch"]),
-                        emit=lines.append))
+    values = list(train(config, parse_args(["--config", "unused", "--fixed-batch"]), emit=lines.append))
     assert [v["iteration"] for v in values] == list(range(1, 11))
     events = list(parse_lines(lines, "stdout"))
     records = [e for e in events if isinstance(e, IterationRecord)]
@@ -110,8 +118,16 @@ def test_dataset_batches_give_each_rank_its_slice_of_every_global_batch(monkeypa
     from tprimat.plugins.torch.train import DatasetBatches
 
     def rank(r):
-        return DatasetBatches(path_prefix="/d/text", micro_batch_size=2, seq_length=7, seed=11,
-                              dp_rank=r, micro_batches=2, global_batch_size=8, device="cpu")
+        return DatasetBatches(
+            path_prefix="/d/text",
+            micro_batch_size=2,
+            seq_length=7,
+            seed=11,
+            dp_rank=r,
+            micro_batches=2,
+            global_batch_size=8,
+            device="cpu",
+        )
 
     zero, one = rank(0), rank(1)
     firsts = [zero.next()[:, 0].tolist() for _ in range(3)]
