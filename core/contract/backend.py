@@ -155,6 +155,9 @@ class BackendSpec:
     #: Reads the per-rank memory peaks a log file of this backend reports (allocator or
     #: driver lines); the result shows them beside the memory estimate (None: none read).
     memory_peaks: Callable[[Path], Sequence[RankPeak]] | None = attrs.field(default=None, eq=False)
+    #: Recognises a directory laid out by this backend's framework (e.g. one directory per
+    #: rank) and returns the files to read, oldest first, with a note; None: not its layout.
+    find_logs: Callable[[Path], tuple[list[Path], str] | None] | None = attrs.field(default=None, eq=False)
     #: Reads what the start of a log file states about the run outside the iteration lines
     #: (argument dumps, echoed command lines, config dumps): ``(lines, source, parsed facts)``
     #: -> (facts, notes).  A fact ``profiled_iterations`` marks those iterations profiled.

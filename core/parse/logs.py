@@ -56,10 +56,6 @@ DETECT_SAMPLE_LINES = 2000
 #: Lines read to tell whether a file is hard-wrapped at a fixed column.
 WRAP_SAMPLE_LINES = 5000
 
-_PRIMUS_LEVELS = ("debug", "info", "warning", "error")
-_ROTATED_NUMBER_RE = re.compile(r"^(?P<level>[a-z]+)\.log\.(?P<n>\d+)$")
-_ROTATED_STAMP_RE = re.compile(r"^(?P<level>[a-z]+)\.(?P<stamp>.+)\.log$")
-
 
 @attrs.frozen(kw_only=True)
 class ParseOutcome:
@@ -74,48 +70,13 @@ class ParseOutcome:
 # -- finding files -------------------------------------------------------------------------
 
 
-def _rotation_key(path: Path) -> tuple[int, Any, str]:
-    """Oldest first: ``debug.log.3``, ``debug.log.1``, ``debug.<stamp>.log``, then ``debug.log``."""
-    name = path.name
-    numbered = _ROTATED_NUMBER_RE.match(name)
-    if numbered:
-        return (0, -int(numbered.group("n")), name)
-    if name.count(".") >= 2 and _ROTATED_STAMP_RE.match(name):
-        return (1, name, name)
-    return (2, name, name)
+def find_log_files(paths: Sequence[str | Path], registry: Any = None) -> tuple[list[Path], list[str]]:
+    """The files to read for ``paths``, and notes on how they were chosen.
 
-
-def _primus_rank_files(rank_dir: Path) -> list[Path]:
-    """The lowest-level log family of one ``rank-N`` directory, rotated files oldest first.
-
-    Primus writes each level and above into its own file, so ``debug.log``
-    holds everything ``info.log`` does: reading one family is enough.
+    A directory is first offered to every backend that knows a directory layout of its
+    own (``BackendSpec.find_logs``, e.g. a per-rank tree); otherwise every log file below it
+    (``LOG_SUFFIXES``) is read.
     """
-    for level in _PRIMUS_LEVELS:
-        family = [
-            p
-            for p in rank_dir.iterdir()
-            if p.is_file()
-            and (
-                p.name == f"{level}.log"
-                or p.name.startswith(f"{level}.")
-                and (p.name.endswith(".log") or _ROTATED_NUMBER_RE.match(p.name))
-            )
-        ]
-        if family:
-            return sorted(family, key=_rotation_key)
-    return []
-
-
-def _rank_number(path: Path) -> int:
-    try:
-        return int(path.name.split("-", 1)[1])
-    except (IndexError, ValueError):
-        return 1 << 30
-
-
-def find_log_files(paths: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
-    """The files to read for ``paths``, and notes on how they were chosen."""
     files: list[Path] = []
     notes: list[str] = []
     for raw in paths:
@@ -125,19 +86,10 @@ def find_log_files(paths: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
             continue
         if not path.is_dir():
             raise ParseError(f"{path}: no such file or directory")
-        rank_dirs = sorted(
-            (p for p in path.rglob("rank-*") if p.is_dir() and p.name[5:].isdigit()),
-            key=lambda p: (str(p.parent), _rank_number(p)),
-        )
-        chosen: list[Path] = []
-        for rank_dir in rank_dirs:
-            chosen.extend(_primus_rank_files(rank_dir))
-        if chosen:
-            families = sorted({p.name.split(".")[0] for p in chosen})
-            notes.append(
-                f"{path}: Primus per-rank logs, {len(rank_dirs)} rank directories, "
-                f"{len(chosen)} files ({'/'.join(families)}.log and rotations)"
-            )
+        laid_out = _backend_layout(path, registry)
+        if laid_out is not None:
+            chosen, note = laid_out
+            notes.append(f"{path}: {note}")
             files.extend(chosen)
             continue
         found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in LOG_SUFFIXES)
@@ -153,6 +105,20 @@ def find_log_files(paths: Sequence[str | Path]) -> tuple[list[Path], list[str]]:
             seen.add(resolved)
             unique.append(file)
     return unique, notes
+
+
+def _backend_layout(directory: Path, registry: Any) -> tuple[list[Path], str] | None:
+    """The files of the first backend that recognises ``directory``'s layout, and its note."""
+    if registry is None:
+        return None
+    for entry in registry.backends().values():
+        finder = entry.spec.find_logs
+        if finder is None or entry.conflict:
+            continue
+        found = finder(directory)
+        if found is not None and found[0]:
+            return list(found[0]), found[1]
+    return None
 
 
 # -- reading -------------------------------------------------------------------------------
@@ -307,7 +273,7 @@ def parse_logs(
     in this process); the result is the same for any number.
     """
     workload = workload or Workload()
-    files, notes = find_log_files(paths)
+    files, notes = find_log_files(paths, registry)
     wraps: dict[Path, int] = {}
     detected = None
     if backend is None:

@@ -213,7 +213,7 @@ def _primus_tree(root: Path) -> Path:
 
 def test_primus_tree_reads_one_family_per_rank_oldest_first(registry, tmp_path):
     top = _primus_tree(tmp_path)
-    files, notes = find_log_files([top])
+    files, notes = find_log_files([top], registry)
     names = [(f.parent.name, f.name) for f in files]
     rotated = "debug.2026-05-15_17-10-00_000001.log"
     assert names == [("rank-0", rotated), ("rank-0", "debug.log"), ("rank-7", rotated), ("rank-7", "debug.log")]
