@@ -112,6 +112,11 @@ class LogMatch:
 #: frameworks, no I/O.
 Sniffer = Callable[[Sequence[str], str], "LogMatch | None"]
 
+#: ``explain(head, tail)``: the first and last lines of a file in which no training iteration
+#: was found; returns what it most likely is in this backend's terms (e.g. "a Megatron-LM
+#: start-up log that ends before the first iteration line"), or None.
+Explainer = Callable[[Sequence[str], Sequence[str]], "str | None"]
+
 #: How many leading lines of a file a sniffer sees.
 SNIFF_LINES = 4000
 #: How many leading lines of each file ``BackendSpec.stated_facts`` sees.
@@ -155,6 +160,8 @@ class BackendSpec:
     #: Reads the per-rank memory peaks a log file of this backend reports (allocator or
     #: driver lines); the result shows them beside the memory estimate (None: none read).
     memory_peaks: Callable[[Path], Sequence[RankPeak]] | None = attrs.field(default=None, eq=False)
+    #: Says what a file of this backend's framework with no training iteration most likely is.
+    explain: Explainer | None = attrs.field(default=None, eq=False)
     #: Recognises a directory laid out by this backend's framework (e.g. one directory per
     #: rank) and returns the files to read, oldest first, with a note; None: not its layout.
     find_logs: Callable[[Path], tuple[list[Path], str] | None] | None = attrs.field(default=None, eq=False)

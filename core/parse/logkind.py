@@ -2,8 +2,9 @@
 
 ``tprimat parse`` refuses a file in which no backend finds training iterations.  A bare
 "not a training log?" leaves the user guessing, so :func:`describe_unreadable` names the
-kind of file it most likely is (a DLLogger JSON stream, a TorchTitan log, a trace, a legacy
-result, a crash before the first iteration, ...), the evidence, and what to do instead.
+kind of file it most likely is (a DLLogger JSON stream, a trace, a legacy result, a crash
+before the first iteration, and what each installed backend recognises of its own formats,
+``BackendSpec.explain``), the evidence, and what to do instead.
 
 Logs copied out of a terminal or a web page are sometimes hard-wrapped at a fixed width
 (80 columns), splitting iteration lines mid-token.  :func:`wrap_width` detects that and
@@ -17,22 +18,17 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
+from tprimat.contract.backend import Explainer
 from tprimat.parse.stopreason import find_stop_reason, tail_lines
 
 #: Lines read from the start of a file to tell what it is.
 HEAD_LINES = 400
 
-_MEGATRON_ITER_RE = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|.*elapsed time per iteration")
-_TORCHTITAN_RE = re.compile(r"\bstep:\s*\d+\s+loss:\s*\S+.*\btps:\s*[\d,]+")
 _HF_TRAINER_RE = re.compile(r"\{'loss': [\d.eE+-]+, 'grad_norm'|\{'loss': [\d.eE+-]+, 'learning_rate'")
 _MAXTEXT_RE = re.compile(r"completed step: \d+, seconds: [\d.]+")
 _PROGRESS_BAR_RE = re.compile(r"Epoch \d+:\s+\d+%\|.*\d+/\d+ \[")
-_PRIMUS_RE = re.compile(r"\[rank-\d+/\d+\]|primus", re.IGNORECASE)
-_MEGATRON_START_RE = re.compile(
-    r"\[before the start of training step\]|^-+ arguments -+$|"
-    r"building GPT model|> building .* tokenizer"
-)
 _EXCEPTION_RE = re.compile(r"(?:^|[\]:]\s*)((?:[A-Za-z_][\w.]*)?(?:Error|Exception)): (.*)$")
 
 #: Largest JSON document read whole to tell which kind it is.
@@ -117,13 +113,6 @@ def _dllogger(head: Sequence[str]) -> str | None:
 
 def _line_kinds(head: Sequence[str]) -> str | None:
     for number, line in enumerate(head, 1):
-        if _TORCHTITAN_RE.search(line):
-            engine = "a Primus log of its TorchTitan engine" if _PRIMUS_RE.search(line) else "a TorchTitan log"
-            return (
-                f"{engine} (line {number}: 'step: ... loss: ... tps: ...') with no sign of Primus "
-                "or ROCm: tprimat reads TorchTitan only as Primus's engine; if it is one, name "
-                "the Primus backend with --backend (see `tprimat backends`)"
-            )
         if _HF_TRAINER_RE.search(line):
             return (
                 f"a Hugging Face Trainer log (line {number}: {{'loss': ...}}): its lines "
@@ -141,7 +130,8 @@ def _line_kinds(head: Sequence[str]) -> str | None:
     return None
 
 
-def _crash(path: Path, head: Sequence[str]) -> str | None:
+def _crash(path: Path, head: Sequence[str], explainers: Sequence[Explainer]) -> str | None:
+    """A run that failed or stopped before its first iteration line, in the backends' words where one knows it."""
     try:
         first, tail = tail_lines(path, 64 * 1024)
     except OSError:
@@ -153,26 +143,16 @@ def _crash(path: Path, head: Sequence[str]) -> str | None:
             exception = f"{match.group(1)}: {match.group(2)[:120]}"
             break
     stopped = find_stop_reason(tail, first)
-    started = any(_MEGATRON_START_RE.search(line) for line in head)
-    primus_end = next((line for line in tail if "[EarlyStop]" in line or "[TimeToTrain]" in line), None)
-    if primus_end is not None:
-        return (
-            "Primus's end-of-run summary lines ([EarlyStop]/[TimeToTrain]) without the "
-            "iteration lines: an excerpt of a log, not the log; parse the full console log"
-        )
+    for explain in explainers:
+        known = explain(head, tail)
+        if known is not None:
+            if exception is not None:
+                return f"{known}; it ends with {exception}"
+            return known + (f"; the run was stopped by {stopped}" if stopped else "")
     if exception is not None:
-        where = (
-            "a training log of a run that failed before its first iteration line"
-            if started
-            else "the error output (stderr) of a run that failed"
-        )
-        return f"{where}: it ends with {exception}"
+        return f"the error output (stderr) of a run that failed: it ends with {exception}"
     if stopped is not None:
         return f"a log of a run stopped before its first iteration line: {stopped}"
-    if started:
-        return (
-            "a Megatron-LM start-up log that ends before the first iteration line (the run stopped or the log was cut)"
-        )
     return None
 
 
@@ -185,11 +165,13 @@ def _stopped(path: Path) -> str:
     return f"; the run was stopped by {found}" if found else ""
 
 
-def describe_unreadable(path: Path, head_lines: Sequence[str]) -> str:
+def describe_unreadable(path: Path, head_lines: Sequence[str], registry: Any = None) -> str:
     """What ``path`` most likely is and why it is not read, as one sentence (no trailing dot).
 
     ``head_lines`` are the first lines of the file (:func:`read_head`); the end of the file is
-    read here when the start does not tell.
+    read here when the start does not tell.  The installed backends (``registry``) say what
+    their own formats look like when no iteration was found (``BackendSpec.explain``) and
+    recognise wrapped iteration lines (``BackendSpec.sniff``).
     """
     head = [line.rstrip("\r\n") for line in head_lines]
     if not any(line.strip() for line in head):
@@ -206,17 +188,21 @@ def describe_unreadable(path: Path, head_lines: Sequence[str]) -> str:
     for kind in (_json_kind(path, head), _dllogger(head), _line_kinds(head)):
         if kind is not None:
             return kind + _stopped(path)
+    specs = [e.spec for e in registry.backends().values() if not e.conflict] if registry is not None else []
     width = wrap_width(head)
-    if width is not None and any(_MEGATRON_ITER_RE.search(x) for x in unwrap_lines(head, width)):
-        return (
-            f"a log hard-wrapped at {width} columns (iteration lines split across lines); "
-            "parse it without --backend to have the wraps joined"
-        )
-    crash = _crash(path, head)
+    if width is not None:
+        joined = list(unwrap_lines(head, width))
+        if any(s.sniff is not None and s.sniff(joined, path.name) for s in specs):
+            return (
+                f"a log hard-wrapped at {width} columns (iteration lines split across lines); "
+                "parse it without --backend to have the wraps joined"
+            )
+    crash = _crash(path, head, [s.explain for s in specs if s.explain is not None])
     if crash is not None:
         return crash
     first = next(line.strip() for line in head if line.strip())
+    readers = ", ".join(sorted({s.framework for s in specs if s.sniff is not None})) or "none installed"
     return (
-        f"no line of a Primus, Megatron-LM, Megatron-Bridge or NeMo training log format in "
+        f"no line of a training log format an installed backend reads ({readers}) in "
         f"its first {len(head)} lines (first line: {first[:100]!r})"
     )

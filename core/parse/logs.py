@@ -156,14 +156,14 @@ def _open_error(path: Path, exc: OSError) -> ParseError:
     return ParseError(f"{path}: cannot read: {exc.strerror or exc}")
 
 
-def unreadable_message(files: Sequence[Path]) -> str:
+def unreadable_message(files: Sequence[Path], registry: Any = None) -> str:
     """No training iteration lines in ``files``: what each most likely is and why it is not read."""
     from tprimat.parse.logkind import describe_unreadable, read_head
 
     parts = []
     for path in files[:3]:
         try:
-            kind = describe_unreadable(path, read_head(path))
+            kind = describe_unreadable(path, read_head(path), registry)
         except OSError as exc:
             raise _open_error(path, exc) from None
         parts.append(f"{path}: no training iteration lines found: this looks like {kind}")
@@ -282,11 +282,11 @@ def parse_logs(
         except ParseError:
             wraps = _hard_wrapped(files)  # lines split at a fixed column: try them joined
             if not wraps:
-                raise ParseError(unreadable_message(files)) from None
+                raise ParseError(unreadable_message(files, registry)) from None
             try:
                 backend, detected = detect_backend(files, registry, wraps)
             except ParseError:
-                raise ParseError(unreadable_message(files)) from None
+                raise ParseError(unreadable_message(files, registry)) from None
             notes.extend(
                 f"{p.name}: hard-wrapped at {w} columns; read with the wraps joined (line numbers count joined lines)"
                 for p, w in wraps.items()

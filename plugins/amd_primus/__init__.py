@@ -9,6 +9,7 @@ family shares.
 
 from tprimat.contract import BackendSpec, LaunchOption, Requirements
 from tprimat.plugins.amd_primus.logtree import find_logs
+from tprimat.plugins.megatron.explain import explain_primus
 from tprimat.plugins.megatron.family import TUNABLES, VERSION_OPTION, WARMUP
 from tprimat.plugins.megatron.memory_lines import memory_peaks
 from tprimat.plugins.megatron.sniff import sniff_primus
@@ -39,6 +40,7 @@ BACKEND = BackendSpec(
     warmup=WARMUP,
     memory_peaks=memory_peaks,
     stated_facts=read_stated,
+    explain=explain_primus,
     find_logs=find_logs,
     # a Primus switch ("<backend>.<key>"); the first value is Primus's own default
     tunables={**TUNABLES, "amd_primus.use_turbo_attention": (False, True)},

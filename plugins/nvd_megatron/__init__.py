@@ -8,6 +8,7 @@ family shares.
 """
 
 from tprimat.contract import BackendSpec, Requirements
+from tprimat.plugins.megatron.explain import explain_megatron
 from tprimat.plugins.megatron.family import MEGATRON_PATH_OPTION, TUNABLES, VERSION_OPTION, WARMUP
 from tprimat.plugins.megatron.memory_lines import memory_peaks
 from tprimat.plugins.megatron.sniff import sniff_megatron
@@ -35,5 +36,6 @@ BACKEND = BackendSpec(
     warmup=WARMUP,
     memory_peaks=memory_peaks,
     stated_facts=read_stated,
+    explain=explain_megatron,
     tunables=TUNABLES,
 )

@@ -26,7 +26,7 @@ def registry():
 
 
 def _describe(path: Path) -> str:
-    return describe_unreadable(path, read_head(path))
+    return describe_unreadable(path, read_head(path), Registry.from_environment())
 
 
 @pytest.mark.parametrize(
@@ -144,7 +144,7 @@ def test_a_torchtitan_log_is_named_with_why_it_is_not_read(registry):
         parse_logs([titan], registry=registry)
     message = str(exc.value)
     assert "a TorchTitan log (line 1: 'step: ... loss: ... tps: ...') with no sign of Primus" in message
-    assert "name the Primus backend with --backend" in message and GENERIC not in message
+    assert "--backend amd_primus" in message and GENERIC not in message
 
 
 def test_a_dllogger_stream_is_named(registry):
