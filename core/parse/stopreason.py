@@ -35,7 +35,10 @@ STOP_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"[Nn]o heartbeat received"
         ),
     ),
-    ("the framework's own exit condition (exit interval or duration)", re.compile(r"exiting program (?:at iteration|after) ")),
+    (
+        "the framework's own exit condition (exit interval or duration)",
+        re.compile(r"exiting program (?:at iteration|after) "),
+    ),
     ("early stop", re.compile(r"\[EarlyStop\]")),
     ("preemption signal (graceful stop)", re.compile(r"Received signal \d+, initiating graceful stop")),
     (
