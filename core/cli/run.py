@@ -95,6 +95,12 @@ def backend_options(registry: Any, given: dict[str, Any]) -> dict[str, Any]:
     type=click.Choice(["nsys", "rocprofv3"]),
     help="Run every training worker under Nsight Systems or rocprofv3 (reports in the run's sysprof/).",
 )
+@click.option(
+    "--memory-snapshot",
+    is_flag=True,
+    help="Have the framework record its allocator history and write snapshots into the run's memory/ "
+    "(`tprimat memory summarize`).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the exact command, environment, files and config; run nothing.")
 @click.option(
     "--device",
@@ -140,6 +146,7 @@ def run(
     master_addr,
     master_port,
     profile,
+    memory_snapshot,
     dry_run,
     device,
     slurm,
@@ -202,6 +209,7 @@ def run(
         options=options,
         in_slurm_job=slurm_node,
         system_profiler=system_profiler,
+        memory_snapshot=memory_snapshot,
         device=device,
     )
     if slurm:

@@ -41,6 +41,8 @@ def node_run_arguments(request: RunRequest, *, run_id: str, strict: bool) -> lis
         args.append("--profile")
     if request.system_profiler:
         args += ["--system-profiler", request.system_profiler]
+    if request.memory_snapshot:
+        args.append("--memory-snapshot")
     if strict:
         args.append("--strict")
     for name, value in sorted(request.options.items()):

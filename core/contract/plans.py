@@ -73,6 +73,9 @@ class LaunchContext:
     # range over the profile window answers ``profile`` with that range (capture_range=True).
     system_profiler: str | None = None
     methodology: Resolved = attrs.field(default=attrs.Factory(_iso, takes_self=True))
+    #: ``tprimat run --memory-snapshot``: the framework records its allocator's history and
+    #: writes its own snapshot(s) into ``<run_dir>/memory/`` (see ``LaunchPlan.snapshot_globs``).
+    memory_snapshot: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -85,6 +88,9 @@ class LaunchPlan:
     files: dict[str, str] = attrs.Factory(dict)  # run-dir-relative path -> text to write
     description: str = ""
     notes: tuple[str, ...] = ()  # facts a reader of the dry run should know (versions, fallbacks)
+    #: Where the framework writes allocator snapshots, relative to the run directory (under
+    #: ``memory/``); the runner lists them in the result.  Empty: none asked for, or none possible.
+    snapshot_globs: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)

@@ -61,6 +61,9 @@ def describe_plan(prepared: PreparedRun) -> str:
             "profiled iterations (left out of statistics): "
             + (", ".join(map(str, prepared.profile.profiled_iterations)) or "none"),
         ]
+    if prepared.request.memory_snapshot:
+        where = ", ".join(prepared.plan.snapshot_globs) or f"none: backend {prepared.backend} has no snapshot mechanism"
+        lines += ["", "## memory snapshots", f"allocator snapshots written to: {where}"]
     lines += [
         "",
         "## effective config (recorded in config.toml and result.json exactly as below)",

@@ -77,6 +77,8 @@ class RunRequest:
     system_profiler: str | None = None  # "nsys" | "rocprofv3": every worker runs under it
     #: Plan for this device instead of this machine's (dry runs only), e.g. "MI300X".
     device: str | None = None
+    #: Ask the backend's framework to record its allocator history and write snapshots into memory/.
+    memory_snapshot: bool = False
 
     def flag_overrides(self) -> list[str]:
         """The dedicated flags as ``section.key=value`` overrides (they win over ``--set``)."""
@@ -299,6 +301,7 @@ def prepare(request: RunRequest, registry: Registry, environ: Mapping[str, str] 
         options=options,
         system_profiler=request.system_profiler,
         methodology=methodology,
+        memory_snapshot=request.memory_snapshot,
     )
     profile = _profile_plan(registry, backend, context, request, notes)
     if profile is not None:

@@ -180,6 +180,12 @@ class Runner:
         if p.request.system_profiler:
             (run_dir / SYSPROF_DIR).mkdir(exist_ok=True)
 
+    def _snapshots(self) -> list[str]:
+        """The allocator snapshots the framework wrote (``LaunchPlan.snapshot_globs``), run-relative."""
+        p = self.prepared
+        found = {path for pattern in p.plan.snapshot_globs for path in p.run_dir.glob(pattern) if path.is_file()}
+        return sorted(str(path.relative_to(p.run_dir)) for path in found)
+
     def _collect_traces(self) -> None:
         """Move the profiler's traces into ``traces/``, named by rank (:mod:`tprimat.running.traces`)."""
         p = self.prepared
@@ -284,6 +290,17 @@ class Runner:
             for pattern in p.profile.trace_globs:
                 inputs.extend(sorted(str(path.relative_to(p.run_dir)) for path in p.run_dir.glob(pattern)))
         notes = [*self.notes, *self.collector.notes(), *extra_notes]
+        if final and p.request.memory_snapshot:
+            snapshots = self._snapshots()
+            inputs.extend(snapshots)
+            notes.append(
+                "allocator snapshots: " + ", ".join(snapshots) + " (`tprimat memory summarize FILE`; "
+                "open them at https://pytorch.org/memory_viz)"
+                if snapshots
+                else "--memory-snapshot: the framework wrote no snapshot ("
+                + (", ".join(p.plan.snapshot_globs) or f"backend {p.backend} has no snapshot mechanism")
+                + "; a run without CUDA records none)"
+            )
         if final and self.monitor is not None:
             if c.launch.nnodes > 1:
                 notes.append("multi-node run: energy left out (only this node's GPUs are sampled)")

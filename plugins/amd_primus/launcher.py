@@ -28,7 +28,7 @@ from typing import Any
 from tprimat.contract import LaunchContext, LaunchPlan
 from tprimat.errors import TprimatError
 from tprimat.plugins.megatron.pretrain import target_version
-from tprimat.plugins.megatron.settings import ARGS, build_settings, to_overrides
+from tprimat.plugins.megatron.settings import ARGS, SNAPSHOT_FILE, build_settings, memory_snapshot, to_overrides
 from tprimat.settings.config import BenchmarkConfig
 from tprimat.settings.models import ModelSpec
 
@@ -105,6 +105,8 @@ def build_overrides(context: LaunchContext, version: tuple[int, int]) -> dict[st
             "Primus takes settings as experiment overrides: put them under [backends.amd_primus.overrides]"
         )
     megatron = {key: value for key, value in tuned.items() if key in ARGS}
+    if context.memory_snapshot:
+        megatron.update(memory_snapshot(context.run_dir))
     settings = build_settings(context.config, context.model, version=version, data=context.data, extra=megatron)
     own = {key: value for key, value in tuned.items() if key not in ARGS}
     return {**to_overrides(settings), **PRIMUS_ONLY, **own}
@@ -223,4 +225,5 @@ def plan(context: LaunchContext) -> LaunchPlan:
         files={EXPERIMENT_FILE: text},
         description=f"Primus pretrain ({launcher}), {context.model.name}",
         notes=tuple(notes),
+        snapshot_globs=(SNAPSHOT_FILE,) if context.memory_snapshot else (),
     )

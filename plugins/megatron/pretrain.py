@@ -21,8 +21,10 @@ from tprimat.contract.torchrun import torchrun_argv
 from tprimat.errors import TprimatError
 from tprimat.plugins.megatron.settings import (
     DEFAULT_VERSION,
+    SNAPSHOT_FILE,
     build_settings,
     detect_version,
+    memory_snapshot,
     padded_vocab_size,
     parse_version,
     to_argv,
@@ -82,7 +84,10 @@ def megatron_plan(context: LaunchContext, *, backend: str, platform_env: dict[st
     resolved = context.methodology  # decided by the core; applied here, never changed
     config = context.config
     profile = context.profile
-    settings = build_settings(config, context.model, version=version, data=context.data, extra=dict(resolved.overrides))
+    extra = dict(resolved.overrides)
+    if context.memory_snapshot:
+        extra.update(memory_snapshot(context.run_dir))
+    settings = build_settings(config, context.model, version=version, data=context.data, extra=extra)
     if config.parallel.sequence_parallel and config.parallel.tensor == 1:
         notes.append("parallel.sequence_parallel has no effect with tensor parallel size 1")
     notes.append(
@@ -110,4 +115,5 @@ def megatron_plan(context: LaunchContext, *, backend: str, platform_env: dict[st
         cwd=path,
         description=f"Megatron-LM pretrain_gpt.py ({backend}), {context.model.name}",
         notes=tuple(notes),
+        snapshot_globs=(SNAPSHOT_FILE,) if context.memory_snapshot else (),
     )

@@ -182,6 +182,9 @@ ARGS: dict[str, Arg] = _args(
     ("profile_step_end", _V),
     ("profile_ranks", _L),
     ("tensorboard_dir", _V),
+    # allocator snapshots (tprimat run --memory-snapshot)
+    ("record_memory_history", _T),
+    ("memory_snapshot_path", _V),
 )
 
 #: The config field each destination renders unchanged (the rest are derived or fixed; see
@@ -394,6 +397,15 @@ def evaluation(config: BenchmarkConfig) -> dict[str, Any]:
         return {"eval_iters": 0}
     gbs = config.training.global_batch_size
     return {"eval_interval": -(-c.eval_interval_samples // gbs), "eval_iters": -(-c.eval_sequences // gbs)}
+
+
+#: Where the family's launches have Megatron write its allocator snapshot (the last rank dumps it).
+SNAPSHOT_FILE = "memory/snapshot.pickle"
+
+
+def memory_snapshot(run_dir: Any) -> dict[str, Any]:
+    """``--record-memory-history --memory-snapshot-path <run>/memory/snapshot.pickle``."""
+    return {"record_memory_history": True, "memory_snapshot_path": str(Path(run_dir) / SNAPSHOT_FILE)}
 
 
 def build_settings(

@@ -25,6 +25,9 @@ SCRIPT = "nemo_pretrain.py"
 SETTINGS = "nemo_settings.json"
 #: NeMo's recipe module for each registry model.
 RECIPES = {"llama3.1-8b": "llama31_8b", "qwen2.5-7b": "qwen25_7b"}
+#: NeMo 2's memory-history callback (nemo.lightning.pytorch.callbacks), and where it writes.
+MEMORY_CALLBACK = "nemo.lightning.pytorch.callbacks.memory_profiler.MemoryProfileCallback"
+SNAPSHOT_DIR = "memory"
 #: What Megatron (NeMo's engine) asks of the environment on every platform.
 PLATFORM_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 
@@ -147,6 +150,13 @@ def plan(context: LaunchContext) -> LaunchPlan:
     if context.profile is not None:
         values["profile"] = context.profile.overrides
     run_dir = Path(context.run_dir)
+    if context.memory_snapshot:  # NeMo's own callback: records the allocator history, dumps a snapshot per rank
+        profile = dict(values.get("profile") or {})
+        profile["callbacks"] = [
+            *profile.get("callbacks", []),
+            {"target": MEMORY_CALLBACK, "kwargs": {"dir": str(run_dir / SNAPSHOT_DIR)}},
+        ]
+        values["profile"] = profile
     argv = [
         *torchrun_argv(config, node_rank=context.node_rank),
         str(run_dir / SCRIPT),
@@ -174,6 +184,7 @@ def plan(context: LaunchContext) -> LaunchPlan:
         env=env,
         cwd=run_dir,
         files={SCRIPT: script_text(), SETTINGS: json.dumps(values, indent=2) + "\n"},
+        snapshot_globs=(f"{SNAPSHOT_DIR}/*.pickle",) if context.memory_snapshot else (),
         description=f"NeMo 2 pretrain recipe llm.{values['recipe']}, {context.model.name}",
         notes=tuple(notes),
     )

@@ -20,6 +20,7 @@ from tprimat.settings.config import BenchmarkConfig
 TRAIN_MODULE = "tprimat.plugins.torch.train"
 TRACE_DIR = "torch_profile"  # the runner collects traces into traces/
 RANK_LOG_DIR = "logs/ranks"
+SNAPSHOT_DIR = "memory"  # each CUDA rank's allocator snapshot (tprimat run --memory-snapshot)
 
 
 class UnsupportedSetting(TprimatError):
@@ -129,4 +130,8 @@ def plan(context: LaunchContext) -> LaunchPlan:
     )
     if notes:
         description += "; " + "; ".join(notes)
-    return LaunchPlan(argv=tuple(argv), env=env, description=description, notes=missing)
+    snapshots: tuple[str, ...] = ()
+    if context.memory_snapshot:
+        argv += ["--memory-snapshot", str(context.run_dir / SNAPSHOT_DIR)]
+        snapshots = (f"{SNAPSHOT_DIR}/snapshot-rank*.pickle",)
+    return LaunchPlan(argv=tuple(argv), env=env, description=description, notes=missing, snapshot_globs=snapshots)

@@ -45,6 +45,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile-dir", help="write torch.profiler traces here")
     parser.add_argument("--mlperf-log", help="write the run's MLPerf log here")
     parser.add_argument(
+        "--memory-snapshot", help="record the CUDA allocator's history and dump each rank's snapshot into this folder"
+    )
+    parser.add_argument(
         "--fixed-batch",
         action="store_true",
         help="train on the same mock batches every iteration (checks that the model learns)",
@@ -285,6 +288,32 @@ def _profiler(config: BenchmarkConfig, env: Environment, directory: str | None) 
     )
 
 
+@contextlib.contextmanager
+def _memory_history(env: Any, folder: str | None) -> Iterator[None]:
+    """Record the CUDA caching allocator's history and dump this rank's snapshot at the end.
+
+    The snapshot is PyTorch's own (``torch.cuda.memory._dump_snapshot``): ``tprimat memory
+    summarize`` and https://pytorch.org/memory_viz read it.  Without CUDA there is no
+    allocator history to record; the run says so and trains as usual.
+    """
+    if not folder:
+        yield
+        return
+    import torch
+
+    if env.device.type != "cuda":
+        print(f"tprimat: no CUDA device on rank {env.rank}: no allocator snapshot recorded", file=sys.stderr)
+        yield
+        return
+    torch.cuda.memory._record_memory_history(max_entries=100_000)
+    try:
+        yield
+    finally:
+        os.makedirs(folder, exist_ok=True)
+        torch.cuda.memory._dump_snapshot(os.path.join(folder, f"snapshot-rank{env.rank}.pickle"))
+        torch.cuda.memory._record_memory_history(enabled=None)
+
+
 # -- the loop -----------------------------------------------------------------------------
 
 
@@ -383,7 +412,11 @@ def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -
         clip = t.clip_grad if t.clip_grad > 0 else math.inf
         decay_iterations = t.lr_decay_iterations or iterations
         loss_sum = torch.zeros((), device=env.device)
-        with _profiler(config, env, args.profile_dir) as prof, _attention_context(config, env):
+        with (
+            _profiler(config, env, args.profile_dir) as prof,
+            _attention_context(config, env),
+            _memory_history(env, args.memory_snapshot),
+        ):
             for iteration in range(1, iterations + 1):
                 lr = lr_at(
                     iteration,

@@ -171,6 +171,7 @@ def test_every_run_option_reaches_the_node_command(tmp_path):
         nproc_per_node=8,
         profile=True,
         system_profiler="rocprofv3",
+        memory_snapshot=True,
         options={"megatron_path": "/opt/megatron-lm", "megatron_version": "0.15"},
         output=tmp_path,
     )
@@ -189,6 +190,7 @@ def test_every_run_option_reaches_the_node_command(tmp_path):
         "--profile",
         "--system-profiler",
         "rocprofv3",
+        "--memory-snapshot",
         "--strict",
         "--megatron-path",
         "/opt/megatron-lm",
