@@ -94,10 +94,12 @@ class Group:
 
 
 def system_label(result: Result) -> str:
+    """``8× MI300X · primus``; a tuned run says so (``· tuned``): it is another setup of the system."""
     framework = result.run.framework or result.run.backend
     world = result.config.world_size
     count = f"{world}× " if world else ""
-    return f"{count}{device_key(result)} · {framework}"
+    tuned = " · tuned" if result.config.methodology == "tuned" else ""
+    return f"{count}{device_key(result)} · {framework}{tuned}"
 
 
 def group_runs(loaded: Sequence[LoadedRun]) -> tuple[list[Run], list[Group]]:

@@ -163,6 +163,18 @@ class RunRow:
 
 
 @attrs.frozen(kw_only=True)
+class TuningGain:
+    """What ``tuned`` bought one system: its tuned runs' tokens/s/GPU over its iso runs'."""
+
+    system: str  # the iso system's label
+    iso: Aggregate | None
+    tuned: Aggregate | None
+    speedup: Ratio | None
+    presets: list[str]
+    deviations: list[str]
+
+
+@attrs.frozen(kw_only=True)
 class Comparison:
     generated_at: str
     tprimat_version: str
@@ -178,6 +190,7 @@ class Comparison:
     cost_settings: CostSection
     flops: list[dict[str, Any]]
     method: dict[str, Any]
+    tuning: list[TuningGain] = attrs.Factory(list)
 
     def system(self, label: str) -> SystemSummary:
         return next(s for s in self.systems if s.label == label)
@@ -311,6 +324,36 @@ def _pick_baseline(labels: list[str], runs: list[Run], wanted: str | None) -> st
     raise TprimatError(f"--baseline {wanted!r} matches several systems ({'; '.join(matches)}); give one of: {known}")
 
 
+def _tuning_gains(runs: Sequence[Run], systems: Sequence[SystemSummary]) -> list[TuningGain]:
+    """Each system measured both ``iso`` and ``tuned``: the speed-up its tuned setup gave."""
+
+    def machine(run: Run) -> tuple[Any, ...]:
+        r = run.result
+        return device_key(r), r.run.framework, r.run.backend, r.config.world_size
+
+    def medians(results: Sequence[Run]) -> list[float]:
+        return [r.result.summary.tokens_per_s_per_gpu.median for r in results if r.result.summary.tokens_per_s_per_gpu]
+
+    by_label = {s.label: s for s in systems}
+    gains = []
+    for key in dict.fromkeys(machine(r) for r in runs):
+        iso = [r for r in runs if machine(r) == key and r.result.config.methodology == "iso"]
+        tuned = [r for r in runs if machine(r) == key and r.result.config.methodology == "tuned"]
+        if not iso or not tuned:
+            continue
+        gains.append(
+            TuningGain(
+                system=iso[0].system,
+                iso=by_label[iso[0].system].tokens_per_s_per_gpu,
+                tuned=by_label[tuned[0].system].tokens_per_s_per_gpu,
+                speedup=ratio_of_medians(medians(tuned), medians(iso)),
+                presets=sorted({r.result.config.preset for r in tuned if r.result.config.preset}),
+                deviations=sorted({d for r in tuned for d in r.result.config.deviations}),
+            )
+        )
+    return gains
+
+
 def build_comparison(
     paths: Sequence[str | Path],
     *,
@@ -325,7 +368,9 @@ def build_comparison(
         raise TprimatError("no valid tprimat results to compare" + (f" ({reasons})" if reasons else ""))
     runs, groups = group_runs(loaded.runs)
     mismatched = differing_fields(groups)
-    if len(groups) > 1 and not allow_mismatch:
+    # iso and tuned runs of the same work: what tuning bought each platform is the comparison
+    tuning_only = len(groups) > 1 and [name for name, _ in mismatched] == ["methodology"]
+    if len(groups) > 1 and not allow_mismatch and not tuning_only:
         names = ", ".join(name for name, _ in mismatched)
         raise MismatchError(
             f"the results do not share the fields a fair comparison needs ({names} differ "
@@ -418,6 +463,7 @@ def build_comparison(
             flops.append(entry)
 
     return Comparison(
+        tuning=_tuning_gains(runs, systems),
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
         tprimat_version=__version__,
         runs=runs,

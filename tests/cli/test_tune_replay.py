@@ -178,6 +178,21 @@ def test_oom_trials_are_infeasible_and_the_tie_goes_to_the_simplest(replay, monk
     assert recorded.methodology == "tuned" and recorded.preset is not None
     assert "training.micro_batch_size: 4 -> 1" in recorded.deviations
     assert recorded.settings["training"]["micro_batch_size"] == 1
+    # compare puts the iso run of the same work beside it: what tuning bought this platform
+    from tprimat.compare.model import build_comparison
+    from tprimat.compare.report import write_report
+    from tprimat.settings.config import load_config
+
+    tuned_run, iso_run = replay.run_dir, replay.tmp / "runs" / "iso"
+    assert replay.invoke(_case(), "--run-id", "iso").exit_code == 0  # iso, as written (micro-batch 2)
+    comparison = build_comparison([tuned_run, iso_run], cost=load_config().cost)  # no --allow-mismatch
+    [gain] = comparison.tuning
+    assert gain.presets == [recorded.preset] and "training.micro_batch_size: 4 -> 1" in gain.deviations
+    iso = load_result(iso_run / "result.json").summary.tokens_per_s_per_gpu.median
+    tuned = load_result(tuned_run / "result.json").summary.tokens_per_s_per_gpu.median
+    assert gain.speedup.value == pytest.approx(tuned / iso)
+    report = write_report(comparison, replay.tmp / "report", ["md"])["report.md"].read_text()
+    assert "## Tuned vs iso" in report and gain.system in report
 
 
 def _case():
