@@ -154,7 +154,7 @@ def plan(context: LaunchContext) -> LaunchPlan:
         profile = dict(values.get("profile") or {})
         profile["callbacks"] = [
             *profile.get("callbacks", []),
-            {"target": MEMORY_CALLBACK, "kwargs": {"dir": str(run_dir / SNAPSHOT_DIR)}},
+            {"target": MEMORY_CALLBACK, "kwargs": {"dir": str(run_dir / SNAPSHOT_DIR), "warn_cycles": False}},
         ]
         values["profile"] = profile
     argv = [
