@@ -37,6 +37,8 @@ STEP = re.compile(r"^snap step (\d+) time_ms ([\d.]+)")
 
 
 class Snapshotting:
+    writes = True  # whether the stand-in framework really dumps its snapshot
+
     @hookimpl
     def register_backends(self):
         return [BackendSpec(name="snap", platform="any", framework="snap", description="d", requires=Requirements())]
@@ -50,7 +52,8 @@ class Snapshotting:
         argv = [sys.executable, "-c", PROGRAM]
         globs: tuple[str, ...] = ()
         if context.memory_snapshot:
-            argv += [str(SNAPSHOT), str(context.run_dir / "memory" / "snapshot-rank0.pickle")]
+            if self.writes:
+                argv += [str(SNAPSHOT), str(context.run_dir / "memory" / "snapshot-rank0.pickle")]
             globs = ("memory/snapshot-rank*.pickle",)
         return LaunchPlan(argv=tuple(argv), cwd=context.run_dir, snapshot_globs=globs)
 
@@ -63,9 +66,11 @@ class Snapshotting:
         )
 
 
-def _registry() -> Registry:
+def _registry(writes: bool = True) -> Registry:
+    plugin = Snapshotting()
+    plugin.writes = writes
     registry = Registry()
-    registry.register(Snapshotting(), name="snap")
+    registry.register(plugin, name="snap")
     return registry
 
 
@@ -94,11 +99,18 @@ def test_the_framework_snapshot_is_listed_in_the_result_and_summarized(tmp_path)
 
 
 def test_a_run_whose_framework_wrote_no_snapshot_says_so(tmp_path):
-    registry = _registry()
+    registry = _registry(writes=False)
     prepared = prepare(_request(tmp_path, True), registry)
-    text = describe_plan(prepared)
-    assert "## memory snapshots\nallocator snapshots written to: memory/snapshot-rank*.pickle" in text
-    without = run(prepare(_request(tmp_path / "b", False), registry), registry).result
+    assert "## memory snapshots\nallocator snapshots written to: memory/snapshot-rank*.pickle" in describe_plan(
+        prepared
+    )
+    result = run(prepared, registry).result
+    assert result.run.status == "completed"
+    assert any(
+        n.startswith("--memory-snapshot: the framework wrote no snapshot (memory/snapshot-rank*.pickle")
+        for n in result.provenance.notes
+    ), result.provenance.notes
+    without = run(prepare(_request(tmp_path / "b", False), _registry()), _registry()).result
     assert not any("snapshot" in n for n in without.provenance.notes)
 
 
