@@ -50,7 +50,10 @@ class RankPeak:
 
     What a backend's ``BackendSpec.memory_peaks`` reads from a log file (its
     framework's allocator or driver lines), and what the GPU monitor sampled;
-    the result's memory section puts them beside the estimate.
+    the result's memory section puts them beside the estimate.  A log parser
+    that reads these lines itself yields one per rank at the end of its stream
+    (or of each range of a file), so that a large log is read once: the
+    collector merges them with :meth:`merged`, in the order of the file.
     """
 
     rank: int | None  # None when the line does not say
@@ -59,6 +62,25 @@ class RankPeak:
     allocated_gib: float | None = None  # the last "allocated" (live tensors between steps)
     device_used_gib: float | None = None
     device_total_gib: float | None = None
+
+    def merged(self, later: RankPeak) -> RankPeak:
+        """This rank's figures and those of a ``later`` report: the larger peak, the later level."""
+        return RankPeak(
+            rank=self.rank,
+            max_allocated_gib=_larger(self.max_allocated_gib, later.max_allocated_gib),
+            max_reserved_gib=_larger(self.max_reserved_gib, later.max_reserved_gib),
+            allocated_gib=self.allocated_gib if later.allocated_gib is None else later.allocated_gib,
+            device_used_gib=_larger(self.device_used_gib, later.device_used_gib),
+            device_total_gib=self.device_total_gib if later.device_total_gib is None else later.device_total_gib,
+        )
+
+
+def _larger(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return max(a, b)
 
 
 @attrs.frozen(kw_only=True)
@@ -116,4 +138,4 @@ class RepeatedLine:
 
 REPEATED_LINE = RepeatedLine()
 
-ParseEvent = IterationRecord | LogFact | ParseIssue | EvalRecord | RepeatedLine
+ParseEvent = IterationRecord | LogFact | ParseIssue | EvalRecord | RepeatedLine | RankPeak

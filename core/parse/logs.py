@@ -413,7 +413,7 @@ def parse_logs(
         exclude_profiled=config.benchmark.exclude_profiled if config is not None else True,
         tensor_parallel=tensor_parallel,
         ceiling=manifest.extra.get("microbench") if manifest else None,
-        rank_memory=log_rank_peaks(entry.spec.memory_peaks, files),
+        rank_memory=collector.rank_peaks or log_rank_peaks(entry.spec.memory_peaks, files),
         evaluations=collector.eval_records,
         target_log_perplexity=(
             config.convergence.target_log_perplexity if config is not None and config.convergence.enabled else None
@@ -431,7 +431,7 @@ def _stopped_after_last_iteration(
     files: Sequence[Path], common: Path | None, timed: Sequence[IterationRecord]
 ) -> str | None:
     """What stopped the run, when the log says so after its last iteration line."""
-    from tprimat.parse.stopreason import find_stop_reason, tail_lines
+    from tprimat.parse.stopreason import find_stop_reason, line_number_at, tail_text
 
     last = timed[-1].source or ""
     last_file, _, last_line = last.rpartition(":")
@@ -442,7 +442,10 @@ def _stopped_after_last_iteration(
         if source not in with_iterations:
             continue
         try:
-            first, lines = tail_lines(path)
+            start, lines = tail_text(path)
+            if find_stop_reason(lines) is None:
+                continue  # numbering the lines reads the whole file: only when there is a reason
+            first = line_number_at(path, start)
         except OSError:
             continue
         if source == last_file and last_line.isdigit():

@@ -56,20 +56,32 @@ _ARGUMENT_RE = re.compile(r"\w \.{3,} \S")
 
 def tail_lines(path: Path, size: int = TAIL_BYTES) -> tuple[int, list[str]]:
     """The last ``size`` bytes of ``path`` as lines, with the 1-based number of the first one."""
+    start, lines = tail_text(path, size)
+    return line_number_at(path, start), lines
+
+
+def tail_text(path: Path, size: int = TAIL_BYTES) -> tuple[int, list[str]]:
+    """The last ``size`` bytes of ``path`` as whole lines, with the byte offset they start at.
+
+    Numbering them (:func:`line_number_at`) reads the whole file, so callers number the lines
+    only when they found something to report.
+    """
     with open(path, "rb") as handle:
         handle.seek(0, 2)
         end = handle.tell()
         start = max(0, end - size)
         handle.seek(start)
         data = handle.read()
-        first = 1
-        if start:
-            handle.seek(0)
-            first += sum(chunk.count(b"\n") for chunk in _chunks(handle, start))
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    if start and lines:
-        lines, first = lines[1:], first + 1  # the first line was cut
-    return first, lines
+    if start:
+        cut = data.find(b"\n") + 1  # the first line was cut: drop it
+        start, data = (start + cut, data[cut:]) if cut else (end, b"")
+    return start, data.decode("utf-8", errors="replace").splitlines()
+
+
+def line_number_at(path: Path, offset: int) -> int:
+    """The 1-based number of the line that starts at byte ``offset`` of ``path``."""
+    with open(path, "rb") as handle:
+        return 1 + sum(chunk.count(b"\n") for chunk in _chunks(handle, offset))
 
 
 def _chunks(handle, limit: int) -> Iterable[bytes]:
@@ -98,10 +110,12 @@ def stop_reason(paths: Iterable[Path]) -> str | None:
     """The stop reason found at the end of any of ``paths`` (the first file that has one)."""
     for path in paths:
         try:
-            first, lines = tail_lines(path)
+            start, lines = tail_text(path)
+            if find_stop_reason(lines) is None:
+                continue
+            found = find_stop_reason(lines, line_number_at(path, start), path.name)
         except OSError:
             continue
-        found = find_stop_reason(lines, first, path.name)
         if found is not None:
             return found
     return None

@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from tprimat.contract.records import EvalRecord, LogFact, ParseIssue, RepeatedLine
+from tprimat.contract.records import EvalRecord, LogFact, ParseIssue, RankPeak, RepeatedLine
 from tprimat.result.schema import IterationRecord
 
 #: How many skipped-line references a result keeps verbatim (the rest are counted).
@@ -102,6 +102,7 @@ class EventCollector:
     issue_count: int = 0
     duplicates: int = 0
     replaced: list[int] = attrs.Factory(list)
+    rank_memory: dict[int | None, RankPeak] = attrs.Factory(dict)  # peaks the parser read, by rank
     _bodies: dict[int, tuple] = attrs.Factory(dict)  # comparison keys of the kept records
 
     def add(self, event: Any) -> IterationRecord | None:
@@ -140,19 +141,28 @@ class EventCollector:
         if isinstance(event, RepeatedLine):
             self.duplicates += 1
             return None
+        if isinstance(event, RankPeak):
+            peak = self.rank_memory.get(event.rank)
+            self.rank_memory[event.rank] = event if peak is None else peak.merged(event)
+            return None
         if isinstance(event, ParseIssue):
             self.issue_count += 1
             if len(self.issues) < MAX_ISSUES_KEPT:
                 self.issues.append(event)
             return None
         raise TypeError(
-            f"parsers yield IterationRecord, EvalRecord, LogFact, ParseIssue or RepeatedLine, not {event!r}"
+            f"parsers yield IterationRecord, EvalRecord, LogFact, ParseIssue, RepeatedLine or RankPeak, not {event!r}"
         )
 
     def consume(self, events: Iterable[Any]) -> EventCollector:
         for event in events:
             self.add(event)
         return self
+
+    @property
+    def rank_peaks(self) -> list[RankPeak]:
+        """The memory peaks the parser read, one per rank (a line without a rank first)."""
+        return sorted(self.rank_memory.values(), key=lambda r: -1 if r.rank is None else r.rank)
 
     @property
     def records(self) -> list[IterationRecord]:

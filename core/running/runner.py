@@ -337,12 +337,14 @@ class Runner:
         )
 
     def _rank_memory(self) -> list[Any]:
-        """Per-rank peaks of this run: its log's memory lines (read by the backend) and the monitor's samples."""
+        """Per-rank peaks of this run: its log's memory lines (read by the parser, or else by the backend's
+        reader) and the monitor's samples."""
         from tprimat.result.memory import log_rank_peaks, monitor_rank_peaks
 
         reader = self.registry.backend(self.prepared.backend).spec.memory_peaks
         samples = list(self.monitor.samples) if self.monitor is not None else []
-        return [*log_rank_peaks(reader, [self.prepared.run_dir / self.log_rel]), *monitor_rank_peaks(samples)]
+        from_log = self.collector.rank_peaks or log_rank_peaks(reader, [self.prepared.run_dir / self.log_rel])
+        return [*from_log, *monitor_rank_peaks(samples)]
 
     @property
     def writes_result(self) -> bool:

@@ -60,8 +60,25 @@ class PrimusLogParser(MegatronLogParser):
         "[EarlyStop]",
         "[TimeToTrain]",
     )
-    running_triggers = (*MegatronLogParser.running_triggers, "[EarlyStop]", "[TimeToTrain]")
+    running_triggers = MegatronLogParser.running_triggers
+    #: Looked for during training once the log shows a sign of them (each costs a scan of the log):
+    #: TorchTitan step lines once one was read, MLPerf end lines once an evaluation was read.
+    _TITAN_TRIGGERS = ("tps:",)
+    _MLPERF_TRIGGERS = ("[EarlyStop]", "[TimeToTrain]")
     _titan: TorchTitanSteps | None = None
+
+    def feed(self, line: str, lineno: int) -> list[Event] | None:
+        events = super().feed(line, lineno)
+        if events and "[EarlyStop]" not in self.running_triggers and any(isinstance(e, EvalRecord) for e in events):
+            self.running_triggers = (*self.running_triggers, *self._MLPERF_TRIGGERS)
+        return events
+
+    def state(self) -> tuple:
+        return (*super().state(), self.running_triggers)
+
+    def resume(self, state: tuple) -> None:
+        *base, self.running_triggers = state
+        super().resume(tuple(base))
 
     def extra_line(self, line: str, lineno: int) -> list[Event] | None:
         if "tps:" in line:  # Primus's TorchTitan engine (see torchtitan.py)
@@ -70,7 +87,8 @@ class PrimusLogParser(MegatronLogParser):
             if found is not None:
                 # Keep finding step lines past the start-up part of a large file (byte-chunk
                 # reading switches to the running triggers after STARTUP_BYTES).
-                self.running_triggers = (*type(self).running_triggers, "tps:")
+                if "tps:" not in self.running_triggers:
+                    self.running_triggers = (*self.running_triggers, *self._TITAN_TRIGGERS)
                 return found
         if "(int)" in line:
             match = _PRIMUS_ARG_RE.search(strip_ansi(line).rstrip())

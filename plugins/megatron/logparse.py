@@ -26,11 +26,12 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from tprimat.contract.records import REPEATED_LINE, EvalRecord, LogFact, ParseIssue, RepeatedLine
+from tprimat.contract.records import REPEATED_LINE, EvalRecord, LogFact, ParseIssue, RankPeak, RepeatedLine
+from tprimat.plugins.megatron.memory_lines import RankMemory
 from tprimat.result.collect import is_memory_only
 from tprimat.result.schema import IterationRecord
 
-Event = IterationRecord | LogFact | ParseIssue | EvalRecord | RepeatedLine
+Event = IterationRecord | LogFact | ParseIssue | EvalRecord | RepeatedLine | RankPeak
 
 # Real ESC sequences, and colour codes whose ESC byte was lost on the way ("[[32m").
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\[[0-9;]*[0-9]m")
@@ -236,7 +237,11 @@ class MegatronLogParser:
         self._pending_reported: dict[str, float | str | None] = {}
         # Repeated lines (see `repeats`): line key -> (iteration, covers or None for a memory
         # line, generation); an iteration's generation changes with each record of it but memory.
-        self._line_records: dict[bytes, tuple[int, int | None, int | None]] = {}
+        # The last element: what a copy of the line needs to count its rank's memory figures.
+        self._line_records: dict[bytes, tuple[int, int | None, int | None, Any]] = {}
+        # Each rank's memory figures, from the lines read and their copies (see `rank_peaks`).
+        self._rank_memory = RankMemory()
+        self._line_memory: Any = None  # what the line just read gave `_rank_memory`
         self._segments = _SEGMENTS
         self._quiet: set[bytes] = set()
         self._generations: dict[int, int] = {}
@@ -310,7 +315,7 @@ class MegatronLogParser:
         """Nothing is held from earlier lines that a line's record would take in."""
         return self._pending is None and not self._pending_reported
 
-    def repeats(self, key: bytes) -> list[Event] | None:
+    def repeats(self, key: bytes, line: bytes | None = None) -> list[Event] | None:
         """The events of a copy of an earlier line with ``key`` (see :func:`repeat_key`), or None.
 
         A copy of an iteration line gives :data:`~tprimat.contract.records.REPEATED_LINE`
@@ -318,24 +323,33 @@ class MegatronLogParser:
         the same key and reading it again would give the same record (no held
         line, same previous iteration and interval).  A copy of a memory line
         gives nothing when no other record for that iteration came since: its
-        readings are already in.  None: the line must be read.
+        readings are already in.  None: the line must be read.  The copy's own
+        ``line`` (another rank's, as a rule) adds its rank's memory figures.
         """
         known = self._line_records.get(key)
         if known is None:
             return None
-        iteration, covers, generation = known
+        iteration, covers, generation, memory = known
         if self._generations.get(iteration) != generation:
             return None
         if covers is None:
-            return []
-        if (
+            copied: list[Event] = []
+        elif (
             self._pending is None
             and not self._pending_reported
             and self._previous_iteration == iteration
             and self._previous_covers == covers
         ):
-            return [REPEATED_LINE]
-        return None
+            copied = [REPEATED_LINE]
+        else:
+            return None
+        if memory is not None and line is not None:
+            self._rank_memory.read_copy(line, memory)
+        return copied
+
+    def rank_peaks(self) -> list[RankPeak]:
+        """Each rank's memory peaks in the lines read since the last call (the stream's or range's)."""
+        return self._rank_memory.peaks()
 
     def quiet(self, line: bytes) -> bool:
         """Whether ``line`` is a copy of a line that gave nothing and changed nothing."""
@@ -375,18 +389,25 @@ class MegatronLogParser:
         if len(self._line_records) >= 256:
             self._line_records.clear()
         record = records[0]
+        memory = self._line_memory
         if full:
             if clean_before:
-                self._line_records[key] = (record.iteration, record.covers_iterations, generations[record.iteration])
+                self._line_records[key] = (
+                    record.iteration,
+                    record.covers_iterations,
+                    generations[record.iteration],
+                    memory,
+                )
         else:
-            self._line_records[key] = (record.iteration, None, generations.get(record.iteration))
+            self._line_records[key] = (record.iteration, None, generations.get(record.iteration), memory)
 
     def holds_line(self) -> bool:
         """Whether an iteration line continued on the next line is being held."""
         return self._pending is not None
 
     def feed(self, line: str, lineno: int) -> list[Event] | None:
-        """Events read from one complete line."""
+        """Events read from one complete line (its memory figures go to :meth:`rank_peaks`)."""
+        self._line_memory = self._rank_memory.read_line(line) if "mem" in line else None
         held: list[Event] | None = None
         if self._pending is not None:
             held, consumed = self._continue_pending(line, lineno)
@@ -729,6 +750,7 @@ def iter_events(parser: MegatronLogParser | Any, lines: Iterable[str]) -> Iterat
         if resume is not None:
             parser.resume(resume)
         yield from _iter_chunks(parser, chunks(), getattr(lines, "first_lineno", 1) - 1, getattr(lines, "start", 0))
+        yield from _rank_peaks(parser)
         if hasattr(lines, "final_state") and hasattr(parser, "state"):
             lines.final_state = parser.state()
             lines.started = parser.started
@@ -736,10 +758,17 @@ def iter_events(parser: MegatronLogParser | Any, lines: Iterable[str]) -> Iterat
             return  # the file goes on in the next range
     else:
         yield from _iter_lines(parser, lines)
+        yield from _rank_peaks(parser)
     try:
         yield from parser.finish()
     except Exception as exc:
         yield ParseIssue(source=parser.where(0), message=f"end of log not understood ({type(exc).__name__})")
+
+
+def _rank_peaks(parser: Any) -> list[RankPeak]:
+    """The memory peaks per rank a parser read (see ``MegatronLogParser.rank_peaks``), if it reads them."""
+    peaks = getattr(parser, "rank_peaks", None)
+    return peaks() if peaks is not None else []
 
 
 def _feed(parser: Any, line: str, lineno: int) -> list[Event] | None:
@@ -876,7 +905,7 @@ def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0, offset: 
                 if parser.started:
                     key = repeat_key(line)
                     if key is not None:
-                        copied = repeats(key)
+                        copied = repeats(key, line)
                         if copied is not None:
                             fed_to = end
                             yield from copied
@@ -890,6 +919,12 @@ def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0, offset: 
                 remember(key, events or [], clean_before, line)
             if events:
                 yield from events
+            if started and parser.running_triggers is not triggers:
+                # The line turned on more triggers (see PrimusLogParser): find them in the rest.
+                triggers = parser.running_triggers
+                _check_triggers(triggers)
+                ordered = [s for s in _line_starts(chunk, triggers) if s >= fed_to]
+                index = 0
         # Lines of this chunk: those counted up to the last line read, and the rest.
         before = counted + chunk.count(b"\n", counted_to) + (0 if chunk.endswith(b"\n") else 1)
 

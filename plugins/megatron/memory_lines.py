@@ -16,8 +16,9 @@ any log without running the iteration parser:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -37,6 +38,8 @@ _ALLOCATOR_RE = re.compile(
 )
 _HIP_RE = re.compile(r"hip mem usage/free/total/usage_ratio: ([\d.]+)GB/([\d.]+)GB/([\d.]+)GB/([\d.]+)%")
 _PRIMUS_RANK_RE = re.compile(r"\[rank-(\d+)/\d+\]")
+# The same tag with the colour codes Primus puts around the rank (as in ``[\x1b[36mrank-7/8\x1b[0m]``).
+_PRIMUS_RANK_TAG_RE = re.compile(r"\[(?:\x1b?\[[\d;]*m)*rank-(\d+)/\d+(?:\x1b?\[[\d;]*m)*\]")
 _NEMO_RE = re.compile(r"max_memory_(reserved|allocated): (\d+)")
 
 
@@ -77,7 +80,10 @@ def parse_theoretical(line: str) -> TheoreticalFootprint | None:
 
 def parse_allocator(line: str) -> RankPeak | None:
     """Megatron-LM's ``memory (MB) | allocated: …`` report, or None."""
-    match = _ALLOCATOR_RE.search(_ANSI_RE.sub("", line))
+    # Colour codes only wrap the prefix of these lines: the line as it is first, cleaned if need be.
+    match = _ALLOCATOR_RE.search(line)
+    if match is None or match.group(1) is None:
+        match = _ALLOCATOR_RE.search(_ANSI_RE.sub("", line))
     if match is None:
         return None
     rank, _, allocated, max_allocated, _reserved, max_reserved = match.groups()
@@ -91,12 +97,15 @@ def parse_allocator(line: str) -> RankPeak | None:
 
 def parse_hip_usage(line: str) -> RankPeak | None:
     """Primus's ``hip mem usage/free/total/usage_ratio`` field, or None."""
-    clean = _ANSI_RE.sub("", line)
-    match = _HIP_RE.search(clean)
-    if match is None:
-        return None
+    match = _HIP_RE.search(line)
+    rank = _PRIMUS_RANK_TAG_RE.search(line, 0, match.start()) if match is not None else None
+    if rank is None:  # colour codes inside the field, or no rank tag before it: read it cleaned
+        clean = _ANSI_RE.sub("", line)
+        match = _HIP_RE.search(clean)
+        if match is None:
+            return None
+        rank = _PRIMUS_RANK_RE.search(clean)
     used, _free, total, _ratio = match.groups()
-    rank = _PRIMUS_RANK_RE.search(clean)
     return RankPeak(
         rank=None if rank is None else int(rank.group(1)),
         device_used_gib=float(used),
@@ -117,80 +126,183 @@ def parse_nemo_memory(line: str) -> RankPeak | None:
     )
 
 
-_EXTRACTORS = (parse_allocator, parse_hip_usage, parse_nemo_memory)
+class RankMemory:
+    """Each rank's memory figures as lines are read.
 
+    Primus prints ``hip mem usage`` in every iteration line of every rank (and some logs the
+    allocator report too), so these are kept as their distinct (rank, figures) pairs and each
+    rank's last figures, merged by :meth:`peaks`.  The log parser keeps one of these too (see
+    :mod:`tprimat.plugins.megatron.logparse`): it reads each line once and hands copies of a
+    line it already read (another rank's, the same text from the key on) to :meth:`read_copy`.
+    """
 
-def _larger(a: float | None, b: float | None) -> float | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return max(a, b)
+    def __init__(self) -> None:
+        self.theoretical: TheoreticalFootprint | None = None
+        self.ranks: dict[int | None, RankPeak] = {}
+        self.hip_used: dict[tuple[int | None, float], None] = {}
+        self.hip_total: dict[int | None, float] = {}
+        self.allocator_seen: dict[tuple[int | None, RankPeak], None] = {}  # figures without their rank
+        self.allocator_last: dict[int | None, float] = {}  # each rank's last "allocated"
 
+    def add(self, peak: RankPeak) -> None:
+        old = self.ranks.get(peak.rank)
+        self.ranks[peak.rank] = peak if old is None else old.merged(peak)
 
-def _merge(old: RankPeak, new: RankPeak) -> RankPeak:
-    return RankPeak(
-        rank=old.rank,
-        max_allocated_gib=_larger(old.max_allocated_gib, new.max_allocated_gib),
-        max_reserved_gib=_larger(old.max_reserved_gib, new.max_reserved_gib),
-        allocated_gib=new.allocated_gib if new.allocated_gib is not None else old.allocated_gib,
-        device_used_gib=_larger(old.device_used_gib, new.device_used_gib),
-        device_total_gib=new.device_total_gib if new.device_total_gib is not None else old.device_total_gib,
-    )
+    def _allocator(self, rank: int | None, figures: RankPeak) -> None:
+        self.allocator_seen[(rank, figures)] = None
+        if figures.allocated_gib is not None:
+            self.allocator_last[rank] = figures.allocated_gib
 
+    def read_line(self, line: str, *, hip: bool = True) -> Any:
+        """Every memory figure of one text line (``hip``: its ``hip mem usage`` field too).
 
-_CANDIDATE_RE = re.compile(rb"mem(?:ory| usage)")
-_BLOCK_BYTES = 1 << 24
+        Returns what :meth:`read_copy` needs for a copy of the line from another rank: the
+        ``hip mem usage`` (used, total) and the allocator figures without their rank, or True
+        to read the copy again, or None when the line holds no figure.
+        """
+        hip_figures = allocator = None
+        if hip and "hip mem usage" in line:
+            found = parse_hip_usage(line)
+            if found is not None and found.device_used_gib is not None and found.device_total_gib is not None:
+                self.hip_used[(found.rank, found.device_used_gib)] = None
+                self.hip_total[found.rank] = found.device_total_gib
+                hip_figures = (found.device_used_gib, found.device_total_gib)
+        if "memory" in line:
+            footprint = parse_theoretical(line)
+            if footprint is not None:
+                self.theoretical = footprint
+                return True
+            peak = parse_allocator(line)
+            if peak is not None:
+                allocator = attrs.evolve(peak, rank=None)
+                self._allocator(peak.rank, allocator)
+            else:
+                peak = parse_nemo_memory(line)
+                if peak is not None:
+                    self.add(peak)
+                    return True
+        if hip_figures is None and allocator is None:
+            return None
+        return (hip_figures, allocator)
 
+    def read_copy(self, line: bytes, copy: Any) -> None:
+        """A copy of a line :meth:`read_line` read: its figures, for the rank the copy names."""
+        if copy is not True:
+            hip_figures, allocator = copy
+            hip_rank = allocator_rank = None
+            if hip_figures is not None:
+                position = line.find(_HIP_FIELD)
+                hip_rank = _RANK_TAG_B.search(line, 0, position) if position >= 0 else None
+            if allocator is not None:
+                allocator_rank = _ALLOCATOR_RANK_B.search(line)
+            if (hip_figures is None or hip_rank is not None) and (allocator is None or allocator_rank is not None):
+                if hip_rank is not None:
+                    rank = int(hip_rank.group(1))
+                    self.hip_used[(rank, hip_figures[0])] = None
+                    self.hip_total[rank] = hip_figures[1]
+                if allocator_rank is not None:
+                    self._allocator(int(allocator_rank.group(1)), allocator)
+                return
+        self.read_line(line.decode("utf-8", errors="replace"))  # a rank the bytes do not show
 
-def _candidate_lines(block: bytes) -> Iterator[str]:
-    """The lines of ``block`` (whole lines) that mention memory, decoded."""
-    end = -1
-    for match in _CANDIDATE_RE.finditer(block):
-        if match.start() < end:
-            continue  # another mention on a line already yielded
-        start = block.rfind(b"\n", 0, match.start()) + 1
-        end = block.find(b"\n", match.end())
-        end = len(block) if end < 0 else end
-        yield block[start:end].decode("utf-8", errors="replace")
+    def peaks(self) -> list[RankPeak]:
+        """Each rank's peaks so far, ranks in order (a line without a rank first); starts afresh."""
+        for rank, used in self.hip_used:
+            self.add(RankPeak(rank=rank, device_used_gib=used, device_total_gib=self.hip_total[rank]))
+        for rank, figures in self.allocator_seen:
+            self.add(attrs.evolve(figures, rank=rank, allocated_gib=None))
+        for rank, allocated in self.allocator_last.items():
+            self.add(RankPeak(rank=rank, allocated_gib=allocated))
+        self.hip_used.clear()
+        self.allocator_seen.clear()
+        self.allocator_last.clear()
+        ordered = sorted(self.ranks.values(), key=lambda r: -1 if r.rank is None else r.rank)
+        self.ranks = {}
+        return ordered
 
-
-def scan_memory_file(path: str | Path) -> LogMemory:
-    """:func:`scan_memory` over a log file, reading it in large blocks and decoding only the
-    lines that can hold a memory figure (a log of gigabytes costs one search per block)."""
-
-    def candidates() -> Iterator[str]:
-        with open(path, "rb") as handle:
-            tail = b""
-            while block := handle.read(_BLOCK_BYTES):
-                block = tail + block
-                cut = block.rfind(b"\n") + 1
-                block, tail = block[:cut], block[cut:]
-                yield from _candidate_lines(block)
-            yield from _candidate_lines(tail)
-
-    return scan_memory(candidates())
+    def memory(self) -> LogMemory:
+        """What was read: the last theoretical footprint and each rank's peaks."""
+        return LogMemory(theoretical=self.theoretical, ranks=tuple(self.peaks()))
 
 
 def scan_memory(lines: Iterable[str]) -> LogMemory:
     """Every memory figure in ``lines``: the last theoretical footprint and each rank's peaks."""
-    theoretical = None
-    ranks: dict[int | None, RankPeak] = {}
+    peaks = RankMemory()
     for line in lines:
-        if "memory" not in line and "mem usage" not in line:
-            continue
-        footprint = parse_theoretical(line)
-        if footprint is not None:
-            theoretical = footprint
-            continue
-        for extract in _EXTRACTORS:
-            peak = extract(line)
-            if peak is not None:
-                old = ranks.get(peak.rank)
-                ranks[peak.rank] = peak if old is None else _merge(old, peak)
-                break
-    ordered = sorted(ranks.values(), key=lambda r: -1 if r.rank is None else r.rank)
-    return LogMemory(theoretical=theoretical, ranks=tuple(ordered))
+        peaks.read_line(line)
+    return peaks.memory()
+
+
+# The file scan looks for these bytes and decodes only the lines that hold one.  Primus prints
+# ``hip mem usage`` in every iteration line of every rank, so those are read from the bytes:
+# the values after the field, the rank from the tag before it (colour codes allowed around the
+# rank, as the text scan strips them).  A field the byte pattern does not read (colour codes
+# inside the values) sends its line to the text scan.
+_HIP_FIELD = b"hip mem usage/free/total/usage_ratio: "
+_HIP_VALUES_B = re.compile(rb"hip mem usage/free/total/usage_ratio: ([\d.]+)GB/[\d.]+GB/([\d.]+)GB/[\d.]+%")
+_RANK_TAG_B = re.compile(_PRIMUS_RANK_TAG_RE.pattern.encode())
+# The rank of a copy of an allocator report, where the line shows it as it is (no colour codes).
+_ALLOCATOR_RANK_B = re.compile(rb"\[Rank (\d+)\] \([^)]*\) memory \(MB\) \| allocated: ")
+_OTHER_FIELDS = (b"Theoretical memory footprints", b"memory (MB)", b"max_memory_")
+_BLOCK_BYTES = 1 << 24
+
+
+def _line_at(block: bytes, position: int) -> tuple[int, int]:
+    start = block.rfind(b"\n", 0, position) + 1
+    end = block.find(b"\n", position)
+    return start, len(block) if end < 0 else end
+
+
+def _scan_block(block: bytes, peaks: RankMemory) -> None:
+    """The memory figures of ``block`` (whole lines), in the order the text scan finds them."""
+    slow: set[int] = set()  # starts of lines read as text
+    fields = block.count(_HIP_FIELD)
+    if fields:
+        read = 0
+        for match in _HIP_VALUES_B.finditer(block):
+            position = match.start()
+            line_start = block.rfind(b"\n", 0, position) + 1
+            tag = _RANK_TAG_B.search(block, line_start, position)
+            if tag is None:
+                slow.add(line_start)
+                continue
+            read += 1
+            rank = int(tag.group(1))
+            peaks.hip_used[(rank, float(match.group(1)))] = None
+            peaks.hip_total[rank] = float(match.group(2))
+        if read != fields:  # some fields are not in the byte form: their lines are read as text
+            position = block.find(_HIP_FIELD)
+            while position != -1:
+                line_start, line_end = _line_at(block, position)
+                if _HIP_VALUES_B.match(block, position) is None:
+                    slow.add(line_start)
+                position = block.find(_HIP_FIELD, line_end)
+    others: set[int] = set()
+    for needle in _OTHER_FIELDS:
+        position = block.find(needle)
+        while position != -1:
+            line_start, line_end = _line_at(block, position)
+            others.add(line_start)
+            position = block.find(needle, line_end)
+    for line_start in sorted(slow | others):
+        _, line_end = _line_at(block, line_start)
+        line = block[line_start:line_end].decode("utf-8", errors="replace")
+        peaks.read_line(line, hip=line_start in slow)
+
+
+def scan_memory_file(path: str | Path) -> LogMemory:
+    """:func:`scan_memory` over a log file, reading it in large blocks and decoding only the
+    lines that can hold a memory figure (a log of gigabytes costs a few searches per block)."""
+    peaks = RankMemory()
+    with open(path, "rb") as handle:
+        tail = b""
+        while block := handle.read(_BLOCK_BYTES):
+            block = tail + block
+            cut = block.rfind(b"\n") + 1
+            block, tail = block[:cut], block[cut:]
+            _scan_block(block, peaks)
+        _scan_block(tail, peaks)
+    return peaks.memory()
 
 
 def memory_peaks(path: Path) -> list[RankPeak]:

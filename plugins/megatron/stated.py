@@ -76,9 +76,9 @@ def _key(name: str) -> str:
     return KEYS[name.replace("-", "_")]
 
 
-def _stated(line: str) -> Iterator[tuple[str, Any, str]]:
-    """(key, value, form) for every known key ``line`` states."""
-    if "--" in line:
+def _stated(line: str, world_known: bool = False) -> Iterator[tuple[str, Any, str]]:
+    """(key, value, form) for every known key ``line`` states (``world_known``: skip the rank prefix)."""
+    if " --" in line or "\t--" in line or line.startswith("--"):
         for match in _CLI_RE.finditer(line):
             yield _key(match.group(1)), _value(match.group(2)), "command line"
     if "': " in line:
@@ -86,7 +86,7 @@ def _stated(line: str) -> Iterator[tuple[str, Any, str]]:
             yield _key(match.group(1)), _value(match.group(2)), "argument dict"
     if " .." in line and (match := _DUMP_RE.search(line.rstrip())):
         yield _key(match.group(1)), _value(match.group(2)), "argument dump"
-    if "rank-" in line and (match := _RANK_RE.search(line)):
+    if not world_known and "rank-" in line and (match := _RANK_RE.search(line)):
         yield "world_size", int(match.group(1)), "rank prefix"
 
 
@@ -94,7 +94,17 @@ def scan_lines(lines: Iterable[str], source: str) -> dict[str, StatedFact]:
     """The first value each known key is stated with in ``lines`` (``source`` names the file)."""
     found: dict[str, StatedFact] = {}
     for lineno, line in enumerate(lines, 1):
-        for key, value, form in _stated(line):
+        # Most lines state nothing: test them with substring checks before any pattern.
+        if (
+            " --" not in line
+            and "\t--" not in line
+            and not line.startswith("--")
+            and "': " not in line
+            and " .." not in line
+            and ("world_size" in found or "rank-" not in line)
+        ):
+            continue
+        for key, value, form in _stated(line, "world_size" in found):
             if key not in found and value is not None:
                 found[key] = StatedFact(value=value, source=f"{source}:{lineno}", form=form)
     return found

@@ -88,3 +88,28 @@ def test_primus_mlperf_end_lines():
     assert (stop.samples, stop.time_s, stop.eval_loss) == (172032, 5877.2, 3.292395)
     facts = {e.key: e.value for e in events if isinstance(e, LogFact)}
     assert facts["convergence_status"] == "success" and facts["run_time_s"] == 5877.2
+
+
+def test_primus_mlperf_end_lines_after_the_start_up_part_of_a_long_log(tmp_path, monkeypatch):
+    """During training only the iteration trigger is searched; an evaluation turns on the end lines'."""
+    import tprimat.plugins.megatron.logparse as logparse
+    from tprimat.parse.logfile import LogFile
+    from tprimat.plugins.amd_primus.parse import parse_primus
+
+    monkeypatch.setattr(logparse, "STARTUP_BYTES", 1)  # the running triggers from the first chunk on
+    training = LOGS / "primus" / "primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log"
+    validation = next(
+        line
+        for line in (LOGS / "megatron" / "mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log")
+        .read_text(encoding="utf-8")
+        .splitlines(True)
+        if "validation loss at iteration" in line
+    )
+    end = (LOGS / "primus" / "primus_AMD-AGI-Primus_PR656_mlperf_llama3.1_8b_MI355X_2026-04-06_excerpt.log").read_text(
+        encoding="utf-8"
+    )
+    for with_evaluation in (True, False):
+        log = tmp_path / f"run_{with_evaluation}.log"
+        log.write_text(training.read_text(encoding="utf-8") + (validation if with_evaluation else "") + end)
+        found = [e for e in parse_primus(LogFile(log, chunk_bytes=4096), log.name) if type(e).__name__ == "EvalRecord"]
+        assert [e.samples for e in found if e.samples] == ([172032] if with_evaluation else [])

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.plugins.logfixtures import LOGS, facts_of, issues_of, records_of
-from tprimat.contract.records import LogFact, ParseIssue
+from tprimat.contract.records import LogFact, ParseIssue, RankPeak
 from tprimat.plugins.megatron.logparse import (
     GIB_LABEL_NOTE,
     LineError,
@@ -191,7 +191,7 @@ REAL_LINES = [
     if "iteration" in line or "memory (MB)" in line
 ]
 ITERATION_LINES = [line for line in REAL_LINES if "number of nan iterations" in line]
-KINDS = (IterationRecord, LogFact, ParseIssue)
+KINDS = (IterationRecord, LogFact, ParseIssue, RankPeak)
 CORE_FIELDS = (
     "iteration",
     "step_time_s",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -71,14 +72,96 @@ def test_scan_keeps_each_ranks_largest_figures_and_names_the_rank_that_peaked():
     assert gh200.theoretical.total_mib == 22726.34
 
 
+ALL_LOGS = sorted(str(p.relative_to(LOGS)) for p in LOGS.rglob("*") if p.is_file() and p.suffix != ".md")
+
+
 @pytest.mark.parametrize("block_bytes", [997, 1 << 24])
 def test_the_file_scan_reads_blocks_and_finds_what_the_line_scan_finds(monkeypatch, block_bytes):
     import tprimat.plugins.megatron.memory_lines as logfacts
 
     monkeypatch.setattr(logfacts, "_BLOCK_BYTES", block_bytes)
-    for relative in (
-        "megatron/mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log",
-        "primus/primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log",
-        "nemo/nemo2_2025-08_NeMo-AWS-PERF_README_TFLOPS_per_GPU_3iter_doc_excerpt.log",
-    ):
-        assert logfacts.scan_memory_file(LOGS / relative) == scan_memory(_lines(relative)), relative
+    found = 0
+    for relative in ALL_LOGS:
+        memory = logfacts.scan_memory_file(LOGS / relative)
+        assert memory == scan_memory(_lines(relative)), relative
+        found += bool(memory.ranks)
+    assert found >= 8
+
+
+def test_hip_fields_the_byte_scan_cannot_read_go_to_the_text_scan(tmp_path):
+    """Colour codes inside the values, a line without a rank tag: read as text, same figures."""
+    import tprimat.plugins.megatron.memory_lines as logfacts
+
+    real = _lines("primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_MI325X_2025-10to12.log")
+    line = _first(real, "rank-63/64")
+    coloured = line.replace("usage_ratio: ", "usage_ratio: \x1b[1m").replace("GB/", "\x1b[0mGB/", 1)
+    untagged = re.sub(r"\[(?:\x1b?\[[\d;]*m)*rank-63/64(?:\x1b?\[[\d;]*m)*\]", "", line)
+    assert untagged != line
+    text = "\n".join([line, coloured, untagged, *real]) + "\n"
+    log = tmp_path / "mixed.log"
+    log.write_text(text, encoding="utf-8")
+    memory = logfacts.scan_memory_file(log)
+    assert memory == scan_memory(text.splitlines())
+    assert None in {r.rank for r in memory.ranks} and 63 in {r.rank for r in memory.ranks}
+
+
+PARSERS = {
+    "primus": "tprimat.plugins.amd_primus.parse:parse_primus",
+    "megatron/rocm": "tprimat.plugins.amd_megatron.parse:parse_rocm_megatron",
+    "megatron/mlm": "tprimat.plugins.nvd_megatron.parse:parse_megatron",
+    "bridge": "tprimat.plugins.nvd_megatron.parse:parse_megatron",
+}
+
+
+def _parser_for(relative: str):
+    import importlib
+
+    for prefix, target in PARSERS.items():
+        if relative.startswith(prefix):
+            module, name = target.split(":")
+            return getattr(importlib.import_module(module), name)
+    return None
+
+
+@pytest.mark.parametrize("chunked", [True, False], ids=["bytes", "text"])
+def test_the_parser_reads_each_ranks_peaks_as_the_file_scan_does(chunked):
+    """The log parser counts copies of a line from other ranks without reading them again: same peaks."""
+    from tprimat.parse.logfile import LogFile
+    from tprimat.plugins.megatron.logparse import iter_events  # noqa: F401  (the parsers' engine)
+    from tprimat.result.collect import EventCollector
+
+    compared = 0
+    for relative in ALL_LOGS:
+        parse = _parser_for(relative)
+        if parse is None:
+            continue
+        path = LOGS / relative
+        lines = LogFile(path) if chunked else _lines(relative)
+        if not chunked:
+            lines = [line + "\n" for line in lines]
+        collector = EventCollector().consume(parse(lines, relative))
+        assert collector.rank_peaks == list(logfacts_scan(path).ranks), relative
+        compared += bool(collector.rank_peaks)
+    assert compared >= 5
+
+
+def test_copies_from_other_ranks_count_for_their_rank(tmp_path):
+    """An interleaved console log: each rank's copy of the iteration line gives that rank its peak."""
+    from tprimat.parse.logfile import LogFile
+    from tprimat.plugins.amd_primus.parse import parse_primus
+    from tprimat.result.collect import EventCollector
+
+    real = _lines("primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_MI325X_2025-10to12.log")
+    line = _first(real, "rank-63/64")
+    copies = [line.replace("rank-63/64", f"rank-{rank}/64") for rank in (63, 5, 9)]
+    log = tmp_path / "interleaved.log"
+    log.write_text("\n".join(copies) + "\n", encoding="utf-8")
+    collector = EventCollector().consume(parse_primus(LogFile(log), "interleaved.log"))
+    assert collector.duplicates == 2  # two copies counted, not read again
+    assert [(p.rank, p.device_used_gib) for p in collector.rank_peaks] == [(5, 253.38), (9, 253.38), (63, 253.38)]
+
+
+def logfacts_scan(path):
+    from tprimat.plugins.megatron.memory_lines import scan_memory_file
+
+    return scan_memory_file(path)
