@@ -129,13 +129,16 @@ def bare_process(args: argparse.Namespace, env: dict) -> tuple[list[float], floa
 
 
 def _config(args: argparse.Namespace):
+    """The config ``tprimat run --backend torch`` decides for these options (its own ``prepare``)."""
     from tprimat.contract.registry import Registry
-    from tprimat.running.runner import RunRequest, effective_config
+    from tprimat.running.prepare import RunRequest, prepare
 
-    platform = Registry.from_environment().detect_platform()
-    overrides = tuple(args.set) + ("launch.nproc_per_node=1",)
-    config, _ = effective_config(RunRequest(model=args.model, overrides=overrides), platform)
-    return config, platform
+    with tempfile.TemporaryDirectory() as output:
+        request = RunRequest(
+            backend="torch", model=args.model, overrides=tuple(args.set), nproc_per_node=1, output=Path(output)
+        )
+        prepared = prepare(request, Registry.from_environment())
+    return prepared.config, prepared.platform
 
 
 def _spread(values: list[float]) -> float:

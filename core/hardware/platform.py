@@ -146,12 +146,26 @@ def _detect_nvidia() -> PlatformInfo | None:
     count = len(rows)
     partition = None
     if table is not None and table.mig_devices:
-        partition, count, memory = _mig_view(table, _run(["nvidia-smi", "-L"]) or "")
-        notes.append(
-            f"MIG enabled: {count} MIG device(s) of {len(rows)} GPU(s); each device is a partition "
-            f"({partition.mode}, {partition.sm_count or '?'} SMs); MFU uses its share of the peak, "
-            "none when that share is unknown"
-        )
+        partition, count, memory, whole = _mig_view(table, _run(["nvidia-smi", "-L"]) or "", len(rows))
+        migs = len(table.mig_devices)
+        if whole:
+            notes.append(
+                f"MIG enabled on some GPUs only: {migs} MIG device(s) and {whole} whole GPU(s) of {len(rows)}; "
+                "the devices differ, so no single peak applies (no MFU)"
+            )
+        else:
+            notes.append(
+                f"MIG enabled: {count} MIG device(s) of {len(rows)} GPU(s); each device is a partition "
+                f"({partition.mode}, {partition.sm_count or '?'} SMs); MFU uses its share of the peak, "
+                "none when that share is unknown"
+            )
+    elif table is not None:
+        empty = [str(g.index) for g in table.gpus if g.mig_mode == "Enabled"]
+        if empty:
+            notes.append(
+                f"MIG mode is enabled on GPU {', '.join(empty)} with no MIG devices: CUDA cannot run on "
+                f"{'it' if len(empty) == 1 else 'them'} until MIG devices are created"
+            )
     return PlatformInfo(
         platform="nvidia",
         device_name=rows[0]["name"],
@@ -168,20 +182,24 @@ def _detect_nvidia() -> PlatformInfo | None:
     )
 
 
-def _mig_view(table: SmiText, listing: str) -> tuple[DevicePartition, int, float | None]:
-    """(partition, MIG device count, memory per MIG device in GiB) from the table's ``MIG devices:`` box."""
+def _mig_view(table: SmiText, listing: str, gpus: int) -> tuple[DevicePartition, int, float | None, int]:
+    """(partition, device count, memory per MIG device in GiB, whole GPUs) from the table's ``MIG devices:``
+    box and ``nvidia-smi -L``: GPUs without MIG devices count as whole GPUs beside them."""
     from tprimat.hardware.partitions import mig_partition
     from tprimat.hardware.smi_text import parse_nvidia_smi_list
 
     migs = table.mig_devices
     listed = parse_nvidia_smi_list(listing) if listing else None
-    profiles = {m.profile for m in listed.mig_devices} if listed else set()
+    listed_migs = listed.mig_devices if listed else ()
+    profiles = {m.profile for m in listed_migs}
     sms = {m.sm_count for m in migs}
+    whole = max(0, gpus - len({m.gpu for m in migs} | {m.gpu for m in listed_migs}))
     profile = profiles.pop() if len(profiles) == 1 else None
-    partition = mig_partition(profile, sms.pop() if len(sms) == 1 else None, source="nvidia-smi")
+    sm_count = sms.pop() if len(sms) == 1 and not whole else None
+    partition = mig_partition(profile if not whole else None, sm_count, source="nvidia-smi")
     totals = [m.memory_total_mib for m in migs if m.memory_total_mib]
     memory = min(totals) * MIB / GIB if totals else None
-    return partition, len(migs), memory
+    return partition, len(migs) + whole, memory, whole
 
 
 def _rocm_version() -> str | None:

@@ -106,3 +106,54 @@ def test_microbench_fraction_of_peak_uses_the_partition_share():
     part = summarize(document)
     assert part["peak_tflops"]["bf16"] == pytest.approx(whole["peak_tflops"]["bf16"] / 8)
     assert part["mamf_fraction_of_peak"]["bf16"] == pytest.approx(8 * whole["mamf_fraction_of_peak"]["bf16"])
+
+
+MIG_MIXED_TABLE = "nvidia-smi_-i0-table_and_-L_MIG-mixed-profiles_8xA100-SXM4-40GB_drv580_ssup2-blog_excerpt.txt"
+MIG_MIXED_LIST = "nvidia-smi_-L_MIG-mixed-profiles_GPU0-of-8xA100-SXM4-40GB_drv580_ssup2-blog_excerpt.txt"
+MIG_LISTINGS = {
+    MIG_MIXED_LIST: (8, ["4g.20gb", "1c.2g.10gb", "1c.2g.10gb", "1g.5gb"]),
+    "nvidia-smi_-L_MIG_7x1g.5gb_A100-40GB-PCIe_azure-aks-docs_excerpt.txt": (1, ["1g.5gb"] * 7),
+    "nvidia-smi_-L_MIG_1x1g.5gb_A100-PCIE-40GB_drv510_yokatayama-e-learning_excerpt.txt": (1, ["1g.5gb"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MIG_LISTINGS))
+def test_real_mig_listings_give_each_gpu_and_its_mig_devices(fixtures, name):
+    from tprimat.hardware.smi_text import parse_nvidia_smi_list
+
+    listed = parse_nvidia_smi_list((fixtures / "smi" / name).read_text(encoding="utf-8"))
+    gpus, profiles = MIG_LISTINGS[name]
+    assert len(listed.gpus) == gpus
+    assert [m.profile for m in listed.mig_devices] == profiles
+    assert {m.gpu for m in listed.mig_devices} == {0}
+
+
+def test_mig_on_one_gpu_beside_whole_gpus_gets_no_single_peak(tmp_path, monkeypatch, fixtures):
+    """GPU 0 split into four MIG devices of three profiles, GPUs 1-7 whole: 11 unlike devices, no MFU."""
+    monkeypatch.setattr(plat, "_detect_amd", lambda: None)
+    table, listing = fixtures / "smi" / MIG_MIXED_TABLE, fixtures / "smi" / MIG_MIXED_LIST
+    query = "NVIDIA A100-SXM4-40GB, 40960, 580.126.09\\n" * 8
+    script = f'case "$1" in --query-gpu*) printf "{query}";; -L) cat "{listing}";; *) cat "{table}";; esac\n'
+    _fake_tools(tmp_path, monkeypatch, {"nvidia-smi": script})
+    info = plat.detect()
+    assert info.device_count == 4 + 7
+    assert info.partition is not None and info.partition.sm_count is None
+    assert any("MIG enabled on some GPUs only: 4 MIG device(s) and 7 whole GPU(s) of 8" in n for n in info.notes)
+    assert info.memory_per_device_gib == pytest.approx(4864 / 1024)  # the smallest device's memory
+    peak = lookup_peak(info.device_name, "bf16", info.partition)
+    assert peak.tflops is None and "share of the GPU's peak is unknown" in peak.note
+
+
+def test_mig_mode_without_mig_devices_is_said(tmp_path, monkeypatch, fixtures):
+    monkeypatch.setattr(plat, "_detect_amd", lambda: None)
+    table = (
+        fixtures
+        / "smi"
+        / "nvidia-smi_table_MIG-enabled-no-devices_A100-PCIE-40GB_drv510_yokatayama-e-learning_excerpt.txt"
+    )
+    query = "NVIDIA A100-PCIE-40GB, 40960, 510.47.03\\n"
+    script = f'case "$1" in --query-gpu*) printf "{query}";; -L) exit 1;; *) cat "{table}";; esac\n'
+    _fake_tools(tmp_path, monkeypatch, {"nvidia-smi": script})
+    info = plat.detect()
+    assert info.partition is None
+    assert any("MIG mode is enabled on GPU 0 with no MIG devices" in n for n in info.notes)
