@@ -100,13 +100,15 @@ def scan_lines(lines: Iterable[str], source: str) -> dict[str, StatedFact]:
             and "\t--" not in line
             and not line.startswith("--")
             and "': " not in line
-            and " .." not in line
+            and (" .." not in line or ".. " not in line)
             and ("world_size" in found or "rank-" not in line)
         ):
             continue
         for key, value, form in _stated(line, "world_size" in found):
             if key not in found and value is not None:
                 found[key] = StatedFact(value=value, source=f"{source}:{lineno}", form=form)
+        if len(found) == len(KEYS):
+            break  # every key stated: the first value of each is kept, later lines change nothing
     return found
 
 
