@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from tprimat.contract.records import EvalRecord, LogFact, ParseIssue, RankPeak, RepeatedLine
+from tprimat.contract.records import REPEATED_LINE, EvalRecord, LogFact, ParseIssue, RankPeak, RepeatedLine
 from tprimat.result.schema import IterationRecord
 
 #: How many skipped-line references a result keeps verbatim (the rest are counted).
@@ -155,8 +155,15 @@ class EventCollector:
         )
 
     def consume(self, events: Iterable[Any]) -> EventCollector:
+        """Take every event of ``events`` (copies of lines, most of an interleaved log's, only counted)."""
+        add = self.add
+        repeated = 0
         for event in events:
-            self.add(event)
+            if event is REPEATED_LINE:
+                repeated += 1
+            else:
+                add(event)
+        self.duplicates += repeated
         return self
 
     @property
