@@ -12,6 +12,7 @@ from tprimat import hookimpl
 from tprimat.contract import BackendSpec, LogMatch, Requirements
 from tprimat.plugins.megatron.family import TUNABLES
 from tprimat.plugins.megatron.memory_lines import memory_peaks
+from tprimat.plugins.nvd_nemo.stated import read_stated
 
 _STEP_RE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|.*global_step")
 _DLL_STEP_RE = re.compile(
@@ -52,6 +53,7 @@ BACKEND = BackendSpec(
     tunables=TUNABLES,
     memory_peaks=memory_peaks,
     sniff=sniff_nemo,
+    stated_facts=read_stated,
 )
 
 
