@@ -12,6 +12,7 @@ from tprimat import hookimpl
 from tprimat.contract import BackendSpec, LogMatch, Requirements
 from tprimat.plugins.megatron.family import TUNABLES
 from tprimat.plugins.megatron.memory_lines import memory_peaks
+from tprimat.plugins.nvd_nemo.explain import explain_nemo
 from tprimat.plugins.nvd_nemo.stated import read_stated
 
 _STEP_RE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|.*global_step")
@@ -53,6 +54,7 @@ BACKEND = BackendSpec(
     tunables=TUNABLES,
     memory_peaks=memory_peaks,
     sniff=sniff_nemo,
+    explain=explain_nemo,
     stated_facts=read_stated,
 )
 
