@@ -2,9 +2,9 @@
 
 ``tprimat parse`` refuses a file in which no backend finds training iterations.  A bare
 "not a training log?" leaves the user guessing, so :func:`describe_unreadable` names the
-kind of file it most likely is (a DLLogger JSON stream, a trace, a legacy result, a crash
-before the first iteration, and what each installed backend recognises of its own formats,
-``BackendSpec.explain``), the evidence, and what to do instead.
+kind of file it most likely is (what each installed backend recognises of its own formats,
+``BackendSpec.explain``, asked first; then a DLLogger JSON stream, a trace, a legacy
+result, a crash before the first iteration), the evidence, and what to do instead.
 
 Logs copied out of a terminal or a web page are sometimes hard-wrapped at a fixed width
 (80 columns), splitting iteration lines mid-token.  :func:`wrap_width` detects that and
@@ -20,6 +20,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from tprimat.contract.backend import Explainer
 from tprimat.parse.stopreason import find_stop_reason, tail_lines
 
@@ -28,7 +30,6 @@ HEAD_LINES = 400
 
 _HF_TRAINER_RE = re.compile(r"\{'loss': [\d.eE+-]+, 'grad_norm'|\{'loss': [\d.eE+-]+, 'learning_rate'")
 _MAXTEXT_RE = re.compile(r"completed step: \d+, seconds: [\d.]+")
-_PROGRESS_BAR_RE = re.compile(r"Epoch \d+:\s+\d+%\|.*\d+/\d+ \[")
 _EXCEPTION_RE = re.compile(r"(?:^|[\]:]\s*)((?:[A-Za-z_][\w.]*)?(?:Error|Exception)): (.*)$")
 
 #: Largest JSON document read whole to tell which kind it is.
@@ -104,9 +105,9 @@ def _dllogger(head: Sequence[str]) -> str | None:
     for number, line in enumerate(head, 1):
         if line.startswith("DLLL {"):
             return (
-                f"a DLLogger JSON stream (line {number} starts with 'DLLL {{'): the structured "
-                "output of NeMo's and NVIDIA's DLLogger, not a console log; no tprimat backend "
-                "reads it yet: parse the run's console log instead"
+                f"a DLLogger JSON stream (line {number} starts with 'DLLL {{'): NVIDIA's DLLogger "
+                "records metrics for many programs, and no installed backend recognises these "
+                "records as training steps"
             )
     return None
 
@@ -120,39 +121,49 @@ def _line_kinds(head: Sequence[str]) -> str | None:
             )
         if _MAXTEXT_RE.search(line):
             return f"a MaxText log (line {number}: 'completed step: ...'): no tprimat backend reads it"
-        if _PROGRESS_BAR_RE.search(line):
-            return (
-                f"a PyTorch Lightning progress bar (NeMo 1.x; line {number}): it prints rates "
-                "averaged by the bar, not the step time of each iteration, so it cannot be "
-                "measured; configure NeMo to log train_step_timing per step (DLLogger or "
-                "console)"
-            )
     return None
 
 
-def _crash(path: Path, head: Sequence[str], explainers: Sequence[Explainer]) -> str | None:
-    """A run that failed or stopped before its first iteration line, in the backends' words where one knows it."""
+@attrs.frozen(kw_only=True)
+class _Ending:
+    """How a file ends: its last lines, the exception it ends with, what stopped the run."""
+
+    tail: list[str] = attrs.Factory(list)
+    exception: str | None = None
+    stopped: str | None = None
+
+
+def _ending(path: Path) -> _Ending:
     try:
         first, tail = tail_lines(path, 64 * 1024)
     except OSError:
-        return None
+        return _Ending()
     exception = None
     for line in reversed(tail):
         match = _EXCEPTION_RE.search(line.strip())
         if match and "Warning" not in match.group(1):
             exception = f"{match.group(1)}: {match.group(2)[:120]}"
             break
-    stopped = find_stop_reason(tail, first)
+    return _Ending(tail=list(tail), exception=exception, stopped=find_stop_reason(tail, first))
+
+
+def _explained(head: Sequence[str], ending: _Ending, explainers: Sequence[Explainer]) -> str | None:
+    """What a backend says the file is, with how it ends."""
     for explain in explainers:
-        known = explain(head, tail)
+        known = explain(head, ending.tail)
         if known is not None:
-            if exception is not None:
-                return f"{known}; it ends with {exception}"
-            return known + (f"; the run was stopped by {stopped}" if stopped else "")
-    if exception is not None:
-        return f"the error output (stderr) of a run that failed: it ends with {exception}"
-    if stopped is not None:
-        return f"a log of a run stopped before its first iteration line: {stopped}"
+            if ending.exception is not None:
+                return f"{known}; it ends with {ending.exception}"
+            return known + (f"; the run was stopped by {ending.stopped}" if ending.stopped else "")
+    return None
+
+
+def _crash(ending: _Ending) -> str | None:
+    """A run that failed or stopped before its first iteration line."""
+    if ending.exception is not None:
+        return f"the error output (stderr) of a run that failed: it ends with {ending.exception}"
+    if ending.stopped is not None:
+        return f"a log of a run stopped before its first iteration line: {ending.stopped}"
     return None
 
 
@@ -185,9 +196,9 @@ def describe_unreadable(path: Path, head_lines: Sequence[str], registry: Any = N
         )
     if "\x00" in "".join(head[:5]):
         return "a binary file, not text"
-    for kind in (_json_kind(path, head), _dllogger(head), _line_kinds(head)):
-        if kind is not None:
-            return kind + _stopped(path)
+    kind = _json_kind(path, head)
+    if kind is not None:
+        return kind + _stopped(path)
     specs = [e.spec for e in registry.backends().values() if not e.conflict] if registry is not None else []
     width = wrap_width(head)
     if width is not None:
@@ -197,7 +208,14 @@ def describe_unreadable(path: Path, head_lines: Sequence[str], registry: Any = N
                 f"a log hard-wrapped at {width} columns (iteration lines split across lines); "
                 "parse it without --backend to have the wraps joined"
             )
-    crash = _crash(path, head, [s.explain for s in specs if s.explain is not None])
+    ending = _ending(path)
+    known = _explained(head, ending, [s.explain for s in specs if s.explain is not None])
+    if known is not None:
+        return known
+    for kind in (_dllogger(head), _line_kinds(head)):
+        if kind is not None:
+            return kind + (f"; the run was stopped by {ending.stopped}" if ending.stopped else "")
+    crash = _crash(ending)
     if crash is not None:
         return crash
     first = next(line.strip() for line in head if line.strip())

@@ -12,15 +12,26 @@ from tprimat import hookimpl
 from tprimat.contract import BackendSpec, LogMatch, Requirements
 from tprimat.plugins.megatron.family import TUNABLES
 from tprimat.plugins.megatron.memory_lines import memory_peaks
+from tprimat.plugins.nvd_nemo.explain import explain_nemo
+from tprimat.plugins.nvd_nemo.stated import read_stated
 
 _STEP_RE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|.*global_step")
+_DLL_STEP_RE = re.compile(
+    r"DLL \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? - \d+ .*\b(?:train_step_timing|reduced_train_loss) : "
+)
+_DLLL_STEP_RE = re.compile(r'DLLL \{.*"step": \d+\b.*"(?:train_step_timing|reduced_train_loss)')
 
 
 def sniff_nemo(lines: Sequence[str], source: str) -> LogMatch | None:
-    """NeMo 2's per-step line, or NeMo's end-of-run step-time list."""
+    """NeMo 2's per-step line, NeMo 1's DLLogger step record (stdout or JSON), or NeMo's end-of-run step-time list."""
     for number, line in enumerate(lines, 1):
         if "Training epoch" in line and _STEP_RE.search(line):
             return LogMatch(confidence=0.95, evidence=f"NeMo 2 step line at {source}:{number}")
+        if "DLL" in line:
+            if _DLL_STEP_RE.search(line):
+                return LogMatch(confidence=0.95, evidence=f"NeMo DLLogger step record at {source}:{number}")
+            if _DLLL_STEP_RE.search(line):
+                return LogMatch(confidence=0.95, evidence=f"NeMo DLLogger JSON step record at {source}:{number}")
         if "train_step_timing in s: [" in line:
             return LogMatch(confidence=0.9, evidence=f"NeMo step-time list at {source}:{number}")
     return None
@@ -43,6 +54,8 @@ BACKEND = BackendSpec(
     tunables=TUNABLES,
     memory_peaks=memory_peaks,
     sniff=sniff_nemo,
+    explain=explain_nemo,
+    stated_facts=read_stated,
 )
 
 

@@ -1,4 +1,4 @@
-"""NeMo 2 training logs (Lightning with the Megatron strategy).
+"""NeMo training logs: NeMo 2's step lines, NeMo 1's DLLogger records.
 
 NeMo 2 prints, from global rank 0::
 
@@ -17,6 +17,10 @@ no ``consumed_samples``; a run restarted from a checkpoint logs steps again
 ``max_memory_allocated`` are bytes; ``TFLOPS_per_GPU`` is NeMo's own figure
 and is kept as reported.  NeMo-Launcher's end-of-run ``train_step_timing in
 s: [list]`` summary is read only when the log has no per-step lines.
+
+NeMo 1 (``exp_manager``) logs and DLLogger JSON files are read by
+:class:`~tprimat.plugins.nvd_nemo.nemo1.Nemo1Reader`, which this parser hands
+their lines to.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from tprimat.plugins.megatron.logparse import (
     parse_int,
     strip_ansi,
 )
+from tprimat.plugins.nvd_nemo.expconfig import MARK
+from tprimat.plugins.nvd_nemo.nemo1 import TFLOPS, TIMER_RESET, Nemo1Reader
 from tprimat.result.schema import IterationRecord
 
 Event = IterationRecord | LogFact | ParseIssue | EvalRecord
@@ -42,16 +48,17 @@ _LINE_RE = re.compile(r"Training epoch (\d+), iteration (\d+)/(\d+)\s*\|(.*)$")
 _MEMBER_RE = re.compile(r"Initializing distributed: GLOBAL_RANK: \d+, MEMBER: \d+/(\d+)")
 _SUMMARY_RE = re.compile(r"train_step_timing in s: \[([^\]]*)\]")
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+_LIST = "train_step_timing in s: ["
 
 GIB = 1024.0**3
 
 
 class NemoLogParser:
-    """Stateful reader of one stream of NeMo 2 log lines."""
+    """Stateful reader of one stream of NeMo log lines."""
 
     name = "nemo"
-    triggers = ("Training epoch", "MEMBER:", "train_step_timing in s: [")
-    running_triggers = ("Training epoch", "train_step_timing in s: [")
+    triggers = ("Training epoch", "MEMBER:", _LIST, "DLL", MARK, TFLOPS, TIMER_RESET)
+    running_triggers = ("Training epoch", _LIST, "DLL", MARK, TFLOPS, TIMER_RESET)
 
     def __init__(self, source: str) -> None:
         self.source = source
@@ -60,6 +67,7 @@ class NemoLogParser:
         self.started = False
         self._summary: tuple[list[float], int] | None = None
         self._val_loss: str | None = None  # the last val_loss text seen on a step line
+        self._nemo1 = Nemo1Reader(self)
 
     def where(self, lineno: int) -> str:
         return f"{self.source}:{lineno}"
@@ -74,19 +82,37 @@ class NemoLogParser:
         return LogFact(key=key, value=value, source=self.where(lineno))
 
     def holds_line(self) -> bool:
-        return False
+        """Inside NeMo 1's configuration block, or after its TFLOPs failure line: every line is wanted."""
+        return self._nemo1.block is not None or self._nemo1.awaiting_reason
 
     def feed(self, line: str, lineno: int) -> list[Event] | None:
+        nemo1 = self._nemo1
+        if nemo1.awaiting_reason:
+            nemo1.reason(line)
+            return []
+        if nemo1.block is not None and nemo1.config_line(line, lineno):
+            return []
         if "Training epoch" in line:
             match = _LINE_RE.search(strip_ansi(line).rstrip())
             if match is not None:
                 return self._step(match, lineno)
+        elif "DLL" in line:
+            events = nemo1.dll(line, lineno)
+            self.started = self.started or nemo1.started
+            return events
+        elif MARK in line:
+            return nemo1.config_mark(lineno)
+        elif TFLOPS in line:
+            return nemo1.tflops(line, lineno)
+        elif TIMER_RESET in line:
+            nemo1.timer_reset(line, lineno)
+            return []
         elif "MEMBER:" in line:
             match = _MEMBER_RE.search(line)
             if match is not None:
                 fact = self.fact("world_size", int(match.group(1)), lineno)
                 return [fact] if fact is not None else []
-        elif "train_step_timing in s: [" in line:
+        elif _LIST in line:
             match = _SUMMARY_RE.search(line)
             if match is not None:
                 try:
@@ -174,14 +200,16 @@ class NemoLogParser:
         return EvalRecord(iteration=step, eval_loss=loss, source=self.where(lineno))
 
     def finish(self) -> list[Event]:
-        if self._summary is None or self._seen_step_lines:
-            return []
+        nemo1 = self._nemo1
+        nemo1.close_block()  # the log may end inside it
+        events: list[Event] = nemo1.flush()
+        if self._summary is None or self._seen_step_lines or nemo1.started:
+            return events
         times, lineno = self._summary
-        events: list[Event] = []
         fact = self.fact(
             "note.nemo_step_time_list",
-            f"step times read from the end-of-run list at {self.where(lineno)}; "
-            "iterations numbered from 1 in list order",
+            f"step times read from the end-of-run list at {self.where(lineno)} (NeMo rounds them to 2 decimals); "
+            f"iterations numbered from 1 in list order; {nemo1.window_note()}",
             lineno,
         )
         if fact is not None:

@@ -41,7 +41,7 @@ def _describe(path: Path) -> str:
             LOGS / "primus/primus_AMD-AGI-Primus_PR656_mlperf_llama3.1_8b_MI355X_2026-04-06_excerpt.log",
             "Primus's end-of-run summary lines ([EarlyStop]/[TimeToTrain]) without the iteration lines",
         ),
-        (WATCHDOG, "a PyTorch Lightning progress bar (NeMo 1.x; line 1)"),
+        (WATCHDOG, "a NeMo 1.x log with only its PyTorch Lightning progress bar (line 1)"),
         (FIXTURES / "legacy/output__benchmark_cuda_llama.627dfac.json", "`tprimat import-legacy`"),
         (FIXTURES / "traces/hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz", "a gzip-compressed file"),
     ],
@@ -147,12 +147,26 @@ def test_a_torchtitan_log_is_named_with_why_it_is_not_read(registry):
     assert "--backend amd_primus" in message and GENERIC not in message
 
 
-def test_a_dllogger_stream_is_named(registry):
+def test_a_dllogger_stream_that_is_not_nemos_is_named(registry):
     stream = LOGS / "dllogger/dllogger_example_resnet_log_first10_excerpt.json"
     with pytest.raises(ParseError) as exc:
         parse_logs([stream], registry=registry)
     message = str(exc.value)
-    assert "a DLLogger JSON stream (line 1 starts with 'DLLL {')" in message and GENERIC not in message
+    assert "a DLLogger JSON stream (line 1 starts with 'DLLL {') that is not NeMo's" in message
+    assert "no record has NeMo's model config (cfg/...)" in message and GENERIC not in message
+
+
+def test_without_a_backend_that_knows_it_a_dllogger_stream_is_named_by_the_core():
+    stream = LOGS / "dllogger/dllogger_example_resnet_log_first10_excerpt.json"
+    message = describe_unreadable(stream, read_head(stream), None)
+    assert message.startswith("a DLLogger JSON stream (line 1 starts with 'DLLL {')")
+    assert "no installed backend recognises these records as training steps" in message
+
+
+def test_a_nemo_progress_bar_is_named_by_the_nemo_backend_not_the_core():
+    # The core names no framework's progress bar: without the backend it is not a known format.
+    assert "progress bar" not in describe_unreadable(WATCHDOG, read_head(WATCHDOG), None)
+    assert "exp_manager.create_dllogger_logger=true" in _describe(WATCHDOG)
 
 
 def test_straggler_stop_and_warning_messages():

@@ -1,0 +1,84 @@
+"""``tprimat parse`` end to end on NeMo 1 logs, NeMo DLLogger files and NeMo 2 logs that state their config."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from tests.plugins.logfixtures import LOGS
+from tprimat.cli import cli
+
+LLAMA8B = LOGS / "nemo/nemo1_2025-06-12_gpu-recipes_llama3-8b_8xB200_fp8_nemo25.04_dll-stdout_full.log"
+LLAMA70B = LOGS / "nemo/nemo1_2025-06-11_gpu-recipes_llama3-70b_64xB200_fp8_nemo25.04_pod0_cr-redraws_full.log"
+QWEN = LOGS / "nemo/nemo1_2025-06-20_gpu-recipes_qwen3-30b-moe_16xB200_fp8_nemo25.04_tflops-failed_full.log"
+GPT175B = LOGS / "dllogger/nemo_2024-09-28_gpu-recipes_gpt3-175b_256xH100_nemo24.07_dllogger_full.json"
+RESNET = LOGS / "dllogger/dllogger_example_resnet_log_first10_excerpt.json"
+DIT = LOGS / "nemo/nemo2_2024-11-14_dit-train-mock_2gpu_nemo-run-resolved-arguments_readme_excerpt.log"
+E5 = LOGS / "nemo/nemo2_2025-08-26_e5-finetune_1gpu_starting-with-1-processes_cell16.log"
+
+
+def parse(*args: str) -> tuple[dict, str]:
+    result = CliRunner().invoke(cli, ["parse", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout), result.stderr
+
+
+def _config(data: dict) -> tuple:
+    c = data["config"]
+    return c["world_size"], c["global_batch_size"], c["micro_batch_size"], c["seq_length"], c["precision"]
+
+
+@pytest.mark.parametrize(
+    ("path", "config", "status"),
+    [
+        (LLAMA8B, (8, 128, 2, 8192, "fp8"), "completed"),
+        (LLAMA70B, (64, 128, 1, 8192, "fp8"), "completed"),
+        (QWEN, (16, 256, 4, 4096, "fp8"), "partial"),  # the file's last line has no newline
+    ],
+    ids=["llama3-8b", "llama3-70b", "qwen3-30b"],
+)
+def test_nemo1_console_logs(path, config, status):
+    data, stderr = parse(str(path))
+    assert f"detected nvd_nemo: NeMo DLLogger step record at {path.name}:" in stderr
+    assert _config(data) == config and data["run"]["status"] == status
+    assert len(data["iterations"]) == 20
+    world, gbs, _, seq, _ = config
+    for step in data["iterations"]:
+        assert step["tokens_per_s_per_gpu"] == gbs * seq / step["step_time_s"] / world  # the core's, not NeMo's
+        assert "train_step_timing_in_s" in step["reported"]  # NeMo's 5-step mean, beside the recovered time
+    assert any("per-step times recovered from consecutive means" in n for n in data["provenance"]["notes"])
+
+
+def test_nemos_tflops_in_the_result():
+    data, _ = parse(str(LLAMA8B))
+    assert any("reported.tflops_per_gpu=1753.06" in n for n in data["provenance"]["notes"])
+    data, _ = parse(str(QWEN))
+    notes = data["provenance"]["notes"]
+    assert not any("reported.tflops_per_gpu=" in n for n in notes)
+    assert any("'TFLOPs per sec per GPU=-1.00'" in n and "not a figure" in n for n in notes)
+
+
+def test_a_nemo_dllogger_file():
+    data, stderr = parse(str(GPT175B))
+    assert "NeMo DLLogger JSON step record" in stderr
+    assert _config(data) == (None, 2048, 1, 2048, "fp8")
+    assert data["summary"]["tokens_per_s_per_gpu"] is None  # the file does not say how many GPUs
+    assert any("give --world-size" in n for n in data["provenance"]["notes"])
+    data, _ = parse(str(GPT175B), "--world-size", "256")
+    step = data["iterations"][10]
+    assert step["tokens_per_s_per_gpu"] == 2048 * 2048 / step["step_time_s"] / 256
+
+
+def test_another_programs_dllogger_file_is_refused_with_the_reason():
+    result = CliRunner().invoke(cli, ["parse", str(RESNET)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "a DLLogger JSON stream (line 1 starts with 'DLLL {') that is not NeMo's" in result.stderr
+
+
+def test_nemo2_logs_that_state_their_config():
+    data, _ = parse(str(DIT))
+    assert _config(data) == (2, 8, 1, 1024, "bf16")  # NeMo-Run's table; MEMBER: 1/2
+    data, _ = parse(str(E5))
+    assert _config(data)[:3] == (1, 64, None) and data["config"]["seq_length"] is None  # never printed
