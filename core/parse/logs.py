@@ -422,9 +422,28 @@ def parse_logs(
     )
     if stopped_by is not None:
         result = attrs.evolve(result, caveats=Caveats(stopped_by=stopped_by))
+    run_reported = _run_reported(facts)
+    if run_reported and result.summary is not None:
+        summary = attrs.evolve(result.summary, reported={**result.summary.reported, **run_reported})
+        result = attrs.evolve(result, summary=summary)
     return ParseOutcome(
         result=result, backend=backend, detected=detected, files=files, collector=collector, warnings=warnings
     )
+
+
+def _run_reported(facts: dict[str, Any]) -> dict[str, Any]:
+    """Figures the framework printed once for the whole run (facts named ``reported.<name>``), as
+    one-value columns ``<name>_run`` beside the per-iteration ``reported`` columns (secondary, never
+    used for tprimat's own numbers)."""
+    from tprimat.result.metrics import describe
+
+    found = {}
+    for key, value in facts.items():
+        if key.startswith("reported.") and isinstance(value, int | float) and not isinstance(value, bool):
+            stats = describe([float(value)])
+            if stats is not None:
+                found[key.removeprefix("reported.") + "_run"] = stats
+    return found
 
 
 def _stopped_after_last_iteration(

@@ -47,6 +47,9 @@ TFLOPS = "TFLOPs per sec per GPU"
 _TFLOPS_RE = re.compile(r"TFLOPs per sec per GPU=(-?[\d.]+(?:[eE][-+]?\d+)?)")
 TFLOPS_FAILED = "Failed to calculate TFLOPs per sec per GPU"
 TIMER_RESET = "was not correctly stopped"
+#: Per-step times are recovered from k-step means only while the rounding allows at most this
+#: fraction of the median step time (the error bound grows with every step of the recurrence).
+MAX_RECOVERY_ERROR = 0.001
 #: Record keys read into fields (or dropped as counters).
 _FIELDS = {
     "reduced_train_loss": "loss",
@@ -338,6 +341,13 @@ def _decide(
     if blocker is not None:
         return {}, f"{kept}; not undone: {blocker}"
     undone = undo_window([e.mean_s for e in timed if e.mean_s is not None], k)
+    middle = sorted(undone.times_s)[len(undone.times_s) // 2] if undone.times_s else 0.0
+    if undone.error_s > MAX_RECOVERY_ERROR * middle:
+        # The bound grows with every step of the recurrence: a long run's later steps are not exact.
+        return {}, (
+            f"{kept}; not undone: the rounding of the printed means allows ±{undone.error_s:.1e} s by the last "
+            f"step, more than {MAX_RECOVERY_ERROR:.1%} of the median step"
+        )
     intervals = [None] + [_interval(a, b) for a, b in zip(timed, timed[1:], strict=False)]
     impossible = first_impossible(undone.times_s, intervals, undone.error_s)
     if impossible is not None:

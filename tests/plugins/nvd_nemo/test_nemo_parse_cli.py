@@ -54,9 +54,13 @@ def test_nemo1_console_logs(path, config, status):
 def test_nemos_tflops_in_the_result():
     data, _ = parse(str(LLAMA8B))
     assert any("reported.tflops_per_gpu=1753.06" in n for n in data["provenance"]["notes"])
+    # A one-value column beside the per-iteration reported ones; tprimat's own TFLOP/s is not it.
+    run_figure = data["summary"]["reported"]["tflops_per_gpu_run"]
+    assert (run_figure["count"], run_figure["median"]) == (1, 1753.06)
     data, _ = parse(str(QWEN))
     notes = data["provenance"]["notes"]
     assert not any("reported.tflops_per_gpu=" in n for n in notes)
+    assert "tflops_per_gpu_run" not in data["summary"]["reported"]
     assert any("'TFLOPs per sec per GPU=-1.00'" in n and "not a figure" in n for n in notes)
 
 

@@ -52,3 +52,13 @@ def test_a_time_longer_than_the_interval_between_records_is_impossible():
     assert index == 1 and "longer than the 4.350000 s between its record and the previous" in why
     assert first_impossible([4.3, -0.1], [None, None])[0] == 1
     assert first_impossible([4.3, 4.3], [None, 4.3000001]) is None
+
+
+def test_the_bound_grows_with_the_run_so_a_long_run_is_not_undone():
+    """Each step of the recurrence adds the rounding of two means; float32 means round coarsely."""
+    from tprimat.plugins.nvd_nemo.nemo1 import MAX_RECOVERY_ERROR
+
+    steady = 107.35490417480469  # a float32 mean of NeMo 24.07's DLLogger file (256xH100 GPT3-175B)
+    short = undo_window([steady] * 50, 5).error_s
+    long = undo_window([steady] * 200_000, 5).error_s
+    assert short < MAX_RECOVERY_ERROR * steady < long
