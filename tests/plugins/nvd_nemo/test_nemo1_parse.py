@@ -8,18 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.plugins.logfixtures import LOGS, collect, events_of, facts_of, timed
+from tests.plugins.logfixtures import collect, events_of, facts_of, timed
+from tests.plugins.nvd_nemo.nemologs import GPT175B, LLAMA8B, LLAMA70B, QWEN, RESNET
 from tprimat.contract.records import EvalRecord, LogFact, ParseIssue
 from tprimat.plugins.nvd_nemo import BACKEND
 from tprimat.plugins.nvd_nemo.parse import parse_nemo
 from tprimat.result.collect import EventCollector
 from tprimat.result.schema import IterationRecord
-
-LLAMA8B = LOGS / "nemo/nemo1_2025-06-12_gpu-recipes_llama3-8b_8xB200_fp8_nemo25.04_dll-stdout_full.log"
-LLAMA70B = LOGS / "nemo/nemo1_2025-06-11_gpu-recipes_llama3-70b_64xB200_fp8_nemo25.04_pod0_cr-redraws_full.log"
-QWEN = LOGS / "nemo/nemo1_2025-06-20_gpu-recipes_qwen3-30b-moe_16xB200_fp8_nemo25.04_tflops-failed_full.log"
-GPT175B = LOGS / "dllogger/nemo_2024-09-28_gpu-recipes_gpt3-175b_256xH100_nemo24.07_dllogger_full.json"
-RESNET = LOGS / "dllogger/dllogger_example_resnet_log_first10_excerpt.json"
 
 
 def _lines(path):

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from tests.plugins.logfixtures import LOGS
+from tests.plugins.nvd_nemo.nemologs import GPT175B, LLAMA8B, RESNET
 from tprimat.plugins.nvd_nemo.explain import explain_nemo
-
-GPT175B = LOGS / "dllogger/nemo_2024-09-28_gpu-recipes_gpt3-175b_256xH100_nemo24.07_dllogger_full.json"
-RESNET = LOGS / "dllogger/dllogger_example_resnet_log_first10_excerpt.json"
-LLAMA8B = LOGS / "nemo/nemo1_2025-06-12_gpu-recipes_llama3-8b_8xB200_fp8_nemo25.04_dll-stdout_full.log"
 
 
 def test_a_nemo_dllogger_file_that_ends_before_its_first_step():
