@@ -14,7 +14,9 @@ between closest ranks (NumPy's default); CV is the sample standard deviation
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -38,17 +40,22 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
 
 
+_NOT_NONE = functools.partial(operator.is_not, None)
+
+
 def describe(values: Iterable[float | None]) -> Stats | None:
     """Mean, median, p5, p95, min, max and CV of the finite ``values`` (None if there are none)."""
-    finite = sorted(v for v in values if v is not None and math.isfinite(v))
+    finite = sorted(filter(math.isfinite, filter(_NOT_NONE, values)))
     if not finite:
         return None
     mean = statistics.fmean(finite)
     cv = statistics.stdev(finite) / mean if len(finite) > 1 and mean != 0 else None
+    middle = len(finite) // 2
     return Stats(
         count=len(finite),
         mean=mean,
-        median=statistics.median(finite),
+        # statistics.median's value, without sorting the sorted values again
+        median=finite[middle] if len(finite) % 2 else (finite[middle - 1] + finite[middle]) / 2,
         p5=percentile(finite, 5),
         p95=percentile(finite, 95),
         min=finite[0],
