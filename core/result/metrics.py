@@ -19,7 +19,7 @@ import math
 import operator
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -45,7 +45,8 @@ _NOT_NONE = functools.partial(operator.is_not, None)
 
 def describe(values: Iterable[float | None]) -> Stats | None:
     """Mean, median, p5, p95, min, max and CV of the finite ``values`` (None if there are none)."""
-    finite = sorted(filter(math.isfinite, filter(_NOT_NONE, values)))
+    present = cast("Iterable[float]", filter(_NOT_NONE, values))
+    finite: list[float] = sorted(filter(math.isfinite, present))
     if not finite:
         return None
     mean = statistics.fmean(finite)
