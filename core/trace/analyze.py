@@ -93,15 +93,20 @@ def _exclusive(indices: Sequence[int], ts, dur, cat_of: list[int]) -> tuple[list
         c = cat_of[i]
         points.append((start, 1, c))
         points.append((end, -1, c))
+    return sweep(points, len(PRIORITY))
+
+
+def sweep(points: list[tuple[float, int, int]], ncat: int) -> tuple[list[float], float]:
+    """Exclusive µs per category index (the first active one in PRIORITY order wins) and busy µs of
+    a list of (time, +1 or -1, category index) interval ends; sorts ``points``."""
     points.sort()
-    ncat = len(PRIORITY)
     active = [0] * ncat
     exclusive = [0.0] * ncat
     busy = 0.0
     running = 0
-    previous = None
+    previous = 0.0
     for time, delta, c in points:
-        if running and previous is not None and time > previous:
+        if running and time > previous:
             span = time - previous
             busy += span
             for k in range(ncat):

@@ -34,7 +34,7 @@ def host_step_breakdown(trace: RankTrace, numbers: Iterable[int]) -> dict[str, A
     ``busy_us`` (time with GPU activity inside them), ``idle_us`` and
     ``exclusive_us`` (category -> µs).
     """
-    from tprimat.trace.analyze import PRIORITY
+    from tprimat.trace.analyze import PRIORITY, sweep
 
     wanted = set(numbers)
     steps = sorted((s for s in trace.steps if s.number in wanted and s.dur > 0), key=lambda s: s.ts)
@@ -67,7 +67,7 @@ def host_step_breakdown(trace: RankTrace, numbers: Iterable[int]) -> dict[str, A
                 points.append((lo, 1, c))
                 points.append((hi, -1, c))
             k -= 1
-    exclusive, busy = _sweep(points, len(PRIORITY))
+    exclusive, busy = sweep(points, len(PRIORITY))
     host = sum(s.dur for s in steps)
     return {
         "steps": [s.number for s in steps],
@@ -76,25 +76,3 @@ def host_step_breakdown(trace: RankTrace, numbers: Iterable[int]) -> dict[str, A
         "idle_us": max(host - busy, 0.0),
         "exclusive_us": {PRIORITY[k]: v for k, v in enumerate(exclusive) if v > 0.0},
     }
-
-
-def _sweep(points: list[tuple[float, int, int]], ncat: int) -> tuple[list[float], float]:
-    """Exclusive µs per category index (first active one wins) and busy µs of a list of (time, ±1, category)."""
-    points.sort()
-    active = [0] * ncat
-    exclusive = [0.0] * ncat
-    busy = 0.0
-    running = 0
-    previous = 0.0
-    for time, delta, c in points:
-        if running and time > previous:
-            span = time - previous
-            busy += span
-            for k in range(ncat):
-                if active[k]:
-                    exclusive[k] += span
-                    break
-        active[c] += delta
-        running += delta
-        previous = time
-    return exclusive, busy
