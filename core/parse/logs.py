@@ -24,7 +24,7 @@ from tprimat import __version__
 from tprimat.contract.backend import STATED_LINES
 from tprimat.parse.detect import detect_backend
 from tprimat.parse.errors import ParseError
-from tprimat.parse.logfile import LogFile
+from tprimat.parse.logfile import LogFile, count_lines
 from tprimat.parse.logkind import unwrap_lines
 from tprimat.parse.parallel import LogReadError, read_events
 from tprimat.result import builder
@@ -141,15 +141,15 @@ def _cut_files(files: Sequence[Path], sources: Sequence[str], truncated: list[st
         try:
             cuts.append(_ends_mid_line(path))
             if cuts[-1]:
-                truncated.append(f"{source}:{_count_lines(path)}")
+                truncated.append(f"{source}:{_last_line_number(path)}")
         except OSError as exc:
             raise _open_error(path, exc) from None
     return cuts
 
 
-def _count_lines(path: Path) -> int:
-    with open(path, "rb") as handle:
-        return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b"")) + 1
+def _last_line_number(path: Path) -> int:
+    """The number of a file's last line, as the readers count lines."""
+    return count_lines(path, path.stat().st_size) + 1
 
 
 def _open_error(path: Path, exc: OSError) -> ParseError:
@@ -309,7 +309,7 @@ def parse_logs(
                     lines = unwrap_lines(lines, wraps[path])  # type: ignore[assignment]
                 collector.consume(registry.parse_metrics(backend, lines=lines, source=source))
                 if cut:
-                    truncated.append(f"{source}:{_count_lines(path)}")
+                    truncated.append(f"{source}:{_last_line_number(path)}")
             except OSError as exc:
                 raise _open_error(path, exc) from None
     else:

@@ -11,8 +11,13 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from tprimat.parse.logfile import count_lines
+
 #: How much of the end of a file is searched for a stop reason.
 TAIL_BYTES = 256 * 1024
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_LINE_END_TEXT = re.compile(r"\r\n|\r|\n")
 
 #: (what stopped the run, pattern).  The first match in file order wins per pattern; the
 #: reason reported is the earliest line that matches any of them.
@@ -63,8 +68,9 @@ def tail_lines(path: Path, size: int = TAIL_BYTES) -> tuple[int, list[str]]:
 def tail_text(path: Path, size: int = TAIL_BYTES) -> tuple[int, list[str]]:
     """The last ``size`` bytes of ``path`` as whole lines, with the byte offset they start at.
 
-    Numbering them (:func:`line_number_at`) reads the whole file, so callers number the lines
-    only when they found something to report.
+    Lines end where the log readers end them (``\\n``, ``\\r\\n`` or a lone ``\\r``), so their
+    numbers are the readers'.  Numbering them (:func:`line_number_at`) reads the whole file, so
+    callers number the lines only when they found something to report.
     """
     with open(path, "rb") as handle:
         handle.seek(0, 2)
@@ -73,25 +79,17 @@ def tail_text(path: Path, size: int = TAIL_BYTES) -> tuple[int, list[str]]:
         handle.seek(start)
         data = handle.read()
     if start:
-        cut = data.find(b"\n") + 1  # the first line was cut: drop it
-        start, data = (start + cut, data[cut:]) if cut else (end, b"")
-    return start, data.decode("utf-8", errors="replace").splitlines()
+        first = _LINE_END.search(data)  # the first line was cut: drop it
+        start, data = (start + first.end(), data[first.end() :]) if first else (end, b"")
+    lines = _LINE_END_TEXT.split(data.decode("utf-8", errors="replace"))
+    if lines and lines[-1] == "":
+        lines.pop()  # the text ends with a line end
+    return start, lines
 
 
 def line_number_at(path: Path, offset: int) -> int:
-    """The 1-based number of the line that starts at byte ``offset`` of ``path``."""
-    with open(path, "rb") as handle:
-        return 1 + sum(chunk.count(b"\n") for chunk in _chunks(handle, offset))
-
-
-def _chunks(handle, limit: int) -> Iterable[bytes]:
-    left = limit
-    while left > 0:
-        chunk = handle.read(min(1 << 20, left))
-        if not chunk:
-            return
-        left -= len(chunk)
-        yield chunk
+    """The 1-based number of the line that starts at byte ``offset`` of ``path``, as the readers count."""
+    return 1 + count_lines(path, offset)
 
 
 def find_stop_reason(lines: Iterable[str], first_lineno: int = 1, source: str = "") -> str | None:
@@ -103,19 +101,4 @@ def find_stop_reason(lines: Iterable[str], first_lineno: int = 1, source: str = 
             if pattern.search(line):
                 where = f"{source}:{first_lineno + offset}" if source else f"line {first_lineno + offset}"
                 return f"{what} ({where}: {line.strip()[:160]})"
-    return None
-
-
-def stop_reason(paths: Iterable[Path]) -> str | None:
-    """The stop reason found at the end of any of ``paths`` (the first file that has one)."""
-    for path in paths:
-        try:
-            start, lines = tail_text(path)
-            if find_stop_reason(lines) is None:
-                continue
-            found = find_stop_reason(lines, line_number_at(path, start), path.name)
-        except OSError:
-            continue
-        if found is not None:
-            return found
     return None
