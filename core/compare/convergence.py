@@ -42,10 +42,13 @@ class SystemConvergence:
 
 
 def convergence_of(c: Comparison) -> list[SystemConvergence]:
-    """One entry per system that has at least one run with evaluations."""
+    """One entry per system that has at least one run aiming at a target (a convergence summary).
+
+    A log's validation lines alone set no target: such runs have loss curves, not a time to train.
+    """
     found = []
     for system in c.systems:
-        results = [r.result for r in c.runs_of(system.label) if r.result.evaluations]
+        results = [r.result for r in c.runs_of(system.label) if r.result.convergence is not None]
         if not results:
             continue
         summaries = [r.convergence for r in results if r.convergence is not None]

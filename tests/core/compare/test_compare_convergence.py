@@ -48,3 +48,20 @@ def test_throughput_runs_get_no_section_and_do_not_group_with_convergence_runs()
     assert convergence_of(throughput) == [] and convergence_blocks(throughput, {}) == []
     with pytest.raises(MismatchError, match="measured_iterations|dataset"):
         build_comparison([FIXTURES / "torch_cpu", CONVERGENCE], cost=COST)
+
+
+def test_validation_lines_without_a_target_give_no_time_to_train(tmp_path):
+    """Megatron-LM's 4xA800 log has validation lines but sets no target: no runs 'missing' it."""
+    from click.testing import CliRunner
+
+    from tprimat.cli import cli
+
+    log = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "megatron"
+    log = log / "mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log"
+    out = tmp_path / "runs"
+    out.mkdir()
+    done = CliRunner().invoke(cli, ["parse", str(log), "-o", str(out / "result.json")])
+    assert done.exit_code == 0, done.output
+    comparison = build_comparison([out], cost=COST)
+    assert any(run.result.evaluations for run in comparison.runs)
+    assert convergence_of(comparison) == [] and convergence_blocks(comparison, {}) == []
