@@ -198,6 +198,17 @@ class Comparison:
     def runs_of(self, label: str) -> list[Run]:
         return [r for r in self.runs if r.system == label]
 
+    @property
+    def tuning_only(self) -> bool:
+        """iso and tuned runs of the same work (see :func:`differ_only_in_methodology`)."""
+        return differ_only_in_methodology(self.groups, self.mismatched)
+
+
+def differ_only_in_methodology(groups: list[Any], mismatched: list[tuple[str, list[Any]]]) -> bool:
+    """Whether the groups share the work and differ only in methodology (iso vs tuned): what tuning
+    bought each platform is then the comparison, and no --allow-mismatch is needed."""
+    return len(groups) > 1 and [name for name, _ in mismatched] == ["methodology"]
+
 
 def _measured_range(run: Run) -> tuple[str, int]:
     measured, _ = select_measured(run.result.iterations, warmup_iterations=run.result.summary.warmup_iterations)
@@ -368,9 +379,7 @@ def build_comparison(
         raise TprimatError("no valid tprimat results to compare" + (f" ({reasons})" if reasons else ""))
     runs, groups = group_runs(loaded.runs)
     mismatched = differing_fields(groups)
-    # iso and tuned runs of the same work: what tuning bought each platform is the comparison
-    tuning_only = len(groups) > 1 and [name for name, _ in mismatched] == ["methodology"]
-    if len(groups) > 1 and not allow_mismatch and not tuning_only:
+    if len(groups) > 1 and not allow_mismatch and not differ_only_in_methodology(groups, mismatched):
         names = ", ".join(name for name, _ in mismatched)
         raise MismatchError(
             f"the results do not share the fields a fair comparison needs ({names} differ "

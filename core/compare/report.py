@@ -241,8 +241,7 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
             "“Runs and provenance”."
         )
     )
-    tuning_only = len(c.groups) > 1 and [name for name, _ in c.mismatched] == ["methodology"]
-    if tuning_only:
+    if c.tuning_only:
         blocks.append(Heading(2, "iso and tuned runs"))
         blocks.append(
             Paragraph(
