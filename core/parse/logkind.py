@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from tprimat.contract.backend import Explainer
-from tprimat.parse.stopreason import find_stop_reason, tail_lines
+from tprimat.parse.stopreason import find_stop_reason, line_number_at, tail_text
 
 #: Lines read from the start of a file to tell what it is.
 HEAD_LINES = 400
@@ -135,7 +135,9 @@ class _Ending:
 
 def _ending(path: Path) -> _Ending:
     try:
-        first, tail = tail_lines(path, 64 * 1024)
+        start, tail = tail_text(path, 64 * 1024)
+        # numbering the lines reads the whole file: only for a stop reason to report
+        stopped = find_stop_reason(tail) and find_stop_reason(tail, line_number_at(path, start))
     except OSError:
         return _Ending()
     exception = None
@@ -144,7 +146,7 @@ def _ending(path: Path) -> _Ending:
         if match and "Warning" not in match.group(1):
             exception = f"{match.group(1)}: {match.group(2)[:120]}"
             break
-    return _Ending(tail=list(tail), exception=exception, stopped=find_stop_reason(tail, first))
+    return _Ending(tail=list(tail), exception=exception, stopped=stopped)
 
 
 def _explained(head: Sequence[str], ending: _Ending, explainers: Sequence[Explainer]) -> str | None:
@@ -168,11 +170,7 @@ def _crash(ending: _Ending) -> str | None:
 
 
 def _stopped(path: Path) -> str:
-    try:
-        first, tail = tail_lines(path, 64 * 1024)
-    except OSError:
-        return ""
-    found = find_stop_reason(tail, first)
+    found = _ending(path).stopped
     return f"; the run was stopped by {found}" if found else ""
 
 

@@ -59,12 +59,6 @@ STOP_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _ARGUMENT_RE = re.compile(r"\w \.{3,} \S")
 
 
-def tail_lines(path: Path, size: int = TAIL_BYTES) -> tuple[int, list[str]]:
-    """The last ``size`` bytes of ``path`` as lines, with the 1-based number of the first one."""
-    start, lines = tail_text(path, size)
-    return line_number_at(path, start), lines
-
-
 def tail_text(path: Path, size: int = TAIL_BYTES) -> tuple[int, list[str]]:
     """The last ``size`` bytes of ``path`` as whole lines, with the byte offset they start at.
 
