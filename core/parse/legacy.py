@@ -528,6 +528,16 @@ def _memory(
     return notes, updates
 
 
+def _after_first(step_times: list[float]) -> list[float]:
+    """The step times the earlier scripts averaged: iterations 2-N (the first is warm-up), finite ones."""
+    return [t for t in step_times[1:] if math.isfinite(t) and t > 0]
+
+
+def _legacy_mean(after_first: list[float]) -> float | None:
+    """The earlier scripts' step time: the plain mean of iterations 2-N (used only to audit their figures)."""
+    return sum(after_first) / len(after_first) if after_first else None
+
+
 def _check_performance(
     summary: Any,
     iterations: list[IterationRecord],
@@ -541,7 +551,7 @@ def _check_performance(
     notes: list[str] = []
     measured, _ = select_measured(iterations, warmup_iterations=summary.warmup_iterations)
     n = len(step_times)
-    after_first = [t for t in step_times[1:] if math.isfinite(t) and t > 0]
+    after_first = _after_first(step_times)
     span = f"iterations {measured[0].iteration}-{measured[-1].iteration}" if measured else "no iterations"
     legacy_def = "its own definition (iterations 2-N, mean step time)"
     tokens = gbs * seq if gbs and seq else None
@@ -559,7 +569,7 @@ def _check_performance(
             )
         notes.append(f"legacy performance_metrics.{key} = {_fmt(legacy)} disagrees with {_fmt(ours)} ({what}){tail}")
 
-    legacy_mean = sum(after_first) / len(after_first) if after_first else None
+    legacy_mean = _legacy_mean(after_first)
     total_steps = _number(performance, "total_steps")
     if total_steps is not None and int(total_steps) != n:
         notes.append(
@@ -660,11 +670,12 @@ def _factor_check(
     """
     stored = _number(performance, "tokens_per_second_per_gpu")
     stored_total = _number(performance, "tokens_per_second")
-    after_first = [t for t in step_times[1:] if math.isfinite(t) and t > 0]
+    after_first = _after_first(step_times)
     rec_gbs, rec_seq = recorded["global_batch_size"], recorded["sequence_length"]
     if stored is None or not after_first or not (rec_gbs and rec_seq and world):
         return None, []
-    mean = sum(after_first) / len(after_first)  # the legacy scripts' own definition
+    mean = _legacy_mean(after_first)
+    assert mean is not None
     recomputed = rec_gbs * rec_seq / mean / world
     factor = integer_factor(stored, recomputed)
     if factor is None:
