@@ -18,12 +18,20 @@ from typing import Any
 
 import attrs
 
-from tprimat.compare.document import Block, Bullets, Heading, Image, Paragraph, Table
+from tprimat.compare.document import (
+    DASH,
+    Block,
+    Bullets,
+    Heading,
+    Image,
+    Paragraph,
+    Table,
+    format_interval,
+    format_median,
+)
 from tprimat.compare.model import Comparison
 from tprimat.compare.stats import Aggregate, aggregate
 from tprimat.mlperf.reader import olympic_mean
-
-DASH = "–"
 
 
 @attrs.frozen(kw_only=True)
@@ -72,15 +80,6 @@ def convergence_of(c: Comparison) -> list[SystemConvergence]:
     return found
 
 
-def _agg(value: Aggregate | None, spec: str) -> tuple[str, str]:
-    if value is None:
-        return DASH, DASH
-    interval = DASH
-    if value.ci_low is not None and value.ci_high is not None:
-        interval = f"{value.ci_low:{spec}} {DASH} {value.ci_high:{spec}}"
-    return f"{value.median:{spec}}", interval
-
-
 def convergence_blocks(c: Comparison, plots: dict[str, Path]) -> list[Block]:
     """The report section; empty when no result has evaluations."""
     systems = convergence_of(c)
@@ -88,10 +87,10 @@ def convergence_blocks(c: Comparison, plots: dict[str, Path]) -> list[Block]:
         return []
     rows = []
     for s in systems:
-        time, time_ci = _agg(s.time_to_target_s, ",.1f")
-        samples, _ = _agg(s.samples_to_target, ",.0f")
-        tokens, _ = _agg(s.tokens_to_target, ",.0f")
-        init, _ = _agg(s.init_time_s, ",.1f")
+        time, time_ci = format_median(s.time_to_target_s, ",.1f"), format_interval(s.time_to_target_s, ",.1f")
+        samples = format_median(s.samples_to_target, ",.0f")
+        tokens = format_median(s.tokens_to_target, ",.0f")
+        init = format_median(s.init_time_s, ",.1f")
         target = ", ".join(f"{t:g}" for t in s.targets) or DASH
         olympic = f"{s.olympic_s:,.1f}" if s.olympic_s is not None else f"{DASH} ({s.olympic_note})"
         rows.append([s.label, f"{s.reached}/{s.runs}", target, time, time_ci, olympic, samples, tokens, init])

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
+
+if TYPE_CHECKING:
+    from tprimat.compare.stats import Aggregate
 
 
 @attrs.frozen
@@ -153,3 +158,32 @@ def to_html(blocks: Sequence[Block], *, title: str, base_dir: Path) -> str:
             out.append(f"<pre>{html.escape(block.text)}</pre>")
     out += ["</body>", "</html>"]
     return "\n".join(out) + "\n"
+
+
+# --- numbers in tables: one spelling for every report ----------------------------------------
+
+DASH = "–"
+
+
+def format_number(value: float | None, spec: str, unit: str = "") -> str:
+    """``value`` formatted by ``spec`` with ``unit``; a dash when there is none."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return DASH if value is None else str(value)
+    return f"{value:{spec}}{unit}"
+
+
+def format_median(agg: Aggregate | None, spec: str, unit: str = "") -> str:
+    """An aggregate's median, marked when it is one run's figure."""
+    if agg is None:
+        return DASH
+    text = format_number(agg.median, spec, unit)
+    return text + (" (single run)" if agg.single_run else "")
+
+
+def format_interval(agg: Aggregate | None, spec: str) -> str:
+    """An aggregate's 95 % interval, or why there is none."""
+    if agg is None:
+        return DASH
+    if agg.ci_low is None:
+        return "single run: no interval"
+    return f"{agg.ci_low:{spec}} {DASH} {agg.ci_high:{spec}}"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -13,12 +12,16 @@ from typing import Any
 from tprimat.atomic import atomic_write_text
 from tprimat.compare.convergence import convergence_blocks, convergence_to_dict
 from tprimat.compare.document import (
+    DASH,
     Block,
     Bullets,
     Heading,
     Image,
     Paragraph,
     Table,
+    format_interval,
+    format_median,
+    format_number,
     to_html,
     to_markdown,
 )
@@ -71,8 +74,6 @@ CSV_COLUMNS = (
 )
 CSV_METRIC = "tokens_per_s_per_gpu"
 
-DASH = "–"
-
 
 def parse_formats(text: str) -> list[str]:
     formats = [f.strip().lower() for f in text.split(",") if f.strip()]
@@ -85,31 +86,10 @@ def parse_formats(text: str) -> list[str]:
 # --- number formatting ----------------------------------------------------------------------
 
 
-def _num(value: float | None, spec: str, unit: str = "") -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return DASH if value is None else str(value)
-    return f"{value:{spec}}{unit}"
-
-
-def _median(agg: Aggregate | None, spec: str, unit: str = "") -> str:
-    if agg is None:
-        return DASH
-    text = _num(agg.median, spec, unit)
-    return text + (" (single run)" if agg.single_run else "")
-
-
 def _range(agg: Aggregate | None, spec: str) -> str:
     if agg is None or agg.single_run:
         return DASH
     return f"{agg.min:{spec}} {DASH} {agg.max:{spec}}"
-
-
-def _ci(agg: Aggregate | None, spec: str) -> str:
-    if agg is None:
-        return DASH
-    if agg.ci_low is None:
-        return "single run: no interval"
-    return f"{agg.ci_low:{spec}} {DASH} {agg.ci_high:{spec}}"
 
 
 def _duration(seconds: float | None) -> str:
@@ -152,8 +132,8 @@ def _summary_lines(c: Comparison) -> list[str]:
         caveat = "" if s.same_config_as_baseline else " — configurations differ (see above)"
         lines.append(
             f"{s.label}: {s.ratio.value:.3f}× the tokens/s/GPU of {base.label} "
-            f"({_median(s.tokens_per_s_per_gpu, ',.1f')} vs "
-            f"{_median(base.tokens_per_s_per_gpu, ',.1f')}; {interval}){caveat}"
+            f"({format_median(s.tokens_per_s_per_gpu, ',.1f')} vs "
+            f"{format_median(base.tokens_per_s_per_gpu, ',.1f')}; {interval}){caveat}"
         )
     return lines
 
@@ -168,8 +148,8 @@ def _tuning_blocks(c: Comparison) -> list[Block]:
         rows.append(
             [
                 gain.system,
-                _median(gain.iso, ",.1f"),
-                _median(gain.tuned, ",.1f"),
+                format_median(gain.iso, ",.1f"),
+                format_median(gain.tuned, ",.1f"),
                 DASH if ratio is None else f"{ratio.value:.3f}×",
                 DASH
                 if ratio is None
@@ -307,9 +287,9 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
                 [
                     s.label,
                     ", ".join(s.run_keys),
-                    _median(s.tokens_per_s_per_gpu, ",.1f"),
+                    format_median(s.tokens_per_s_per_gpu, ",.1f"),
                     _range(s.tokens_per_s_per_gpu, ",.1f"),
-                    _ci(s.tokens_per_s_per_gpu, ",.1f"),
+                    format_interval(s.tokens_per_s_per_gpu, ",.1f"),
                     "baseline" if s.ratio is None else f"{s.ratio.value:.3f}×",
                     DASH
                     if s.ratio is None
@@ -335,9 +315,9 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
             [
                 [
                     s.label,
-                    _median(s.step_time_median_s, ".4f"),
-                    _median(s.step_time_p95_s, ".4f"),
-                    _median(s.step_time_cv, ".2%"),
+                    format_median(s.step_time_median_s, ".4f"),
+                    format_median(s.step_time_p95_s, ".4f"),
+                    format_median(s.step_time_cv, ".2%"),
                     _range(s.step_time_median_s, ".4f"),
                 ]
                 for s in c.systems
@@ -376,10 +356,10 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
             [
                 [
                     s.label,
-                    _median(s.tflops_per_gpu, ".1f"),
-                    _median(s.mfu, ".1%"),
+                    format_median(s.tflops_per_gpu, ".1f"),
+                    format_median(s.mfu, ".1%"),
                     *(
-                        [_median(s.mamf_utilisation, ".1%"), ", ".join(f"{m:.4g}" for m in s.mamf_tflops) or DASH]
+                        [format_median(s.mamf_utilisation, ".1%"), ", ".join(f"{m:.4g}" for m in s.mamf_tflops) or DASH]
                         if mamf
                         else []
                     ),
@@ -411,7 +391,11 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
             Table(
                 ["system", *[label for _, label in fields], "device capacity (GiB)"],
                 [
-                    [s.label, *[_median(s.memory.get(f), ".2f") for f, _ in fields], _num(s.device_memory_gib, ".2f")]
+                    [
+                        s.label,
+                        *[format_median(s.memory.get(f), ".2f") for f, _ in fields],
+                        format_number(s.device_memory_gib, ".2f"),
+                    ]
                     for s in c.systems
                 ],
             )
@@ -434,7 +418,10 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
         blocks.append(
             Table(
                 ["system", "energy per token (J)", "95% CI"],
-                [[s.label, _median(s.energy_per_token_j, ".4g"), _ci(s.energy_per_token_j, ".4g")] for s in c.systems],
+                [
+                    [s.label, format_median(s.energy_per_token_j, ".4g"), format_interval(s.energy_per_token_j, ".4g")]
+                    for s in c.systems
+                ],
             )
         )
 
@@ -453,9 +440,9 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
             [
                 [
                     s.label,
-                    _num(s.cost.price_per_gpu_hour, ",.2f"),
-                    _num(s.cost.gpu_hours_per_1t_tokens, ",.0f"),
-                    _num(s.cost.cost_per_1t_tokens, ",.0f"),
+                    format_number(s.cost.price_per_gpu_hour, ",.2f"),
+                    format_number(s.cost.gpu_hours_per_1t_tokens, ",.0f"),
+                    format_number(s.cost.cost_per_1t_tokens, ",.0f"),
                     DASH
                     if s.cost.cost_per_1t_tokens_range is None
                     else f"{s.cost.cost_per_1t_tokens_range[0]:,.0f} {DASH} {s.cost.cost_per_1t_tokens_range[1]:,.0f}",
@@ -482,7 +469,7 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
     blocks.append(
         Table(
             ["system", "final loss (median over runs)", "min – max over runs"],
-            [[s.label, _median(s.final_loss, ".5g"), _range(s.final_loss, ".5g")] for s in c.systems],
+            [[s.label, format_median(s.final_loss, ".5g"), _range(s.final_loss, ".5g")] for s in c.systems],
         )
     )
     blocks.append(
@@ -544,11 +531,11 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
                     r.status,
                     f"{r.measured_range} ({r.measured_iterations})",
                     str(r.warmup_iterations),
-                    _num(r.tokens_per_s_per_gpu, ",.1f"),
-                    _num(r.step_time_median_s, ".4f"),
-                    _num(r.tflops_per_gpu, ".1f"),
-                    _num(r.mfu, ".1%"),
-                    *([_num(r.mamf_utilisation, ".1%")] if run_mamf else []),
+                    format_number(r.tokens_per_s_per_gpu, ",.1f"),
+                    format_number(r.step_time_median_s, ".4f"),
+                    format_number(r.tflops_per_gpu, ".1f"),
+                    format_number(r.mfu, ".1%"),
+                    *([format_number(r.mamf_utilisation, ".1%")] if run_mamf else []),
                 ]
                 for r in c.run_rows
             ],
@@ -687,11 +674,11 @@ def systems_for_terminal(c: Comparison) -> list[list[str]]:
             [
                 s.label,
                 ", ".join(s.run_keys),
-                _median(s.tokens_per_s_per_gpu, ",.1f"),
-                _ci(s.tokens_per_s_per_gpu, ",.1f"),
+                format_median(s.tokens_per_s_per_gpu, ",.1f"),
+                format_interval(s.tokens_per_s_per_gpu, ",.1f"),
                 _terminal_ratio(s),
-                _median(s.mfu, ".1%"),
-                _median(s.mamf_utilisation, ".1%"),
+                format_median(s.mfu, ".1%"),
+                format_median(s.mamf_utilisation, ".1%"),
             ]
         )
     return rows
@@ -723,7 +710,7 @@ def _predicted_memory(c: Comparison) -> list[Any]:
         rows.append(
             [
                 s.label,
-                *[_median(s.predicted_memory.get(f), ".2f") for f, _ in fields],
+                *[format_median(s.predicted_memory.get(f), ".2f") for f, _ in fields],
                 ratio,
                 ", ".join(s.memory_peak_ranks),
             ]

@@ -12,10 +12,8 @@ import json
 from pathlib import Path
 
 from tprimat.atomic import atomic_write_text
-from tprimat.compare.document import Block, Bullets, Heading, Paragraph, Table, to_html, to_markdown
+from tprimat.compare.document import DASH, Block, Bullets, Heading, Paragraph, Table, to_html, to_markdown
 from tprimat.mlperf.summary import EQUIVALENCE_KEYS, MlperfSystem, differences, summary_to_dict
-
-DASH = "–"
 
 
 def _minutes(seconds: float | None) -> str:
