@@ -172,11 +172,6 @@ class BackendSpec:
         attrs.field(default=None, eq=False)
     )
 
-    @property
-    def runs_on_cpu(self) -> bool:
-        """Whether the backend can train without a GPU (``platform == "any"``)."""
-        return self.platform == "any"
-
 
 @attrs.frozen(kw_only=True)
 class Availability:

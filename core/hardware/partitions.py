@@ -96,7 +96,3 @@ def describe(partition: DevicePartition) -> str:
     if partition.memory_mode:
         details.append(partition.memory_mode)
     return partition.mode + (f" ({', '.join(details)})" if details else "")
-
-
-def with_source(partition: DevicePartition | None, source: str) -> DevicePartition | None:
-    return attrs.evolve(partition, source=source) if partition is not None else None

@@ -37,10 +37,6 @@ STEP_RE = re.compile(
 _TIMESTAMP_RE = re.compile(r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})[,.](\d{3,6})")
 
 
-def is_step_line(line: str) -> bool:
-    return "tps:" in line and STEP_RE.search(line) is not None
-
-
 class TorchTitanSteps:
     """Turns TorchTitan step lines into iteration records, one stream at a time."""
 

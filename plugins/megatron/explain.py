@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from tprimat.plugins.megatron.sniff import TORCHTITAN_STEP_RE
+
 _START_RE = re.compile(
     r"\[before the start of training step\]|^-+ arguments -+$|building GPT model|> building .* tokenizer"
 )
-_TORCHTITAN_RE = re.compile(r"\bstep:\s*\d+\s+loss:\s*\S+.*\btps:\s*[\d,]+")
 
 
 def explain_megatron(head: Sequence[str], tail: Sequence[str]) -> str | None:
@@ -34,7 +35,7 @@ def explain_primus(head: Sequence[str], tail: Sequence[str]) -> str | None:
             "iteration lines: an excerpt of a log, not the log; parse the full console log"
         )
     for number, line in enumerate(head, 1):
-        if _TORCHTITAN_RE.search(line):
+        if TORCHTITAN_STEP_RE.search(line):
             return (
                 f"a TorchTitan log (line {number}: 'step: ... loss: ... tps: ...') with no sign of Primus "
                 "or ROCm: amd_primus reads TorchTitan only as Primus's engine; if it is one, pass "

@@ -18,7 +18,8 @@ _ITERATION_RE = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|.*elapsed time per it
 _BRIDGE_STEP_RE = re.compile(r"Step Time\s*:.*MODEL_TFLOP")
 _PRIMUS_RE = re.compile(r"\[rank-\d+/\d+\]|hip mem usage|rocm mem usage|primus", re.I)
 #: A step line of Primus's TorchTitan engine (``step: N  loss: X ... tps: T``).
-_TORCHTITAN_RE = re.compile(r"\bstep:\s*\d+\s+loss:.*\btps:\s*[\d,]+")
+#: A TorchTitan step line (Primus's second engine), as the sniffer and the explainer tell it.
+TORCHTITAN_STEP_RE = re.compile(r"\bstep:\s*\d+\s+loss:.*\btps:\s*[\d,]+")
 _ROCM_RE = re.compile(r"\bmem usages:|ROCm version|HIP version|RCCL|MI[23]\d\dX?|rocm", re.I)
 
 
@@ -48,7 +49,7 @@ def sniff_primus(lines: Sequence[str], source: str) -> LogMatch | None:
     sign = primus_sign(lines, source) if where else None
     if where and sign:
         return LogMatch(confidence=0.95, evidence=f"Megatron iteration line at {where}, Primus log format at {sign}")
-    titan = _first(lines, _TORCHTITAN_RE, source, needle="tps:")
+    titan = _first(lines, TORCHTITAN_STEP_RE, source, needle="tps:")
     sign = (primus_sign(lines, source) or rocm_sign(lines, source)) if titan else None
     if titan and sign:
         return LogMatch(confidence=0.95, evidence=f"TorchTitan step line at {titan} in a Primus/ROCm log ({sign})")

@@ -3,7 +3,7 @@
 Launchers echo their command line (``--seq_length 128 --global_batch_size 16``), Primus
 prints its arguments as a Python dict (``'profile_step_start': 6``), Megatron-LM dumps its
 arguments (``seq_length ........ 4096``) and Primus prefixes every line with
-``[rank-N/WORLD]``.  :func:`stated_facts` reads these forms from the start of each file, so a
+``[rank-N/WORLD]``.  :func:`scan_lines` reads these forms from the start of each file, so a
 log that states its sequence length, world size or global batch is not reported as silent
 about them.  The backend's parser keeps precedence: these only fill what it did not read.
 :func:`read_stated` is the family's ``BackendSpec.stated_facts``: the core shows it the
@@ -25,15 +25,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
 
 from tprimat.contract.records import LogFact
-
-#: Lines read from the start of each file (command lines and argument dumps come first).
-HEAD_LINES = 5000
 
 #: Argument names (underscores) -> fact keys.
 KEYS = {
@@ -110,33 +106,6 @@ def scan_lines(lines: Iterable[str], source: str) -> dict[str, StatedFact]:
         if len(found) == len(KEYS):
             break  # every key stated: the first value of each is kept, later lines change nothing
     return found
-
-
-def stated_facts(
-    files: Sequence[Path], names: Sequence[str], facts: dict[str, Any] | None = None
-) -> tuple[dict[str, StatedFact], list[str]]:
-    """What the start of ``files`` states (the first file that states a key wins), and notes.
-
-    ``facts`` are what the backend's parser read (``train_iters`` and ``global_batch_size``
-    select the Megatron-Bridge config dumps that describe the run).
-    """
-    found: dict[str, StatedFact] = {}
-    notes: list[str] = []
-    for path, name in zip(files, names, strict=True):
-        head: list[str] = []
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                head.append(line)
-                if len(head) >= HEAD_LINES:
-                    break
-        for key, fact in scan_lines(head, name).items():
-            found.setdefault(key, fact)
-        bridge, note = bridge_config_facts(head, name, facts or {})
-        for key, fact in bridge.items():
-            found.setdefault(key, fact)
-        if note:
-            notes.append(note)
-    return found, notes
 
 
 _BRIDGE_START = "_target_: megatron.bridge.training.config.ConfigContainer"
