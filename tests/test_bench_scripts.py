@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib
 import importlib.util
 import subprocess
 import sys
@@ -12,6 +14,21 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 COMMANDS = sorted(p for p in BENCH.glob("*.py") if "__main__" in p.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("script", sorted(BENCH.glob("*.py")), ids=lambda p: p.name)
+def test_every_tprimat_name_a_bench_script_imports_exists(script):
+    """Imports inside functions too (``--help`` does not run them)."""
+    missing = []
+    for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tprimat"):
+            module = importlib.import_module(node.module)
+            missing += [f"{node.module}.{a.name}" for a in node.names if not hasattr(module, a.name)]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("tprimat"):
+                    importlib.import_module(alias.name)
+    assert not missing
 
 
 @pytest.mark.parametrize("script", COMMANDS, ids=lambda p: p.name)

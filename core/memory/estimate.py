@@ -29,6 +29,7 @@ import math
 import attrs
 
 from tprimat.errors import TprimatError
+from tprimat.hardware.partitions import mig_profile_in_name
 from tprimat.memory.capacity import CAPACITY_VERSION, GIB, find_capacity, known_devices
 from tprimat.settings.config import BenchmarkConfig
 from tprimat.settings.models import ModelSpec
@@ -300,6 +301,12 @@ def _capacity(device: str | None, capacity_gib: float | None) -> tuple[float | N
     capacity_source = device_key = None
     if device is not None:
         row = find_capacity(device)
+        profile = mig_profile_in_name(device)
+        if row is not None and profile is not None and capacity_gib is None:
+            raise MemoryEstimateError(
+                f"{device!r} is a MIG device ({profile}): the table holds the whole GPU's memory "
+                f"({row.capacity_gib:g} GiB, {row.key}); give the MIG device's own with capacity_gib / --capacity-gib"
+            )
         if row is None and capacity_gib is None:
             raise MemoryEstimateError(
                 f"no memory capacity known for device {device!r} (table {CAPACITY_VERSION}); "

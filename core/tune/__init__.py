@@ -118,7 +118,8 @@ def prepare(
         valid,
         base,
         spec_model,
-        capacity_gib=capacity_gib,
+        # as the pre-flight check: a given capacity, else what detection measured (a MIG device's own)
+        capacity_gib=capacity_gib or (platform.memory_per_device_gib if device is not None else None),
         device=device,
         estimator=chosen_estimator,
         backend=backend,

@@ -137,3 +137,18 @@ def test_torch_backend_counts_the_eager_modules_activations_which_exceed_the_fus
     tokens = 16 * 8192
     assert eager.activations_gib * 2**30 == pytest.approx(32 * per_layer + logits + tokens)
     assert eager.activations_gib > 1.3 * fused.activations_gib
+
+
+def test_a_mig_device_name_is_not_given_the_whole_gpus_memory():
+    """CUDA names a MIG device ``... MIG 1g.10gb``: the capacity table holds the whole H100's 79 GiB."""
+    from tprimat.memory.estimate import MemoryEstimateError, estimate_memory
+    from tprimat.settings.config import load_config
+    from tprimat.settings.models import get_model
+
+    config = load_config(overrides=["benchmark.model=llama3.1-8b", "training.recompute=full"])
+    with pytest.raises(MemoryEstimateError, match=r"MIG device \(1g.10gb\).*--capacity-gib"):
+        estimate_memory(config, get_model("llama3.1-8b"), device="NVIDIA H100 80GB HBM3 MIG 1g.10gb")
+    given = estimate_memory(
+        config, get_model("llama3.1-8b"), device="NVIDIA H100 80GB HBM3 MIG 1g.10gb", capacity_gib=9.5
+    )
+    assert given.capacity_gib == 9.5 and given.fits is False
