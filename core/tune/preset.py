@@ -20,33 +20,12 @@ from tprimat import __version__
 from tprimat.atomic import atomic_write_text
 from tprimat.settings.config import BenchmarkConfig
 from tprimat.tune.search import Outcome, TuneSpec
+from tprimat.tune.tomltext import toml_table, toml_value
 
 
 def preset_name(device: str | None, backend: str, model: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", (device or "unknown-device").lower()).strip("-")
     return f"tuned-{slug}-{backend}-{model}"
-
-
-def _value(value: Any) -> str:
-    if value is None:
-        return '""'
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_value(v)}" for k, v in value.items() if v is not None) + " }"
-    return json.dumps(str(value))
-
-
-def _table(name: str, values: dict[str, Any]) -> list[str]:
-    lines = [f"[{name}]"]
-    lines += [f"{json.dumps(k) if '.' in k else k} = {_value(v)}" for k, v in values.items() if v is not None]
-    return [*lines, ""]
 
 
 def render_preset(
@@ -71,7 +50,7 @@ def render_preset(
         f"# {spec.backend} that measured fastest on {device or 'this device'}, and how it was found.",
         '# benchmark.methodology = "tuned" applies [config] for this device, backend and model.',
         "",
-        *_table(
+        *toml_table(
             "preset",
             {
                 "name": name,
@@ -84,15 +63,15 @@ def render_preset(
                 f"{outcome.decision}",
             },
         ),
-        *_table("config", outcome.winner.config_settings()),  # every knob, so a changed base cannot shift it
+        *toml_table("config", outcome.winner.config_settings()),  # every knob, so a changed base cannot shift it
     ]
     for backend, values in outcome.winner.switches().items():
-        lines += _table(f"backends.{backend}.overrides", values)
+        lines += toml_table(f"backends.{backend}.overrides", values)
     software: dict[str, Any] = {}
     for trial in outcome.trials:
         if trial.candidate == outcome.winner.id and trial.software:
             software = trial.software
-    lines += _table(
+    lines += toml_table(
         "tune",
         {
             "started_at": started_at,
@@ -113,27 +92,27 @@ def render_preset(
             "notes": notes,
         },
     )
-    lines += _table("tune.software", software)
-    lines += _table("tune.space", {k: list(v) for k, v in space.items()})
+    lines += toml_table("tune.software", software)
+    lines += toml_table("tune.space", {k: list(v) for k, v in space.items()})
     for cid, stats in outcome.statistics.items():
-        lines += _table(
+        lines += toml_table(
             f"tune.statistics.{json.dumps(cid)}", {k: v for k, v in stats.items() if k != "ratio_to_winner"}
         )
     for candidate in spec.candidates:
         lines += [
             "[[tune.candidates]]",
-            f"id = {_value(candidate.id)}",
-            f"settings = {_value(candidate.as_dict())}",
-            f"status = {_value(outcome.status.get(candidate.id, 'not run'))}",
+            f"id = {toml_value(candidate.id)}",
+            f"settings = {toml_value(candidate.as_dict())}",
+            f"status = {toml_value(outcome.status.get(candidate.id, 'not run'))}",
             "",
         ]
     for item in pruned:
-        lines += ["[[tune.pruned]]", *(f"{k} = {_value(v)}" for k, v in item.items() if v is not None), ""]
+        lines += ["[[tune.pruned]]", *(f"{k} = {toml_value(v)}" for k, v in item.items() if v is not None), ""]
     for trial in outcome.trials:
         lines += [
             "[[tune.trials]]",
             *(
-                f"{k} = {_value(v)}"
+                f"{k} = {toml_value(v)}"
                 for k, v in (
                     ("id", trial.id),
                     ("candidate", trial.candidate),

@@ -41,6 +41,7 @@ from tprimat.result.schema import ResultError, load_result
 from tprimat.suite.campaign import RUNS_DIR, STATE_FILE, SuiteSpec, SuiteState, expand, run_status, run_suite
 from tprimat.tune.oom import oom_in_run
 from tprimat.tune.space import Candidate
+from tprimat.tune.tomltext import toml_table
 
 DEFINITION_FILE = "tune.json"
 PROGRESS_FILE = "progress.json"
@@ -236,20 +237,20 @@ def trial_presets(spec: TuneSpec, candidate: Candidate, directory: Path) -> Iter
     from tprimat.settings.methodology import PRESET_DIR_ENV
 
     folder = directory / TRIAL_PRESETS_DIR / candidate.id / "preset"  # beside its base-config.toml
-    lines = [
-        "[preset]",
-        f"name = {json.dumps('trial-' + candidate.id)}",
-        f"devices = [{json.dumps(spec.device or '')}]",
-        'platform = "any"',
-        f"source = {json.dumps('tprimat tune trial of ' + candidate.id)}",
-        f"backend = {json.dumps(spec.backend)}",
-        f"model = {json.dumps(spec.model)}",
-        "",
-    ]
+    lines = toml_table(
+        "preset",
+        {
+            "name": f"trial-{candidate.id}",
+            "devices": [spec.device or ""],
+            "platform": "any",
+            "source": f"tprimat tune trial of {candidate.id}",
+            "backend": spec.backend,
+            "model": spec.model,
+        },
+    )
     for backend, values in candidate.switches().items():
-        lines.append(f"[backends.{backend}.overrides]")
-        lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
-    atomic_write_text(folder / "trial.toml", "\n".join(lines) + "\n")
+        lines += toml_table(f"backends.{backend}.overrides", values)
+    atomic_write_text(folder / "trial.toml", "\n".join(lines))
     before = os.environ.get(PRESET_DIR_ENV)
     os.environ[PRESET_DIR_ENV] = str(folder.absolute())
     try:
