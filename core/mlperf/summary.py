@@ -146,7 +146,7 @@ def print_summary(systems: list[MlperfSystem], console: Any) -> None:
         "olympic score",
         "median [95% CI]",
         "samples",
-        "tokens/s",
+        "training tokens/s (blocks)",
         "global batch",
     ):
         table.add_column(column)
