@@ -8,6 +8,8 @@ from typing import Any
 import click
 
 from tprimat.cli.output import echo_json, print_table
+from tprimat.microbench.defaults import CPU_DEFAULTS as CPU
+from tprimat.microbench.defaults import GPU_DEFAULTS as GPU
 
 
 def _fmt(value: float | None) -> str:
@@ -146,7 +148,7 @@ def render(document: dict[str, Any], path: Path | None) -> None:
     "--dtype",
     "dtypes",
     default=None,
-    help="Comma-separated dtypes: bf16, fp16, fp32, fp8 (default: bf16,fp8 on GPUs, fp32 on a CPU).",
+    help=f"Comma-separated dtypes: bf16, fp16, fp32, fp8 (default: {GPU.dtypes} on GPUs, {CPU.dtypes} on a CPU).",
 )
 @click.option(
     "--tp",
@@ -168,13 +170,13 @@ def render(document: dict[str, Any], path: Path | None) -> None:
     "--warmup",
     type=click.IntRange(min=0),
     default=None,
-    help="Untimed iterations per case (default: 5 on GPUs, 1 on a CPU).",
+    help=f"Untimed iterations per case (default: {GPU.warmup} on GPUs, {CPU.warmup} on a CPU).",
 )
 @click.option(
     "--iterations",
     type=click.IntRange(min=1),
     default=None,
-    help="Timed iterations per case (default: 30 on GPUs, 5 on a CPU).",
+    help=f"Timed iterations per case (default: {GPU.iterations} on GPUs, {CPU.iterations} on a CPU).",
 )
 @click.option(
     "--sweep-step",
@@ -187,7 +189,10 @@ def render(document: dict[str, Any], path: Path | None) -> None:
     "--sweep-radius",
     type=click.IntRange(min=0),
     default=None,
-    help="Steps each side of n and k in the sweep, 0: no sweep (default: 2 on GPUs, 0 on a CPU).",
+    help=(
+        "Steps each side of n and k in the sweep, 0: no sweep "
+        f"(default: {GPU.sweep_radius} on GPUs, {CPU.sweep_radius} on a CPU)."
+    ),
 )
 @click.option(
     "--window",
