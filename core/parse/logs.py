@@ -479,8 +479,8 @@ def _stopped_after_last_iteration(
 #: Signs of the platform a log ran on, for the --backend check (platforms, not backends).
 _ROCM_HINT_RE = re.compile(r"\bmem usages:|ROCm version|HIP version|RCCL|MI[23]\d\dX?|rocm", re.I)
 _NVIDIA_HINT_RE = re.compile(r"CUDA version|NCCL version|\b[HAB]100\b|\bH200\b|\bGB?200\b|nvidia-smi")
-#: Lower-case text each hint contains: a file head without any of them has no hint (the patterns
-#: are slow to try at every word of thousands of lines).
+#: Lower-case text each hint contains: a file head whose bytes hold none of them has no hint (the
+#: patterns are slow to try at every word of thousands of lines).
 _ROCM_HINT_TEXT = ("mem usages:", "rocm", "hip version", "rccl", "mi2", "mi3")
 _NVIDIA_HINT_TEXT = ("cuda version", "nccl version", "h100", "a100", "b100", "h200", "g200", "nvidia-smi")
 
@@ -492,16 +492,17 @@ def _platform_warnings(files: Sequence[Path], backend: str, platform: str) -> li
     from tprimat.parse.logkind import read_head
 
     hint = _ROCM_HINT_RE if platform == "nvidia" else _NVIDIA_HINT_RE
-    texts = _ROCM_HINT_TEXT if platform == "nvidia" else _NVIDIA_HINT_TEXT
+    texts = tuple(t.encode() for t in (_ROCM_HINT_TEXT if platform == "nvidia" else _NVIDIA_HINT_TEXT))
     other = "ROCm/AMD" if platform == "nvidia" else "CUDA/NVIDIA"
     for path in files:
         try:
+            with open(path, "rb") as handle:
+                lowered = b"".join(itertools.islice(handle, DETECT_SAMPLE_LINES)).lower()
+            if not any(text in lowered for text in texts):
+                continue
             head = read_head(path, DETECT_SAMPLE_LINES)
         except OSError as exc:
             raise _open_error(path, exc) from None
-        lowered = "\n".join(head).lower()
-        if not any(text in lowered for text in texts):
-            continue
         for lineno, line in enumerate(head, 1):
             match = hint.search(line)
             if match:

@@ -58,6 +58,10 @@ STOP_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 _ARGUMENT_RE = re.compile(r"\w \.{3,} \S")
 
+#: Text that every line matching a stop pattern holds (one of them): the patterns are tried only
+#: on lines that hold one, and on no line of a tail that holds none.
+_STOP_WORDS = ("atchdog", "stragglers", "eartbeat", "exiting program", "[EarlyStop]", "Received", "closing signal")
+
 
 def tail_text(path: Path, size: int = TAIL_BYTES) -> tuple[int, list[str]]:
     """The last ``size`` bytes of ``path`` as whole lines, with the byte offset they start at.
@@ -88,8 +92,12 @@ def line_number_at(path: Path, offset: int) -> int:
 
 def find_stop_reason(lines: Iterable[str], first_lineno: int = 1, source: str = "") -> str | None:
     """The first stop reason in ``lines``: what stopped the run, the line and where it is."""
+    lines = list(lines)
+    text = "\n".join(lines)
+    if not any(word in text for word in _STOP_WORDS):
+        return None
     for offset, line in enumerate(lines):
-        if _ARGUMENT_RE.search(line):
+        if not any(word in line for word in _STOP_WORDS) or _ARGUMENT_RE.search(line):
             continue  # an argument dump names the settings (straggler_*, *_timeout), not events
         for what, pattern in STOP_PATTERNS:
             if pattern.search(line):

@@ -207,6 +207,10 @@ def validation_record(line: str, source: str) -> EvalRecord | ParseIssue | None:
     return EvalRecord(iteration=int(match.group(1)), eval_loss=loss, source=source)
 
 
+# What a copy of a line gives (see MegatronLogParser.copy_of): shared, never changed.
+_NOTHING: list[Event] = []
+_REPEATED: list[Event] = [REPEATED_LINE]
+
 # Segment text -> what it reads as (a pure function of the text, shared by every stream).
 _SEGMENTS: dict[tuple[str, str], tuple[dict, dict, str | None]] = {}
 
@@ -235,7 +239,7 @@ class MegatronLogParser:
         self._facts: dict[str, Any] = {}
         self._pending: tuple[str, int] | None = None  # an iteration line continued on the next
         self._pending_reported: dict[str, float | str | None] = {}
-        # Repeated lines (see `repeats`): line key -> (iteration, covers or None for a memory
+        # Repeated lines (see `copy_of`): line key -> (iteration, covers or None for a memory
         # line, generation); an iteration's generation changes with each record of it but memory.
         # The last element: what a copy of the line needs to count its rank's memory figures.
         self._line_records: dict[bytes, tuple[int, int | None, int | None, Any]] = {}
@@ -315,54 +319,60 @@ class MegatronLogParser:
         """Nothing is held from earlier lines that a line's record would take in."""
         return self._pending is None and not self._pending_reported
 
-    def repeats(self, key: bytes, line: bytes | None = None) -> list[Event] | None:
-        """The events of a copy of an earlier line with ``key`` (see :func:`repeat_key`), or None.
+    def copy_of(self, line: bytes) -> tuple[list[Event] | None, bytes | None]:
+        """What reading ``line`` again would give, when it is a copy of a line already read.
 
-        A copy of an iteration line gives :data:`~tprimat.contract.records.REPEATED_LINE`
-        when this stream's last record for that iteration came from a line with
-        the same key and reading it again would give the same record (no held
-        line, same previous iteration and interval).  A copy of a memory line
-        gives nothing when no other record for that iteration came since: its
-        readings are already in.  None: the line must be read.  The copy's own
-        ``line`` (another rank's, as a rule) adds its rank's memory figures.
+        ``(events, key)``: ``events`` is None when the line must be read (with
+        ``key``, its :func:`repeat_key` or None, for :meth:`remember`).  A copy of
+        a line that gave nothing and changed nothing gives nothing, until a fact
+        is stated (a copy could then state its value again).  Once training has
+        started, a copy of an iteration line gives
+        :data:`~tprimat.contract.records.REPEATED_LINE` when this stream's last
+        record for that iteration came from a line with the same key and reading
+        it again would give the same record (no held line, same previous
+        iteration and interval); a copy of a memory line gives nothing when no
+        other record for that iteration came since.  A copy from another rank
+        adds that rank's memory figures (see :meth:`rank_peaks`).
         """
+        if line in self._quiet:
+            return _NOTHING, None
+        if not self.started:
+            return None, None
+        key = repeat_key(line)
+        if key is None:
+            return None, None
         known = self._line_records.get(key)
         if known is None:
-            return None
+            return None, key
         iteration, covers, generation, memory = known
         if self._generations.get(iteration) != generation:
-            return None
+            return None, key
         if covers is None:
-            copied: list[Event] = []
+            copied = _NOTHING
         elif (
             self._pending is None
             and not self._pending_reported
             and self._previous_iteration == iteration
             and self._previous_covers == covers
         ):
-            copied = [REPEATED_LINE]
+            copied = _REPEATED
         else:
-            return None
-        if memory is not None and line is not None:
+            return None, key
+        if memory is not None:
             self._rank_memory.read_copy(line, memory)
-        return copied
+        return copied, key
 
     def rank_peaks(self) -> list[RankPeak]:
         """Each rank's memory peaks in the lines read since the last call (the stream's or range's)."""
         return self._rank_memory.peaks()
-
-    def quiet(self, line: bytes) -> bool:
-        """Whether ``line`` is a copy of a line that gave nothing and changed nothing."""
-        return line in self._quiet
 
     def remember(self, key: bytes | None, events: list[Event], clean_before: bool, line: bytes | None = None) -> None:
         """Note which line gave the records in ``events`` (``key`` None: not repeatable).
 
         ``clean_before``: the parser held nothing (no unfinished line, no pending
         values) when the line was read, so a copy of it reads the same.  A
-        ``line`` that gave nothing and left nothing held is :meth:`quiet` from
-        now on, until a fact is stated (a copy of a line could then state its
-        value again).  Subclasses that keep state of their own, beyond facts
+        ``line`` that gave nothing and left nothing held gives nothing again
+        (see :meth:`copy_of`), until a fact is stated.  Subclasses that keep state of their own, beyond facts
         and pending values, must extend :meth:`state_is_clean`.
         """
         if not events:
@@ -864,7 +874,7 @@ def repeat_key(line: bytes) -> bytes | None:
 
 def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0, offset: int = 0) -> Iterator[Event]:
     # before: lines in earlier chunks; offset: bytes in earlier chunks
-    repeats = getattr(parser, "repeats", None)
+    copy_of = getattr(parser, "copy_of", None)
     remember = getattr(parser, "remember", None)
     for chunk in chunks:
         started = parser.started or offset >= STARTUP_BYTES
@@ -879,37 +889,36 @@ def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0, offset: 
             continue
         triggers = parser.running_triggers if started else parser.triggers
         _check_triggers(triggers)
-        ordered = _line_starts(chunk, triggers)
-        index = 0
+        spans = _trigger_lines(chunk, triggers)
+        index, last = 0, len(spans)
         counted_to, counted = 0, before  # `counted` lines lie before offset `counted_to`
         fed_to = 0  # bytes already given to the parser
+        held = parser.holds_line()
         while True:
-            held = parser.holds_line()
-            if held and fed_to < len(chunk):
-                start = fed_to  # an unfinished line: the next line goes in whatever it holds
-            else:
-                while index < len(ordered) and ordered[index] < fed_to:
-                    index += 1
-                if index == len(ordered):
+            if held:
+                if fed_to >= len(chunk):
                     break
-                start = ordered[index]
+                start = fed_to  # an unfinished line: the next line goes in whatever it holds
+                end = chunk.find(b"\n", start)
+                end = len(chunk) if end == -1 else end + 1
+                line = chunk[start:end]
+                key = None
+            else:
+                if index == last:
+                    break
+                start, end = spans[index]
                 index += 1
-            end = chunk.find(b"\n", start)
-            end = len(chunk) if end == -1 else end + 1
-            line = chunk[start:end]
-            key = None
-            if remember is not None and not held:
-                if parser.quiet(line):
-                    fed_to = end
-                    continue
-                if parser.started:
-                    key = repeat_key(line)
-                    if key is not None:
-                        copied = repeats(key, line)
-                        if copied is not None:
-                            fed_to = end
+                if start < fed_to:
+                    continue  # read already, as the continuation of a held line
+                line = chunk[start:end]
+                key = None
+                if copy_of is not None:
+                    copied, key = copy_of(line)
+                    if copied is not None:
+                        fed_to = end
+                        if copied:
                             yield from copied
-                            continue
+                        continue
             counted += chunk.count(b"\n", counted_to, start)
             counted_to = start
             clean_before = not held and remember is not None and parser.state_is_clean()
@@ -919,28 +928,31 @@ def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0, offset: 
                 remember(key, events or [], clean_before, line)
             if events:
                 yield from events
+            held = parser.holds_line()
             if started and parser.running_triggers is not triggers:
                 # The line turned on more triggers (see PrimusLogParser): find them in the rest.
                 triggers = parser.running_triggers
                 _check_triggers(triggers)
-                ordered = [s for s in _line_starts(chunk, triggers) if s >= fed_to]
-                index = 0
+                spans = [span for span in _trigger_lines(chunk, triggers) if span[0] >= fed_to]
+                index, last = 0, len(spans)
         # Lines of this chunk: those counted up to the last line read, and the rest.
         before = counted + chunk.count(b"\n", counted_to) + (0 if chunk.endswith(b"\n") else 1)
 
 
-def _line_starts(chunk: bytes, triggers: tuple[str, ...]) -> list[int]:
-    """Where the lines of ``chunk`` that hold a trigger start, in order."""
-    starts: set[int] = set()
+def _trigger_lines(chunk: bytes, triggers: tuple[str, ...]) -> list[tuple[int, int]]:
+    """Where the lines of ``chunk`` that hold a trigger start and end (after their newline), in order."""
+    spans: dict[int, int] = {}
+    size = len(chunk)
     for trigger in {t.encode() for t in triggers}:
-        position = chunk.find(trigger)
+        find, rfind = chunk.find, chunk.rfind
+        position = find(trigger)
         while position != -1:
-            starts.add(chunk.rfind(b"\n", 0, position) + 1)
-            end = chunk.find(b"\n", position)
-            if end == -1:
+            end = find(b"\n", position) + 1
+            spans[rfind(b"\n", 0, position) + 1] = end or size
+            if not end:
                 break
-            position = chunk.find(trigger, end)
-    return sorted(starts)
+            position = find(trigger, end)
+    return sorted(spans.items()) if len(triggers) > 1 else list(spans.items())
 
 
 def _iter_lines_from(parser: Any, pieces: list[bytes], before: int) -> Iterator[Event]:

@@ -130,6 +130,8 @@ def _scalar(text: str) -> Any:
 
 def bridge_config_dumps(lines: Iterable[str]) -> list[tuple[int, dict[str, Any]]]:
     """Each Megatron-Bridge ``ConfigContainer`` YAML dump in ``lines``: (first line, section.key -> value)."""
+    if isinstance(lines, Sequence) and _BRIDGE_START not in "".join(lines):
+        return []  # the common case, found at C speed
     dumps: list[tuple[int, dict[str, Any]]] = []
     current: dict[str, Any] | None = None
     section = None
