@@ -72,7 +72,7 @@ def compare(
     sequence length, global batch, precision, methodology, iterations
     measured); mismatched runs are refused unless --allow-mismatch.
     """
-    from tprimat.mlperf.summary import mllog_files
+    from tprimat.mlperf.reader import mllog_files
 
     if mllog_files(paths):  # published MLPerf result files: their own side-by-side report
         _compare_mlperf(paths, output_dir, as_json)

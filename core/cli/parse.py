@@ -101,7 +101,7 @@ def parse(
     falling back to what the log itself states.
     """
     from tprimat.errors import TprimatError
-    from tprimat.mlperf.summary import mllog_files
+    from tprimat.mlperf.reader import mllog_files
     from tprimat.parse.logs import Workload, parse_logs
     from tprimat.result.schema import result_to_dict, write_result
     from tprimat.settings.config import load_config

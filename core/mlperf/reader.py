@@ -218,6 +218,16 @@ def is_mllog(path: str | Path, head_lines: int = 200) -> bool:
     return False
 
 
+def mllog_files(paths: Iterable[str | Path]) -> list[Path] | None:
+    """The files under ``paths`` if every one of them is an MLPerf log, else None."""
+    files: list[Path] = []
+    for path in map(Path, paths):
+        files.extend(sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path])
+    if not files or not all(is_mllog(f) for f in files):
+        return None
+    return files
+
+
 @attrs.frozen(kw_only=True)
 class OlympicScore:
     """MLPerf's score of several runs of one benchmark on one system."""

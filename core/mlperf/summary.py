@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from tprimat.compare.stats import Aggregate, aggregate
-from tprimat.mlperf.reader import MlperfRun, OlympicScore, is_mllog, olympic_score, read_file
+from tprimat.mlperf.reader import MlperfRun, OlympicScore, mllog_files, olympic_score, read_file
 
 #: Settings two MLPerf systems must share to be called equivalent.
 EQUIVALENCE_KEYS = ("global_batch_size", "max_sequence_length", "lowest_numerical_precision_in_linear")
@@ -35,16 +35,6 @@ class MlperfSystem:
     @property
     def label(self) -> str:
         return " / ".join(str(part) for part in (self.org, self.platform) if part)
-
-
-def mllog_files(paths: Iterable[str | Path]) -> list[Path] | None:
-    """The files under ``paths`` if every one of them is an MLPerf log, else None."""
-    files: list[Path] = []
-    for path in map(Path, paths):
-        files.extend(sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path])
-    if not files or not all(is_mllog(f) for f in files):
-        return None
-    return files
 
 
 def summarize_runs(runs: list[MlperfRun]) -> list[MlperfSystem]:

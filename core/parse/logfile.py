@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 #: Bytes read at a time by :meth:`LogFile.byte_chunks` (extended to the next newline).
-CHUNK_BYTES = 1 << 22
+CHUNK_BYTES = 1 << 20  # small enough for a core's cache: each chunk is scanned several times
 
 
 class LogFile:
