@@ -134,7 +134,7 @@ def chunk_starts(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> list[int]:
 _LONE_CR = re.compile(rb"\r(?!\n)")
 
 
-def count_lines(path: str | Path, end: int, start: int = 0, block_bytes: int = 1 << 24) -> int:
+def count_lines(path: str | Path, end: int, start: int = 0, block_bytes: int = CHUNK_BYTES) -> int:
     """Lines between bytes ``start`` and ``end`` (both at the start of a line), as the readers count.
 
     A line ends at ``\\n``, ``\\r\\n`` or a lone ``\\r``.

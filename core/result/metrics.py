@@ -230,10 +230,14 @@ def summarize(
         if total_tokens:
             energy = sum(r.energy_j for r in measured) / total_tokens  # type: ignore[misc]
 
-    reported_keys = sorted({k for r in measured for k, v in r.reported.items() if isinstance(v, int | float)})
+    columns: dict[str, list[float]] = {}  # each numeric reported figure, in the measured records' order
+    for record in measured:
+        for key, value in record.reported.items():
+            if isinstance(value, int | float):
+                columns.setdefault(key, []).append(value)
     reported = {}
-    for key in reported_keys:
-        stats = describe(v for r in measured if isinstance(v := r.reported.get(key), int | float))
+    for key in sorted(columns):
+        stats = describe(columns[key])
         if stats is not None:
             reported[key] = stats
 
