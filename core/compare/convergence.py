@@ -174,6 +174,26 @@ def _target_line(ax: Any, c: Comparison) -> None:
         ax.axhline(target, color="#222222", ls="--", lw=1.2, label="target" if i == 0 else None)
 
 
+def training_loss_by_tokens(result: Any) -> list[tuple[float, float]]:
+    """(tokens trained, training loss) after each iteration that logged a finite loss.
+
+    Tokens trained are the logged consumed samples × sequence length, as for the
+    evaluations, so that batch-size ramp-up and skipped iterations are counted as they
+    were trained; a record without consumed samples falls back to iteration × the
+    iteration's tokens.
+    """
+    seq_length = result.config.seq_length
+    points = []
+    for r in result.iterations:
+        if r.loss is None or not math.isfinite(r.loss):
+            continue
+        if r.consumed_samples is not None and seq_length:
+            points.append((float(r.consumed_samples * seq_length), r.loss))
+        elif r.tokens:
+            points.append((float(r.tokens * r.iteration), r.loss))
+    return points
+
+
 def plot_loss_vs_tokens(plt: Any, c: Comparison, path: Path) -> Path | None:
     if not any(r.result.evaluations for r in c.runs):
         return None
@@ -182,12 +202,7 @@ def plot_loss_vs_tokens(plt: Any, c: Comparison, path: Path) -> Path | None:
     for system in c.systems:
         for run in c.runs_of(system.label):
             result = run.result
-            # record.tokens is one iteration's tokens: iteration i has trained i x tokens
-            train = [
-                (r.tokens * r.iteration, r.loss)
-                for r in result.iterations
-                if r.tokens and r.loss is not None and math.isfinite(r.loss)
-            ]
+            train = training_loss_by_tokens(result)
             if train:
                 ax.plot(*zip(*train, strict=True), color=system.colour, lw=0.8, alpha=0.45)
             evals = [
