@@ -35,8 +35,8 @@ def memory() -> None:
 )
 @click.option(
     "--backend",
-    help="Backend whose memory layout to assume: torch (eager PyTorch modules), or any "
-    "Megatron-core backend (see `tprimat backends`; the default).",
+    help="Backend whose memory layout to assume, as it declares it: a PyTorch DDP/FSDP2 "
+    "trainer (torch) or Megatron-core (Primus, Megatron-LM, NeMo; the default).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_context
@@ -56,17 +56,20 @@ def estimate(
     from tprimat.settings.models import UnknownModelError, get_model
 
     cfg = load_config(config_file, overrides)
+    trainer = "megatron-core"
     if backend is not None:
-        known = registry_from(ctx).backends()
+        registry = registry_from(ctx)
+        known = registry.backends()
         if backend not in known:
             raise click.BadParameter(
                 f"unknown backend {backend!r}; known: {', '.join(sorted(known))}", param_hint="--backend"
             )
+        trainer = registry.backend(backend).spec.trainer
     try:
         spec = get_model(model or cfg.benchmark.model)
     except UnknownModelError as exc:
         raise click.BadParameter(str(exc), param_hint="--model") from None
-    result = estimate_memory(cfg, spec, capacity_gib=capacity_gib, device=device, backend=backend)
+    result = estimate_memory(cfg, spec, capacity_gib=capacity_gib, device=device, trainer=trainer)
     if as_json:
         echo_json(result.to_dict())
         return

@@ -31,7 +31,7 @@ import attrs
 from tprimat.errors import TprimatError
 from tprimat.hardware.partitions import mig_profile_in_name
 from tprimat.memory.capacity import CAPACITY_VERSION, GIB, find_capacity, known_devices
-from tprimat.settings.config import BenchmarkConfig
+from tprimat.settings.config import BenchmarkConfig, Trainer
 from tprimat.settings.models import ModelSpec
 
 #: Terms in print order; MemoryEstimate has a ``<term>_gib`` field for each.
@@ -98,15 +98,15 @@ class MemoryEstimate:
         return data
 
 
-def optimizer_layout(config: BenchmarkConfig, backend: str | None = None) -> OptimizerLayout:
-    """The weight/gradient/optimizer layout a backend uses for ``config``.
+def optimizer_layout(config: BenchmarkConfig, trainer: Trainer = "megatron-core") -> OptimizerLayout:
+    """The weight/gradient/optimizer layout a backend's ``trainer`` uses for ``config``.
 
-    ``backend="torch"`` is tprimat's own PyTorch trainer (fp32 weights under
-    autocast, FSDP2 or DDP); any other backend (and ``None``) is a
-    Megatron-core trainer: Primus, Megatron-LM and NeMo all are.
+    ``trainer`` is the backend's ``BackendSpec.trainer``: "pytorch" (fp32 weights under
+    autocast, FSDP2 or DDP, as tprimat's own torch backend) or "megatron-core" (Primus,
+    Megatron-LM and NeMo all are).
     """
     dp_ranks = config.data_parallel * config.parallel.context
-    if backend == "torch":
+    if trainer == "pytorch":
         world = config.world_size
         if config.parallel.strategy == "fsdp2" and world > 1:
             return OptimizerLayout(
@@ -166,7 +166,7 @@ def estimate_memory(
     *,
     capacity_gib: float | None = None,
     device: str | None = None,
-    backend: str | None = None,
+    trainer: Trainer = "megatron-core",
     layout: OptimizerLayout | None = None,
 ) -> MemoryEstimate:
     """Predict the per-GPU memory of training ``model`` under ``config``.
@@ -174,16 +174,17 @@ def estimate_memory(
     ``device`` (a name such as "MI300X" or "NVIDIA H100 80GB HBM3") looks the
     capacity up in :mod:`tprimat.memory.capacity`; ``capacity_gib`` gives it
     directly and wins.  Without either, ``fits`` and ``margin_gib`` are None.
-    ``backend`` selects the optimizer layout (see :func:`optimizer_layout`);
+    ``trainer`` (the backend's ``BackendSpec.trainer``) selects the optimizer layout and
+    the parallelism (see :func:`optimizer_layout`);
     ``layout`` replaces it, for a run whose framework stored its states
     differently (e.g. bf16 gradients).
     """
     p = config.parallel
     tp, pp, cp = p.tensor, p.pipeline, p.context
-    torch_backend = backend == "torch"
+    torch_backend = trainer == "pytorch"
     if torch_backend:
-        tp = pp = cp = 1  # the torch backend is data parallel only
-    layout = layout or optimizer_layout(config, backend)
+        tp = pp = cp = 1  # a PyTorch DDP/FSDP2 trainer is data parallel only
+    layout = layout or optimizer_layout(config, trainer)
     notes: list[str] = []
     vocab = model.vocab_size if torch_backend else model.padded_vocab_size(tp)
     weights = _weights(config, model, layout, tp=tp, pp=pp, vocab=vocab, fp8_copies=not torch_backend)

@@ -410,6 +410,7 @@ def parse_logs(
         provenance=provenance,
         warmup_iterations=warmup,
         warmup_rule=entry.spec.warmup,
+        trainer=entry.spec.trainer,
         exclude_profiled=config.benchmark.exclude_profiled if config is not None else True,
         tensor_parallel=tensor_parallel,
         ceiling=manifest.extra.get("microbench") if manifest else None,

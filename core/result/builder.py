@@ -37,7 +37,7 @@ from tprimat.result.schema import (
     Software,
     Summary,
 )
-from tprimat.settings.config import BenchmarkConfig
+from tprimat.settings.config import BenchmarkConfig, Trainer
 from tprimat.settings.methodology import Resolved
 from tprimat.settings.models import UnknownModelError, get_model
 
@@ -81,6 +81,7 @@ def assemble_result(
     provenance: Provenance | None = None,
     warmup_iterations: int = 2,
     warmup_rule: WarmupRule | None = None,
+    trainer: Trainer = "megatron-core",
     exclude_profiled: bool = True,
     tensor_parallel: int = 1,
     ceiling: Mapping[str, Any] | None = None,
@@ -96,6 +97,7 @@ def assemble_result(
 
     ``warmup_rule`` is the backend's (:class:`~tprimat.contract.backend.WarmupRule`):
     it raises the warm-up when its logs fold start-up into leading iterations.
+    ``trainer`` is the backend's ``BackendSpec.trainer``, the layout of the memory estimate.
     ``rank_memory`` holds per-rank memory peaks (:class:`tprimat.contract.records.RankPeak`)
     for the result's memory section, beside the estimate for its config.
     ``run_peaks`` are memory peaks known only for the run as a whole (an earlier
@@ -164,7 +166,7 @@ def assemble_result(
     memory = memory_report(
         settings=config.settings,
         model_name=config.model,
-        backend=run.backend,
+        trainer=trainer,
         device_name=hardware.device_name,
         capacity_gib=hardware.memory_per_device_gib,
         records=finished,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tprimat.contract.records import RankPeak
+from tprimat.settings.config import Trainer
 
 if TYPE_CHECKING:
     from tprimat.memory.estimate import MemoryEstimate
@@ -27,7 +28,7 @@ def memory_report(
     *,
     settings: Mapping[str, Any],
     model_name: str,
-    backend: str | None,
+    trainer: Trainer,
     device_name: str | None,
     capacity_gib: float | None,
     records: Sequence[IterationRecord],
@@ -35,6 +36,8 @@ def memory_report(
     summary: Summary | None = None,
 ) -> MemoryReport | None:
     """The memory section of a result, or None when nothing was predicted or measured.
+
+    ``trainer`` is the backend's ``BackendSpec.trainer``: the layout the estimate assumes.
 
     The measured peaks are the largest of the records, the ``summary`` (which may
     carry figures the records do not, e.g. imported results) and the per-rank peaks.
@@ -52,7 +55,7 @@ def memory_report(
     }
     for quantity, by_rank in maps.items():
         measured[quantity] = _max([measured[quantity], *by_rank.values()])
-    predicted, note = _predict(settings, model_name, backend, device_name, capacity_gib)
+    predicted, note = _predict(settings, model_name, trainer, device_name, capacity_gib)
     if predicted is None and all(v is None for v in measured.values()):
         return None
     peak_map = maps["max_allocated_gib"] or maps["device_used_gib"]
@@ -82,7 +85,7 @@ def _max(values: Iterable[float | None]) -> float | None:
 def _predict(
     settings: Mapping[str, Any],
     model_name: str,
-    backend: str | None,
+    trainer: Trainer,
     device_name: str | None,
     capacity_gib: float | None,
 ) -> tuple[MemoryEstimate | None, str]:
@@ -100,9 +103,9 @@ def _predict(
     except UnknownModelError as exc:
         return None, f"no estimate: {exc}"
     try:
-        estimate = estimate_memory(config, model, capacity_gib=capacity_gib, device=device_name, backend=backend)
+        estimate = estimate_memory(config, model, capacity_gib=capacity_gib, device=device_name, trainer=trainer)
     except MemoryEstimateError:
-        estimate = estimate_memory(config, model, capacity_gib=capacity_gib, backend=backend)
+        estimate = estimate_memory(config, model, capacity_gib=capacity_gib, trainer=trainer)
     return estimate, estimate.layout
 
 

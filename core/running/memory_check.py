@@ -24,7 +24,7 @@ def memory_findings(prepared: Any) -> list[Finding]:
             prepared.model,
             capacity_gib=platform.memory_per_device_gib,
             device=platform.device_name,
-            backend=prepared.backend,
+            trainer=prepared.trainer,
         )
     except MemoryEstimateError:
         return []  # an unknown device without a measured capacity: nothing to compare with

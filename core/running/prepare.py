@@ -39,7 +39,7 @@ from tprimat.contract.plans import LaunchContext, LaunchPlan, PreparedDataset, P
 from tprimat.contract.registry import PluginError, Registry
 from tprimat.errors import TprimatError
 from tprimat.hardware.platform import PlatformInfo
-from tprimat.settings.config import BenchmarkConfig, ConfigError, default_config_dict, load_config
+from tprimat.settings.config import BenchmarkConfig, ConfigError, Trainer, default_config_dict, load_config
 from tprimat.settings.methodology import PresetError, Resolved, resolve
 from tprimat.settings.models import ModelSpec, UnknownModelError, get_model
 
@@ -101,6 +101,7 @@ class PreparedRun:
     request: RunRequest
     backend: str
     backend_reason: str
+    trainer: Trainer  # the backend's BackendSpec.trainer (the memory estimate's layout)
     config: BenchmarkConfig  # the final config (after the methodology)
     methodology: Resolved
     layers: tuple[str, ...]  # where the config came from, lowest layer first
@@ -315,6 +316,7 @@ def prepare(request: RunRequest, registry: Registry, environ: Mapping[str, str] 
         request=request,
         backend=backend,
         backend_reason=reason,
+        trainer=registry.backend(backend).spec.trainer,
         config=config,
         methodology=methodology,
         layers=tuple(layers),

@@ -327,6 +327,7 @@ class Runner:
             provenance=provenance,
             warmup_iterations=c.benchmark.warmup_iterations,
             warmup_rule=registered.spec.warmup,
+            trainer=registered.spec.trainer,
             exclude_profiled=c.benchmark.exclude_profiled,
             tensor_parallel=c.parallel.tensor,
             ceiling=self.manifest.extra.get("microbench"),

@@ -122,7 +122,7 @@ def prepare(
         capacity_gib=capacity_gib or (platform.memory_per_device_gib if device is not None else None),
         device=device,
         estimator=chosen_estimator,
-        backend=backend,
+        trainer=registered.spec.trainer,
     )
     if not kept:
         raise TuneError(

@@ -44,9 +44,12 @@ def prune(
     capacity_gib: float | None,
     device: str | None,
     estimator: Estimator | None,
-    backend: str | None = None,
+    trainer: str = "megatron-core",
 ) -> tuple[list[Candidate], list[Pruned], list[str]]:
-    """``(kept, pruned, notes)``: candidates that may fit, in order, and those that cannot."""
+    """``(kept, pruned, notes)``: candidates that may fit, in order, and those that cannot.
+
+    ``trainer`` is the backend's ``BackendSpec.trainer``: the layout the estimate assumes.
+    """
     if estimator is None:
         return (
             list(found),
@@ -62,7 +65,7 @@ def prune(
     for candidate in found:
         config = apply(base, candidate)
         try:
-            estimate = estimator(config, model, capacity_gib=capacity_gib, device=device, backend=backend)
+            estimate = estimator(config, model, capacity_gib=capacity_gib, device=device, trainer=trainer)
         except ValueError as exc:  # an unknown device without --device-capacity
             return list(found), [], [f"memory estimator not used: {exc}; give --device-capacity GIB to prune"]
         if estimate.fits is False:

@@ -24,6 +24,7 @@ BACKEND = BackendSpec(
     ),
     # The default on a machine without a GPU, and wherever no vendor backend is usable.
     default_for=("cpu", "*"),
+    trainer="pytorch",
     tunables={
         "training.micro_batch_size": None,
         "training.recompute": ("none", "full"),  # whole decoder layers only

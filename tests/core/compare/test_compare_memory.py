@@ -24,7 +24,7 @@ def _with_estimate(result):
     memory = memory_report(
         settings=settings,
         model_name=result.config.model,
-        backend=result.run.backend,
+        trainer="megatron-core",
         device_name=result.hardware.device_name,
         capacity_gib=result.hardware.memory_per_device_gib,
         records=result.iterations,

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from click.testing import CliRunner
+
+from tprimat import hookimpl
+from tprimat.cli import cli
+from tprimat.contract import BackendSpec
+from tprimat.contract.registry import Registry
 from tprimat.memory import MemoryEstimateError, estimate_memory, find_capacity, optimizer_layout
 from tprimat.memory.capacity import DEVICE_CAPACITIES
 from tprimat.settings.config import load_config
@@ -75,12 +82,12 @@ def test_fp8_keeps_extra_weight_copies_and_fp32_has_no_master_copy():
 
 
 def test_torch_backend_fsdp2_shards_all_sixteen_bytes_and_ddp_shards_nothing():
-    fsdp = optimizer_layout(load_config(), backend="torch")
-    ddp = optimizer_layout(load_config(overrides=["parallel.strategy='ddp'"]), backend="torch")
+    fsdp = optimizer_layout(load_config(), trainer="pytorch")
+    ddp = optimizer_layout(load_config(overrides=["parallel.strategy='ddp'"]), trainer="pytorch")
     assert (fsdp.params_shards, fsdp.grads_shards, fsdp.optimizer_shards) == (8, 8, 8)
     assert fsdp.param_bytes + fsdp.grad_bytes + fsdp.master_bytes + fsdp.moment_bytes == 16
     assert (ddp.params_shards, ddp.grads_shards, ddp.optimizer_shards) == (1, 1, 1)
-    sharded = estimate_memory(load_config(), LLAMA, backend="torch")
+    sharded = estimate_memory(load_config(), LLAMA, trainer="pytorch")
     assert sharded.gradients_gib * 2**30 == pytest.approx(4 * LLAMA.parameter_count / 8)
 
 
@@ -129,7 +136,7 @@ def test_every_capacity_names_its_source_and_is_in_gib():
 
 def test_torch_backend_counts_the_eager_modules_activations_which_exceed_the_fused_kernels():
     fused = estimate_memory(load_config(), LLAMA)
-    eager = estimate_memory(load_config(), LLAMA, backend="torch")
+    eager = estimate_memory(load_config(), LLAMA, trainer="pytorch")
     assert "eager modules" in eager.formulas["activations"] and "10V" in eager.formulas["activations"]
     h, q, kv, F = 4096, 4096, 1024, 14336
     per_layer = 8192 * (12 * h + 6 * q + 4 * kv + 8 * F)
@@ -152,3 +159,27 @@ def test_a_mig_device_name_is_not_given_the_whole_gpus_memory():
         config, get_model("llama3.1-8b"), device="NVIDIA H100 80GB HBM3 MIG 1g.10gb", capacity_gib=9.5
     )
     assert given.capacity_gib == 9.5 and given.fits is False
+
+
+class _FsdpPlugin:
+    """A third-party backend whose trainer is PyTorch FSDP2, declared the way any plugin would."""
+
+    @hookimpl
+    def register_backends(self):
+        return [BackendSpec(name="my_fsdp", platform="any", framework="my-fsdp", description="x", trainer="pytorch")]
+
+
+def test_the_layout_is_the_backends_declared_trainer_not_its_name():
+    registry = Registry()
+    registry.register(_FsdpPlugin(), name="my_fsdp_plugin")
+    assert registry.backend("my_fsdp").spec.trainer == "pytorch"
+    run = CliRunner().invoke(
+        cli,
+        ["memory", "estimate", "--model", "llama3.1-8b", "--backend", "my_fsdp", "--json"],
+        obj={"registry_factory": lambda: registry},
+        catch_exceptions=False,
+    )
+    assert json.loads(run.output)["layout"] == optimizer_layout(load_config(), trainer="pytorch").description
+    megatron = CliRunner().invoke(cli, ["memory", "estimate", "--model", "llama3.1-8b", "--json"])
+    assert json.loads(megatron.output)["layout"] == optimizer_layout(load_config()).description
+    assert optimizer_layout(load_config()).description != optimizer_layout(load_config(), trainer="pytorch").description

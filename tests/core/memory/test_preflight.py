@@ -21,6 +21,7 @@ def _prepared(tmp_path: Path, *, overrides=(), platform: PlatformInfo, backend: 
         model=get_model("llama3.1-8b"),
         platform=platform,
         backend=backend,
+        trainer="megatron-core",
         run_dir=tmp_path / "runs" / "r1",
     )
 

@@ -51,7 +51,7 @@ def test_the_estimate_is_recorded_beside_the_measurement_when_the_config_is_know
     report = memory_report(
         settings=config.to_dict(),
         model_name="llama3.1-8b",
-        backend="amd_megatron",
+        trainer="megatron-core",
         device_name="AMD Instinct MI300X",
         capacity_gib=None,
         records=[],
@@ -69,11 +69,13 @@ def test_records_without_ranks_still_give_the_measured_peak_and_nothing_gives_no
         IterationRecord(iteration=2, mem_max_allocated_gib=12.5),
     ]
     report = memory_report(
-        settings={}, model_name="x", backend=None, device_name=None, capacity_gib=None, records=records
+        settings={}, model_name="x", trainer="megatron-core", device_name=None, capacity_gib=None, records=records
     )
     assert report.measured_peak_allocated_gib == 12.5 and report.peak_rank is None
     assert (
-        memory_report(settings={}, model_name="x", backend=None, device_name=None, capacity_gib=None, records=[])
+        memory_report(
+            settings={}, model_name="x", trainer="megatron-core", device_name=None, capacity_gib=None, records=[]
+        )
         is None
     )
 
@@ -86,6 +88,12 @@ def test_a_live_runs_monitor_samples_give_device_used_per_local_rank(tmp_path):
     peaks = [*log_rank_peaks(memory_peaks, [tmp_path / "missing.log"]), *monitor_rank_peaks(samples)]
     assert peaks == [RankPeak(rank=0, device_used_gib=70.0), RankPeak(rank=1, device_used_gib=61.0)]
     report = memory_report(
-        settings={}, model_name="x", backend=None, device_name=None, capacity_gib=None, records=[], rank_peaks=peaks
+        settings={},
+        model_name="x",
+        trainer="megatron-core",
+        device_name=None,
+        capacity_gib=None,
+        records=[],
+        rank_peaks=peaks,
     )
     assert report.peak_rank == "0" and report.measured_peak_device_used_gib == 70.0

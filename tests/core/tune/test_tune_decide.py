@@ -94,9 +94,9 @@ def test_pruning_drops_only_what_definitely_does_not_fit():
     config = cpu_config()
     found = [Candidate(settings=(("training.micro_batch_size", m),)) for m in (1, 2, 4)]
 
-    def estimator(cfg, model, *, capacity_gib, device, backend):
+    def estimator(cfg, model, *, capacity_gib, device, trainer):
         mbs = cfg.training.micro_batch_size
-        assert capacity_gib == 10.0 and device == "X"
+        assert capacity_gib == 10.0 and device == "X" and trainer == "megatron-core"
         return FakeEstimate(fits=None if mbs == 1 else mbs < 4, total_gib=3.0 * mbs, margin_gib=10.0 - 3.0 * mbs)
 
     kept, pruned, notes = prune(
