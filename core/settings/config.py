@@ -14,14 +14,15 @@ import json
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
-import cattrs
-from cattrs.gen import make_dict_structure_fn
 
 from tprimat.errors import TprimatError
 from tprimat.settings.fairness import config_fingerprint, fair_values
+
+if TYPE_CHECKING:
+    import cattrs
 
 
 class ConfigError(TprimatError, ValueError):
@@ -242,6 +243,9 @@ def fair_fields(config: BenchmarkConfig, dataset_fingerprint: str | None = None)
 
 
 def _make_converter() -> cattrs.Converter:
+    import cattrs  # here, not at the top: listing backends or printing help needs no converter
+    from cattrs.gen import make_dict_structure_fn
+
     converter = cattrs.Converter(forbid_extra_keys=True)
     for cls in (
         BenchmarkConfig,
@@ -349,6 +353,8 @@ def load_config(
 
 def config_from_dict(data: dict[str, Any]) -> BenchmarkConfig:
     """Structure and validate a config dict; errors name the offending key."""
+    import cattrs
+
     try:
         config = _get_converter().structure(data, BenchmarkConfig)
     except cattrs.BaseValidationError as exc:
