@@ -13,7 +13,8 @@ A :class:`LogFile` can also stand for a byte range of its file (``start`` to
 ``end``, both at the start of a line), so that the ranges of one large file
 are read on several cores (see :mod:`tprimat.parse.parallel`).  A range
 carries the number of its first line, the reader's state at its start
-(``resume_state``) and, once read, the state at its end (``final_state``).
+(``resume_state``) and, once read, the state at its end (``final_state``)
+and the number of its lines (``line_count``).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ class LogFile:
         self.final_state: Any = None
         #: Whether the reader had passed the start-up lines at the end of the range (with final_state).
         self.started = False
+        #: The lines of the range, set by a reader that counts them as it reads (None: not counted).
+        self.line_count: int | None = None
 
     @property
     def whole(self) -> bool:

@@ -26,6 +26,7 @@ from typing import Any
 
 import attrs
 
+from tprimat.contract.records import REPEATED_LINE
 from tprimat.parse import logfile
 from tprimat.parse.logfile import LogFile, chunk_starts, count_lines
 from tprimat.result.collect import is_memory_only
@@ -74,6 +75,7 @@ class _Read:
     events: list[Any]
     final_state: Any
     assumed_state: Any = None  # the state a later range was read from
+    lines: int | None = None  # the lines of a range, for the true numbers of the next one
 
 
 def default_workers() -> int:
@@ -108,22 +110,35 @@ def _read_unit(unit: _Unit) -> _Read | LogReadError:
     try:
         if unit.chunk_index == 0:
             lines = _range(unit, unit.start, unit.end, 1, None)
-            return _Read(events=_parse(unit, lines), final_state=lines.final_state)
+            events = _parse(unit, lines)
+            return _Read(events=events, final_state=lines.final_state, lines=_lines_read(unit, lines))
         return _read_later_range(unit)
     except OSError as exc:
         return LogReadError(unit.path, exc.strerror or str(exc))
 
 
+def _lines_read(unit: _Unit, lines: LogFile) -> int | None:
+    """The lines of a range (None for a whole file: nothing follows it), as the reader counted them."""
+    if unit.end is None:
+        return None
+    if lines.line_count is not None:
+        return lines.line_count
+    return count_lines(unit.path, unit.end, unit.start)  # a reader that does not report its count
+
+
 def _read_later_range(unit: _Unit) -> _Read:
-    """A range after the first: guess the reader's state at its start, then read it from there."""
+    """A range after the first: guess the reader's state at its start, then read it from there.
+
+    Lines are numbered from the range's marker (:func:`_marker`); the events of the guess are
+    thrown away, so their numbers do not matter.
+    """
     starts = unit.starts
-    state, lineno, index = None, 1, 0  # the reader's state at chunk `index`, its first line
+    state, index = None, 0  # the reader's state at chunk `index`
     # The start-up lines: chunk by chunk from the top until the reader has passed them ...
     while index < unit.chunk_index - 1:
-        lines = _range(unit, starts[index], starts[index + 1], lineno, state)
+        lines = _range(unit, starts[index], starts[index + 1], unit.first_lineno, state)
         _parse(unit, lines)
         state = lines.final_state
-        lineno += count_lines(unit.path, starts[index + 1], starts[index])
         index += 1
         if lines.started:
             break
@@ -132,47 +147,51 @@ def _read_later_range(unit: _Unit) -> _Read:
     span = max(1, -(-LEAD_BYTES // unit.chunk_bytes))
     while True:
         lead = max(index, unit.chunk_index - span)
-        lines = _range(
-            unit, starts[lead], unit.start, unit.first_lineno - count_lines(unit.path, unit.start, starts[lead]), state
-        )
+        lines = _range(unit, starts[lead], unit.start, unit.first_lineno, state)
         seen = {e.iteration for e in _parse(unit, lines) if isinstance(e, IterationRecord) and not is_memory_only(e)}
         if len(seen) >= 2 or lead == index or span * unit.chunk_bytes >= LEAD_MAX_BYTES:
             break
         span *= 4
     assumed = lines.final_state
     lines = _range(unit, unit.start, unit.end, unit.first_lineno, assumed)
-    return _Read(events=_parse(unit, lines), final_state=lines.final_state, assumed_state=assumed)
+    events = _parse(unit, lines)
+    return _Read(events=events, final_state=lines.final_state, assumed_state=assumed, lines=_lines_read(unit, lines))
 
 
-def _count_unit(unit: _Unit) -> int:
-    return count_lines(unit.path, unit.end if unit.end is not None else unit.path.stat().st_size, unit.start)
+#: Line numbers of a later range start at its marker (see :func:`_marker`): the number of its
+#: first line is not known until the ranges before it are read.  No log has this many lines.
+MARK = 10**12
 
 
-def _submit(pool: Any, units: list[_Unit]) -> list[tuple[_Unit, Any]]:
-    """Every unit submitted, in order, each range with the number of its first line.
+def _marker(index: int) -> int:
+    """The number given to the first line of the ``index``-th unit when it is a later range.
 
-    A file's first range (or a whole file) is submitted at once; the line counts of the ranges
-    are submitted next, so that one worker starts reading while the others count, and each later
-    range follows as soon as the counts before it are in.
+    Half a ``MARK`` above ``index × MARK``, so that any number a reader gives while reading
+    that range (or carries over from it, such as a held line's) maps back to it.
     """
-    counted = [i for i, unit in enumerate(units) if unit.starts and unit.end is not None]
-    counts: dict[int, Any] = {}
-    jobs: list[tuple[_Unit, Any]] = []
-    lineno = 1
-    for i, unit in enumerate(units):
-        if unit.chunk_index:
-            unit = attrs.evolve(unit, first_lineno=lineno)
-        else:
-            lineno = 1
-        jobs.append((unit, pool.submit(_read_unit, unit)))
-        if unit.starts and unit.end is not None:  # a range with more of its file after it
-            if not counts:
-                counts = {j: pool.submit(_count_unit, units[j]) for j in counted}
-            try:
-                lineno += counts[i].result()
-            except OSError as exc:
-                raise LogReadError(unit.path, exc.strerror or str(exc)) from None
-    return jobs
+    return index * MARK + MARK // 2
+
+
+def _renumber(events: list[Any], firsts: dict[int, int]) -> None:
+    """Give events read with marker line numbers (``file:N``) their true numbers, in place.
+
+    ``firsts`` maps a unit's index to the true number of its first line.  The events were
+    made for this range alone (received from a worker, or read again here) and nothing
+    else holds them yet, so setting a field of these frozen records is safe.
+    """
+    half = MARK // 2
+    for event in events:
+        if event is REPEATED_LINE:
+            continue
+        source = getattr(event, "source", None)
+        if type(source) is not str:
+            continue
+        name, colon, number = source.rpartition(":")
+        if not colon or not number.isdigit() or int(number) < half:
+            continue
+        value = int(number)
+        index = value // MARK
+        object.__setattr__(event, "source", f"{name}:{value - _marker(index) + firsts[index]}")
 
 
 def _resumable(registry: Any, backend: str, path: Path, source: str) -> bool:
@@ -266,22 +285,27 @@ def read_events(
     pool = ProcessPoolExecutor(max_workers=min(workers, len(units)), mp_context=multiprocessing.get_context("fork"))
     try:
         state: Any = None
-        jobs = _submit(pool, units)
+        units = [attrs.evolve(u, first_lineno=_marker(i)) if u.chunk_index else u for i, u in enumerate(units)]
+        jobs = [(unit, pool.submit(_read_unit, unit)) for unit in units]
         jobs.reverse()
-        while jobs:
+        firsts: dict[int, int] = {}  # unit index -> the true number of its first line
+        following = 1  # the true number of the line after the last range read
+        for index in range(len(units)):
             unit, job = jobs.pop()  # dropped once read, so that its events can be freed
             read = job.result()
             del job
             if isinstance(read, LogReadError):
                 raise read
+            firsts[index] = following if unit.chunk_index else 1
             if unit.chunk_index and read.assumed_state != state:
                 # The guess was wrong: read the range again from the true state.
                 lines = _range(unit, unit.start, unit.end, unit.first_lineno, state)
-                read = _Read(
-                    events=list(registry.parse_metrics(backend, lines=lines, source=unit.source)),
-                    final_state=lines.final_state,
-                )
+                events = list(registry.parse_metrics(backend, lines=lines, source=unit.source))
+                read = _Read(events=events, final_state=lines.final_state, lines=_lines_read(unit, lines))
+            _renumber(read.events, firsts)
             state = read.final_state
+            if read.lines is not None:
+                following = firsts[index] + read.lines
             yield read.events
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

@@ -23,7 +23,7 @@ framework, and a line that cannot be read becomes a
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 from tprimat.contract.records import REPEATED_LINE, EvalRecord, LogFact, ParseIssue, RankPeak, RepeatedLine
@@ -759,11 +759,13 @@ def iter_events(parser: MegatronLogParser | Any, lines: Iterable[str]) -> Iterat
         resume = getattr(lines, "resume_state", None)
         if resume is not None:
             parser.resume(resume)
-        yield from _iter_chunks(parser, chunks(), getattr(lines, "first_lineno", 1) - 1, getattr(lines, "start", 0))
+        before = getattr(lines, "first_lineno", 1) - 1
+        counted = yield from _iter_chunks(parser, chunks(), before, getattr(lines, "start", 0))
         yield from _rank_peaks(parser)
         if hasattr(lines, "final_state") and hasattr(parser, "state"):
             lines.final_state = parser.state()
             lines.started = parser.started
+            lines.line_count = counted - before
         if not getattr(lines, "at_end", True):
             return  # the file goes on in the next range
     else:
@@ -872,8 +874,8 @@ def repeat_key(line: bytes) -> bytes | None:
     return line[position - 1 :] + (b"\x01" if coloured else b"\x00")
 
 
-def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0, offset: int = 0) -> Iterator[Event]:
-    # before: lines in earlier chunks; offset: bytes in earlier chunks
+def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0, offset: int = 0) -> Generator[Event, None, int]:
+    # before: lines in earlier chunks; offset: bytes in earlier chunks.  Returns the lines read and before.
     copy_of = getattr(parser, "copy_of", None)
     remember = getattr(parser, "remember", None)
     for chunk in chunks:
@@ -937,6 +939,7 @@ def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0, offset: 
                 index, last = 0, len(spans)
         # Lines of this chunk: those counted up to the last line read, and the rest.
         before = counted + chunk.count(b"\n", counted_to) + (0 if chunk.endswith(b"\n") else 1)
+    return before
 
 
 def _trigger_lines(chunk: bytes, triggers: tuple[str, ...]) -> list[tuple[int, int]]:
