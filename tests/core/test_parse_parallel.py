@@ -16,6 +16,7 @@ from tests.plugins.logfixtures import LOGS
 from tprimat.contract.records import REPEATED_LINE
 from tprimat.contract.registry import Registry
 from tprimat.parse import parallel as parse_parallel
+from tprimat.parse.logfile import LogFile
 from tprimat.parse.logs import ParseError, parse_logs
 from tprimat.result.schema import dumps_result
 
@@ -112,3 +113,12 @@ def test_an_unreadable_file_is_named(registry, tiny_ranges, tmp_path):
         pass
     with pytest.raises(ParseError, match="gone.log: cannot read"):
         parse_logs([path, gone], registry=registry, workers=2, allow_mismatch=True)
+
+
+def test_ranges_of_a_reader_that_does_not_count_its_lines_are_counted_for_it(registry, tiny_ranges, monkeypatch):
+    """The true line numbers of later ranges come from each reader's count, or else from counting."""
+    monkeypatch.setattr(LogFile, "line_count", property(lambda self: None, lambda self, value: None), raising=False)
+    path = LOGS / "megatron/mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log"
+    serial = _document([path], registry, workers=1)
+    assert '"source": "mlm_2023-07-16' in serial
+    assert _document([path], registry, workers=3) == serial
