@@ -23,7 +23,6 @@ Files are moved, not copied: a trace can be gigabytes.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -31,7 +30,6 @@ from pathlib import Path
 import attrs
 
 TRACES_DIR = "traces"
-_RANK_IN_NAME = re.compile(r"rank[-_\[]?(\d+)", re.IGNORECASE)
 
 
 @attrs.frozen(kw_only=True)
@@ -45,26 +43,6 @@ class CollectedTrace:
 def _is_gzip(path: Path) -> bool:
     with path.open("rb") as fh:
         return fh.read(2) == b"\x1f\x8b"
-
-
-def trace_rank(path: Path) -> int | None:
-    """The rank a trace file belongs to: ``distributedInfo.rank`` in its header, else its file name."""
-    from tprimat.trace.reader import TraceFormatError, _read_head
-
-    try:
-        _, metadata = _read_head(path)
-    except TraceFormatError:
-        metadata = {}
-    info = metadata.get("distributedInfo")
-    if isinstance(info, dict):
-        try:
-            rank = int(info.get("rank"))
-        except (TypeError, ValueError):
-            rank = -1
-        if rank >= 0:
-            return rank
-    match = _RANK_IN_NAME.search(path.name)
-    return int(match.group(1)) if match else None
 
 
 def find_traces(run_dir: Path, globs: Iterable[str]) -> list[Path]:
@@ -91,6 +69,8 @@ def collect_traces(
         return collected, notes
     target = run_dir / TRACES_DIR
     target.mkdir(exist_ok=True)
+    from tprimat.trace.reader import trace_rank
+
     counts: dict[str, int] = {}
     skipped: list[str] = []
     wanted = set(ranks) if ranks is not None else None

@@ -34,7 +34,8 @@ from tprimat.errors import TprimatError
 from tprimat.trace.categories import ACTIVITY_CATEGORIES
 
 _STEP = re.compile(r"^ProfilerStep\s*#\s*(\d+)")
-_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+#: A rank in a trace file's name: ``rank-3``, ``rank_3``, ``rank3``, Primus's ``rank[3]``.
+_RANK_IN_NAME = re.compile(r"rank[-_\[]?(\d+)", re.IGNORECASE)
 _TAIL = 1 << 18  # bytes of the document end kept to read metadata written after the events
 
 #: Kineto categories of GPU-timeline activity, in a fixed order (index = stored code).
@@ -309,21 +310,34 @@ def _as_int(value: Any, default: int) -> int:
         return default
 
 
+def rank_of(metadata: dict[str, Any], name: str) -> int | None:
+    """The rank a trace belongs to: its ``distributedInfo.rank``, else the rank its file ``name`` shows."""
+    info = metadata.get("distributedInfo")
+    if isinstance(info, dict):
+        rank = _as_int(info.get("rank"), -1)
+        if rank >= 0:
+            return rank
+    match = _RANK_IN_NAME.search(name)
+    return int(match.group(1)) if match else None
+
+
+def trace_rank(path: Path) -> int | None:
+    """The rank of the trace file at ``path`` (see :func:`rank_of`), from its header only."""
+    try:
+        _, metadata = _read_head(path)
+    except TraceFormatError:
+        metadata = {}
+    return rank_of(metadata, path.name)
+
+
 def _identify(trace: RankTrace) -> None:
     """Rank, world size, vendor and device name from the metadata (rank from the file name as fallback)."""
     meta = trace.metadata
+    trace.rank = rank_of(meta, trace.path.name)
     info = meta.get("distributedInfo")
     if isinstance(info, dict):
-        trace.rank = _as_int(info.get("rank"), -1)
-        trace.world_size = _as_int(info.get("world_size"), -1)
-        if trace.rank < 0:
-            trace.rank = None
-        if trace.world_size is not None and trace.world_size < 0:
-            trace.world_size = None
-    if trace.rank is None:
-        match = _RANK_IN_NAME.search(trace.path.name)
-        if match:
-            trace.rank = int(match.group(1))
+        world_size = _as_int(info.get("world_size"), -1)
+        trace.world_size = world_size if world_size >= 0 else None
     props = meta.get("deviceProperties")
     if isinstance(props, list) and props and isinstance(props[0], dict):
         trace.device = props[0].get("name") or None

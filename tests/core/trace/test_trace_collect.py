@@ -6,8 +6,8 @@ import gzip
 import shutil
 from pathlib import Path
 
-from tprimat.running.traces import collect_traces, trace_rank
-from tprimat.trace.reader import read_trace
+from tprimat.running.traces import collect_traces
+from tprimat.trace.reader import read_trace, trace_rank
 
 TRACES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
 ALEXNET_RANK0 = TRACES / "hta" / "critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz"
@@ -32,6 +32,13 @@ def test_rank_comes_from_distributed_info_before_the_file_name(tmp_path):
     nemo = place(tmp_path, MI210_NO_INFO, "torch_profile/device/rank-1.json")  # no distributedInfo
     assert trace_rank(nemo) == 1
     assert trace_rank(place(tmp_path, MI210_NO_INFO, "a/gpu_only.json")) is None
+
+
+def test_the_analysis_and_the_collection_read_the_same_rank_from_a_primus_file_name(tmp_path):
+    # No distributedInfo: the rank is the one in Primus's "-rank[<r>]." name, for both.
+    primus = place(tmp_path, MI210_NO_INFO, "exp/tensorboard/primus-megatron-exp[x]-rank[6].17.pt.trace.json.gz")
+    assert trace_rank(primus) == 6
+    assert read_trace(primus).rank == 6
 
 
 def test_megatron_traces_are_moved_and_named_by_rank(tmp_path):
