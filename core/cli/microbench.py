@@ -253,15 +253,15 @@ def microbench(
     CPU preset's workload (tiny model, sequence 256), fp32, 1+5 iterations
     per case and no sweep; options given explicitly always win.
     """
-    from tprimat.microbench.defaults import cpu_config_base, defaults_for, device_kind
+    from tprimat.microbench.defaults import defaults_for, device_kind
     from tprimat.microbench.runner import run_microbench
     from tprimat.microbench.store import save
-    from tprimat.settings.config import load_config
+    from tprimat.settings.config import default_config_dict, load_config
     from tprimat.settings.models import UnknownModelError, get_model
 
     kind = device_kind(device)
     chosen = defaults_for(kind)
-    cfg = load_config(config_file, base=cpu_config_base() if kind == "cpu" else None)
+    cfg = load_config(config_file, base=default_config_dict(cpu=True) if kind == "cpu" else None)
     dtypes = dtypes or chosen.dtypes
     warmup = chosen.warmup if warmup is None else warmup
     iterations = chosen.iterations if iterations is None else iterations

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from importlib import resources
-from typing import Any
 
 import attrs
 
@@ -57,19 +55,6 @@ def device_kind(requested: str) -> str:
 
 def defaults_for(kind: str) -> DeviceDefaults:
     return CPU_DEFAULTS if kind == "cpu" else GPU_DEFAULTS
-
-
-def cpu_config_base() -> dict[str, Any]:
-    """The built-in config with the CPU preset (``cpu.toml``) layered over it, as ``tprimat run`` does on a CPU."""
-    import tomllib
-
-    from tprimat.settings.config import default_config_dict
-
-    base = default_config_dict()
-    preset = tomllib.loads(resources.files("tprimat.settings").joinpath("cpu.toml").read_text("utf-8"))
-    for section, values in preset.items():
-        base[section].update(values)
-    return base
 
 
 def _duration(seconds: float) -> str:

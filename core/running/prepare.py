@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -186,18 +184,11 @@ def target_platform(machine: PlatformInfo, spec: BackendSpec, device: str | None
     return machine, []
 
 
-def cpu_preset() -> dict[str, Any]:
-    """The shipped CPU preset (``cpu.toml``)."""
-    return tomllib.loads(resources.files("tprimat.settings").joinpath("cpu.toml").read_text("utf-8"))
-
-
 def layered_config(request: RunRequest, target: PlatformInfo) -> tuple[BenchmarkConfig, list[str]]:
     """Defaults, the CPU preset (when the run trains on a CPU), the file, ``--set``, the flags."""
     layers = ["defaults (tprimat/settings/defaults.toml)"]
-    base = default_config_dict()
+    base = default_config_dict(cpu=target.platform == "cpu")
     if target.platform == "cpu":
-        for section, values in cpu_preset().items():
-            base[section].update(values)
         layers.append("CPU preset (tprimat/settings/cpu.toml): no GPU, the backend trains on the CPU")
     if request.config_file:
         layers.append(f"config file {request.config_file}")

@@ -293,10 +293,15 @@ def _get_converter() -> cattrs.Converter:
     return _make_converter()
 
 
-def default_config_dict() -> dict[str, Any]:
-    """The shipped defaults as a plain dict."""
-    text = resources.files("tprimat.settings").joinpath("defaults.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+def default_config_dict(*, cpu: bool = False) -> dict[str, Any]:
+    """The shipped defaults as a plain dict; ``cpu``: with the CPU preset (``cpu.toml``) over them,
+    as ``tprimat run`` and ``tprimat microbench`` use them on a machine without a GPU."""
+    settings = resources.files("tprimat.settings")
+    base = tomllib.loads(settings.joinpath("defaults.toml").read_text(encoding="utf-8"))
+    if cpu:
+        for section, values in tomllib.loads(settings.joinpath("cpu.toml").read_text(encoding="utf-8")).items():
+            base[section].update(values)
+    return base
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:

@@ -14,13 +14,9 @@ from tprimat.tune.space import Candidate
 
 
 def cpu_config():
-    from tprimat.running.prepare import cpu_preset
     from tprimat.settings.config import default_config_dict, load_config
 
-    base = default_config_dict()
-    for section, values in cpu_preset().items():
-        base[section].update(values)
-    return load_config(None, [], base=base)
+    return load_config(None, [], base=default_config_dict(cpu=True))
 
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "megatron"

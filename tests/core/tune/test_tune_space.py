@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tprimat.running.prepare import cpu_preset
 from tprimat.settings.config import default_config_dict, load_config
 from tprimat.settings.models import get_model
 from tprimat.tune import Budget, parse_budget
@@ -19,10 +18,7 @@ from tprimat.tune.space import (
 
 
 def cpu_config(*overrides: str):
-    base = default_config_dict()
-    for section, values in cpu_preset().items():
-        base[section].update(values)
-    return load_config(None, list(overrides), base=base)
+    return load_config(None, list(overrides), base=default_config_dict(cpu=True))
 
 
 def test_torch_space_on_cpu_searches_micro_batch_and_recompute_only():
