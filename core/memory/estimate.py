@@ -147,15 +147,6 @@ def optimizer_layout(config: BenchmarkConfig, trainer: Trainer = "megatron-core"
     )
 
 
-def _layer_parameters(model: ModelSpec) -> tuple[int, int]:
-    """(parameters of one transformer layer, of which in its linear layers)."""
-    h, d = model.hidden_size, model.kv_channels
-    q_out, kv_out = model.num_attention_heads * d, model.num_query_groups * d
-    linear = h * q_out + 2 * h * kv_out + q_out * h + (3 if model.swiglu else 2) * h * model.ffn_hidden_size
-    bias = q_out + 2 * kv_out if model.qkv_bias else 0
-    return linear + bias + 2 * h, linear
-
-
 def _fmt(n_bytes: float) -> str:
     return f"{n_bytes / GIB:.2f} GiB"
 
@@ -251,7 +242,7 @@ def _weights(
     embedding, and without pipeline parallelism also the final norm and an untied
     output layer, divided by tensor parallelism.
     """
-    layer_params, layer_linear = _layer_parameters(model)
+    layer_params, layer_linear = model.layer_parameters
     h, L = model.hidden_size, model.num_layers
     embedding = vocab * h
     layers_here = math.ceil(L / pp)

@@ -46,19 +46,22 @@ class ModelSpec:
             )
 
     @property
-    def parameter_count(self) -> int:
-        """Exact number of trainable parameters (unpadded vocabulary)."""
+    def layer_parameters(self) -> tuple[int, int]:
+        """(trainable parameters of one transformer layer, of which in its linear layers' weights)."""
         h, d = self.hidden_size, self.kv_channels
         q_out = self.num_attention_heads * d
         kv_out = self.num_query_groups * d
-        attention = h * q_out + 2 * h * kv_out + q_out * h
-        if self.qkv_bias:
-            attention += q_out + 2 * kv_out
-        mlp = (3 if self.swiglu else 2) * h * self.ffn_hidden_size
+        linear = h * q_out + 2 * h * kv_out + q_out * h + (3 if self.swiglu else 2) * h * self.ffn_hidden_size
+        bias = q_out + 2 * kv_out if self.qkv_bias else 0
         norms = 2 * h
-        per_layer = attention + mlp + norms
-        embeddings = self.vocab_size * h * (1 if self.tie_embeddings else 2)
-        return self.num_layers * per_layer + embeddings + h  # + final norm
+        return linear + bias + norms, linear
+
+    @property
+    def parameter_count(self) -> int:
+        """Exact number of trainable parameters (unpadded vocabulary)."""
+        per_layer, _ = self.layer_parameters
+        embeddings = self.vocab_size * self.hidden_size * (1 if self.tie_embeddings else 2)
+        return self.num_layers * per_layer + embeddings + self.hidden_size  # + final norm
 
     def padded_vocab_size(self, tensor_parallel: int = 1, divisible_by: int = 128) -> int:
         """Vocabulary padded the way Megatron pads it (a multiple of divisible_by × TP)."""
