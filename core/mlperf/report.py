@@ -13,32 +13,18 @@ from pathlib import Path
 
 from tprimat.atomic import atomic_write_text
 from tprimat.compare.document import DASH, Block, Bullets, Heading, Paragraph, Table, to_html, to_markdown
-from tprimat.mlperf.summary import EQUIVALENCE_KEYS, MlperfSystem, differences, summary_to_dict
-
-
-def _minutes(seconds: float | None) -> str:
-    return DASH if seconds is None else f"{seconds / 60:.2f}"
+from tprimat.mlperf.summary import (
+    EQUIVALENCE_KEYS,
+    SYSTEM_COLUMNS,
+    MlperfSystem,
+    differences,
+    minutes,
+    summary_to_dict,
+    system_rows,
+)
 
 
 def report_blocks(systems: list[MlperfSystem]) -> list[Block]:
-    rows = []
-    for s in systems:
-        t = s.time_to_train_s
-        interval = DASH
-        if t is not None and t.ci_low is not None and t.ci_high is not None:
-            interval = f"{t.ci_low / 60:.2f} {DASH} {t.ci_high / 60:.2f}"
-        rows.append(
-            [
-                str(s.benchmark),
-                s.label,
-                f"{s.olympic.converged}/{s.olympic.runs}",
-                _minutes(s.olympic.score_s) if s.olympic.score_s is not None else f"{DASH} ({s.olympic.reason})",
-                _minutes(t.median if t else None),
-                interval,
-                f"{s.samples_to_converge.median:,.0f}" if s.samples_to_converge else DASH,
-                f"{s.train_tokens_per_s.median:,.0f}" if s.train_tokens_per_s else DASH,
-            ]
-        )
     settings = [
         [key, *[str(s.runs[0].hyperparameters.get(key, DASH)) for s in systems]]
         for key in (*EQUIVALENCE_KEYS, "opt_base_learning_rate", "seed")
@@ -51,19 +37,7 @@ def report_blocks(systems: list[MlperfSystem]) -> list[Block]:
             "slowest; mean of the rest), without MLPerf's scaling factors.  Median and 95% bootstrap "
             "interval over the converged runs are tprimat's."
         ),
-        Table(
-            [
-                "benchmark",
-                "system",
-                "runs converged",
-                "olympic score (min)",
-                "median (min)",
-                "95% CI (min)",
-                "samples to converge",
-                "training tokens/s (blocks)",
-            ],
-            rows,
-        ),
+        Table(list(SYSTEM_COLUMNS), system_rows(systems)),
         Heading(2, "Settings that decide equivalence"),
         Table(["key", *[s.label for s in systems]], settings),
     ]
@@ -73,7 +47,7 @@ def report_blocks(systems: list[MlperfSystem]) -> list[Block]:
         blocks.append(Bullets(found))
     blocks.append(Heading(2, "Files"))
     blocks.append(
-        Bullets([f"{r.source}: {r.status}, {_minutes(r.time_to_train_s)} min" for s in systems for r in s.runs])
+        Bullets([f"{r.source}: {r.status}, {minutes(r.time_to_train_s)} min" for s in systems for r in s.runs])
     )
     return blocks
 

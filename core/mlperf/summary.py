@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from tprimat.compare.document import DASH
 from tprimat.compare.stats import Aggregate, aggregate
 from tprimat.mlperf.reader import MlperfRun, OlympicScore, mllog_files, olympic_score, read_file
 
@@ -125,41 +126,55 @@ def summary_to_dict(systems: list[MlperfSystem]) -> dict[str, Any]:
     }
 
 
+#: The columns of the systems table, in the terminal and in the comparison report alike.
+SYSTEM_COLUMNS = (
+    "benchmark",
+    "system",
+    "runs converged",
+    "olympic score (min)",
+    "median (min)",
+    "95% CI (min)",
+    "samples to converge",
+    "training tokens/s (blocks)",
+)
+
+
+def minutes(seconds: float | None) -> str:
+    """Seconds as minutes with two decimals, or a dash."""
+    return DASH if seconds is None else f"{seconds / 60:.2f}"
+
+
+def system_rows(systems: list[MlperfSystem]) -> list[list[str]]:
+    """One row of :data:`SYSTEM_COLUMNS` per system, as text."""
+    rows = []
+    for s in systems:
+        t = s.time_to_train_s
+        interval = DASH
+        if t is not None and t.ci_low is not None and t.ci_high is not None:
+            interval = f"{t.ci_low / 60:.2f} {DASH} {t.ci_high / 60:.2f}"
+        rows.append(
+            [
+                str(s.benchmark),
+                s.label,
+                f"{s.olympic.converged}/{s.olympic.runs}",
+                minutes(s.olympic.score_s) if s.olympic.score_s is not None else f"{DASH} ({s.olympic.reason})",
+                minutes(t.median if t else None),
+                interval,
+                f"{s.samples_to_converge.median:,.0f}" if s.samples_to_converge else DASH,
+                f"{s.train_tokens_per_s.median:,.0f}" if s.train_tokens_per_s else DASH,
+            ]
+        )
+    return rows
+
+
 def print_summary(systems: list[MlperfSystem], console: Any) -> None:
     from rich.table import Table
 
     table = Table(title="MLPerf Training results (time to train = run_stop - run_start)", title_justify="left")
-    for column in (
-        "benchmark",
-        "system",
-        "runs ok",
-        "olympic score",
-        "median [95% CI]",
-        "samples",
-        "training tokens/s (blocks)",
-        "global batch",
-    ):
+    for column in SYSTEM_COLUMNS:
         table.add_column(column)
-    for s in systems:
-        olympic = f"{s.olympic.score_min:.2f} min" if s.olympic.score_min is not None else f"- ({s.olympic.reason})"
-        t = s.time_to_train_s
-        median = "-"
-        if t is not None:
-            median = f"{t.median / 60:.2f} min"
-            if t.ci_low is not None and t.ci_high is not None:
-                median += f" [{t.ci_low / 60:.2f} – {t.ci_high / 60:.2f}]"
-        samples = f"{s.samples_to_converge.median:,.0f}" if s.samples_to_converge else "-"
-        tokens = f"{s.train_tokens_per_s.median:,.0f}" if s.train_tokens_per_s else "-"
-        table.add_row(
-            str(s.benchmark),
-            s.label,
-            f"{s.olympic.converged}/{s.olympic.runs}",
-            olympic,
-            median,
-            samples,
-            tokens,
-            str(s.runs[0].hyperparameters.get("global_batch_size", "-")),
-        )
+    for row in system_rows(systems):
+        table.add_row(*row)
     console.print(table)
     console.print(
         "olympic score: MLPerf's rule (drop the fastest and the slowest run, a failed run counting "
