@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tprimat.errors import TprimatError
-from tprimat.trace.categories import CATEGORIES, TEMPORAL_CLASS, classify, collective_kind
+from tprimat.trace.categories import CATEGORIES, TEMPORAL_CLASS, classify, collective_kind, own_name
 from tprimat.trace.reader import ACTIVITY_CODES, RankTrace
 
 #: Order in which overlapping activity claims time (compute first: what overlaps it is hidden).
@@ -127,41 +127,22 @@ _MAX_SHORT = 72
 
 
 def _shorten(name: str) -> str:
-    """A readable kernel name: no return type, template arguments or parameter list.
+    """A readable kernel name: the kernel's own name, as the categories read it.
 
-    The wrapped operation is kept for PyTorch's generic kernels
-    (``elementwise_kernel[direct_copy_kernel_cuda]``) and for CUTLASS's
-    ``Kernel<config>``; memcpy/memset names are kept whole; very long
-    generated names (hipBLASLt ``Cijk_…``) are cut with an ellipsis.
+    :func:`~tprimat.trace.categories.own_name` drops namespaces, return type, template
+    arguments and parameters, takes a launcher's kernel from its template argument and a
+    mangled kernel's name from the mangling.  PyTorch's generic kernels keep the operation
+    they wrap (``vectorized_elementwise_kernel[CUDAFunctor_add]``); memcpy/memset names are
+    kept whole; very long generated names (hipBLASLt ``Cijk_…``) are cut with an ellipsis.
     """
     text = name.strip()
-    if text.startswith(("Memcpy", "Memset", "hipMemcpy", "hipMemset")):
-        return text
-    text = text.replace("(anonymous namespace)::", "")
-    if text.startswith("void "):
-        text = text[5:]
-    depth = 0
-    out = []
-    for char in text:
-        if char in "<(":
-            depth += 1
-        elif char in ">)":
-            depth = max(depth - 1, 0)
-        elif depth == 0:
-            out.append(char)
-    short = "".join(out).strip()
-    short = short.split(" ")[-1] if " " in short else short
-    short = short or text
-    if short != text:
-        inner = text[len(short) :] if text.startswith(short) else text
-        if short.endswith("::Kernel") or short.endswith("::Kernel2"):
-            config = re.match(r"\s*<\s*(\w+)", inner)
-            if config:
-                short = config.group(1)
-        elif "elementwise" in short or "reduce_kernel" in short or "multi_tensor_apply" in short:
-            ops = [op for op in _OP_NAME.findall(inner) if op not in _GENERIC_OPS]
-            if ops:
-                short = f"{short}[{ops[0]}]"
+    short = own_name(text)
+    if short != text and ("elementwise" in short or "reduce_kernel" in short or "multi_tensor_apply" in short):
+        at = text.find(short)
+        inner = text[at + len(short) :] if at >= 0 else text
+        ops = [op for op in _OP_NAME.findall(inner) if op not in _GENERIC_OPS]
+        if ops:
+            short = f"{short}[{ops[0]}]"
     if len(short) > _MAX_SHORT:
         short = short[: _MAX_SHORT - 1] + "…"
     return short

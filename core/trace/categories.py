@@ -298,17 +298,24 @@ def own_name(name: str) -> str:
 
 
 def _split_signature(text: str) -> tuple[str, str]:
-    """(unqualified function name, its template argument text) of a demangled signature."""
+    """(unqualified function name, its template argument text) of a demangled signature.
+
+    Inside template arguments a ``>`` within parentheses is a comparison, not a closing
+    bracket (``std::enable_if<((8)>(0)), void>::type vllm::kernel<…>(…)``).
+    """
     depth = 0
+    parens = 0  # open parentheses inside the template arguments
     bare: list[str] = []
     templates: dict[int, str] = {}
     opened = 0
     for index, char in enumerate(text):
-        if char == "<":
+        if depth and char in "()":
+            parens += 1 if char == "(" else -1 if parens else 0
+        elif char == "<":
             if depth == 0:
                 opened = index
             depth += 1
-        elif char == ">" and depth:
+        elif char == ">" and depth and not parens:
             depth -= 1
             if depth == 0:
                 templates[len("".join(bare))] = text[opened + 1 : index]

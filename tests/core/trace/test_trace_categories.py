@@ -140,6 +140,18 @@ def test_random_normal_kernel_is_not_normalisation():
     assert classify(name) == "elementwise"
 
 
+def test_a_comparison_inside_template_arguments_does_not_end_them():
+    # vLLM's kernel in TraceLens's B200 trace (fixtures/traces/tracelens/b200_eager_trace.json.gz):
+    # the ">" of "(8)>(0)" is inside parentheses; the kernel is the name after the return type.
+    name = (
+        "std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type "
+        "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long, c10::BFloat16*, "
+        "c10::BFloat16 const*, float, int, int)"
+    )
+    assert own_name(name) == "fused_add_rms_norm_kernel"
+    assert classify(name) == "norm"
+
+
 def test_activity_category_wins_over_the_name():
     assert classify("anything", "gpu_memcpy") == "memory"
     assert classify("anything", "gpu_memset") == "memory"
