@@ -27,7 +27,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 from tprimat.contract.records import REPEATED_LINE, EvalRecord, LogFact, ParseIssue, RankPeak, RepeatedLine
-from tprimat.plugins.megatron.memory_lines import RankMemory
+from tprimat.plugins.megatron.memory_lines import MIB_PER_GIB, RankMemory, read_allocator
 from tprimat.result.collect import is_memory_only
 from tprimat.result.schema import IterationRecord
 
@@ -42,7 +42,6 @@ _ITERATION_AT_RE = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 _WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _MEGATRON_TS_RE = re.compile(r"\[(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}(?:\.\d+)?)\]\s*$")
 _PRIMUS_TS_RE = re.compile(r"\[(\d{4})(\d{2})(\d{2}) (\d{2}:\d{2}:\d{2})\]")
-_MEMORY_RE = re.compile(r"\(after (\d+) iterations?\) memory \(MB\)\s*\|(.*)")
 _VALIDATION_RE = re.compile(r"validation loss at iteration\s+(\d+)\s*\|\s*lm loss value:\s*([-+0-9.eEnaNinf]+)")
 _ARG_RE = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_]*) \.{2,} (\S.*?)\s*$")
 _RANK_PREFIX_RE = re.compile(r"^rank-\d+\s+")
@@ -53,7 +52,6 @@ _INT_RE = re.compile(r"[-+]?\d+")
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|infinity)", re.IGNORECASE)
 
 #: Bytes per MiB: Megatron's ``report_memory`` divides by 1024 * 1024 and labels it "MB".
-MIB_PER_GIB = 1024.0
 
 #: Note recorded when Primus prints GiB values with a "GB" label.
 GIB_LABEL_NOTE = "Primus prints 'GB' after values it computes as bytes / 1024**3: recorded as GiB (2**30 bytes)"
@@ -615,31 +613,16 @@ class MegatronLogParser:
         return None
 
     def _memory(self, clean: str, lineno: int) -> list[Event] | None:
-        match = _MEMORY_RE.search(clean)
-        if match is None:
+        report = read_allocator(clean)
+        if report is None or report.iteration is None:
             return None
-        values: dict[str, float] = {}
-        names = {
-            "allocated": "mem_allocated_gib",
-            "max allocated": "mem_max_allocated_gib",
-            "reserved": "mem_reserved_gib",
-            "max reserved": "mem_max_reserved_gib",
-            "cached": "mem_reserved_gib",
-            "max cached": "mem_max_reserved_gib",
-        }
-        for segment in match.group(2).split("|"):
-            key, sep, value = segment.partition(":")
-            field = names.get(key.strip())
-            if not sep or field is None:
-                continue
-            try:
-                values[field] = parse_float(value) / MIB_PER_GIB
-            except LineError as exc:
-                return [self.issue(lineno, f"unreadable memory line ({key.strip()}: {exc}); skipped")]
-        if not values:
+        if report.problem is not None:
+            return [self.issue(lineno, f"unreadable memory line ({report.problem}); skipped")]
+        if not report.mib:
             return [self.issue(lineno, "memory line without values; skipped")]
+        values = {f"mem_{name}_gib": mib / MIB_PER_GIB for name, mib in report.mib.items()}
         try:
-            record = IterationRecord(iteration=int(match.group(1)), source=self.where(lineno), **values)
+            record = IterationRecord(iteration=report.iteration, source=self.where(lineno), **values)
         except (TypeError, ValueError) as exc:
             return [self.issue(lineno, f"memory line rejected: {exc}")]
         return [record]

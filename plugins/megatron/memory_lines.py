@@ -32,10 +32,17 @@ _THEORETICAL_RE = re.compile(
     r"Theoretical memory footprints: weight and optimizer=([\d.]+) MB"
     r"(?:, activation=([\d.]+) MB)?(?:, total=([\d.]+) MB)?"
 )
-_ALLOCATOR_RE = re.compile(
-    r"(?:\[Rank (\d+)\] )?\((?:after (\d+) iterations?|[^)]*)\) memory \(MB\) \| allocated: ([\d.]+) \| "
-    r"max allocated: ([\d.]+) \| reserved: ([\d.]+) \| max reserved: ([\d.]+)"
-)
+_ALLOCATOR_RE = re.compile(r"(?:\[Rank (\d+)\] )?\(([^)]*)\) memory \(MB\)\s*\|(.*)")
+_AFTER_RE = re.compile(r"after (\d+) iterations?")
+#: Megatron's names for the allocator's figures; PyTorch before 1.4 called reserved memory "cached".
+ALLOCATOR_NAMES = {
+    "allocated": "allocated",
+    "max allocated": "max_allocated",
+    "reserved": "reserved",
+    "max reserved": "max_reserved",
+    "cached": "reserved",
+    "max cached": "max_reserved",
+}
 _HIP_RE = re.compile(r"hip mem usage/free/total/usage_ratio: ([\d.]+)GB/([\d.]+)GB/([\d.]+)GB/([\d.]+)%")
 _PRIMUS_RANK_RE = re.compile(r"\[rank-(\d+)/\d+\]")
 # The same tag with the colour codes Primus puts around the rank (as in ``[\x1b[36mrank-7/8\x1b[0m]``).
@@ -78,20 +85,64 @@ def parse_theoretical(line: str) -> TheoreticalFootprint | None:
     )
 
 
-def parse_allocator(line: str) -> RankPeak | None:
-    """Megatron-LM's ``memory (MB) | allocated: …`` report, or None."""
-    # Colour codes only wrap the prefix of these lines: the line as it is first, cleaned if need be.
+@attrs.frozen(kw_only=True)
+class AllocatorReport:
+    """Megatron-LM's ``[Rank r] (after N iterations) memory (MB) | allocated: … | …`` line."""
+
+    rank: int | None  # None when the line does not say
+    iteration: int | None  # N of "(after N iterations)"; None for another label
+    mib: dict[str, float]  # the figures the line holds, by ALLOCATOR_NAMES value, in MiB (it says MB)
+    problem: str | None = None  # the first figure that is not a number ("allocated: not a number: 'x'")
+
+
+def read_allocator(line: str) -> AllocatorReport | None:
+    """The allocator report in ``line`` as it is (colour codes are the caller's), or None.
+
+    The one reader of these lines: the log parser's memory records and the per-rank peaks
+    both come from it, so both read the same figures (also the older ``cached`` names).
+    """
     match = _ALLOCATOR_RE.search(line)
-    if match is None or match.group(1) is None:
-        match = _ALLOCATOR_RE.search(_ANSI_RE.sub("", line))
     if match is None:
         return None
-    rank, _, allocated, max_allocated, _reserved, max_reserved = match.groups()
-    return RankPeak(
+    rank, label, rest = match.groups()
+    after = _AFTER_RE.fullmatch(label)
+    mib: dict[str, float] = {}
+    problem = None
+    for segment in rest.split("|"):
+        key, colon, value = segment.partition(":")
+        name = ALLOCATOR_NAMES.get(key.strip())
+        if not colon or name is None:
+            continue
+        text = value.strip()
+        try:
+            if not text.isascii() or "_" in text:
+                raise ValueError(text)
+            mib[name] = float(text)
+        except ValueError:
+            problem = f"{key.strip()}: not a number: {text[:40]!r}"
+            break
+    return AllocatorReport(
         rank=None if rank is None else int(rank),
-        allocated_gib=float(allocated) / MIB_PER_GIB,
-        max_allocated_gib=float(max_allocated) / MIB_PER_GIB,
-        max_reserved_gib=float(max_reserved) / MIB_PER_GIB,
+        iteration=int(after.group(1)) if after else None,
+        mib=mib,
+        problem=problem,
+    )
+
+
+def parse_allocator(line: str) -> RankPeak | None:
+    """Megatron-LM's ``memory (MB) | allocated: …`` report as the rank's peaks, or None."""
+    # Colour codes wrap the prefix and end of these lines: the line as it is first, cleaned if need be.
+    report = read_allocator(line)
+    if report is None or report.rank is None or report.problem is not None:
+        report = read_allocator(_ANSI_RE.sub("", line))
+    if report is None or report.problem is not None or not report.mib:
+        return None
+    figures = {name: mib / MIB_PER_GIB for name, mib in report.mib.items()}
+    return RankPeak(
+        rank=report.rank,
+        allocated_gib=figures.get("allocated"),
+        max_allocated_gib=figures.get("max_allocated"),
+        max_reserved_gib=figures.get("max_reserved"),
     )
 
 

@@ -165,3 +165,26 @@ def logfacts_scan(path):
     from tprimat.plugins.megatron.memory_lines import scan_memory_file
 
     return scan_memory_file(path)
+
+
+def test_the_parser_and_the_rank_peaks_read_an_allocator_line_alike_also_in_the_cached_form():
+    """Megatron-LM before PyTorch 1.4 printed ``cached``/``max cached`` (memory_cached()) for reserved memory."""
+    from tprimat.plugins.megatron.logparse import MegatronLogParser
+
+    lines = [
+        "[Rank 3] (after 10 iterations) memory (MB) | allocated: 1570.5 | max allocated: 3869.25 | "
+        "cached: 4020.0 | max cached: 4096.0",
+        "[Rank 3] (after 20 iterations) memory (MB) | allocated: 1570.5 | max allocated: 3869.25",
+    ]
+    for line in lines:
+        (record,) = MegatronLogParser("x.log").feed(line, 1)
+        peak = parse_allocator(line)
+        assert peak.rank == 3 and peak.allocated_gib == record.mem_allocated_gib == 1570.5 / 1024
+        assert peak.max_allocated_gib == record.mem_max_allocated_gib == 3869.25 / 1024
+        assert peak.max_reserved_gib == record.mem_max_reserved_gib
+    assert parse_allocator(lines[0]).max_reserved_gib == 4096.0 / 1024
+    assert parse_allocator(lines[1]).max_reserved_gib is None
+    unreadable = "[Rank 0] (after 10 iterations) memory (MB) | allocated: n/a | max allocated: 1.0"
+    assert parse_allocator(unreadable) is None
+    (issue,) = MegatronLogParser("x.log").feed(unreadable, 7)
+    assert issue.message == "unreadable memory line (allocated: not a number: 'n/a'); skipped"
