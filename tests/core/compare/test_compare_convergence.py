@@ -69,8 +69,11 @@ def test_validation_lines_without_a_target_give_no_time_to_train(tmp_path):
 
 def test_training_curve_counts_the_tokens_the_log_says_were_trained():
     """Batch-size ramp-up (8, 16, then 32 sequences): iteration × the final batch would overstate."""
+    import attrs
+
+    from tests.core.test_schema import make_result
     from tprimat.compare.convergence import training_loss_by_tokens
-    from tprimat.result.schema import IterationRecord, Result, ResultConfig, RunInfo, Summary
+    from tprimat.result.schema import IterationRecord
 
     consumed = [8, 24, 56, 88]
     records = [
@@ -79,30 +82,8 @@ def test_training_curve_counts_the_tokens_the_log_says_were_trained():
     ]
     records.append(IterationRecord(iteration=5, tokens=32 * 1024, loss=float("nan"), consumed_samples=120))
     records.append(IterationRecord(iteration=6, tokens=32 * 1024, loss=4.0))  # no consumed samples logged
-    run = RunInfo(
-        id="r",
-        backend="torch",
-        platform=None,
-        framework="pytorch",
-        model="m",
-        dataset="d",
-        status="completed",
-        started_at=None,
-        finished_at=None,
-        tprimat_version="0",
-    )
-    config = ResultConfig(
-        model="m",
-        seq_length=1024,
-        global_batch_size=32,
-        micro_batch_size=None,
-        world_size=1,
-        precision="bf16",
-        methodology="iso",
-    )
-    result = Result(
-        run=run, config=config, iterations=records, summary=Summary(warmup_iterations=0, measured_iterations=0)
-    )
+    base = make_result()
+    result = attrs.evolve(base, config=attrs.evolve(base.config, seq_length=1024), iterations=records)
     assert training_loss_by_tokens(result) == [
         (8 * 1024, 9.0),
         (24 * 1024, 8.0),
