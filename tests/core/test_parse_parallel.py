@@ -122,3 +122,16 @@ def test_ranges_of_a_reader_that_does_not_count_its_lines_are_counted_for_it(reg
     serial = _document([path], registry, workers=1)
     assert '"source": "mlm_2023-07-16' in serial
     assert _document([path], registry, workers=3) == serial
+
+
+def test_an_iteration_line_continued_across_a_range_boundary_keeps_its_line_number(registry, monkeypatch):
+    """Ranges of one line each: a wrapped iteration line is held from one range into the next."""
+    monkeypatch.setattr(parse_parallel, "LEAD_BYTES", 64)
+    monkeypatch.setattr(parse_parallel, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(parse_parallel, "SPLIT_MIN_BYTES", 256)
+    monkeypatch.setattr(parse_parallel, "RANGE_MAX_BYTES", 64)
+    monkeypatch.setattr(parse_parallel, "PARALLEL_MIN_BYTES", 0)
+    path = next(LOGS.rglob("cloudai-test_megatron-bridge_2025-12-22_step-time-line_snippet.log"))
+    serial = _document([path], registry, workers=1)
+    assert '"source": "cloudai-test_megatron-bridge_2025-12-22_step-time-line_snippet.log:' in serial
+    assert _document([path], registry, workers=2) == serial
