@@ -18,6 +18,7 @@ report their state (see :class:`tprimat.parse.logfile.LogFile`) get whole files.
 from __future__ import annotations
 
 import multiprocessing
+import operator
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -172,26 +173,56 @@ def _marker(index: int) -> int:
     return index * MARK + MARK // 2
 
 
-def _renumber(events: list[Any], firsts: dict[int, int]) -> None:
-    """Give events read with marker line numbers (``file:N``) their true numbers, in place.
+def _adopt(events: list[Any], firsts: dict[int, int], last: dict[Any, float]) -> None:
+    """Make the events of a range, just received, this process's own, in place.
 
-    ``firsts`` maps a unit's index to the true number of its first line.  The events were
-    made for this range alone (received from a worker, or read again here) and nothing
-    else holds them yet, so setting a field of these frozen records is safe.
+    * Events read with marker line numbers (``file:N``) get their true numbers; ``firsts``
+      maps a unit's index to the true number of its first line.
+    * A float equal to the same field's in the record before (``last`` holds them) becomes
+      that same object: pickling copies every float, so a run's repeated figures (memory,
+      loss scale) would otherwise take a float object per record, as a serial read does not.
+
+    The events were made for this range alone (received from a worker, or read again here)
+    and nothing else holds them yet, so setting fields of these frozen records is safe.
     """
     half = MARK // 2
     for event in events:
         if event is REPEATED_LINE:
             continue
         source = getattr(event, "source", None)
-        if type(source) is not str:
-            continue
-        name, colon, number = source.rpartition(":")
-        if not colon or not number.isdigit() or int(number) < half:
-            continue
-        value = int(number)
-        index = value // MARK
-        object.__setattr__(event, "source", f"{name}:{value - _marker(index) + firsts[index]}")
+        if type(source) is str:
+            name, colon, number = source.rpartition(":")
+            if colon and number.isdigit() and int(number) >= half:
+                value = int(number)
+                index = value // MARK
+                object.__setattr__(event, "source", f"{name}:{value - _marker(index) + firsts[index]}")
+        if type(event) is IterationRecord:
+            _share_repeated(event, last)
+
+
+_RECORD_FIELDS = tuple(field.name for field in attrs.fields(IterationRecord))
+_record_values = operator.attrgetter(*_RECORD_FIELDS)
+
+
+def _share_repeated(record: IterationRecord, last: dict[Any, float]) -> None:
+    for name, value in zip(_RECORD_FIELDS, _record_values(record), strict=True):
+        if type(value) is float and value:  # not 0.0, which -0.0 equals
+            previous = last.get(name)
+            if previous == value:
+                if previous is not value:
+                    object.__setattr__(record, name, previous)
+            else:
+                last[name] = value
+    reported = record.reported
+    for key, value in reported.items():
+        if type(value) is float and value:
+            slot = ("reported", key)
+            previous = last.get(slot)
+            if previous == value:
+                if previous is not value:
+                    reported[key] = previous
+            else:
+                last[slot] = value
 
 
 def _resumable(registry: Any, backend: str, path: Path, source: str) -> bool:
@@ -289,6 +320,7 @@ def read_events(
         jobs = [(unit, pool.submit(_read_unit, unit)) for unit in units]
         jobs.reverse()
         firsts: dict[int, int] = {}  # unit index -> the true number of its first line
+        last_values: dict[Any, float] = {}  # see _adopt
         following = 1  # the true number of the line after the last range read
         for index in range(len(units)):
             unit, job = jobs.pop()  # dropped once read, so that its events can be freed
@@ -302,7 +334,7 @@ def read_events(
                 lines = _range(unit, unit.start, unit.end, unit.first_lineno, state)
                 events = list(registry.parse_metrics(backend, lines=lines, source=unit.source))
                 read = _Read(events=events, final_state=lines.final_state, lines=_lines_read(unit, lines))
-            _renumber(read.events, firsts)
+            _adopt(read.events, firsts, last_values)
             state = read.final_state
             if read.lines is not None:
                 following = firsts[index] + read.lines

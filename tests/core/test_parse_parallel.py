@@ -135,3 +135,12 @@ def test_an_iteration_line_continued_across_a_range_boundary_keeps_its_line_numb
     serial = _document([path], registry, workers=1)
     assert '"source": "cloudai-test_megatron-bridge_2025-12-22_step-time-line_snippet.log:' in serial
     assert _document([path], registry, workers=2) == serial
+
+
+def test_figures_repeated_from_record_to_record_are_one_object_after_a_parallel_read(registry, tiny_ranges):
+    """Pickling copies every float; the collector shares a figure equal to the record before's again."""
+    path = LOGS / "primus/primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log"
+    records = parse_logs([path], registry=registry, workers=2, allow_mismatch=True).result.iterations
+    pairs = [(a.mem_device_total_gib, b.mem_device_total_gib) for a, b in zip(records, records[1:], strict=False)]
+    assert len(pairs) >= 5 and all(x == y for x, y in pairs)
+    assert all(x is y for x, y in pairs)
