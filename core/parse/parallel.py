@@ -200,12 +200,13 @@ def _adopt(events: list[Any], firsts: dict[int, int], last: dict[Any, float]) ->
             _share_repeated(event, last)
 
 
-_RECORD_FIELDS = tuple(field.name for field in attrs.fields(IterationRecord))
-_record_values = operator.attrgetter(*_RECORD_FIELDS)
+#: The record's fields that may hold a float (their annotations are text: see ``from __future__``).
+_FLOAT_FIELDS = tuple(f.name for f in attrs.fields(IterationRecord) if "float" in str(f.type) and f.name != "reported")
+_float_values = operator.attrgetter(*_FLOAT_FIELDS)
 
 
 def _share_repeated(record: IterationRecord, last: dict[Any, float]) -> None:
-    for name, value in zip(_RECORD_FIELDS, _record_values(record), strict=True):
+    for name, value in zip(_FLOAT_FIELDS, _float_values(record), strict=True):
         if type(value) is float and value:  # not 0.0, which -0.0 equals
             previous = last.get(name)
             if previous == value:
