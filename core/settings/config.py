@@ -372,25 +372,6 @@ def config_from_dict(data: dict[str, Any]) -> BenchmarkConfig:
 
 def dump_toml(config: BenchmarkConfig) -> str:
     """The config as TOML text (what ``tprimat config show`` prints and runs store)."""
-    lines: list[str] = []
-    for section, values in config.to_dict().items():
-        lines.append(f"[{section}]")
-        for key, value in values.items():
-            lines.append(f"{key} = {_toml_value(value)}")
-        lines.append("")
-    return "\n".join(lines)
+    from tprimat.settings.tomltext import toml_table
 
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        items = ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items())
-        return "{ " + items + " }"
-    raise TypeError(f"cannot write {value!r} as TOML")
+    return "\n".join(line for section, values in config.to_dict().items() for line in toml_table(section, values))

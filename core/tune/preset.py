@@ -19,8 +19,8 @@ from typing import Any
 from tprimat import __version__
 from tprimat.atomic import atomic_write_text
 from tprimat.settings.config import BenchmarkConfig
+from tprimat.settings.tomltext import toml_table, toml_value
 from tprimat.tune.search import Outcome, TuneSpec
-from tprimat.tune.tomltext import toml_table, toml_value
 
 
 def preset_name(device: str | None, backend: str, model: str) -> str:

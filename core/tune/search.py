@@ -38,10 +38,10 @@ from tprimat.atomic import atomic_write_text
 from tprimat.compare.stats import aggregate, ratio_of_medians
 from tprimat.errors import TprimatError
 from tprimat.result.schema import ResultError, load_result
+from tprimat.settings.tomltext import toml_table
 from tprimat.suite.campaign import RUNS_DIR, STATE_FILE, SuiteSpec, SuiteState, expand, run_status, run_suite
 from tprimat.tune.oom import oom_in_run
 from tprimat.tune.space import Candidate
-from tprimat.tune.tomltext import toml_table
 
 DEFINITION_FILE = "tune.json"
 PROGRESS_FILE = "progress.json"

@@ -1,4 +1,4 @@
-"""TOML text for the presets tune writes (tomllib reads TOML but does not write it)."""
+"""TOML text for the configs and presets tprimat writes (tomllib reads TOML but does not write it)."""
 
 from __future__ import annotations
 
