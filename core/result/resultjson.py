@@ -61,7 +61,8 @@ _RECORD_FIELDS = tuple(field.name for field in attrs.fields(IterationRecord))
 _RECORD_SCALARS = _RECORD_FIELDS[:-1]
 _record_values = operator.attrgetter(*_RECORD_FIELDS)
 _SCALAR_TYPES = frozenset({float, int, str, bool, type(None)})
-assert _RECORD_FIELDS[-1] == "reported", "the fast path assumes `reported` is the last field"
+#: The fast path writes ``reported`` after the scalars, where the whole-document encoder puts it.
+_REPORTED_LAST = _RECORD_FIELDS[-1] == "reported"
 
 
 def _flat_record(record: Any) -> str | None:
@@ -72,7 +73,7 @@ def _flat_record(record: Any) -> str | None:
     spells differently: a non-finite float (written as a string), a ``reported`` value that
     is not a scalar, or a record of another class.
     """
-    if type(record) is not IterationRecord:
+    if type(record) is not IterationRecord or not _REPORTED_LAST:
         return None
     *values, reported = _record_values(record)
     if not all(type(value) in _SCALAR_TYPES for value in reported.values()):

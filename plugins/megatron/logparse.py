@@ -51,8 +51,6 @@ _VERSION_RE = re.compile(r"\b(NCCL|RCCL|HIP|ROCm) version\s*:?\s+(\S+)")
 _INT_RE = re.compile(r"[-+]?\d+")
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|infinity)", re.IGNORECASE)
 
-#: Bytes per MiB: Megatron's ``report_memory`` divides by 1024 * 1024 and labels it "MB".
-
 #: Note recorded when Primus prints GiB values with a "GB" label.
 GIB_LABEL_NOTE = "Primus prints 'GB' after values it computes as bytes / 1024**3: recorded as GiB (2**30 bytes)"
 
@@ -370,8 +368,9 @@ class MegatronLogParser:
         ``clean_before``: the parser held nothing (no unfinished line, no pending
         values) when the line was read, so a copy of it reads the same.  A
         ``line`` that gave nothing and left nothing held gives nothing again
-        (see :meth:`copy_of`), until a fact is stated.  Subclasses that keep state of their own, beyond facts
-        and pending values, must extend :meth:`state_is_clean`.
+        (see :meth:`copy_of`), until a fact is stated.  Subclasses that keep
+        state of their own, beyond facts and pending values, must extend
+        :meth:`state_is_clean`.
         """
         if not events:
             if line is not None and clean_before and self.state_is_clean():
@@ -929,8 +928,8 @@ def _trigger_lines(chunk: bytes, triggers: tuple[str, ...]) -> list[tuple[int, i
     """Where the lines of ``chunk`` that hold a trigger start and end (after their newline), in order."""
     spans: dict[int, int] = {}
     size = len(chunk)
+    find, rfind = chunk.find, chunk.rfind
     for trigger in {t.encode() for t in triggers}:
-        find, rfind = chunk.find, chunk.rfind
         position = find(trigger)
         while position != -1:
             end = find(b"\n", position) + 1
