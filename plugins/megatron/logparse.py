@@ -223,13 +223,16 @@ class MegatronLogParser:
     name = "megatron-lm"
     #: Substrings that make a line worth reading (see :func:`iter_events`).
     triggers: tuple[str, ...] = ("iteration", " ....", "version")
-    #: After the first iteration line only these are looked for (start-up is over).
+    #: Once training has started (see ``started``) only these are looked for.
     running_triggers: tuple[str, ...] = ("iteration",)
 
     def __init__(self, source: str) -> None:
         self.source = source
         self.log_interval: int | None = None
-        self.started = False  # an iteration line has been read
+        # The training loop has logged: an iteration line or a memory report was read.  Both
+        # come after the start-up lines (a rank that prints no iteration lines, Megatron's
+        # non-last pipeline ranks, still prints its memory report after the first interval).
+        self.started = False
         self._previous_iteration: int | None = None
         self._previous_covers = 1
         self._facts: dict[str, Any] = {}
@@ -624,6 +627,7 @@ class MegatronLogParser:
             record = IterationRecord(iteration=report.iteration, source=self.where(lineno), **values)
         except (TypeError, ValueError) as exc:
             return [self.issue(lineno, f"memory line rejected: {exc}")]
+        self.started = True
         return [record]
 
     # -- the argument dump ----------------------------------------------------------------
@@ -726,9 +730,9 @@ def iter_events(parser: MegatronLogParser | Any, lines: Iterable[str]) -> Iterat
     Most lines of a training log hold nothing a parser wants; a line is only
     handed to ``parser.feed`` when it contains one of the parser's trigger
     substrings, or when the parser holds an unfinished line.  Start-up lines
-    (arguments, versions) are only looked for until training starts: after
-    the first iteration line, ``parser.running_triggers`` replace
-    ``parser.triggers``.  When ``lines`` can also be read as byte chunks (a
+    (arguments, versions) are only looked for until training starts: from
+    the line that sets ``parser.started`` on, ``parser.running_triggers``
+    replace ``parser.triggers``.  When ``lines`` can also be read as byte chunks (a
     :class:`tprimat.parse.logfile.LogFile`), the triggers are searched in the bytes
     and only matching lines are decoded; the events are the same, except
     that start-up lines are looked for in the first :data:`STARTUP_BYTES`
@@ -913,8 +917,10 @@ def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0, offset: 
             if events:
                 yield from events
             held = parser.holds_line()
-            if started and parser.running_triggers is not triggers:
-                # The line turned on more triggers (see PrimusLogParser): find them in the rest.
+            if (started or parser.started) and parser.running_triggers is not triggers:
+                # Training started with this line, or the line turned on more triggers (see
+                # PrimusLogParser): the rest of the chunk is searched for the running ones.
+                started = True
                 triggers = parser.running_triggers
                 _check_triggers(triggers)
                 spans = [span for span in _trigger_lines(chunk, triggers) if span[0] >= fed_to]

@@ -246,3 +246,39 @@ def test_binary_junk_never_raises(blob):
     text = blob.decode("utf-8", errors="replace")
     events = parse(text.splitlines(True))
     assert all(isinstance(e, KINDS) for e in events)
+
+
+def test_a_memory_report_ends_start_up_on_a_rank_without_iteration_lines(tmp_path):
+    """A pipeline rank that logs no iterations still prints its memory report once training runs.
+
+    From that line on only the running triggers are searched, in bytes and in text
+    alike: a start-up marker printed later is not read, and a range reader learns
+    that the start-up lines are behind it (``LogFile.started``).
+    """
+    from tprimat.parse.logfile import LogFile
+    from tprimat.plugins.amd_primus.parse import PrimusLogParser
+
+    fixture = LOGS / "primus" / "primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log"
+    rank0 = [line for line in fixture.read_text(encoding="utf-8").splitlines(True) if "rank-7/8" not in line]
+    gpu = next(line for line in rank0 if "Detected GPU model" in line)
+    first_memory = next(i for i, line in enumerate(rank0) if "memory (MB)" in line)
+    before = rank0[:first_memory]
+    assert gpu in before
+    late = gpu.replace("MI355X", "MI300X")
+    log = tmp_path / "debug.log"
+    log.write_text("".join([*rank0, late]), encoding="utf-8")
+
+    lines = LogFile(log)
+    events = list(iter_events(PrimusLogParser("debug.log"), lines))
+    text_events = list(iter_events(PrimusLogParser("debug.log"), log.read_text(encoding="utf-8").splitlines(True)))
+    assert lines.started
+    for found in (events, text_events):
+        stated = [e.value for e in found if isinstance(e, LogFact) and e.key == "device_name_in_log"]
+        assert stated == ["MI355X"]
+        assert [r.iteration for r in records_of(found)] == [1, 2]
+
+    start_up_only = tmp_path / "start.log"
+    start_up_only.write_text("".join(before), encoding="utf-8")
+    lines = LogFile(start_up_only)
+    list(iter_events(PrimusLogParser("start.log"), lines))
+    assert not lines.started
