@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator
 
 from tprimat.contract.records import EvalRecord
 from tprimat.plugins.amd_primus.torchtitan import TorchTitanSteps
+from tprimat.plugins.megatron.colour import strip_ansi
 from tprimat.plugins.megatron.logparse import (
     FACT_ARGUMENTS,
     Event,
@@ -34,7 +35,6 @@ from tprimat.plugins.megatron.logparse import (
     fact_value,
     iter_events,
     parse_float,
-    strip_ansi,
 )
 
 _PRIMUS_ARG_RE = re.compile(r":\s+([A-Za-z_][A-Za-z0-9_]*)\s+: (.*?) \((?:int|bool|str|float|list|dict|NoneType)\)\s*$")

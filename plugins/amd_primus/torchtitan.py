@@ -26,7 +26,8 @@ import re
 from datetime import datetime
 
 from tprimat.contract.records import ParseIssue
-from tprimat.plugins.megatron.logparse import Event, LineError, parse_float, strip_ansi
+from tprimat.plugins.megatron.colour import strip_ansi
+from tprimat.plugins.megatron.logparse import Event, LineError, parse_float
 from tprimat.result.schema import IterationRecord
 
 STEP_RE = re.compile(

@@ -27,14 +27,13 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 from tprimat.contract.records import REPEATED_LINE, EvalRecord, LogFact, ParseIssue, RankPeak, RepeatedLine
+from tprimat.plugins.megatron.colour import strip_ansi
 from tprimat.plugins.megatron.memory_lines import MIB_PER_GIB, RankMemory, read_allocator
 from tprimat.result.collect import is_memory_only
 from tprimat.result.schema import IterationRecord
 
 Event = IterationRecord | LogFact | ParseIssue | EvalRecord | RepeatedLine | RankPeak
 
-# Real ESC sequences, and colour codes whose ESC byte was lost on the way ("[[32m").
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\[[0-9;]*[0-9]m")
 _ITERATION_RE = re.compile(r"(?<![A-Za-z_])iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 # The same without the look-behind, which would stop the regex engine from scanning for the
 # literal "iteration" at C speed; `_find_iteration` checks the character before instead.
@@ -108,13 +107,6 @@ KNOWN_KEYS = frozenset(
 
 class LineError(ValueError):
     """A value in a log line that cannot be read as what its label says."""
-
-
-def strip_ansi(text: str) -> str:
-    """``text`` without terminal colour codes (including ones that lost their ESC byte)."""
-    if "\x1b" not in text and "[0m" not in text:
-        return text  # colour codes that lost their ESC byte always come with a reset, "[0m"
-    return _ANSI_RE.sub("", text)
 
 
 def _find_iteration(text: str) -> re.Match[str] | None:

@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from tprimat.contract.records import RankPeak
+from tprimat.plugins.megatron.colour import strip_ansi
 
 MIB_PER_GIB = 1024.0
 GIB = 2**30
@@ -134,7 +135,7 @@ def parse_allocator(line: str) -> RankPeak | None:
     # Colour codes wrap the prefix and end of these lines: the line as it is first, cleaned if need be.
     report = read_allocator(line)
     if report is None or report.rank is None or report.problem is not None:
-        report = read_allocator(_ANSI_RE.sub("", line))
+        report = read_allocator(strip_ansi(line))
     if report is None or report.problem is not None or not report.mib:
         return None
     figures = {name: mib / MIB_PER_GIB for name, mib in report.mib.items()}
@@ -151,7 +152,7 @@ def parse_hip_usage(line: str) -> RankPeak | None:
     match = _HIP_RE.search(line)
     rank = _PRIMUS_RANK_TAG_RE.search(line, 0, match.start()) if match is not None else None
     if rank is None:  # colour codes inside the field, or no rank tag before it: read it cleaned
-        clean = _ANSI_RE.sub("", line)
+        clean = strip_ansi(line)
         match = _HIP_RE.search(clean)
         if match is None:
             return None

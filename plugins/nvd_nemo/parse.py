@@ -30,13 +30,13 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tprimat.contract.records import EvalRecord, LogFact, ParseIssue
+from tprimat.plugins.megatron.colour import strip_ansi
 from tprimat.plugins.megatron.logparse import (
     LineError,
     iter_events,
     normal_key,
     parse_float,
     parse_int,
-    strip_ansi,
 )
 from tprimat.plugins.nvd_nemo.expconfig import MARK
 from tprimat.plugins.nvd_nemo.nemo1 import TFLOPS, TIMER_RESET, Nemo1Reader

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from tests.plugins.logfixtures import LOGS, facts_of, issues_of, records_of
 from tprimat.contract.records import LogFact, ParseIssue, RankPeak
+from tprimat.plugins.megatron.colour import strip_ansi
 from tprimat.plugins.megatron.logparse import (
     GIB_LABEL_NOTE,
     LineError,
@@ -17,7 +18,6 @@ from tprimat.plugins.megatron.logparse import (
     iter_events,
     parse_pair,
     parse_units,
-    strip_ansi,
 )
 from tprimat.result.schema import IterationRecord
 
