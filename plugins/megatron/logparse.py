@@ -22,8 +22,10 @@ framework, and a line that cannot be read becomes a
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Generator, Iterable, Iterator
+from itertools import chain
 from typing import Any
 
 from tprimat.contract.records import REPEATED_LINE, EvalRecord, LogFact, ParseIssue, RankPeak, RepeatedLine
@@ -45,7 +47,6 @@ _VALIDATION_RE = re.compile(r"validation loss at iteration\s+(\d+)\s*\|\s*lm los
 _ARG_RE = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_]*) \.{2,} (\S.*?)\s*$")
 _RANK_PREFIX_RE = re.compile(r"^rank-\d+\s+")
 # "key: value" segments between "|" (the value runs to the next "|"; segments without ":" drop).
-_SEGMENT_RE = re.compile(r"([^|:]*):([^|]*)")
 _VERSION_RE = re.compile(r"\b(NCCL|RCCL|HIP|ROCm) version\s*:?\s+(\S+)")
 _INT_RE = re.compile(r"[-+]?\d+")
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|infinity)", re.IGNORECASE)
@@ -199,8 +200,12 @@ def validation_record(line: str, source: str) -> EvalRecord | ParseIssue | None:
 _NOTHING: list[Event] = []
 _REPEATED: list[Event] = [REPEATED_LINE]
 
+# What one segment of an iteration line reads as: its (field, value) pairs, its reported
+# (key, value) pairs, and its problem or None.
+_SegmentRead = tuple[tuple[tuple[str, Any], ...], tuple[tuple[str, Any], ...], str | None]
+_FIELDS_READ, _REPORTED_READ, _PROBLEM_READ = (operator.itemgetter(i) for i in range(3))
 # Segment text -> what it reads as (a pure function of the text, shared by every stream).
-_SEGMENTS: dict[tuple[str, str], tuple[dict, dict, str | None]] = {}
+_SEGMENTS: dict[str, _SegmentRead] = {}
 
 
 class MegatronLogParser:
@@ -504,22 +509,20 @@ class MegatronLogParser:
         events: list[Event] = []
         iteration = int(match.group(1))
         total = int(match.group(2))
-        fields: dict[str, Any] = {}
-        reported: dict[str, float | str | None] = {}
-        problems: list[str] = []
         cache = self._segments
         if len(cache) > 8192:
             cache.clear()
-        for segment in _SEGMENT_RE.findall(clean, match.end()):
-            read = cache.get(segment)
-            if read is None:
-                read = cache[segment] = self._segment(*segment)
-            if read[0]:
-                fields.update(read[0])
-            if read[1]:
-                reported.update(read[1])
-            if read[2] is not None:
-                problems.append(read[2])
+        # The segments between the "|"s after the iteration count; one without a ":" reads as nothing.
+        segments = clean[match.end() :].split("|")
+        reads = list(map(cache.get, segments))
+        if None in reads:
+            for index, read in enumerate(reads):
+                if read is None:
+                    reads[index] = cache[segments[index]] = self._segment(segments[index])
+        # In the order of the line: a later segment's value replaces an earlier one's.
+        fields: dict[str, Any] = dict(chain.from_iterable(map(_FIELDS_READ, reads)))
+        reported: dict[str, float | str | None] = dict(chain.from_iterable(map(_REPORTED_READ, reads)))
+        problems = [problem for problem in map(_PROBLEM_READ, reads) if problem is not None]
         if problems:
             # A value that does not read as its label says: keep nothing from this line.
             return [self.issue(lineno, "unreadable iteration line (" + "; ".join(problems) + "); skipped")]
@@ -557,11 +560,15 @@ class MegatronLogParser:
         self.started = True
         return events
 
-    def _segment(self, key: str, value: str) -> tuple[dict, dict, str | None]:
+    def _segment(self, segment: str) -> _SegmentRead:
         """What one ``key: value`` segment adds to the fields and reported values, or its problem.
 
         A pure function of the text (segment values repeat from line to line, so it is cached).
+        The key ends at the first ":"; a segment without one adds nothing.
         """
+        key, colon, value = segment.partition(":")
+        if not colon:
+            return (), (), None
         fields: dict[str, Any] = {}
         reported: dict[str, float | str | None] = {}
         handler = self._handlers.get(key.strip())
@@ -576,8 +583,8 @@ class MegatronLogParser:
                 if number is not None:
                     reported[normal_key(key)] = float(number.group(0))
         except LineError as exc:
-            return {}, {}, f"{key.strip()}: {exc}"
-        return fields, reported, None
+            return (), (), f"{key.strip()}: {exc}"
+        return tuple(fields.items()), tuple(reported.items()), None
 
     def _covers(self, iteration: int) -> int:
         previous = self._previous_iteration

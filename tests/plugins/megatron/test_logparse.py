@@ -282,3 +282,16 @@ def test_a_memory_report_ends_start_up_on_a_rank_without_iteration_lines(tmp_pat
     lines = LogFile(start_up_only)
     list(iter_events(PrimusLogParser("start.log"), lines))
     assert not lines.started
+
+
+def test_segments_are_read_between_the_bars_in_order():
+    """A segment without a ":" and an empty one add nothing; a value may hold ":"; the last of a key wins."""
+    line = (
+        " [2026-03-31 14:11:14.644654] iteration        3/      15 | consumed samples:          240 |"
+        " a note without a colon | elapsed time per iteration (ms): 4000.0 | | custom figure: 7.5 |"
+        " clock: 12:30:01 | custom figure: 8.5 | lm loss: 2.0 | number of skipped iterations:   0 |"
+        " number of nan iterations:   0 |\n"
+    )
+    (record,) = records_of(parse([line]))
+    assert (record.iteration, record.consumed_samples, record.step_time_s, record.loss) == (3, 240, 4.0, 2.0)
+    assert record.reported == {"custom_figure": 8.5, "nan_iterations": 0.0}
