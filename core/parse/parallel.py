@@ -41,8 +41,9 @@ PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 LEAD_BYTES = 1024 * 1024
 #: The most read before a range when the file holds few iteration lines (then the guess may miss).
 LEAD_MAX_BYTES = 64 * 1024 * 1024
-#: The largest range a large file is cut into.
-RANGE_MAX_BYTES = 128 * 1024 * 1024
+#: The largest range a large file is cut into: the events of a range wait whole to be collected, so
+#: this bounds the memory they take (each range after the first also costs a lead read).
+RANGE_MAX_BYTES = 64 * 1024 * 1024
 #: A file at least this large is cut into ranges.
 SPLIT_MIN_BYTES = 64 * 1024 * 1024
 
