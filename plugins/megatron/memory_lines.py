@@ -28,7 +28,6 @@ from tprimat.plugins.megatron.colour import strip_ansi
 MIB_PER_GIB = 1024.0
 GIB = 2**30
 
-_ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[(?:\d+;)*\d*m")
 _THEORETICAL_RE = re.compile(
     r"Theoretical memory footprints: weight and optimizer=([\d.]+) MB"
     r"(?:, activation=([\d.]+) MB)?(?:, total=([\d.]+) MB)?"
