@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -166,6 +166,11 @@ class BackendSpec:
     #: Recognises a directory laid out by this backend's framework (e.g. one directory per
     #: rank) and returns the files to read, oldest first, with a note; None: not its layout.
     find_logs: Callable[[Path], tuple[list[Path], str] | None] | None = attrs.field(default=None, eq=False)
+    #: The stream a log file belongs to (one process's log and its rotations), as any value
+    #: that compares equal for the files of one stream, or None for a file of its own.  Files
+    #: next to each other in the list read, and of one stream, are read as one: each file
+    #: continues the parser's state at the end of the one before (None: each file on its own).
+    log_stream: Callable[[Path], Hashable | None] | None = attrs.field(default=None, eq=False)
     #: Reads what the start of a log file states about the run outside the iteration lines
     #: (argument dumps, echoed command lines, config dumps): ``(lines, source, parsed facts)``
     #: -> (facts, notes).  A fact ``profiled_iterations`` marks those iterations profiled.

@@ -14,7 +14,9 @@ A :class:`LogFile` can also stand for a byte range of its file (``start`` to
 are read on several cores (see :mod:`tprimat.parse.parallel`).  A range
 carries the number of its first line, the reader's state at its start
 (``resume_state``) and, once read, the state at its end (``final_state``)
-and the number of its lines (``line_count``).
+and the number of its lines (``line_count``).  A file that a rotated log
+continues in the next file is ``continued``: the reader carries its state
+over instead of ending the stream at the file's end.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class LogFile:
         end: int | None = None,
         first_lineno: int = 1,
         resume_state: Any = None,
+        continued: bool = False,
     ) -> None:
         self.path = Path(path)
         self.drop_last_line = drop_last_line
@@ -52,6 +55,8 @@ class LogFile:
         self.first_lineno = first_lineno
         #: Reader state to start from (None: a fresh reader), and the state at the end of the range.
         self.resume_state = resume_state
+        #: Whether the stream goes on in the next file (a rotated log): its end is not the stream's.
+        self.continued = continued
         self.final_state: Any = None
         #: Whether the reader had passed the start-up lines at the end of the range (with final_state).
         self.started = False
@@ -65,8 +70,8 @@ class LogFile:
 
     @property
     def at_end(self) -> bool:
-        """Whether the range runs to the end of the file (where an unfinished line is reported)."""
-        return self.end is None
+        """Whether the range ends the stream (where an unfinished line is reported)."""
+        return self.end is None and not self.continued
 
     def __iter__(self) -> Iterator[str]:
         if not self.whole:

@@ -315,9 +315,11 @@ def parse_logs(
     else:
         cuts = _cut_files(files, sources, truncated)
         # Text: any line ending, undecodable bytes replaced (junk is skipped, never raised); files
-        # and ranges of large files on every core, with the events of a serial read.
+        # and ranges of large files on every core, with the events of a serial read; the files
+        # of a rotated log read as one stream.
+        continues = _continues_stream(files, entry.spec.log_stream)
         try:
-            for events in read_events(registry, backend, files, sources, cuts, workers=workers):
+            for events in read_events(registry, backend, files, sources, cuts, workers=workers, continues=continues):
                 collector.consume(events)
         except LogReadError as exc:
             raise _open_error(exc.path, exc) from None
@@ -513,6 +515,14 @@ def _platform_warnings(files: Sequence[Path], backend: str, platform: str) -> li
                     f"{backend} prints them: check the backend (leave --backend out to detect it)"
                 ]
     return []
+
+
+def _continues_stream(files: Sequence[Path], log_stream: Any) -> list[bool]:
+    """For each file, whether it continues the stream of the file before it (``BackendSpec.log_stream``)."""
+    if log_stream is None:
+        return [False] * len(files)
+    streams = [log_stream(path) for path in files]
+    return [i > 0 and streams[i] is not None and streams[i] == streams[i - 1] for i in range(len(files))]
 
 
 def _with_stated_facts(

@@ -70,6 +70,16 @@ class _Unit:
     chunk_index: int = 0  # the range's first chunk among the file's chunks
     first_lineno: int = 1  # the number of the range's first line
     starts: tuple[int, ...] = ()  # all chunk starts of the file (for ranges)
+    # A rotated log: the file continues the stream of ``previous``, which began in ``stream_top``,
+    # and/or the stream goes on in the next file (``continued``).
+    previous: Path | None = None
+    stream_top: Path | None = None
+    continued: bool = False
+
+    @property
+    def resumes(self) -> bool:
+        """Whether the reader starts from the state at the end of the unit before (a later range, a rotation)."""
+        return bool(self.chunk_index) or self.previous is not None
 
 
 @attrs.frozen(kw_only=True)
@@ -105,12 +115,13 @@ def _range(unit: _Unit, start: int, end: int | None, first_lineno: int, state: A
         end=end,
         first_lineno=first_lineno,
         resume_state=state,
+        continued=unit.continued and end is None,
     )
 
 
 def _read_unit(unit: _Unit) -> _Read | LogReadError:
     try:
-        if unit.chunk_index == 0:
+        if not unit.resumes:
             lines = _range(unit, unit.start, unit.end, 1, None)
             events = _parse(unit, lines)
             return _Read(events=events, final_state=lines.final_state, lines=_lines_read(unit, lines))
@@ -128,36 +139,105 @@ def _lines_read(unit: _Unit, lines: LogFile) -> int | None:
     return count_lines(unit.path, unit.end, unit.start)  # a reader that does not report its count
 
 
-def _read_later_range(unit: _Unit) -> _Read:
-    """A range after the first: guess the reader's state at its start, then read it from there.
+def _guess(unit: _Unit, path: Path, start: int, end: int | None, state: Any) -> tuple[list[Any], LogFile]:
+    """Read part of ``path`` (the unit's file, or an earlier file of its stream) from ``state``."""
+    part = attrs.evolve(unit, path=path, drop_last_line=False, continued=True)
+    lines = _range(part, start, end, unit.first_lineno, state)
+    return _parse(part, lines), lines
 
-    Lines are numbered from the range's marker (:func:`_marker`); the events of the guess are
-    thrown away, so their numbers do not matter.
-    """
-    starts = unit.starts
-    state, index = None, 0  # the reader's state at chunk `index`
-    # The start-up lines: chunk by chunk from the top until the reader has passed them ...
-    while index < unit.chunk_index - 1:
-        lines = _range(unit, starts[index], starts[index + 1], unit.first_lineno, state)
-        _parse(unit, lines)
+
+def _iterations(events: list[Any]) -> set[int]:
+    return {e.iteration for e in events if isinstance(e, IterationRecord) and not is_memory_only(e)}
+
+
+# A worker's start-up states, by (stream's first file, chunk size): the reader's state once it
+# has passed the start-up lines, and the chunk it got to.  Each rotated file of a stream needs it.
+_START_UP: dict[tuple[Path, int], tuple[Any, int]] = {}
+
+
+def _start_up(unit: _Unit, top: Path, starts: tuple[int, ...], readable: int) -> tuple[Any, int]:
+    """The reader's state after the start-up lines of ``top``: chunk by chunk until it has passed them."""
+    state, index = None, 0
+    while index < readable:
+        end = starts[index + 1] if index + 1 < len(starts) else None
+        _, lines = _guess(unit, top, starts[index], end, state)
         state = lines.final_state
         index += 1
         if lines.started:
             break
-    # ... then the chunks just before the range, to learn the last iteration and its interval:
-    # as many as hold two different iterations (more each time), up to LEAD_MAX_BYTES.
-    span = max(1, -(-LEAD_BYTES // unit.chunk_bytes))
-    while True:
-        lead = max(index, unit.chunk_index - span)
-        lines = _range(unit, starts[lead], unit.start, unit.first_lineno, state)
-        seen = {e.iteration for e in _parse(unit, lines) if isinstance(e, IterationRecord) and not is_memory_only(e)}
-        if len(seen) >= 2 or lead == index or span * unit.chunk_bytes >= LEAD_MAX_BYTES:
-            break
-        span *= 4
-    assumed = lines.final_state
+    return state, index
+
+
+def _read_later_range(unit: _Unit) -> _Read:
+    """A range after the first, or a file that continues a rotated log: guess the reader's state
+    at its start, then read it from there.
+
+    The guess reads the start-up lines (at the top of the file, or of the stream's first
+    file), then what comes just before the unit: the chunks before a range, the end of the file
+    before a rotated one.  Lines are numbered from the range's marker (:func:`_marker`); the
+    events of the guess are thrown away, so their numbers do not matter.
+    """
+    if unit.chunk_index and unit.stream_top is None:
+        state, index = _start_up(unit, unit.path, unit.starts, unit.chunk_index - 1)
+        assumed = _lead_chunks(unit, state, index)
+    else:
+        top = unit.stream_top or unit.path
+        key = (top, unit.chunk_bytes)
+        if key not in _START_UP:
+            starts = tuple(chunk_starts(top, unit.chunk_bytes))
+            _START_UP[key] = _start_up(unit, top, starts, len(starts))
+        state, _ = _START_UP[key]
+        assumed = _lead_chunks(unit, state, 0) if unit.chunk_index else _lead_tail(unit, state)
     lines = _range(unit, unit.start, unit.end, unit.first_lineno, assumed)
     events = _parse(unit, lines)
     return _Read(events=events, final_state=lines.final_state, assumed_state=assumed, lines=_lines_read(unit, lines))
+
+
+def _lead_chunks(unit: _Unit, state: Any, floor: int) -> Any:
+    """The state after the chunks just before a range, read from ``state`` (chunks before ``floor`` are read).
+
+    As many chunks as hold two different iterations (more each time), up to LEAD_MAX_BYTES:
+    the last iteration and its interval are part of the state.
+    """
+    span = max(1, -(-LEAD_BYTES // unit.chunk_bytes))
+    while True:
+        lead = max(floor, unit.chunk_index - span)
+        events, lines = _guess(unit, unit.path, unit.starts[lead], unit.start, state)
+        if len(_iterations(events)) >= 2 or lead == floor or span * unit.chunk_bytes >= LEAD_MAX_BYTES:
+            return lines.final_state
+        span *= 4
+
+
+#: How much of the end of the file before a rotated one is read first to guess the state at its start.
+TAIL_BYTES = 64 * 1024
+
+
+def _lead_tail(unit: _Unit, state: Any) -> Any:
+    """The state at the end of the file before a rotated one, read from ``state`` over its last lines.
+
+    More each time while they hold one iteration line (the interval needs two), up to
+    LEAD_MAX_BYTES; a tail without any stops at once: the stream may have none (a pipeline
+    rank that logs no iterations), and a wrong guess is only read again.
+    """
+    assert unit.previous is not None
+    size = unit.previous.stat().st_size
+    span = TAIL_BYTES
+    while True:
+        start = _line_start(unit.previous, size - span)
+        events, lines = _guess(unit, unit.previous, start, None, state)
+        if len(_iterations(events)) != 1 or start == 0 or span >= LEAD_MAX_BYTES:
+            return lines.final_state
+        span *= 4
+
+
+def _line_start(path: Path, position: int) -> int:
+    """The start of the first line that begins at or after ``position`` (0 for the top)."""
+    if position <= 0:
+        return 0
+    with open(path, "rb") as handle:
+        handle.seek(position - 1)
+        handle.readline()  # the rest of the line that holds byte position - 1
+        return handle.tell()
 
 
 #: Line numbers of a later range start at its marker (see :func:`_marker`): the number of its
@@ -238,20 +318,40 @@ def _resumable(registry: Any, backend: str, path: Path, source: str) -> bool:
     return probe.final_state is not None
 
 
+def _whole_files(
+    files: Sequence[Path], sources: Sequence[str], cuts: Sequence[bool], continues: Sequence[bool], chunk_bytes: int
+) -> list[_Unit]:
+    """One unit per file, each tied to the files before and after it in its stream."""
+    units: list[_Unit] = []
+    top: Path | None = None
+    for index, (path, source, cut) in enumerate(zip(files, sources, cuts, strict=True)):
+        previous = files[index - 1] if continues[index] else None
+        top = top if previous is not None else path
+        units.append(
+            _Unit(
+                path=path,
+                source=source,
+                drop_last_line=cut,
+                chunk_bytes=chunk_bytes,
+                previous=previous,
+                stream_top=top if previous is not None else None,
+                continued=index + 1 < len(files) and continues[index + 1],
+            )
+        )
+    return units
+
+
 def _units(
     registry: Any,
     backend: str,
-    files: Sequence[Path],
-    sources: Sequence[str],
-    cuts: Sequence[bool],
-    chunk_bytes: int,
+    wholes: Sequence[_Unit],
     split_bytes: int,
     workers: int,
+    resumable: bool | None,
 ) -> list[_Unit]:
     units: list[_Unit] = []
-    resumable: bool | None = None
-    for path, source, cut in zip(files, sources, cuts, strict=True):
-        whole = _Unit(path=path, source=source, drop_last_line=cut, chunk_bytes=chunk_bytes)
+    for whole in wholes:
+        path, source, chunk_bytes = whole.path, whole.source, whole.chunk_bytes
         size = path.stat().st_size
         if size < split_bytes:
             units.append(whole)
@@ -285,13 +385,17 @@ def read_events(
     chunk_bytes: int | None = None,
     split_bytes: int | None = None,
     parallel_min_bytes: int | None = None,
+    continues: Sequence[bool] | None = None,
 ) -> Iterator[list[Any]]:
     """The events of ``files`` (read as ``sources``, last line dropped where ``cuts``), in order.
 
-    Yields one list of events per file or range.  ``workers`` processes (default: the CPUs
-    this process may use); 1, a small input, or a platform without ``fork`` reads serially.
-    The sizes default to this module's constants.  Raises :class:`LogReadError` for a file
-    that cannot be read.
+    Yields one list of events per file or range.  A file whose ``continues`` is true goes on
+    with the stream of the file before it (a rotated log): its reader starts from the state at
+    the end of that file, when the backend's parser reports its state (see
+    :class:`tprimat.parse.logfile.LogFile`).  ``workers`` processes (default: the CPUs this
+    process may use); 1, a small input, or a platform without ``fork`` reads serially.  The
+    sizes default to this module's constants.  Raises :class:`LogReadError` for a file that
+    cannot be read.
     """
     workers = default_workers() if workers is None else max(1, workers)
     chunk_bytes = CHUNK_BYTES if chunk_bytes is None else chunk_bytes
@@ -301,23 +405,32 @@ def read_events(
         total = sum(path.stat().st_size for path in files)
     except OSError as exc:
         raise LogReadError(Path(exc.filename or "?"), exc.strerror or str(exc)) from None
+    continues = [False] * len(files) if continues is None else list(continues)
+    resumable: bool | None = None
+    if any(continues) and files:
+        resumable = _resumable(registry, backend, files[0], sources[0])
+        if not resumable:  # a parser that cannot carry its state: each file on its own
+            continues = [False] * len(files)
+    wholes = _whole_files(files, sources, cuts, continues, chunk_bytes)
     fork = "fork" in multiprocessing.get_all_start_methods()
     if workers == 1 or not fork or total < parallel_min_bytes:
-        for path, source, cut in zip(files, sources, cuts, strict=True):
-            unit = _Unit(path=path, source=source, drop_last_line=cut, chunk_bytes=chunk_bytes)
-            lines = _range(unit, 0, None, 1, None)
+        state: Any = None
+        for unit in wholes:
+            lines = _range(unit, 0, None, 1, state if unit.previous is not None else None)
             try:
-                yield from _stream(registry, backend, lines, source)
+                yield from _stream(registry, backend, lines, unit.source)
             except OSError as exc:
-                raise LogReadError(path, exc.strerror or str(exc)) from None
+                raise LogReadError(unit.path, exc.strerror or str(exc)) from None
+            state = lines.final_state
         return
-    units = _units(registry, backend, files, sources, cuts, chunk_bytes, split_bytes, workers)
+    units = _units(registry, backend, wholes, split_bytes, workers, resumable)
     _CONTEXT.update(registry=registry, backend=backend)
+    _START_UP.clear()  # the workers, forked from here, start without start-up states
     # An executor, not a multiprocessing.Pool: a worker that dies (out of memory, killed) is an
     # error here (BrokenProcessPool), where a Pool would wait for it forever.
     pool = ProcessPoolExecutor(max_workers=min(workers, len(units)), mp_context=multiprocessing.get_context("fork"))
     try:
-        state: Any = None
+        state = None
         units = [attrs.evolve(u, first_lineno=_marker(i)) if u.chunk_index else u for i, u in enumerate(units)]
         jobs = [(unit, pool.submit(_read_unit, unit)) for unit in units]
         jobs.reverse()
@@ -331,8 +444,8 @@ def read_events(
             if isinstance(read, LogReadError):
                 raise read
             firsts[index] = following if unit.chunk_index else 1
-            if unit.chunk_index and read.assumed_state != state:
-                # The guess was wrong: read the range again from the true state.
+            if unit.resumes and read.assumed_state != state:
+                # The guess was wrong: read the range or file again from the true state.
                 lines = _range(unit, unit.start, unit.end, unit.first_lineno, state)
                 events = list(registry.parse_metrics(backend, lines=lines, source=unit.source))
                 read = _Read(events=events, final_state=lines.final_state, lines=_lines_read(unit, lines))

@@ -8,7 +8,7 @@ family shares.
 """
 
 from tprimat.contract import BackendSpec, LaunchOption, Requirements
-from tprimat.plugins.amd_primus.logtree import find_logs
+from tprimat.plugins.amd_primus.logtree import find_logs, log_stream
 from tprimat.plugins.megatron.explain import explain_primus
 from tprimat.plugins.megatron.family import TUNABLES, VERSION_OPTION, WARMUP
 from tprimat.plugins.megatron.memory_lines import memory_peaks
@@ -42,6 +42,7 @@ BACKEND = BackendSpec(
     stated_facts=read_stated,
     explain=explain_primus,
     find_logs=find_logs,
+    log_stream=log_stream,
     # a Primus switch ("<backend>.<key>"); the first value is Primus's own default
     tunables={**TUNABLES, "amd_primus.use_turbo_attention": (False, True)},
 )

@@ -3,6 +3,8 @@
 ``BackendSpec.find_logs`` of ``amd_primus``: given a directory (an experiment's
 ``logs/pre_trainer/``, or anything above it), the lowest-level log family of
 every ``rank-N`` directory below it, rotated files oldest first.
+``BackendSpec.log_stream``: the files of one family in one directory are one
+process's log, cut by rotation, and are read as one stream.
 """
 
 from __future__ import annotations
@@ -27,6 +29,22 @@ def _rotation_key(path: Path) -> tuple[int, Any, str]:
     return (2, name, name)
 
 
+def _family(name: str) -> str | None:
+    """The log level whose family a file name belongs to (``debug.log.2`` -> ``debug``), or None."""
+    level = name.split(".", 1)[0]
+    if level not in _PRIMUS_LEVELS:
+        return None
+    if name == f"{level}.log" or _ROTATED_NUMBER_RE.match(name) or _ROTATED_STAMP_RE.match(name):
+        return level
+    return None
+
+
+def log_stream(path: Path) -> tuple[str, str] | None:
+    """The stream of a Primus log file: its directory and log level (None: not a Primus log name)."""
+    family = _family(path.name)
+    return None if family is None else (str(path.parent), family)
+
+
 def _primus_rank_files(rank_dir: Path) -> list[Path]:
     """The lowest-level log family of one ``rank-N`` directory, rotated files oldest first.
 
@@ -34,16 +52,7 @@ def _primus_rank_files(rank_dir: Path) -> list[Path]:
     holds everything ``info.log`` does: reading one family is enough.
     """
     for level in _PRIMUS_LEVELS:
-        family = [
-            p
-            for p in rank_dir.iterdir()
-            if p.is_file()
-            and (
-                p.name == f"{level}.log"
-                or p.name.startswith(f"{level}.")
-                and (p.name.endswith(".log") or _ROTATED_NUMBER_RE.match(p.name))
-            )
-        ]
+        family = [p for p in rank_dir.iterdir() if p.is_file() and _family(p.name) == level]
         if family:
             return sorted(family, key=_rotation_key)
     return []

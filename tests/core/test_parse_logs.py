@@ -224,6 +224,22 @@ def test_primus_tree_reads_one_family_per_rank_oldest_first(registry, tmp_path):
     assert result.run.backend == "amd_primus"
 
 
+def test_primus_rotations_of_one_rank_and_level_are_one_stream(registry, tmp_path):
+    """``BackendSpec.log_stream``: the files the tree reads, grouped as the core reads them."""
+    from tprimat.parse.logs import _continues_stream
+
+    top = _primus_tree(tmp_path)
+    files, _ = find_log_files([top], registry)
+    stream = registry.backend("amd_primus").spec.log_stream
+    assert _continues_stream(files, stream) == [False, True, False, True]
+    rank = files[0].parent
+    assert stream(rank / "debug.log.3") == stream(rank / "debug.log") == (str(rank), "debug")
+    assert stream(rank / "info.log") == (str(rank), "info")
+    assert stream(rank / "console.log") is None
+    assert stream(files[2]) != stream(files[1])  # another rank
+    assert _continues_stream(files, None) == [False] * 4  # a backend without streams
+
+
 def test_core_throughput_matches_primus_figure_when_the_workload_is_right(registry, tmp_path):
     """Llama 3.1 8B on 8 GPUs, GBS 128, sequence 8192: the core's formula gives Primus's 10005.5."""
     source = LOGS / (

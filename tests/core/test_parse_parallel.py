@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import attrs
 import pytest
 
 from tests.plugins.logfixtures import LOGS
@@ -144,3 +145,65 @@ def test_figures_repeated_from_record_to_record_are_one_object_after_a_parallel_
     pairs = [(a.mem_device_total_gib, b.mem_device_total_gib) for a, b in zip(records, records[1:], strict=False)]
     assert len(pairs) >= 5 and all(x == y for x, y in pairs)
     assert all(x is y for x, y in pairs)
+
+
+MEGATRON_100 = LOGS / "megatron/mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log"
+
+
+def _rotated(tmp_path: Path, cuts: tuple[int, ...]) -> Path:
+    """The Megatron-LM log (--log-interval 100) as one Primus rank's debug.log, rotated at ``cuts`` (line numbers)."""
+    lines = MEGATRON_100.read_text(encoding="utf-8").splitlines(True)
+    rank = tmp_path / "logs" / "pre_trainer" / "rank-0"
+    rank.mkdir(parents=True)
+    bounds = (0, *cuts, len(lines))
+    names = [f"debug.log.{n}" for n in range(len(cuts), 0, -1)] + ["debug.log"]  # oldest first
+    for name, start, end in zip(names, bounds[:-1], bounds[1:], strict=True):
+        (rank / name).write_text("".join(lines[start:end]), encoding="utf-8")
+    return tmp_path / "logs"
+
+
+def _read(paths, registry, workers):
+    return parse_logs(paths, registry=registry, backend="amd_primus", workers=workers, allow_mismatch=True).result
+
+
+def test_a_rotated_log_reads_as_one_stream(registry, tiny_ranges, tmp_path):
+    """Each rotated file goes on from the reader's state at the end of the one before.
+
+    Read on its own, the file after a rotation would start without the log interval (stated at
+    the top of the first file): its first iteration would cover one iteration, not 100, and
+    the 99 before it would be reported missing.
+    """
+    whole = tmp_path / "whole" / "logs" / "pre_trainer" / "rank-0"
+    whole.mkdir(parents=True)
+    (whole / "debug.log").write_bytes(MEGATRON_100.read_bytes())
+    one_file = _read([whole.parent.parent], registry, workers=1)
+    rotated = _rotated(tmp_path / "rotated", (379, 395))
+    serial = _read([rotated], registry, workers=1)
+    assert dumps_result(_read([rotated], registry, workers=2)) == dumps_result(serial)
+
+    def body(record):
+        return attrs.evolve(record, source=None)
+
+    assert [body(r) for r in serial.iterations] == [body(r) for r in one_file.iterations]
+    assert [r.covers_iterations for r in serial.iterations][:8] == [100] * 8
+    assert not [note for note in serial.provenance.notes if "missing" in note]
+    assert serial.run.status == one_file.run.status == "completed"
+    sources = [r.source for r in serial.iterations]
+    assert sources[5] == "debug.log.1:2"  # lines keep the numbers of their own file
+
+
+def test_a_wrong_guess_at_a_rotation_is_read_again(registry, tiny_ranges, tmp_path, monkeypatch):
+    """A tail too short to show the last iteration gives a wrong guess: the file is read again here."""
+    rotated = _rotated(tmp_path, (379, 395))
+    serial = dumps_result(_read([rotated], registry, workers=1))
+    monkeypatch.setattr(parse_parallel, "TAIL_BYTES", 1)
+    reread = []
+    real = parse_parallel._range
+
+    def spy(unit, start, end, first_lineno, state):
+        reread.append(unit.path.name)  # only this process's calls: the reads again
+        return real(unit, start, end, first_lineno, state)
+
+    monkeypatch.setattr(parse_parallel, "_range", spy)
+    assert dumps_result(_read([rotated], registry, workers=2)) == serial
+    assert "debug.log.1" in reread
