@@ -300,6 +300,8 @@ def parse_logs(
     truncated: list[str] = []
     common = _common_parent(files)
     sources = [_display_name(path, common) for path in files]
+    # The files of a rotated log (consecutive, of one stream) are read as one.
+    continues = [False] * len(files) if wraps else _continues_stream(files, entry.spec.log_stream)
     if wraps:  # files hard-wrapped at a fixed column are read joined, in this process
         for path, source in zip(files, sources, strict=True):
             try:
@@ -315,9 +317,7 @@ def parse_logs(
     else:
         cuts = _cut_files(files, sources, truncated)
         # Text: any line ending, undecodable bytes replaced (junk is skipped, never raised); files
-        # and ranges of large files on every core, with the events of a serial read; the files
-        # of a rotated log read as one stream.
-        continues = _continues_stream(files, entry.spec.log_stream)
+        # and ranges of large files on every core, with the events of a serial read.
         try:
             for events in read_events(registry, backend, files, sources, cuts, workers=workers, continues=continues):
                 collector.consume(events)
@@ -332,7 +332,8 @@ def parse_logs(
         shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
         raise ParseError(no_timing_message(shown, backend, timed))
     facts = {key: fact.value for key, fact in collector.facts.items()}
-    facts, stated_notes, records = _with_stated_facts(files, common, facts, records, entry.spec.stated_facts)
+    starts = [path for path, goes_on in zip(files, continues, strict=True) if not goes_on]
+    facts, stated_notes, records = _with_stated_facts(starts, common, facts, records, entry.spec.stated_facts)
     timed = [r for r in records if not is_memory_only(r)]
 
     result_config = _result_config(config, workload, facts, config_label)
@@ -534,7 +535,8 @@ def _with_stated_facts(
 ) -> tuple[dict[str, Any], list[str], list[IterationRecord]]:
     """``facts`` completed with what the backend reads from the start of each file
     (``BackendSpec.stated_facts``; the first file that states a key wins); the profiled
-    iterations it names marked."""
+    iterations it names marked.  ``files`` are those that start a log: a rotated log's
+    later files begin in the middle of it."""
     if reader is None:
         return facts, [], records
     facts = dict(facts)
@@ -544,7 +546,7 @@ def _with_stated_facts(
         with open(path, encoding="utf-8", errors="replace") as handle:
             head = list(itertools.islice(handle, STATED_LINES))
         stated, file_notes = reader(head, _display_name(path, common), facts)
-        notes.extend(file_notes)
+        notes.extend(note for note in file_notes if note not in notes)  # every rank says the same
         for fact in stated:
             if fact.key == "profiled_iterations":
                 window.update(fact.value)

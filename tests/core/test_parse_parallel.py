@@ -207,3 +207,11 @@ def test_a_wrong_guess_at_a_rotation_is_read_again(registry, tiny_ranges, tmp_pa
     monkeypatch.setattr(parse_parallel, "_range", spy)
     assert dumps_result(_read([rotated], registry, workers=2)) == serial
     assert "debug.log.1" in reread
+
+
+def test_what_every_rank_states_is_noted_once(registry, tmp_path):
+    """Each rank's log states the same profiler window; the result says it once, read from the ranks' first files."""
+    tree = _logshapes().build_tree(tmp_path / "tree", 1)
+    notes = parse_logs([tree], registry=registry, workers=1).result.provenance.notes
+    assert len([note for note in notes if "profiler window" in note]) == 1
+    assert len(notes) == len(set(notes))
