@@ -150,22 +150,24 @@ def _iterations(events: list[Any]) -> set[int]:
     return {e.iteration for e in events if isinstance(e, IterationRecord) and not is_memory_only(e)}
 
 
-# A worker's start-up states, by (stream's first file, chunk size): the reader's state once it
-# has passed the start-up lines, and the chunk it got to.  Each rotated file of a stream needs it.
-_START_UP: dict[tuple[Path, int], tuple[Any, int]] = {}
+# A worker's start-up states, by (stream's first file, chunk size): see _start_up.  Each rotated
+# file of a stream needs its stream's.
+_START_UP: dict[tuple[Path, int], tuple[Any, int, bool]] = {}
 
 
-def _start_up(unit: _Unit, top: Path, starts: tuple[int, ...], readable: int) -> tuple[Any, int]:
-    """The reader's state after the start-up lines of ``top``: chunk by chunk until it has passed them."""
-    state, index = None, 0
+def _start_up(unit: _Unit, top: Path, starts: tuple[int, ...], readable: int) -> tuple[Any, int, bool]:
+    """The reader's state after the start-up lines of ``top``, read chunk by chunk until it has passed
+    them; the chunk it got to; and whether those chunks held an iteration (the stream logs them)."""
+    state, index, iterations = None, 0, False
     while index < readable:
         end = starts[index + 1] if index + 1 < len(starts) else None
-        _, lines = _guess(unit, top, starts[index], end, state)
+        events, lines = _guess(unit, top, starts[index], end, state)
+        iterations = iterations or bool(_iterations(events))
         state = lines.final_state
         index += 1
         if lines.started:
             break
-    return state, index
+    return state, index, iterations
 
 
 def _read_later_range(unit: _Unit) -> _Read:
@@ -178,7 +180,7 @@ def _read_later_range(unit: _Unit) -> _Read:
     events of the guess are thrown away, so their numbers do not matter.
     """
     if unit.chunk_index and unit.stream_top is None:
-        state, index = _start_up(unit, unit.path, unit.starts, unit.chunk_index - 1)
+        state, index, _ = _start_up(unit, unit.path, unit.starts, unit.chunk_index - 1)
         assumed = _lead_chunks(unit, state, index)
     else:
         top = unit.stream_top or unit.path
@@ -186,8 +188,8 @@ def _read_later_range(unit: _Unit) -> _Read:
         if key not in _START_UP:
             starts = tuple(chunk_starts(top, unit.chunk_bytes))
             _START_UP[key] = _start_up(unit, top, starts, len(starts))
-        state, _ = _START_UP[key]
-        assumed = _lead_chunks(unit, state, 0) if unit.chunk_index else _lead_tail(unit, state)
+        state, _, iterations = _START_UP[key]
+        assumed = _lead_chunks(unit, state, 0) if unit.chunk_index else _lead_tail(unit, state, iterations)
     lines = _range(unit, unit.start, unit.end, unit.first_lineno, assumed)
     events = _parse(unit, lines)
     return _Read(events=events, final_state=lines.final_state, assumed_state=assumed, lines=_lines_read(unit, lines))
@@ -212,12 +214,12 @@ def _lead_chunks(unit: _Unit, state: Any, floor: int) -> Any:
 TAIL_BYTES = 64 * 1024
 
 
-def _lead_tail(unit: _Unit, state: Any) -> Any:
+def _lead_tail(unit: _Unit, state: Any, logs_iterations: bool) -> Any:
     """The state at the end of the file before a rotated one, read from ``state`` over its last lines.
 
-    More each time while they hold one iteration line (the interval needs two), up to
-    LEAD_MAX_BYTES; a tail without any stops at once: the stream may have none (a pipeline
-    rank that logs no iterations), and a wrong guess is only read again.
+    More each time until they hold two iteration lines (the last one and its interval), up to
+    LEAD_MAX_BYTES.  In a stream whose start-up showed no iteration (a pipeline rank that logs
+    none) a tail without any is enough; a wrong guess is only read again.
     """
     assert unit.previous is not None
     size = unit.previous.stat().st_size
@@ -225,7 +227,8 @@ def _lead_tail(unit: _Unit, state: Any) -> Any:
     while True:
         start = _line_start(unit.previous, size - span)
         events, lines = _guess(unit, unit.previous, start, None, state)
-        if len(_iterations(events)) != 1 or start == 0 or span >= LEAD_MAX_BYTES:
+        seen = len(_iterations(events))
+        if seen >= 2 or (seen == 0 and not logs_iterations) or start == 0 or span >= LEAD_MAX_BYTES:
             return lines.final_state
         span *= 4
 

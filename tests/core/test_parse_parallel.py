@@ -192,21 +192,46 @@ def test_a_rotated_log_reads_as_one_stream(registry, tiny_ranges, tmp_path):
     assert sources[5] == "debug.log.1:2"  # lines keep the numbers of their own file
 
 
-def test_a_wrong_guess_at_a_rotation_is_read_again(registry, tiny_ranges, tmp_path, monkeypatch):
-    """A tail too short to show the last iteration gives a wrong guess: the file is read again here."""
-    rotated = _rotated(tmp_path, (379, 395))
-    serial = dumps_result(_read([rotated], registry, workers=1))
-    monkeypatch.setattr(parse_parallel, "TAIL_BYTES", 1)
-    reread = []
+def _reread_spy(monkeypatch) -> list[str]:
+    """The files read again in this process (the workers' reads are not seen here)."""
+    reread: list[str] = []
     real = parse_parallel._range
 
     def spy(unit, start, end, first_lineno, state):
-        reread.append(unit.path.name)  # only this process's calls: the reads again
+        reread.append(unit.path.name)
         return real(unit, start, end, first_lineno, state)
 
     monkeypatch.setattr(parse_parallel, "_range", spy)
+    return reread
+
+
+def test_the_tail_before_a_rotation_is_read_until_it_shows_two_iterations(registry, tiny_ranges, tmp_path, monkeypatch):
+    """From the last line on, more each time: the guess holds the last iteration and its interval."""
+    # The first file ends in a blank line (its last line holds no iteration); no evaluation comes
+    # before the last file (an evaluation adds triggers the tail would not show).
+    rotated = _rotated(tmp_path, (380, 384))
+    serial = dumps_result(_read([rotated], registry, workers=1))
+    monkeypatch.setattr(parse_parallel, "TAIL_BYTES", 1)
+    reread = _reread_spy(monkeypatch)
     assert dumps_result(_read([rotated], registry, workers=2)) == serial
-    assert "debug.log.1" in reread
+    assert reread == []  # every guess was right
+
+
+def test_a_wrong_guess_at_a_rotation_is_read_again(registry, tiny_ranges, tmp_path, monkeypatch):
+    rotated = _rotated(tmp_path, (379, 395))
+    serial = dumps_result(_read([rotated], registry, workers=1))
+    real = parse_parallel._read_later_range
+
+    def wrong_guess(unit):
+        read = real(unit)
+        if unit.previous is None:
+            return read
+        return parse_parallel._Read(events=[], final_state=read.final_state, assumed_state=("not", "the", "state"))
+
+    monkeypatch.setattr(parse_parallel, "_read_later_range", wrong_guess)
+    reread = _reread_spy(monkeypatch)
+    assert dumps_result(_read([rotated], registry, workers=2)) == serial
+    assert reread == ["debug.log.1", "debug.log"]
 
 
 def test_what_every_rank_states_is_noted_once(registry, tmp_path):
