@@ -1,15 +1,18 @@
 """Read the log files of one result on every core, with exactly the events a serial read gives.
 
 ``tprimat parse`` reads many files (Primus's per-rank tree) or one large file
-(a console log with every rank's lines).  Files are independent streams, so
-they are read by a pool of worker processes and their events handed to the
-collector in file order.  A large file is cut into byte ranges at the chunk
-boundaries a whole-file read uses (:func:`tprimat.parse.logfile.chunk_starts`), so
-every range sees exactly the chunks the serial read sees.  The reader's
+(a console log with every rank's lines).  Files are read by a pool of worker
+processes and their events handed to the collector in file order.  Each file
+is a stream of its own, but for the files of a rotated log, which go on from
+the reader's state at the end of the file before.  A large file is cut into
+byte ranges at the chunk boundaries a whole-file read uses
+(:func:`tprimat.parse.logfile.chunk_starts`), so every range sees exactly the
+chunks the serial read sees.  The reader's
 state at the start of a range (start-up over, facts stated, the last
 iteration and its interval, a line held over) is guessed by the worker: it
-reads the file's start-up lines, then the chunk just before the range.  The
-guess is checked against the true state at the end of the previous range;
+reads the file's start-up lines, then the chunk just before the range (for a
+rotated file: its stream's start-up lines, then the end of the file before).
+The guess is checked against the true state at the end of the unit before;
 when they differ the range is read again from the true state, so the result
 never depends on the guess, only the speed.  Backend parsers that cannot
 report their state (see :class:`tprimat.parse.logfile.LogFile`) get whole files.
