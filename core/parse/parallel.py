@@ -9,9 +9,11 @@ byte ranges at the chunk boundaries a whole-file read uses
 (:func:`tprimat.parse.logfile.chunk_starts`), so every range sees exactly the
 chunks the serial read sees.  The reader's
 state at the start of a range (start-up over, facts stated, the last
-iteration and its interval, a line held over) is guessed by the worker: it
-reads the file's start-up lines, then the chunk just before the range (for a
-rotated file: its stream's start-up lines, then the end of the file before).
+iteration and its interval, a line held over, triggers turned on) is guessed
+by the worker: from the state at the end of the last range of the stream it
+read itself (else from the start-up lines: the file's, or for a rotated file
+its stream's), it reads the chunks just before the range (for a rotated
+file: the end of the file before, unless the worker read that file's end).
 The guess is checked against the true state at the end of the unit before;
 when they differ the range is read again from the true state, so the result
 never depends on the guess, only the speed.  Backend parsers that cannot
@@ -78,6 +80,7 @@ class _Unit:
     previous: Path | None = None
     stream_top: Path | None = None
     continued: bool = False
+    stream_index: int = 0  # the file's place in its stream (0: its first file)
 
     @property
     def resumes(self) -> bool:
@@ -127,10 +130,15 @@ def _read_unit(unit: _Unit) -> _Read | LogReadError:
         if not unit.resumes:
             lines = _range(unit, unit.start, unit.end, 1, None)
             events = _parse(unit, lines)
-            return _Read(events=events, final_state=lines.final_state, lines=_lines_read(unit, lines))
-        return _read_later_range(unit)
+            read = _Read(events=events, final_state=lines.final_state, lines=_lines_read(unit, lines))
+        else:
+            read = _read_later_range(unit)
     except OSError as exc:
         return LogReadError(unit.path, exc.strerror or str(exc))
+    if read.final_state is not None:
+        end = (unit.stream_index + 1, 0) if unit.end is None else (unit.stream_index, unit.end)
+        _LATEST[_stream_key(unit)] = (end, read.final_state)
+    return read
 
 
 def _lines_read(unit: _Unit, lines: LogFile) -> int | None:
@@ -156,6 +164,33 @@ def _iterations(events: list[Any]) -> set[int]:
 # A worker's start-up states, by (stream's first file, chunk size): see _start_up.  Each rotated
 # file of a stream needs its stream's.
 _START_UP: dict[tuple[Path, int], tuple[Any, int, bool]] = {}
+# The state at the end of the last unit a worker read, by stream as above: where that unit ended,
+# as (its file's place in the stream, byte offset), and the state.  See _known_state.
+_LATEST: dict[tuple[Path, int], tuple[tuple[int, int], Any]] = {}
+
+
+def _stream_key(unit: _Unit) -> tuple[Path, int]:
+    """A stream's key in a worker's caches: its first file and the chunk size."""
+    return (unit.stream_top or unit.path, unit.chunk_bytes)
+
+
+def _known_state(unit: _Unit) -> tuple[Any, int | None] | None:
+    """The state at the end of the last unit of ``unit``'s stream that this worker read, when that
+    unit came before ``unit``; with the chunk of ``unit``'s file where it ended (None: in an earlier file).
+
+    A later range starts from it rather than from the start-up lines: it holds what only a
+    line far before the range shows, such as the triggers an evaluation turns on (see
+    ``PrimusLogParser``), which the chunks just before the range may not hold.
+    """
+    known = _LATEST.get(_stream_key(unit))
+    if known is None:
+        return None
+    (index, offset), state = known
+    if (index, offset) > (unit.stream_index, unit.start):
+        return None
+    if index < unit.stream_index:
+        return state, None
+    return state, unit.starts.index(offset) if offset else 0
 
 
 def _start_up(unit: _Unit, top: Path, starts: tuple[int, ...], readable: int) -> tuple[Any, int, bool]:
@@ -177,22 +212,35 @@ def _read_later_range(unit: _Unit) -> _Read:
     """A range after the first, or a file that continues a rotated log: guess the reader's state
     at its start, then read it from there.
 
-    The guess reads the start-up lines (at the top of the file, or of the stream's first
-    file), then what comes just before the unit: the chunks before a range, the end of the file
-    before a rotated one.  Lines are numbered from the range's marker (:func:`_marker`); the
-    events of the guess are thrown away, so their numbers do not matter.
+    The guess starts from the state at the end of the last unit of the same stream this
+    worker read (:func:`_known_state`), or else from the start-up lines (at the top of the
+    file, or of the stream's first file).  It then reads what comes just before the unit:
+    the chunks before a range, the end of the file before a rotated one (nothing when the
+    known state is that file's end).  Lines are numbered from the range's marker
+    (:func:`_marker`); the events of the guess are thrown away, so their numbers do not matter.
     """
+    known = _known_state(unit)
     if unit.chunk_index and unit.stream_top is None:
-        state, index, _ = _start_up(unit, unit.path, unit.starts, unit.chunk_index - 1)
-        assumed = _lead_chunks(unit, state, index)
+        if known is None:
+            state, floor, _ = _start_up(unit, unit.path, unit.starts, unit.chunk_index - 1)
+        else:
+            state, floor = known[0], known[1] or 0
+        assumed = _lead_chunks(unit, state, floor)
     else:
-        top = unit.stream_top or unit.path
-        key = (top, unit.chunk_bytes)
+        key = _stream_key(unit)
         if key not in _START_UP:
-            starts = tuple(chunk_starts(top, unit.chunk_bytes))
-            _START_UP[key] = _start_up(unit, top, starts, len(starts))
+            starts = tuple(chunk_starts(key[0], unit.chunk_bytes))
+            _START_UP[key] = _start_up(unit, key[0], starts, len(starts))
         state, _, iterations = _START_UP[key]
-        assumed = _lead_chunks(unit, state, 0) if unit.chunk_index else _lead_tail(unit, state, iterations)
+        floor = None
+        if known is not None:
+            state, floor = known
+        if unit.chunk_index:
+            assumed = _lead_chunks(unit, state, floor or 0)
+        elif floor == 0:  # the known state is the end of the file before
+            assumed = state
+        else:
+            assumed = _lead_tail(unit, state, iterations)
     lines = _range(unit, unit.start, unit.end, unit.first_lineno, assumed)
     events = _parse(unit, lines)
     return _Read(events=events, final_state=lines.final_state, assumed_state=assumed, lines=_lines_read(unit, lines))
@@ -330,9 +378,11 @@ def _whole_files(
     """One unit per file, each tied to the files before and after it in its stream."""
     units: list[_Unit] = []
     top: Path | None = None
+    place = 0
     for index, (path, source, cut) in enumerate(zip(files, sources, cuts, strict=True)):
         previous = files[index - 1] if continues[index] else None
         top = top if previous is not None else path
+        place = place + 1 if previous is not None else 0
         units.append(
             _Unit(
                 path=path,
@@ -342,6 +392,7 @@ def _whole_files(
                 previous=previous,
                 stream_top=top if previous is not None else None,
                 continued=index + 1 < len(files) and continues[index + 1],
+                stream_index=place,
             )
         )
     return units
@@ -431,7 +482,8 @@ def read_events(
         return
     units = _units(registry, backend, wholes, split_bytes, workers, resumable)
     _CONTEXT.update(registry=registry, backend=backend)
-    _START_UP.clear()  # the workers, forked from here, start without start-up states
+    _START_UP.clear()  # the workers, forked from here, start without start-up or latest states
+    _LATEST.clear()
     # An executor, not a multiprocessing.Pool: a worker that dies (out of memory, killed) is an
     # error here (BrokenProcessPool), where a Pool would wait for it forever.
     pool = ProcessPoolExecutor(max_workers=min(workers, len(units)), mp_context=multiprocessing.get_context("fork"))
