@@ -4,7 +4,8 @@ Builds, deterministically from the real fixtures (never committed, under ``--roo
 
 * a Primus console log of ``--size-mb`` MB with all 8 ranks' lines interleaved (the shape
   ``tee`` and SLURM produce) and a per-rank Primus tree of the same size
-  (:mod:`logshapes`, next to this file);
+  (:mod:`logshapes`, next to this file); with ``--evaluation-every N``, also the console log
+  with an evaluation every N iterations (as MLPerf runs print them), for ``tprimat parse`` only;
 * Kineto traces of each ``--trace-mb`` size, by repeating an HTA test trace end to end in time
   (``make_large_trace.py``, next to this file).
 
@@ -17,7 +18,8 @@ Rows per trace: ``tprimat trace analyze --json`` and HolisticTraceAnalysis's tem
 when ``--hta-python`` names a Python with it installed.  Best of ``--repeat`` runs (by wall).
 
     python bench/io_bench.py [--size-mb 1024] [--trace-mb 100,300,1000] [--repeat 3]
-                             [--hta-python /tmp/hta-venv/bin/python] [--skip-traces] [--keep]
+                             [--evaluation-every 500] [--hta-python /tmp/hta-venv/bin/python]
+                             [--skip-traces] [--keep]
 """
 
 from __future__ import annotations
@@ -113,6 +115,9 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=Path("/tmp/tprimat-io-bench"))
     parser.add_argument("--hta-python", default=None, help="a Python with HolisticTraceAnalysis")
     parser.add_argument("--hta-max-mb", type=int, default=1000, help="largest trace given to HTA")
+    parser.add_argument(
+        "--evaluation-every", type=int, default=0, help="also a console log with an evaluation every N iterations"
+    )
     parser.add_argument("--skip-traces", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the generated inputs")
     args = parser.parse_args()
@@ -125,6 +130,10 @@ def main() -> None:
         ("interleaved console log", logshapes.build_interleaved(root / "console.log", args.size_mb)),
         ("per-rank tree", logshapes.build_tree(root / "tree", args.size_mb)),
     ]
+    if args.evaluation_every:
+        evaluated = root / "console_evaluations.log"
+        logshapes.build_interleaved(evaluated, args.size_mb, evaluation_every=args.evaluation_every)
+        inputs.append((f"interleaved console log, an evaluation every {args.evaluation_every} iterations", evaluated))
     traces = []
     if not args.skip_traces:
         for mb in (int(x) for x in args.trace_mb.split(",") if x):
@@ -150,12 +159,13 @@ def main() -> None:
         size = size_of(path)
         result = root / "result.json"
         parse = [*tprimat, "parse", str(path), "--backend", "amd_primus", "-o", str(result)]
-        for name, argv in (
+        tools = [
             (f"tprimat parse (-j {os.cpu_count()})", parse),
             ("tprimat parse -j 1", [*parse, "-j", "1"]),
             ("plain single-pass Python parser", [sys.executable, "-c", PLAIN_PARSER, str(path)]),
             ("grep -c iteration", ["sh", "-c", 'find "$1" -type f | xargs cat | grep -c iteration', "sh", str(path)]),
-        ):
+        ]
+        for name, argv in tools[:2] if "evaluation" in label else tools:
             rows.append((label, name, size, best(argv, args.repeat)))
     for label, path in traces:
         size = size_of(path)

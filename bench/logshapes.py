@@ -8,7 +8,8 @@ memory-report iteration numbers offset so that the result is one long, consisten
   ranks the start-up and library lines (see ``bench/parse_throughput.py``);
 * :func:`build_interleaved`: one file holding every line of every rank, ranks interleaved line by
   line (the shape ``tee`` and SLURM produce when all ranks print): each iteration line appears
-  once per rank, the copies differing only in the rank tag.
+  once per rank, the copies differing only in the rank tag; optionally with an evaluation line
+  every N iterations.
 
 Nothing here is random; the same size gives the same bytes.
 """
@@ -98,8 +99,13 @@ def build_tree(root: Path, size_mb: int) -> Path:
     return root / "ws"
 
 
-def build_interleaved(path: Path, size_mb: int) -> Path:
-    """One console log of about ``size_mb`` MB with all 8 ranks' lines interleaved."""
+def build_interleaved(path: Path, size_mb: int, evaluation_every: int = 0) -> Path:
+    """One console log of about ``size_mb`` MB with all 8 ranks' lines interleaved.
+
+    ``evaluation_every``: the last rank also prints an evaluation (Megatron's ``validation loss
+    at iteration N`` text, in Primus's line format) after every iteration N divisible by it,
+    as a run with evaluations on does (MLPerf runs); 0 for none.
+    """
     lines = _fixture_lines()
     iterations = sum(1 for line in lines if _ITERATION.search(line))
 
@@ -111,6 +117,8 @@ def build_interleaved(path: Path, size_mb: int) -> Path:
                 out.append(line)  # a line without a rank tag is printed once
                 continue
             out.extend(_RANK_TAG.sub(f"rank-{rank}/8", line) for rank in range(RANKS))
+            if evaluation_every and f"rank-{RANKS - 1}/8" in line:
+                out.extend(_evaluation(line, evaluation_every))
         return "".join(out)
 
     blocks = max(1, size_mb * 1024 * 1024 // len(block(0, 0).encode()))
@@ -120,3 +128,14 @@ def build_interleaved(path: Path, size_mb: int) -> Path:
         for n in range(blocks):
             handle.write(block(n * iterations, total))
     return path
+
+
+def _evaluation(line: str, every: int) -> list[str]:
+    """The evaluation line the last rank prints after the iteration line ``line``, if one is due."""
+    match = _ITERATION.search(line)
+    if match is None or int(match.group(1)) % every:
+        return []
+    head = line[: line.index("] : ") + 4]
+    n = int(match.group(1))
+    loss = 9.5 - n / 10_000
+    return [f"{head}validation loss at iteration {n} | lm loss value: {loss:.6E} | lm loss PPL: 1.3E+04 |\n"]

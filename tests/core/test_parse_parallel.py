@@ -94,16 +94,9 @@ def test_a_range_far_after_an_evaluation_is_guessed_with_the_triggers_it_turned_
     own earlier range does.  Only a worker's first range after the evaluation can miss it.
     """
     monkeypatch.setattr(parse_parallel, "RANGE_MAX_BYTES", 32 * 1024)
-    path = _logshapes().build_interleaved(tmp_path / "console.log", 1)
-    lines = path.read_text(encoding="utf-8").splitlines(True)
-    first = next(i for i, line in enumerate(lines) if "rank-7/8" in line and " iteration " in line)
-    evaluation = (
-        "[20260507 13:47:47][rank-7/8][INFO]     [---------------utils.py:425] : "
-        "validation loss at iteration 2 | lm loss value: 9.5 | lm loss PPL: 13360.7 |\n"
-    )
-    path.write_text("".join([*lines[: first + 1], evaluation, *lines[first + 1 :]]), encoding="utf-8")
+    path = _logshapes().build_interleaved(tmp_path / "console.log", 1, evaluation_every=10)
     serial = _document([path], registry, workers=1)
-    assert '"eval_loss": 9.5' in serial
+    assert serial.count('"eval_loss"') == 4  # the first in the first quarter of the log
     reread = _reread_spy(monkeypatch)
     assert _document([path], registry, workers=2) == serial
     assert path.stat().st_size // parse_parallel.RANGE_MAX_BYTES > 20  # ranges
