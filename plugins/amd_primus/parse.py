@@ -46,6 +46,9 @@ _EARLY_STOP_RE = re.compile(
 _TIME_TO_TRAIN_RE = re.compile(r"\[TimeToTrain\] status:\s*(\w+).*?duration:\s*(\S+) sec")
 
 
+_NO_STEP = (None, None)  # TorchTitanSteps.state() before any step line
+
+
 class PrimusLogParser(MegatronLogParser):
     name = "primus"
     # Kept short: every start-up line is tested against each of these.  Primus's typed
@@ -74,11 +77,18 @@ class PrimusLogParser(MegatronLogParser):
         return events
 
     def state(self) -> tuple:
-        return (*super().state(), self.running_triggers)
+        # The last TorchTitan step and its time (none read: the same whether or not a line
+        # holding "tps:", such as a URL, made the reader).
+        titan = self._titan.state() if self._titan is not None else _NO_STEP
+        return (*super().state(), self.running_triggers, titan)
 
     def resume(self, state: tuple) -> None:
-        *base, self.running_triggers = state
+        *base, self.running_triggers, titan = state
         super().resume(tuple(base))
+        self._titan = None
+        if titan != _NO_STEP:
+            self._titan = TorchTitanSteps(self.where)
+            self._titan.resume(titan)
 
     def extra_line(self, line: str, lineno: int) -> list[Event] | None:
         if "tps:" in line:  # Primus's TorchTitan engine (see torchtitan.py)

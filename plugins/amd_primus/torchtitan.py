@@ -46,6 +46,14 @@ class TorchTitanSteps:
         self._last_step: int | None = None
         self._last_time: datetime | None = None
 
+    def state(self) -> tuple[int | None, datetime | None]:
+        """The last step read and its time: the next step's time is counted from them."""
+        return self._last_step, self._last_time
+
+    def resume(self, state: tuple[int | None, datetime | None]) -> None:
+        """Go on from :meth:`state` (a later range of a file, a rotated file)."""
+        self._last_step, self._last_time = state
+
     def feed(self, line: str, lineno: int) -> list[Event] | None:
         clean = strip_ansi(line)
         match = STEP_RE.search(clean)

@@ -8,6 +8,7 @@ ranges, and every range after the first starts from a guessed reader state.
 from __future__ import annotations
 
 import importlib.util
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import attrs
@@ -101,6 +102,39 @@ def test_a_range_far_after_an_evaluation_is_guessed_with_the_triggers_it_turned_
     assert _document([path], registry, workers=2) == serial
     assert path.stat().st_size // parse_parallel.RANGE_MAX_BYTES > 20  # ranges
     assert len(reread) <= 2
+
+
+def _titan_lines(steps: int) -> list[str]:
+    """The fixture's TorchTitan step line for steps 1..``steps``, 1.637 s apart, each printed by two ranks."""
+    fixture = LOGS / "torchtitan" / "torchtitan_2026-02-24_pr2389_moe-gate-fp32_step4-5_excerpt.log"
+    template = fixture.read_text(encoding="utf-8").splitlines(True)[2]
+    lines = []
+    for step in range(1, steps + 1):
+        stamp = datetime(2026, 2, 24, 19, 46, 17) + timedelta(milliseconds=1637 * step)
+        line = template.replace("2026-02-24 19:46:19,145", stamp.strftime("%Y-%m-%d %H:%M:%S,%f")[:-3])
+        lines += [line.replace("step:  5 ", f"step: {step} ")] * 2
+    return lines
+
+
+def test_torchtitan_step_lines_cut_into_ranges_keep_their_step_times(registry, tiny_ranges, tmp_path):
+    """A TorchTitan step's time is the time since the step before: that step is part of the state."""
+    path = tmp_path / "titan.log"
+    path.write_text("".join(_titan_lines(300)), encoding="utf-8")
+    serial = _read([path], registry, workers=1)
+    assert [r.step_time_s for r in serial.iterations[1:]] == [1.637] * 299
+    assert path.stat().st_size > 20 * 4096  # many ranges
+    assert dumps_result(_read([path], registry, workers=2)) == dumps_result(serial)
+
+
+def test_a_rotated_torchtitan_log_keeps_the_step_time_across_the_rotation(registry, tiny_ranges, tmp_path):
+    lines = _titan_lines(300)
+    rank = tmp_path / "logs" / "pre_trainer" / "rank-0"
+    rank.mkdir(parents=True)
+    (rank / "debug.log.1").write_text("".join(lines[:301]), encoding="utf-8")  # ends inside step 151
+    (rank / "debug.log").write_text("".join(lines[301:]), encoding="utf-8")
+    serial = _read([tmp_path / "logs"], registry, workers=1)
+    assert [r.step_time_s for r in serial.iterations[1:]] == [1.637] * 299
+    assert dumps_result(_read([tmp_path / "logs"], registry, workers=2)) == dumps_result(serial)
 
 
 def test_a_wrong_guess_of_the_reader_state_is_read_again(registry, tiny_ranges, monkeypatch):
