@@ -58,7 +58,8 @@ class LogFile:
         #: Whether the stream goes on in the next file (a rotated log): its end is not the stream's.
         self.continued = continued
         self.final_state: Any = None
-        #: Whether the reader had passed the start-up lines at the end of the range (with final_state).
+        #: Whether the reader was past the start-up lines at the end of the range (with final_state):
+        #: training had started, or it looks for no more of them from there on.
         self.started = False
         #: The lines of the range, set by a reader that counts them as it reads (None: not counted).
         self.line_count: int | None = None

@@ -94,6 +94,7 @@ class _Read:
     final_state: Any
     assumed_state: Any = None  # the state a later range was read from
     lines: int | None = None  # the lines of a range, for the true numbers of the next one
+    started: bool = False  # the reader had passed the start-up lines at its end
 
 
 def default_workers() -> int:
@@ -130,12 +131,16 @@ def _read_unit(unit: _Unit) -> _Read | LogReadError:
         if not unit.resumes:
             lines = _range(unit, unit.start, unit.end, 1, None)
             events = _parse(unit, lines)
-            read = _Read(events=events, final_state=lines.final_state, lines=_lines_read(unit, lines))
+            read = _Read(
+                events=events, final_state=lines.final_state, lines=_lines_read(unit, lines), started=lines.started
+            )
         else:
             read = _read_later_range(unit)
     except OSError as exc:
         return LogReadError(unit.path, exc.strerror or str(exc))
-    if read.final_state is not None:
+    if read.final_state is not None and read.started:
+        # Kept only past the start-up lines: before their end, another worker may read start-up
+        # lines (facts) that this state lacks and that the start-up state holds.
         end = (unit.stream_index + 1, 0) if unit.end is None else (unit.stream_index, unit.end)
         _LATEST[_stream_key(unit)] = (end, read.final_state)
     return read
@@ -164,8 +169,9 @@ def _iterations(events: list[Any]) -> set[int]:
 # A worker's start-up states, by (stream's first file, chunk size): see _start_up.  Each rotated
 # file of a stream needs its stream's.
 _START_UP: dict[tuple[Path, int], tuple[Any, int, bool]] = {}
-# The state at the end of the last unit a worker read, by stream as above: where that unit ended,
-# as (its file's place in the stream, byte offset), and the state.  See _known_state.
+# The state at the end of the last unit a worker read past the start-up lines, by stream as above:
+# where that unit ended, as (its file's place in the stream, byte offset), and the state.  See
+# _known_state.
 _LATEST: dict[tuple[Path, int], tuple[tuple[int, int], Any]] = {}
 
 
@@ -243,7 +249,13 @@ def _read_later_range(unit: _Unit) -> _Read:
             assumed = _lead_tail(unit, state, iterations)
     lines = _range(unit, unit.start, unit.end, unit.first_lineno, assumed)
     events = _parse(unit, lines)
-    return _Read(events=events, final_state=lines.final_state, assumed_state=assumed, lines=_lines_read(unit, lines))
+    return _Read(
+        events=events,
+        final_state=lines.final_state,
+        assumed_state=assumed,
+        lines=_lines_read(unit, lines),
+        started=lines.started,
+    )
 
 
 def _lead_chunks(unit: _Unit, state: Any, floor: int) -> Any:

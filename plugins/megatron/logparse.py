@@ -744,11 +744,12 @@ def iter_events(parser: MegatronLogParser | Any, lines: Iterable[str]) -> Iterat
         if resume is not None:
             parser.resume(resume)
         before = getattr(lines, "first_lineno", 1) - 1
-        counted = yield from _iter_chunks(parser, chunks(), before, getattr(lines, "start", 0))
+        counted, offset = yield from _iter_chunks(parser, chunks(), before, getattr(lines, "start", 0))
         yield from _rank_peaks(parser)
         if hasattr(lines, "final_state") and hasattr(parser, "state"):
             lines.final_state = parser.state()
-            lines.started = parser.started
+            # Past the start-up lines: training started, or no more are looked for from here on.
+            lines.started = parser.started or offset >= STARTUP_BYTES
             lines.line_count = counted - before
         if not getattr(lines, "at_end", True):
             return  # the file goes on in the next range
@@ -858,8 +859,11 @@ def repeat_key(line: bytes) -> bytes | None:
     return line[position - 1 :] + (b"\x01" if coloured else b"\x00")
 
 
-def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0, offset: int = 0) -> Generator[Event, None, int]:
-    # before: lines in earlier chunks; offset: bytes in earlier chunks.  Returns the lines read and before.
+def _iter_chunks(
+    parser: Any, chunks: Iterable[bytes], before: int = 0, offset: int = 0
+) -> Generator[Event, None, tuple[int, int]]:
+    # before: lines in earlier chunks; offset: bytes in earlier chunks.  Returns the lines read and
+    # before, and the bytes read and before (where the next chunk would start).
     copy_of = getattr(parser, "copy_of", None)
     remember = getattr(parser, "remember", None)
     for chunk in chunks:
@@ -925,7 +929,7 @@ def _iter_chunks(parser: Any, chunks: Iterable[bytes], before: int = 0, offset: 
                 index, last = 0, len(spans)
         # Lines of this chunk: those counted up to the last line read, and the rest.
         before = counted + chunk.count(b"\n", counted_to) + (0 if chunk.endswith(b"\n") else 1)
-    return before
+    return before, offset
 
 
 def _trigger_lines(chunk: bytes, triggers: tuple[str, ...]) -> list[tuple[int, int]]:
