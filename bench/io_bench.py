@@ -5,7 +5,8 @@ Builds, deterministically from the real fixtures (never committed, under ``--roo
 * a Primus console log of ``--size-mb`` MB with all 8 ranks' lines interleaved (the shape
   ``tee`` and SLURM produce) and a per-rank Primus tree of the same size
   (:mod:`logshapes`, next to this file); with ``--evaluation-every N``, also the console log
-  with an evaluation every N iterations (as MLPerf runs print them), for ``tprimat parse`` only;
+  with an evaluation every N iterations (as MLPerf runs print them), and with ``--torchtitan`` a
+  TorchTitan log of the same size (Primus's second engine), both for ``tprimat parse`` only;
 * Kineto traces of each ``--trace-mb`` size, by repeating an HTA test trace end to end in time
   (``make_large_trace.py``, next to this file).
 
@@ -18,8 +19,8 @@ Rows per trace: ``tprimat trace analyze --json`` and HolisticTraceAnalysis's tem
 when ``--hta-python`` names a Python with it installed.  Best of ``--repeat`` runs (by wall).
 
     python bench/io_bench.py [--size-mb 1024] [--trace-mb 100,300,1000] [--repeat 3]
-                             [--evaluation-every 500] [--hta-python /tmp/hta-venv/bin/python]
-                             [--skip-traces] [--keep]
+                             [--evaluation-every 500] [--torchtitan]
+                             [--hta-python /tmp/hta-venv/bin/python] [--skip-traces] [--keep]
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ def main() -> None:
     parser.add_argument(
         "--evaluation-every", type=int, default=0, help="also a console log with an evaluation every N iterations"
     )
+    parser.add_argument("--torchtitan", action="store_true", help="also a TorchTitan log (Primus's second engine)")
     parser.add_argument("--skip-traces", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the generated inputs")
     args = parser.parse_args()
@@ -134,6 +136,8 @@ def main() -> None:
         evaluated = root / "console_evaluations.log"
         logshapes.build_interleaved(evaluated, args.size_mb, evaluation_every=args.evaluation_every)
         inputs.append((f"interleaved console log, an evaluation every {args.evaluation_every} iterations", evaluated))
+    if args.torchtitan:
+        inputs.append(("TorchTitan log", logshapes.build_torchtitan(root / "torchtitan.log", args.size_mb)))
     traces = []
     if not args.skip_traces:
         for mb in (int(x) for x in args.trace_mb.split(",") if x):
@@ -165,7 +169,7 @@ def main() -> None:
             ("plain single-pass Python parser", [sys.executable, "-c", PLAIN_PARSER, str(path)]),
             ("grep -c iteration", ["sh", "-c", 'find "$1" -type f | xargs cat | grep -c iteration', "sh", str(path)]),
         ]
-        for name, argv in tools[:2] if "evaluation" in label else tools:
+        for name, argv in tools[:2] if "evaluation" in label or "TorchTitan" in label else tools:
             rows.append((label, name, size, best(argv, args.repeat)))
     for label, path in traces:
         size = size_of(path)

@@ -9,7 +9,10 @@ memory-report iteration numbers offset so that the result is one long, consisten
 * :func:`build_interleaved`: one file holding every line of every rank, ranks interleaved line by
   line (the shape ``tee`` and SLURM produce when all ranks print): each iteration line appears
   once per rank, the copies differing only in the rank tag; optionally with an evaluation line
-  every N iterations.
+  every N iterations;
+* :func:`build_torchtitan`: the step lines of Primus's second engine, TorchTitan, each printed by
+  every rank (the fixture in ``tests/fixtures/logs/torchtitan``): a log whose reader never sees
+  Megatron's start of training.
 
 Nothing here is random; the same size gives the same bytes.
 """
@@ -17,6 +20,7 @@ Nothing here is random; the same size gives the same bytes.
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta
 from pathlib import Path
 
 FIXTURE = (
@@ -26,6 +30,14 @@ FIXTURE = (
     / "logs"
     / "primus"
     / "primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log"
+)
+TITAN_FIXTURE = (
+    Path(__file__).resolve().parents[1]
+    / "tests"
+    / "fixtures"
+    / "logs"
+    / "torchtitan"
+    / "torchtitan_2026-02-24_pr2389_moe-gate-fp32_step4-5_excerpt.log"
 )
 ROTATE_BYTES = 10 * 1024 * 1024
 RANKS = 8
@@ -139,3 +151,22 @@ def _evaluation(line: str, every: int) -> list[str]:
     n = int(match.group(1))
     loss = 9.5 - n / 10_000
     return [f"{head}validation loss at iteration {n} | lm loss value: {loss:.6E} | lm loss PPL: 1.3E+04 |\n"]
+
+
+def build_torchtitan(path: Path, size_mb: int) -> Path:
+    """A TorchTitan log of about ``size_mb`` MB: the fixture's step line for steps 1, 2, ...,
+    1.637 s apart (the fixture's own spacing), each printed by all 8 ranks."""
+    template = TITAN_FIXTURE.read_text(encoding="utf-8").splitlines(True)[2]
+    stamp, step = "2026-02-24 19:46:19,145", "step:  5 "
+    assert stamp in template and step in template
+    start = datetime(2026, 2, 24, 19, 46, 17, 508000)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written, n = 0, 0
+    with open(path, "w", encoding="utf-8") as handle:
+        while written < size_mb * 1024 * 1024:
+            n += 1
+            when = (start + timedelta(milliseconds=1637 * n)).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+            text = template.replace(stamp, when).replace(step, f"step: {n} ") * RANKS
+            handle.write(text)
+            written += len(text)
+    return path

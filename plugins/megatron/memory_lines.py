@@ -219,15 +219,17 @@ class RankMemory:
                 self.hip_total[found.rank] = found.device_total_gib
                 hip_figures = (found.device_used_gib, found.device_total_gib)
         if "memory" in line:
-            footprint = parse_theoretical(line)
+            # Each report is looked for only where its words are, as the file scan does (_OTHER_FIELDS):
+            # a TorchTitan step line's "memory:" holds none of them.
+            footprint = parse_theoretical(line) if "Theoretical memory footprints" in line else None
             if footprint is not None:
                 self.theoretical = footprint
                 return True
-            peak = parse_allocator(line)
+            peak = parse_allocator(line) if "memory (MB)" in line else None
             if peak is not None:
                 allocator = attrs.evolve(peak, rank=None)
                 self._allocator(peak.rank, allocator)
-            else:
+            elif "max_memory_" in line:
                 peak = parse_nemo_memory(line)
                 if peak is not None:
                     self.add(peak)
