@@ -23,22 +23,9 @@ import re
 from datetime import datetime, timedelta
 from pathlib import Path
 
-FIXTURE = (
-    Path(__file__).resolve().parents[1]
-    / "tests"
-    / "fixtures"
-    / "logs"
-    / "primus"
-    / "primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log"
-)
-TITAN_FIXTURE = (
-    Path(__file__).resolve().parents[1]
-    / "tests"
-    / "fixtures"
-    / "logs"
-    / "torchtitan"
-    / "torchtitan_2026-02-24_pr2389_moe-gate-fp32_step4-5_excerpt.log"
-)
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "logs"
+FIXTURE = FIXTURES / "primus" / "primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log"
+TITAN_FIXTURE = FIXTURES / "torchtitan" / "torchtitan_2026-02-24_pr2389_moe-gate-fp32_step4-5_excerpt.log"
 ROTATE_BYTES = 10 * 1024 * 1024
 RANKS = 8
 _ITERATION = re.compile(r"iteration\s+(\d+)/\s+(\d+) \| consumed samples:\s+(\d+)")
