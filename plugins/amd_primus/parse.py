@@ -46,9 +46,6 @@ _EARLY_STOP_RE = re.compile(
 _TIME_TO_TRAIN_RE = re.compile(r"\[TimeToTrain\] status:\s*(\w+).*?duration:\s*(\S+) sec")
 
 
-_NO_STEP = (None, None)  # TorchTitanSteps.state() before any step line
-
-
 class PrimusLogParser(MegatronLogParser):
     name = "primus"
     # Kept short: every start-up line is tested against each of these.  Primus's typed
@@ -68,7 +65,10 @@ class PrimusLogParser(MegatronLogParser):
     #: TorchTitan step lines once one was read, MLPerf end lines once an evaluation was read.
     _TITAN_TRIGGERS = ("tps:",)
     _MLPERF_TRIGGERS = ("[EarlyStop]", "[TimeToTrain]")
-    _titan: TorchTitanSteps | None = None
+
+    def __init__(self, source: str) -> None:
+        super().__init__(source)
+        self._titan = TorchTitanSteps(self.where)  # the engine's step lines, if the log has any
 
     def feed(self, line: str, lineno: int) -> list[Event] | None:
         events = super().feed(line, lineno)
@@ -77,22 +77,15 @@ class PrimusLogParser(MegatronLogParser):
         return events
 
     def state(self) -> tuple:
-        # The last TorchTitan step and its time (none read: the same whether or not a line
-        # holding "tps:", such as a URL, made the reader).
-        titan = self._titan.state() if self._titan is not None else _NO_STEP
-        return (*super().state(), self.running_triggers, titan)
+        return (*super().state(), self.running_triggers, self._titan.state())
 
     def resume(self, state: tuple) -> None:
         *base, self.running_triggers, titan = state
         super().resume(tuple(base))
-        self._titan = None
-        if titan != _NO_STEP:
-            self._titan = TorchTitanSteps(self.where)
-            self._titan.resume(titan)
+        self._titan.resume(titan)
 
     def extra_line(self, line: str, lineno: int) -> list[Event] | None:
         if "tps:" in line:  # Primus's TorchTitan engine (see torchtitan.py)
-            self._titan = self._titan or TorchTitanSteps(self.where)
             found = self._titan.feed(line, lineno)
             if found is not None:
                 # Keep finding step lines past the start-up part of a large file (byte-chunk

@@ -219,13 +219,14 @@ class RankMemory:
                 self.hip_total[found.rank] = found.device_total_gib
                 hip_figures = (found.device_used_gib, found.device_total_gib)
         if "memory" in line:
-            # Each report is looked for only where its words are, as the file scan does (_OTHER_FIELDS):
-            # a TorchTitan step line's "memory:" holds none of them.
+            # Each report is looked for only where its words are (a TorchTitan step line's "memory:"
+            # holds none of them); the allocator's as parse_allocator reads it, colour codes cut too.
             footprint = parse_theoretical(line) if "Theoretical memory footprints" in line else None
             if footprint is not None:
                 self.theoretical = footprint
                 return True
-            peak = parse_allocator(line) if "memory (MB)" in line else None
+            allocator_words = "memory (MB)" in line or "memory (MB)" in strip_ansi(line)
+            peak = parse_allocator(line) if allocator_words else None
             if peak is not None:
                 allocator = attrs.evolve(peak, rank=None)
                 self._allocator(peak.rank, allocator)

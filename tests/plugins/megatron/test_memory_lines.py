@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tprimat.plugins.megatron.memory_lines import (
+    RankMemory,
     parse_allocator,
     parse_hip_usage,
     parse_nemo_memory,
@@ -47,6 +48,31 @@ def test_allocator_report_with_rank_and_ansi_colours():
     assert peak.max_allocated_gib == pytest.approx(121962.64 / 1024)
     assert peak.max_reserved_gib == pytest.approx(122700.00 / 1024)
     assert peak.allocated_gib == pytest.approx(72778.64 / 1024)
+
+
+def test_rank_memory_reads_an_allocator_report_whose_words_hold_a_colour_code():
+    """Reports are looked for only in lines holding their words: the allocator's as its reader sees them."""
+    primus = _lines(
+        "primus/primus_AMD-AGI-Primus_deepseek-v4_p57r2_no_tilelang_v2_proxy_trace_MI355X_2026-05-15_full.log"
+    )
+    report = _first(primus, "memory (MB)")
+    split = report.replace("memory (MB)", "memory\x1b[0m (MB)")
+    assert "memory (MB)" not in split
+    expected = parse_allocator(report)
+    for line in (report, split):
+        memory = RankMemory()
+        assert memory.read_line(line) is not None
+        (peak,) = memory.peaks()
+        assert (peak.rank, peak.max_allocated_gib, peak.max_reserved_gib) == (
+            expected.rank,
+            expected.max_allocated_gib,
+            expected.max_reserved_gib,
+        )
+    titan = (LOGS / "torchtitan" / "torchtitan_2026-02-24_pr2389_moe-gate-fp32_step4-5_excerpt.log").read_text(
+        encoding="utf-8"
+    )
+    memory = RankMemory()
+    assert [memory.read_line(line) for line in titan.splitlines()] == [None, None, None]  # "memory:" is none of them
 
 
 def test_primus_hip_mem_usage_is_device_used_per_rank():
