@@ -43,12 +43,15 @@ def test_torchrun_starts_each_rank_with_its_environment(tmp_path):
         pytest.skip("torchrun not installed (the ml extra)")
     config = load_config(None, ["launch.nproc_per_node=2", "launch.master_port=29631", "training.global_batch_size=2"])
     probe = tmp_path / "probe.py"
+    # Each rank writes its own file: ranks share one stdout pipe, and their writes may interleave.
     probe.write_text(
-        "import os; print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'],"
-        " 'master', os.environ['MASTER_ADDR'], os.environ['MASTER_PORT'])\n"
+        "import os, pathlib, sys\n"
+        "pathlib.Path(sys.argv[1], 'rank' + os.environ['RANK']).write_text("
+        "' '.join(['rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'],"
+        " 'master', os.environ['MASTER_ADDR'], os.environ['MASTER_PORT']]))\n"
     )
-    argv = [*torchrun_argv(config, program=torchrun), str(probe)]
+    argv = [*torchrun_argv(config, program=torchrun), str(probe), str(tmp_path)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    lines = sorted(line for line in done.stdout.splitlines() if line.startswith("rank"))
+    lines = sorted(path.read_text() for path in tmp_path.glob("rank*"))
     assert lines == ["rank 0 of 2 master 127.0.0.1 29631", "rank 1 of 2 master 127.0.0.1 29631"]
