@@ -298,7 +298,7 @@ _RANK_TAG_B = re.compile(_PRIMUS_RANK_TAG_RE.pattern.encode())
 # The rank of a copy of an allocator report, where the line shows it as it is (no colour codes).
 _ALLOCATOR_RANK_B = re.compile(rb"\[Rank (\d+)\] \([^)]*\) memory \(MB\) \| allocated: ")
 _OTHER_FIELDS = (b"Theoretical memory footprints", b"memory (MB)", b"max_memory_")
-_BLOCK_BYTES = 1 << 24
+_BLOCK_BYTES = 1 << 22  # a block and its copy while its last line is completed are held at once
 
 
 def _line_at(block: bytes, position: int) -> tuple[int, int]:
@@ -349,13 +349,10 @@ def scan_memory_file(path: str | Path) -> LogMemory:
     lines that can hold a memory figure (a log of gigabytes costs a few searches per block)."""
     peaks = RankMemory()
     with open(path, "rb") as handle:
-        tail = b""
         while block := handle.read(_BLOCK_BYTES):
-            block = tail + block
-            cut = block.rfind(b"\n") + 1
-            block, tail = block[:cut], block[cut:]
+            if not block.endswith(b"\n"):
+                block += handle.readline()  # to the end of its last line (or of the file)
             _scan_block(block, peaks)
-        _scan_block(tail, peaks)
     return peaks.memory()
 
 
