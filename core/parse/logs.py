@@ -423,6 +423,7 @@ def parse_logs(
             config.convergence.target_log_perplexity if config is not None and config.convergence.enabled else None
         ),
         run_clock={key: collector.fact(key) for key in RUN_CLOCK_FACTS},
+        records_owned=True,  # made by this read (or received from its workers); nothing reads them after
     )
     if stopped_by is not None:
         result = attrs.evolve(result, caveats=Caveats(stopped_by=stopped_by))

@@ -92,6 +92,7 @@ def assemble_result(
     evaluations: Iterable[EvalRecord] = (),
     target_log_perplexity: float | None = None,
     run_clock: Mapping[str, Any] | None = None,
+    records_owned: bool = False,
 ) -> Result:
     """Fill in per-iteration throughput, summarise, and record what was left out.
 
@@ -110,6 +111,8 @@ def assemble_result(
     ``run_clock`` holds the trainer's ``init_time_s``, ``run_time_s`` and ``run_started_at``.
     ``ceiling`` is the latest ``tprimat microbench`` summary of the run's device
     (recorded in the run manifest), for MAMF utilisation next to MFU.
+    ``records_owned``: ``records`` are the caller's alone, filled in rather than copied
+    (see :func:`~tprimat.result.metrics.with_throughput`).
     """
     hardware = hardware or Hardware()
     provenance = provenance or Provenance()
@@ -124,6 +127,7 @@ def assemble_result(
         global_batch_size=config.global_batch_size,
         seq_length=config.seq_length,
         world_size=config.world_size,
+        owned=records_owned,
     )
     try:
         model = get_model(config.model)

@@ -71,20 +71,32 @@ def with_throughput(
     global_batch_size: int | None,
     seq_length: int | None,
     world_size: int | None,
+    owned: bool = False,
 ) -> list[IterationRecord]:
     """Records sorted by iteration, with ``tokens`` and ``tokens_per_s_per_gpu`` filled in.
 
     Tokens per iteration are global batch × sequence length from the config,
     never a batch size a framework printed.  A record without a step time
-    keeps a null throughput.
+    keeps a null throughput.  ``owned``: the records are the caller's alone (just
+    parsed, shown to nothing else yet), so they are filled in where they are instead of
+    copied: a log of 240 000 steps then holds one record per step, not two, and skips
+    building 240 000 new ones.
     """
     tokens = global_batch_size * seq_length if global_batch_size and seq_length else None
+    if owned:
+        field = attrs.fields(IterationRecord).tokens
+        field.validator(None, field, tokens)  # type: ignore[misc]  # what a copy's __init__ would check
     finished: list[IterationRecord] = []
     for record in sorted(records, key=lambda r: r.iteration):
         per_gpu = None
         if tokens is not None and world_size and record.step_time_s:
             per_gpu = tokens / record.step_time_s / world_size
-        finished.append(attrs.evolve(record, tokens=tokens, tokens_per_s_per_gpu=per_gpu))
+        if owned:
+            object.__setattr__(record, "tokens", tokens)
+            object.__setattr__(record, "tokens_per_s_per_gpu", per_gpu)
+            finished.append(record)
+        else:
+            finished.append(attrs.evolve(record, tokens=tokens, tokens_per_s_per_gpu=per_gpu))
     return finished
 
 

@@ -37,6 +37,19 @@ def test_throughput_is_batch_times_sequence_over_time_and_world():
     assert records[1].tokens_per_s_per_gpu == 128 * 8192 / 2.0 / 8
 
 
+def test_owned_records_are_filled_in_place_with_the_copies_values():
+    def made():
+        return [IterationRecord(iteration=2, step_time_s=2.0), IterationRecord(iteration=1, step_time_s=4.0)]
+
+    sizes = {"global_batch_size": 128, "seq_length": 8192, "world_size": 8}
+    owned = made()
+    filled = with_throughput(owned, **sizes, owned=True)
+    assert filled == with_throughput(made(), **sizes)
+    assert [id(r) for r in filled] == [id(owned[1]), id(owned[0])]  # the same objects, sorted
+    with pytest.raises(ValueError, match="tokens"):  # the check a copy's constructor makes
+        with_throughput(made(), global_batch_size=-1, seq_length=8, world_size=1, owned=True)
+
+
 def test_unknown_world_size_gives_no_throughput():
     (record,) = with_throughput(
         [IterationRecord(iteration=1, step_time_s=1.0)], global_batch_size=8, seq_length=16, world_size=None
