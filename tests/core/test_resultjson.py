@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import random
 
 import attrs
 import pytest
 
 from tests.plugins.logfixtures import LOGS
+from tprimat.contract.records import IterationRecord
 from tprimat.contract.registry import Registry
 from tprimat.parse.logs import parse_logs
-from tprimat.result.resultjson import iter_result_json
+from tprimat.result import schema
+from tprimat.result.resultjson import _batch_text, _record_text, iter_result_json
 from tprimat.result.schema import dumps_result, load_result, write_result
 
 PATHS = [
@@ -33,3 +36,61 @@ def test_written_file_is_the_whole_document_text(path, tmp_path):
         text = out.read_text(encoding="utf-8")
         assert text == dumps_result(variant) == "".join(iter_result_json(variant))
         assert json.loads(text)["schema_version"] == load_result(out).schema_version
+
+
+def _number(draw: random.Random) -> float | int | None:
+    """Floats of every magnitude (those Python writes with an exponent too), zeros, ints, None."""
+    kind = draw.random()
+    if kind < 0.1:
+        return None
+    if kind < 0.2:
+        return draw.choice([0.0, -0.0, 1e-4, 9.999999999999999e-05, 1e-05, 1e15, 1e16, -1e16, 5e-324, 1.5, 7])
+    return draw.choice([1, -1]) * draw.random() * 10 ** draw.randint(-30, 30)
+
+
+def _records(draw: random.Random, count: int, text=lambda draw, i: f"run.log:{i}") -> list[IterationRecord]:
+    return [
+        IterationRecord(
+            iteration=i,
+            step_time_s=draw.random() + 0.01,
+            loss=_number(draw),
+            lr=_number(draw),
+            grad_norm=_number(draw),
+            mem_device_used_gib=_number(draw),
+            tokens=draw.choice([None, 0, 1 << 20]),
+            tokens_per_s_per_gpu=_number(draw),
+            timestamp=text(draw, i),
+            source=f"run.log:{i}",
+            reported={f"k{j}": draw.choice([_number(draw), "text", True, None]) for j in range(draw.randint(0, 5))},
+        )
+        for i in range(count)
+    ]
+
+
+def _one_by_one(records: list[IterationRecord]) -> str:
+    return ",\n    ".join(_record_text(record, schema) for record in records)
+
+
+def test_a_batch_is_written_as_json_writes_each_record():
+    draw = random.Random(14)
+    for _ in range(60):
+        records = _records(draw, draw.randint(1, 50))
+        assert _batch_text(records) == _one_by_one(records)
+
+
+@pytest.mark.parametrize(
+    "odd",
+    ["caf\u00e9", "x\x7fy", "null", 'a": 1e-05,\n"b'],
+    ids=["non-ascii", "DEL", "null-text", "member-like"],
+)
+def test_a_batch_msgspec_would_write_otherwise_goes_one_by_one(odd):
+    draw = random.Random(3)
+    records = _records(draw, 20, lambda draw, i: odd if i == 7 else "2026-11-24 21:00:00")
+    text = _batch_text(records)
+    if odd == 'a": 1e-05,\n"b':  # a string that looks like a member: written fast, left as it is
+        assert text == _one_by_one(records)
+    else:  # text that json escapes, or a null that is not a None
+        assert text is None
+    for bad in (float("nan"), float("inf")):
+        spoilt = [*records[:3], attrs.evolve(records[3], loss=bad), *records[4:]]
+        assert _batch_text(spoilt) is None
