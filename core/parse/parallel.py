@@ -22,9 +22,11 @@ report their state (see :class:`tprimat.parse.logfile.LogFile`) get whole files.
 
 from __future__ import annotations
 
+import io
 import multiprocessing
 import operator
 import os
+import pickle
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -90,7 +92,7 @@ class _Unit:
 
 @attrs.frozen(kw_only=True)
 class _Read:
-    events: list[Any]
+    events: list[Any] | bytes  # bytes: packed by a worker for the collecting process (see _pack)
     final_state: Any
     assumed_state: Any = None  # the state a later range was read from
     lines: int | None = None  # the lines of a range, for the true numbers of the next one
@@ -143,7 +145,47 @@ def _read_unit(unit: _Unit) -> _Read | LogReadError:
         # lines (facts) that this state lacks and that the start-up state holds.
         end = (unit.stream_index + 1, 0) if unit.end is None else (unit.stream_index, unit.end)
         _LATEST[_stream_key(unit)] = (end, read.final_state)
-    return read
+    return attrs.evolve(read, events=_pack(read.events))
+
+
+class _EventPickler(pickle.Pickler):
+    """Pickles an iteration record as the tuple of its fields' values (attrs's own state is a
+    dict of them); any other event as pickle does."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is IterationRecord:
+            return _record_from, (_record_values(obj),)
+        return NotImplemented
+
+
+_RECORD_FIELDS = tuple(field.name for field in attrs.fields(IterationRecord))
+_record_values = operator.attrgetter(*_RECORD_FIELDS)
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _record_from(values: tuple[Any, ...]) -> IterationRecord:
+    """The record :class:`_EventPickler` packed: its values were checked when it was made."""
+    record = _new(IterationRecord)
+    for name, value in zip(_RECORD_FIELDS, values, strict=True):
+        _set(record, name, value)
+    return record
+
+
+def _pack(events: list[Any]) -> bytes:
+    """A range's events as the worker sends them (see :class:`_EventPickler`).
+
+    Unpacked only when the collector takes the range: until then it waits as these bytes, a
+    fraction of the memory its records take as objects (a range finished early, while the
+    collector works through the ones before it, no longer holds all its records).
+    """
+    buffer = io.BytesIO()
+    _EventPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(events)
+    return buffer.getvalue()
+
+
+def _unpack(events: list[Any] | bytes) -> list[Any]:
+    return pickle.loads(events) if isinstance(events, bytes) else events
 
 
 def _lines_read(unit: _Unit, lines: LogFile) -> int | None:
@@ -519,11 +561,13 @@ def read_events(
                 lines = _range(unit, unit.start, unit.end, unit.first_lineno, state)
                 events = list(registry.parse_metrics(backend, lines=lines, source=unit.source))
                 read = _Read(events=events, final_state=lines.final_state, lines=_lines_read(unit, lines))
-            _adopt(read.events, firsts, last_values)
+            events = _unpack(read.events)
+            _adopt(events, firsts, last_values)
             state = read.final_state
             if read.lines is not None:
                 following = firsts[index] + read.lines
-            yield read.events
+            del read
+            yield events
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
         _CONTEXT.clear()

@@ -15,7 +15,7 @@ import attrs
 import pytest
 
 from tests.plugins.logfixtures import LOGS
-from tprimat.contract.records import REPEATED_LINE
+from tprimat.contract.records import REPEATED_LINE, IterationRecord, LogFact, ParseIssue, RankPeak
 from tprimat.contract.registry import Registry
 from tprimat.parse import parallel as parse_parallel
 from tprimat.parse.logfile import LogFile
@@ -292,3 +292,28 @@ def test_what_every_rank_states_is_noted_once(registry, tmp_path):
     notes = parse_logs([tree], registry=registry, workers=1).result.provenance.notes
     assert len([note for note in notes if "profiler window" in note]) == 1
     assert len(notes) == len(set(notes))
+
+
+def test_a_range_s_events_are_packed_and_unpacked_as_they_were():
+    record = IterationRecord(
+        iteration=7, step_time_s=1.5, loss=float("nan"), source="a.log:9", reported={"tflops": 300.5, "x": None}
+    )
+    events = [
+        LogFact(key="seq_length", value=8192, source="a.log:1"),
+        record,
+        REPEATED_LINE,
+        RankPeak(rank=3, device_used_gib=22.7),
+        ParseIssue(source="a.log:12", message="skipped"),
+    ]
+    packed = parse_parallel._pack(events)
+    assert isinstance(packed, bytes)
+    back = parse_parallel._unpack(packed)
+    assert back[2] is REPEATED_LINE  # the collector counts copies by identity
+    assert back[1] is not record and type(back[1]) is IterationRecord
+    assert attrs.asdict(back[1], recurse=False).keys() == attrs.asdict(record, recurse=False).keys()
+    assert _as_text(back) == _as_text(events)
+
+
+def _as_text(events):
+    """The events as comparable text (a NaN loss does not equal itself)."""
+    return [repr(event) for event in events]
