@@ -780,9 +780,17 @@ def _check_triggers(triggers: tuple[str, ...]) -> None:
         raise ValueError("between 1 and 10 non-empty ASCII trigger strings")
 
 
+def _triggers_now(parser: Any) -> tuple[str, ...]:
+    """What ``parser`` looks for at this point of its stream (see :func:`iter_events`)."""
+    return parser.running_triggers if parser.started else parser.triggers
+
+
 def _iter_lines(parser: Any, lines: Iterable[str]) -> Iterator[Event]:
     numbered = enumerate(lines, 1)
-    for phase, triggers in enumerate((parser.triggers, parser.running_triggers)):
+    changed = True
+    while changed:  # again with the triggers a line changed: training started, or more are looked for
+        changed = False
+        triggers = _triggers_now(parser)
         _check_triggers(triggers)
         t1, t2, t3, t4, t5, t6, t7, t8, t9, t10 = tuple(triggers) + (triggers[0],) * (10 - len(triggers))
         pending = parser.holds_line()
@@ -796,7 +804,8 @@ def _iter_lines(parser: Any, lines: Iterable[str]) -> Iterator[Event]:
                 pending = parser.holds_line()
                 if events:
                     yield from events
-                if phase == 0 and parser.started:
+                if _triggers_now(parser) is not triggers:
+                    changed = True
                     break
         else:
             for lineno, line in numbered:
@@ -818,7 +827,8 @@ def _iter_lines(parser: Any, lines: Iterable[str]) -> Iterator[Event]:
                 pending = parser.holds_line()
                 if events:
                     yield from events
-                if phase == 0 and parser.started:
+                if _triggers_now(parser) is not triggers:
+                    changed = True
                     break
 
 

@@ -150,3 +150,24 @@ def test_a_primus_log_never_seen_in_the_same_format():
     assert records[2].loss == pytest.approx(11.5)
     assert records[2].consumed_samples == 768
     assert records[0].mem_device_used_gib == 171.20
+
+
+def test_lines_read_as_text_find_the_triggers_an_evaluation_turns_on(tmp_path):
+    """A live run's output is read line by line: the MLPerf end lines after an evaluation, which
+    only an evaluation makes the parser look for once training has started, are read as the
+    file reader reads them."""
+    from tprimat.parse.logfile import LogFile
+
+    training = (LOGS / P21).read_text(encoding="utf-8").splitlines(keepends=True)
+    end_lines = (LOGS / PR656).read_text(encoding="utf-8").splitlines(keepends=True)[2:]
+    last = [line for line in training if "iteration " in line and "rank-7/8" in line][-1]
+    head = last[: last.index("] : ") + 4]
+    evaluation = f"{head}validation loss at iteration 10 | lm loss value: 3.300000E+00 | lm loss PPL: 2.7E+01 |\n"
+    lines = [*training, evaluation, *end_lines]
+    path = tmp_path / "mlperf.log"
+    path.write_text("".join(lines), encoding="utf-8")
+
+    as_text = [repr(event) for event in parse_primus(lines, "run.log")]
+    assert as_text == [repr(event) for event in parse_primus(LogFile(path), "run.log")]
+    assert any("EvalRecord(iteration=None, samples=172032" in event for event in as_text)  # [EarlyStop]
+    assert any("convergence_status" in event for event in as_text)  # [TimeToTrain]
