@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from tprimat.contract.records import EvalRecord
+from tprimat.contract.records import EvalRecord, IterationRecord
 from tprimat.plugins.amd_primus.torchtitan import TorchTitanSteps
 from tprimat.plugins.megatron.colour import strip_ansi
 from tprimat.plugins.megatron.logparse import (
@@ -88,10 +88,11 @@ class PrimusLogParser(MegatronLogParser):
         if "tps:" in line:  # Primus's TorchTitan engine (see torchtitan.py)
             found = self._titan.feed(line, lineno)
             if found is not None:
-                # Keep finding step lines past the start-up part of a large file (byte-chunk
-                # reading switches to the running triggers after STARTUP_BYTES).
+                # A step line is the training loop logging, as an iteration line is: the start-up
+                # lines are over, and step lines are looked for from here on.
                 if "tps:" not in self.running_triggers:
                     self.running_triggers = (*self.running_triggers, *self._TITAN_TRIGGERS)
+                self.started = self.started or any(isinstance(e, IterationRecord) for e in found)
                 return found
         if "(int)" in line:
             match = _PRIMUS_ARG_RE.search(strip_ansi(line).rstrip())

@@ -225,9 +225,10 @@ class MegatronLogParser:
     def __init__(self, source: str) -> None:
         self.source = source
         self.log_interval: int | None = None
-        # The training loop has logged: an iteration line or a memory report was read.  Both
-        # come after the start-up lines (a rank that prints no iteration lines, Megatron's
-        # non-last pipeline ranks, still prints its memory report after the first interval).
+        # The training loop has logged: an iteration line or a memory report was read (or a
+        # variant's own step line, see PrimusLogParser).  Both come after the start-up lines (a
+        # rank that prints no iteration lines, Megatron's non-last pipeline ranks, still prints
+        # its memory report after the first interval).
         self.started = False
         self._previous_iteration: int | None = None
         self._previous_covers = 1

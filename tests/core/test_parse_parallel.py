@@ -126,6 +126,16 @@ def test_torchtitan_step_lines_cut_into_ranges_keep_their_step_times(registry, t
     assert dumps_result(_read([path], registry, workers=2)) == dumps_result(serial)
 
 
+def test_a_torchtitan_step_line_ends_the_start_up_lines(registry, tmp_path):
+    """As an iteration line does: a worker's guess of a later range then reads the chunks up to
+    the first step, not the first 64 MiB of the file (the start-up bytes)."""
+    path = tmp_path / "titan.log"
+    path.write_text("".join(_titan_lines(3)), encoding="utf-8")
+    lines = LogFile(path)
+    list(registry.parse_metrics("amd_primus", lines=lines, source="titan.log"))
+    assert lines.started and lines.final_state[0]  # the parser's own "started"
+
+
 def test_a_rotated_torchtitan_log_keeps_the_step_time_across_the_rotation(registry, tiny_ranges, tmp_path):
     lines = _titan_lines(300)
     rank = tmp_path / "logs" / "pre_trainer" / "rank-0"
