@@ -76,6 +76,13 @@ class PrimusLogParser(MegatronLogParser):
             self.running_triggers = (*self.running_triggers, *self._MLPERF_TRIGGERS)
         return events
 
+    def copy_of(self, line: bytes) -> tuple[list[Event] | None, bytes | None]:
+        """Also another rank's copy of the TorchTitan step just read: it gives nothing and
+        changes nothing (see ``TorchTitanSteps.repeats``)."""
+        if b"tps:" in line and self._titan.repeats(line):
+            return [], None
+        return super().copy_of(line)
+
     def state(self) -> tuple:
         return (*super().state(), self.running_triggers, self._titan.state())
 

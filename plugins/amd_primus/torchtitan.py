@@ -35,6 +35,8 @@ STEP_RE = re.compile(
     r"memory:\s*(?P<memory>[\d.]+)GiB\((?P<memory_pct>[\d.]+)%\)\s+tps:\s*(?P<tps>[\d,]+)\s+"
     r"tflops:\s*(?P<tflops>[\d,.]+)\s+mfu:\s*(?P<mfu>[\d.]+)%"
 )
+#: The same pattern over a line's bytes as they are (colour codes left in: such a line is read as text).
+STEP_BYTES_RE = re.compile(STEP_RE.pattern.encode())
 _TIMESTAMP_RE = re.compile(r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})[,.](\d{3,6})")
 
 
@@ -53,6 +55,15 @@ class TorchTitanSteps:
     def resume(self, state: tuple[int | None, datetime | None]) -> None:
         """Go on from :meth:`state` (a later range of a file, a rotated file)."""
         self._last_step, self._last_time = state
+
+    def repeats(self, line: bytes) -> bool:
+        """Whether ``line`` is another rank's copy of the step just read, which :meth:`feed`
+        would skip: told from its bytes, without decoding or reading it (in a log every rank
+        prints to, most step lines are such copies)."""
+        if self._last_step is None:
+            return False
+        match = STEP_BYTES_RE.search(line)
+        return match is not None and int(match["step"]) == self._last_step
 
     def feed(self, line: str, lineno: int) -> list[Event] | None:
         clean = strip_ansi(line)

@@ -52,3 +52,27 @@ def test_step_lines_are_found_past_the_start_up_part_of_a_large_file(monkeypatch
     monkeypatch.setattr(logparse, "STARTUP_BYTES", 1)  # every chunk after the first is "running"
     events = list(parse_primus(LogFile(TITAN, chunk_bytes=64), "t.log"))
     assert [e.iteration for e in events if hasattr(e, "iteration")] == [4, 5]
+
+
+def test_other_ranks_copies_of_a_step_are_told_from_their_bytes(tmp_path, monkeypatch):
+    """Every rank prints each step, its own figures differing a little (the fixture's two copies
+    of step 4): the file reader skips the copies unread and gives what reading them gives."""
+    from tprimat.parse.logfile import LogFile
+    from tprimat.plugins.amd_primus.torchtitan import TorchTitanSteps
+
+    step_four = TITAN.read_text().splitlines(keepends=True)[:2]  # two ranks' copies of step 4
+    assert step_four[0] != step_four[1]
+    lines = []
+    for step in range(4, 12):
+        lines += [line.replace("step:  4 ", f"step:  {step} ") for line in step_four]
+    path = tmp_path / "titan.log"
+    path.write_text("".join(lines), encoding="utf-8")
+
+    read = []
+    real = TorchTitanSteps.feed
+    monkeypatch.setattr(TorchTitanSteps, "feed", lambda self, line, n: read.append(n) or real(self, line, n))
+    from_bytes = [repr(e) for e in parse_primus(LogFile(path), "t.log")]
+    assert read == list(range(1, 17, 2))  # the first copy of each step only
+    assert from_bytes == [repr(e) for e in parse_primus(lines, "t.log")]
+    first = next(e for e in from_bytes if e.startswith("IterationRecord"))
+    assert "'tflops_per_gpu': 314.71" in first  # the first copy's figures
