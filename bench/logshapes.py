@@ -11,8 +11,8 @@ memory-report iteration numbers offset so that the result is one long, consisten
   once per rank, the copies differing only in the rank tag; optionally with an evaluation line
   every N iterations;
 * :func:`build_torchtitan`: the step lines of Primus's second engine, TorchTitan, each printed by
-  every rank (the fixture in ``tests/fixtures/logs/torchtitan``): a log whose reader never sees
-  Megatron's start of training.
+  every rank with its own figures (the fixture in ``tests/fixtures/logs/torchtitan``): a log
+  whose reader never sees Megatron's start of training.
 
 Nothing here is random; the same size gives the same bytes.
 """
@@ -142,10 +142,13 @@ def _evaluation(line: str, every: int) -> list[str]:
 
 def build_torchtitan(path: Path, size_mb: int) -> Path:
     """A TorchTitan log of about ``size_mb`` MB: the fixture's step line for steps 1, 2, ...,
-    1.637 s apart (the fixture's own spacing), each printed by all 8 ranks."""
+    1.637 s apart (the fixture's own spacing), each printed by all 8 ranks, each rank with its
+    own TFLOP/s figure (ranks' figures differ in the last digits, as the fixture's two copies of
+    step 4 do)."""
     template = TITAN_FIXTURE.read_text(encoding="utf-8").splitlines(True)[2]
-    stamp, step = "2026-02-24 19:46:19,145", "step:  5 "
-    assert stamp in template and step in template
+    stamp, step, tflops = "2026-02-24 19:46:19,145", "step:  5 ", "tflops: 313.36"
+    assert stamp in template and step in template and tflops in template
+    copies = "".join(template.replace(tflops, f"tflops: {313.36 - rank / 100:.2f}") for rank in range(RANKS))
     start = datetime(2026, 2, 24, 19, 46, 17, 508000)
     path.parent.mkdir(parents=True, exist_ok=True)
     written, n = 0, 0
@@ -153,7 +156,7 @@ def build_torchtitan(path: Path, size_mb: int) -> Path:
         while written < size_mb * 1024 * 1024:
             n += 1
             when = (start + timedelta(milliseconds=1637 * n)).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
-            text = template.replace(stamp, when).replace(step, f"step: {n} ") * RANKS
+            text = copies.replace(stamp, when).replace(step, f"step: {n} ")
             handle.write(text)
             written += len(text)
     return path
