@@ -387,6 +387,10 @@ class MegatronLogParser:
         if not records:
             return
         generations = self._generations
+        if len(generations) >= 4096:
+            # Bounded like the line keys: a line key whose iteration's generation is gone is read again.
+            generations.clear()
+            self._line_records.clear()
         full = [r for r in records if not is_memory_only(r)]
         for record in full:
             self._generation += 1

@@ -76,3 +76,18 @@ def test_other_ranks_copies_of_a_step_are_told_from_their_bytes(tmp_path, monkey
     assert from_bytes == [repr(e) for e in parse_primus(lines, "t.log")]
     first = next(e for e in from_bytes if e.startswith("IterationRecord"))
     assert "'tflops_per_gpu': 314.71" in first  # the first copy's figures
+
+
+def test_what_the_reader_keeps_per_step_is_bounded(tmp_path):
+    """Copies are recognised from a bounded memory of recent records: a long log does not grow it."""
+    from tprimat.parse.logfile import LogFile
+    from tprimat.plugins.amd_primus.parse import PrimusLogParser
+    from tprimat.plugins.megatron.logparse import iter_events
+
+    template = TITAN.read_text().splitlines(keepends=True)[2]
+    path = tmp_path / "titan.log"
+    path.write_text("".join(template.replace("step:  5 ", f"step: {step} ") for step in range(1, 10_001)))
+    parser = PrimusLogParser("t.log")
+    records = [e for e in iter_events(parser, LogFile(path)) if hasattr(e, "iteration")]
+    assert len(records) == 10_000
+    assert len(parser._generations) <= 4096 and len(parser._line_records) <= 256
