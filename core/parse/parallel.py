@@ -185,6 +185,7 @@ def _pack(events: list[Any]) -> bytes:
 
 
 def _unpack(events: list[Any] | bytes) -> list[Any]:
+    """A range's events, as the worker packed them or as read in this process."""
     return pickle.loads(events) if isinstance(events, bytes) else events
 
 
