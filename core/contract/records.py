@@ -8,6 +8,7 @@ every other number from them.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import attrs
@@ -42,6 +43,12 @@ class IterationRecord:
     timestamp: str | None = None
     source: str | None = None  # "file:line" it was read from
     reported: dict[str, float | str | None] = attrs.Factory(dict)  # the framework's own figures
+
+
+#: IterationRecord's field names, in their order (that of its JSON object), and a getter of their
+#: values as one tuple: for the core's fast paths that move or write records by the million.
+ITERATION_FIELDS = tuple(field.name for field in attrs.fields(IterationRecord))
+iteration_values = operator.attrgetter(*ITERATION_FIELDS)
 
 
 @attrs.frozen(kw_only=True)

@@ -34,7 +34,7 @@ from typing import Any
 
 import attrs
 
-from tprimat.contract.records import REPEATED_LINE
+from tprimat.contract.records import ITERATION_FIELDS, REPEATED_LINE, iteration_values
 from tprimat.parse import logfile
 from tprimat.parse.logfile import LogFile, chunk_starts, count_lines
 from tprimat.result.collect import is_memory_only
@@ -154,12 +154,10 @@ class _EventPickler(pickle.Pickler):
 
     def reducer_override(self, obj: Any) -> Any:
         if type(obj) is IterationRecord:
-            return _record_from, (_record_values(obj),)
+            return _record_from, (iteration_values(obj),)
         return NotImplemented
 
 
-_RECORD_FIELDS = tuple(field.name for field in attrs.fields(IterationRecord))
-_record_values = operator.attrgetter(*_RECORD_FIELDS)
 _new = object.__new__
 _set = object.__setattr__
 
@@ -167,7 +165,7 @@ _set = object.__setattr__
 def _record_from(values: tuple[Any, ...]) -> IterationRecord:
     """The record :class:`_EventPickler` packed: its values were checked when it was made."""
     record = _new(IterationRecord)
-    for name, value in zip(_RECORD_FIELDS, values, strict=True):
+    for name, value in zip(ITERATION_FIELDS, values, strict=True):
         _set(record, name, value)
     return record
 

@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 import msgspec
 
-from tprimat.contract.records import IterationRecord
+from tprimat.contract.records import ITERATION_FIELDS, IterationRecord, iteration_values
 
 _CONTAINERS = frozenset({dict, list})
 _MARK = "\x00tprimat-iterations\x00"
@@ -71,9 +71,9 @@ def _record_text(record: Any, schema: Any) -> str:
     return encoded
 
 
-_RECORD_FIELDS = tuple(field.name for field in attrs.fields(IterationRecord))
+_RECORD_FIELDS = ITERATION_FIELDS
 _RECORD_SCALARS = _RECORD_FIELDS[:-1]
-_record_values = operator.attrgetter(*_RECORD_FIELDS)
+_record_values = iteration_values
 _SCALAR_TYPES = frozenset({float, int, str, bool, type(None)})
 #: The fast path writes ``reported`` after the scalars, where the whole-document encoder puts it.
 _REPORTED_LAST = _RECORD_FIELDS[-1] == "reported"

@@ -319,9 +319,8 @@ def test_a_range_s_events_are_packed_and_unpacked_as_they_were():
     assert isinstance(packed, bytes)
     back = parse_parallel._unpack(packed)
     assert back[2] is REPEATED_LINE  # the collector counts copies by identity
-    assert back[1] is not record and type(back[1]) is IterationRecord
-    assert attrs.asdict(back[1], recurse=False).keys() == attrs.asdict(record, recurse=False).keys()
-    assert _as_text(back) == _as_text(events)
+    assert type(back[1]) is IterationRecord
+    assert _as_text(back) == _as_text(events)  # every field of every event, the NaN loss too
 
 
 def _as_text(events):
