@@ -1,10 +1,13 @@
 import math
+import statistics
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tprimat.result.builder import assemble_result
 from tprimat.result.flops import flops_per_token
-from tprimat.result.metrics import describe, percentile, select_measured, with_throughput
+from tprimat.result.metrics import describe, percentile, sample_stdev, select_measured, with_throughput
 from tprimat.result.schema import Hardware, IterationRecord, ResultConfig, RunInfo
 from tprimat.settings.models import get_model
 
@@ -22,6 +25,26 @@ def test_describe_by_hand():
     assert stats.cv == pytest.approx(math.sqrt(32 / 7) / 5)  # sample std (n-1) / mean
     assert describe([3.0]).cv is None
     assert describe([math.nan, None]) is None
+
+
+_FINITE = st.floats(allow_nan=False, allow_infinity=False)
+_FIGURES = st.one_of(_FINITE, st.integers(-(10**30), 10**30), st.sampled_from([0.0, -0.0, 0.1, 1e-300, 5e-324, 1e308]))
+
+
+@given(st.lists(_FIGURES, min_size=1, max_size=40), st.integers(1, 6))
+def test_the_sample_standard_deviation_is_the_standard_library_s_bit_for_bit(distinct, repeats):
+    values = distinct * repeats  # repeated values, as logged figures are, and the distinct ones
+    if len(values) < 2:
+        values = values * 2
+    assert sample_stdev(values) == statistics.stdev(values)
+    assert sample_stdev(distinct + [1.5]) == statistics.stdev(distinct + [1.5])
+
+
+def test_the_sample_standard_deviation_rounds_an_inexact_root_correctly():
+    assert sample_stdev([0.0, 1.0]) == math.sqrt(0.5)  # correctly rounded, as math.sqrt is
+    assert sample_stdev([1.0, 1.0, 1.0]) == 0.0
+    assert sample_stdev([1, 2, 3, 4]) == statistics.stdev([1, 2, 3, 4])
+    assert sample_stdev([1e-320, 3e-320, 2e-320]) == statistics.stdev([1e-320, 3e-320, 2e-320])
 
 
 def test_throughput_is_batch_times_sequence_over_time_and_world():
