@@ -81,6 +81,7 @@ def _sqrt_of_fraction(numerator: int, denominator: int) -> float:
 
 
 _NOT_NONE = functools.partial(operator.is_not, None)
+_NUMBER = (int, float)
 
 
 def describe(values: Iterable[float | None]) -> Stats | None:
@@ -282,11 +283,11 @@ def summarize(
         if total_tokens:
             energy = sum(r.energy_j for r in measured) / total_tokens  # type: ignore[misc]
 
-    columns: dict[str, list[float]] = {}  # each numeric reported figure, in the measured records' order
+    columns: dict[str, list[float]] = defaultdict(list)  # each numeric reported figure, in the records' order
     for record in measured:
         for key, value in record.reported.items():
-            if isinstance(value, int | float):
-                columns.setdefault(key, []).append(value)
+            if isinstance(value, _NUMBER):
+                columns[key].append(value)
     reported = {}
     for key in sorted(columns):
         stats = describe(columns[key])
