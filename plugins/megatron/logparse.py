@@ -29,6 +29,7 @@ from itertools import chain
 from typing import Any
 
 from tprimat.contract.records import REPEATED_LINE, EvalRecord, LogFact, ParseIssue, RankPeak, RepeatedLine
+from tprimat.parse.logfile import newline_count
 from tprimat.plugins.megatron.colour import strip_ansi
 from tprimat.plugins.megatron.memory_lines import MIB_PER_GIB, RankMemory, read_allocator
 from tprimat.result.collect import is_memory_only
@@ -924,7 +925,7 @@ def _iter_chunks(
                         if copied:
                             yield from copied
                         continue
-            counted += chunk.count(b"\n", counted_to, start)
+            counted += newline_count(chunk, counted_to, start)
             counted_to = start
             clean_before = not held and remember is not None and parser.state_is_clean()
             events = _feed(parser, line.decode("utf-8", "replace"), counted + 1)
@@ -943,7 +944,7 @@ def _iter_chunks(
                 spans = [span for span in _trigger_lines(chunk, triggers) if span[0] >= fed_to]
                 index, last = 0, len(spans)
         # Lines of this chunk: those counted up to the last line read, and the rest.
-        before = counted + chunk.count(b"\n", counted_to) + (0 if chunk.endswith(b"\n") else 1)
+        before = counted + newline_count(chunk, counted_to) + (0 if chunk.endswith(b"\n") else 1)
     return before, offset
 
 

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.plugins.logfixtures import LOGS
-from tprimat.parse.logfile import LogFile
+from tprimat.parse.logfile import LogFile, newline_count
 from tprimat.plugins.amd_megatron.parse import parse_rocm_megatron
 from tprimat.plugins.amd_primus.parse import parse_primus
 from tprimat.plugins.nvd_megatron.parse import parse_megatron
@@ -89,3 +89,10 @@ def test_mutated_files_same_events_both_ways(tmp_path, rows, chunk_bytes):
     path = tmp_path / "m.log"
     path.write_bytes(blob)
     assert collected(by_chunks(parse_primus, path, chunk_bytes)) == collected(by_lines(parse_primus, path))
+
+
+@given(st.binary(max_size=300).map(lambda b: b.replace(b"x", b"\n")), st.integers(-400, 400), st.integers(-400, 400))
+def test_newline_count_is_bytes_count(data, start, end):
+    assert newline_count(data) == data.count(b"\n")
+    assert newline_count(data, start) == data.count(b"\n", start)
+    assert newline_count(data, start, end) == data.count(b"\n", start, end)
