@@ -10,6 +10,7 @@ registered model; without them only the measurements are recorded.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +51,7 @@ def memory_report(
             if value is not None:
                 by_rank[key] = max(value, by_rank.get(key, value))
     measured = {
-        quantity: _max([*(getattr(r, f"mem_{quantity}") for r in records), getattr(summary, f"mem_{quantity}", None)])
+        quantity: _max([*map(attrgetter(f"mem_{quantity}"), records), getattr(summary, f"mem_{quantity}", None)])
         for quantity in maps
     }
     for quantity, by_rank in maps.items():
