@@ -114,7 +114,7 @@ _REPORTED_END = "\n" + "  " * 3 + "}\n    }"
 BATCH_RECORDS = 1024
 _ITEM_SEPARATOR = ",\n" + _ITEM_INDENT
 #: A record's fields in their order, for msgspec (which writes an attrs class's fields sorted).
-_Row = msgspec.defstruct("_Row", [(name, Any) for name in _RECORD_FIELDS])
+_Row = msgspec.defstruct("_Row", [(name, Any) for name in _RECORD_FIELDS], gc=False)
 _ROW_TYPES = _SCALAR_TYPES | {dict}
 #: A number msgspec writes otherwise than Python (``0.00001`` for ``1e-05``, ``1e16`` for
 #: ``1e+16``: those Python writes with an exponent), in the indented text, where a member's

@@ -1,7 +1,7 @@
 import pytest
 
 from tprimat.contract.records import LogFact, ParseIssue
-from tprimat.result.collect import MAX_ISSUES_KEPT, EventCollector
+from tprimat.result.collect import MAX_ISSUES_KEPT, EventCollector, is_memory_only
 from tprimat.result.schema import IterationRecord
 
 
@@ -42,3 +42,13 @@ def test_issues_are_capped_but_counted():
 def test_other_objects_are_a_programming_error():
     with pytest.raises(TypeError):
         EventCollector().add("iteration 1")
+
+
+def test_a_record_is_memory_only_when_it_holds_nothing_but_memory_readings():
+    assert is_memory_only(IterationRecord(iteration=5, mem_allocated_gib=3.0, source="log:9"))
+    assert is_memory_only(IterationRecord(iteration=5))
+    assert not is_memory_only(IterationRecord(iteration=5, step_time_s=1.0, mem_allocated_gib=3.0))
+    # No step time, but something other than memory: not a memory line.
+    assert not is_memory_only(IterationRecord(iteration=5, loss=2.5))
+    assert not is_memory_only(IterationRecord(iteration=5, reported={"tflops_per_gpu": 400.0}))
+    assert not is_memory_only(IterationRecord(iteration=5, covers_iterations=10))
