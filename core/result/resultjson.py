@@ -23,6 +23,7 @@ import json
 import operator
 import re
 from collections.abc import Iterator, Sequence
+from itertools import chain, repeat, starmap
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
@@ -116,14 +117,27 @@ _ITEM_SEPARATOR = ",\n" + _ITEM_INDENT
 #: A record's fields in their order, for msgspec (which writes an attrs class's fields sorted).
 _Row = msgspec.defstruct("_Row", [(name, Any) for name in _RECORD_FIELDS], gc=False)
 _ROW_TYPES = _SCALAR_TYPES | {dict}
+_LAST = operator.itemgetter(-1)
 #: A number msgspec writes otherwise than Python (``0.00001`` for ``1e-05``, ``1e16`` for
 #: ``1e+16``: those Python writes with an exponent), in the indented text, where a member's
 #: value ends its line.  A string cannot hold a raw newline, so this never matches inside one.
-_EXPONENT_NUMBER = re.compile(rb'": (-?(?:[0-9][0-9.]*e[-+0-9]+|0\.0000[0-9]+))(?=,?\n)')
+#: Possessive: nothing that follows a number's characters can be one of them, so a failed
+#: attempt never backtracks.
+_EXPONENT_NUMBER = re.compile(rb'": (-?+(?:[0-9][0-9.]*+e[-+0-9]++|0\.0000[0-9]++))(?=,?\n)')
 
 
-def _python_number(match: re.Match[bytes]) -> bytes:
-    return b'": ' + repr(float(match[1])).encode()
+def _python_numbers(text: bytes) -> bytes:
+    """``text`` with each number :data:`_EXPONENT_NUMBER` finds spelled by ``repr``, as json does."""
+    spelled: dict[bytes, bytes] = {}  # a batch's learning rate is mostly one value, spelled once
+
+    def python_number(match: re.Match[bytes]) -> bytes:
+        number = match[1]
+        found = spelled.get(number)
+        if found is None:
+            found = spelled[number] = b'": ' + repr(float(number)).encode()
+        return found
+
+    return _EXPONENT_NUMBER.sub(python_number, text)
 
 
 def _batch_text(records: Sequence[Any]) -> str | None:
@@ -135,30 +149,25 @@ def _batch_text(records: Sequence[Any]) -> str | None:
     that is not a JSON scalar, a NaN or an infinity (msgspec writes null: found by
     counting the nulls), text json escapes (non-ASCII, DEL).
     """
-    if not _REPORTED_LAST:
+    if not _REPORTED_LAST or set(map(type, records)) != {IterationRecord}:
         return None
-    rows = []
-    nulls = 0
-    for record in records:
-        if type(record) is not IterationRecord:
-            return None
-        values = _record_values(record)
-        reported = values[-1]
-        kinds = set(map(type, reported.values()))
-        if not kinds <= _SCALAR_TYPES:
-            return None
-        kinds.update(map(type, values))
-        if not kinds <= _ROW_TYPES:
-            return None
-        nulls += values.count(None) + operator.countOf(reported.values(), None)
-        rows.append(_Row(*values))
+    # Every check below runs over the whole batch in C: a record costs no Python loop of its own.
+    values = list(map(_record_values, records))
+    reported = list(map(_LAST, values))
+    if set(map(type, reported)) != {dict}:
+        return None
+    figures = list(chain.from_iterable(map(dict.values, reported)))
+    if not set(map(type, figures)) <= _SCALAR_TYPES or not set(map(type, chain.from_iterable(values))) <= _ROW_TYPES:
+        return None
+    nulls = sum(map(operator.countOf, values, repeat(None))) + figures.count(None)
+    rows = list(starmap(_Row, values))
     try:
         text = msgspec.json.encode(rows)
     except (TypeError, ValueError, OverflowError):
         return None
     if text.count(b"null") != nulls or b"\x7f" in text or not text.isascii():
         return None
-    text = _EXPONENT_NUMBER.sub(_python_number, msgspec.json.format(text, indent=2))
+    text = _python_numbers(msgspec.json.format(text, indent=2))
     # "[\n  {...},\n  {...}\n]": records two spaces in, which go four spaces in.
     return text[4:-2].replace(b"\n", b"\n  ").decode("ascii")
 
