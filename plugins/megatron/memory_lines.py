@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from tprimat.contract.records import RankPeak
+from tprimat.parse.logfile import LogFile
 from tprimat.plugins.megatron.colour import strip_ansi
 
 MIB_PER_GIB = 1024.0
@@ -348,11 +349,8 @@ def scan_memory_file(path: str | Path) -> LogMemory:
     """:func:`scan_memory` over a log file, reading it in large blocks and decoding only the
     lines that can hold a memory figure (a log of gigabytes costs a few searches per block)."""
     peaks = RankMemory()
-    with open(path, "rb") as handle:
-        while block := handle.read(_BLOCK_BYTES):
-            if not block.endswith(b"\n"):
-                block += handle.readline()  # to the end of its last line (or of the file)
-            _scan_block(block, peaks)
+    for block in LogFile(path, chunk_bytes=_BLOCK_BYTES).byte_chunks():  # whole lines, an unfinished last one too
+        _scan_block(block, peaks)
     return peaks.memory()
 
 
