@@ -574,6 +574,9 @@ def read_events(
                 following = firsts[index] + read.lines
             del read
             yield events
+        # Ended and joined here, not at exit: what follows may fork, which only a process
+        # without other threads (the pool's) can do safely.
+        pool.shutdown(wait=True)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
         _CONTEXT.clear()

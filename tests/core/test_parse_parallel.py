@@ -8,6 +8,7 @@ ranges, and every range after the first starts from a guessed reader state.
 from __future__ import annotations
 
 import importlib.util
+import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -64,6 +65,16 @@ def test_each_fixture_log_reads_the_same_on_three_workers(registry, tiny_ranges,
 def test_all_fixture_logs_at_once_read_the_same_in_parallel(registry, tiny_ranges):
     primus = sorted((LOGS / "primus").glob("*.log"))
     assert _document(primus, registry, workers=2) == _document(primus, registry, workers=1)
+
+
+def test_a_parallel_read_ends_its_pool_threads_before_it_returns(registry, tiny_ranges):
+    """Writing the result may fork a child, which only a process with no other thread may do."""
+    threads = threading.active_count()
+    primus = sorted((LOGS / "primus").glob("*.log"))
+    names = [path.name for path in primus]
+    events = parse_parallel.read_events(registry, "amd_primus", primus, names, [False] * len(primus), workers=2)
+    assert sum(type(event) is IterationRecord for batch in events for event in batch) > 20
+    assert threading.active_count() == threads  # right after the last batch
 
 
 def test_interleaved_console_log_and_rank_tree_read_the_same(registry, tiny_ranges, tmp_path, monkeypatch):

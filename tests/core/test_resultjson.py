@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import threading
+import time
 
 import attrs
 import pytest
@@ -12,7 +15,7 @@ from tests.plugins.logfixtures import LOGS
 from tprimat.contract.records import IterationRecord
 from tprimat.contract.registry import Registry
 from tprimat.parse.logs import parse_logs
-from tprimat.result import schema
+from tprimat.result import resultjson, schema
 from tprimat.result.resultjson import _batch_text, _record_text, iter_result_json
 from tprimat.result.schema import dumps_result, load_result, write_result
 
@@ -94,3 +97,65 @@ def test_a_batch_msgspec_would_write_otherwise_goes_one_by_one(odd):
     for bad in (float("nan"), float("inf")):
         spoilt = [*records[:3], attrs.evolve(records[3], loss=bad), *records[4:]]
         assert _batch_text(spoilt) is None
+
+
+@pytest.fixture
+def long_result(monkeypatch):
+    """A parsed result with 60 random records, written in batches of 7, a child forked from 20 records on."""
+    monkeypatch.setattr(resultjson, "BATCH_RECORDS", 7)
+    monkeypatch.setattr(resultjson, "FORK_MIN_RECORDS", 20)
+    result = parse_logs([PATHS[0]], registry=Registry.from_environment(), allow_mismatch=True).result
+    return attrs.evolve(result, iterations=_records(random.Random(7), 60))
+
+
+def test_records_encoded_partly_by_a_child_process_give_the_same_text(long_result, monkeypatch):
+    children = []
+    start = resultjson.TextInChild.start.__func__
+
+    def spy(cls, make):
+        child = start(cls, make)
+        children.append(child)
+        return child
+
+    monkeypatch.setattr(resultjson.TextInChild, "start", classmethod(spy))
+    alone = threading.active_count() == 1  # else no child is forked, and this process writes it all
+    assert "".join(iter_result_json(long_result)) == dumps_result(long_result)
+    assert len(children) == 1 and (children[0] is not None) == alone
+
+
+def test_a_child_that_fails_leaves_its_records_to_this_process(long_result, monkeypatch):
+    parent = os.getpid()
+    batches = []
+    batch_text = resultjson._batch_text
+
+    def fails_in_child(records):
+        if os.getpid() != parent:
+            raise MemoryError
+        batches.append(records[0].iteration)
+        return batch_text(records)
+
+    monkeypatch.setattr(resultjson, "_batch_text", fails_in_child)
+    assert "".join(iter_result_json(long_result)) == dumps_result(long_result)
+    assert batches == list(range(0, 60, 7))  # the child's half was encoded here, after the first
+
+
+def test_no_child_is_forked_beside_another_thread():
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert resultjson.TextInChild.start(lambda: ["text"]) is None
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_an_unused_child_is_ended_and_reaped():
+    child = resultjson.TextInChild.start(lambda: [str(time.sleep(60))])
+    assert child is not None
+    pid = child._pid
+    began = time.monotonic()
+    child.close()
+    assert time.monotonic() - began < 10
+    with pytest.raises(ChildProcessError):  # reaped: no longer this process's child
+        os.waitpid(pid, os.WNOHANG)
