@@ -49,6 +49,21 @@ _ITEM_INDENT = " " * 4  # "iterations" is a key of the top-level object: its ite
 
 def iter_result_json(result: Any) -> Iterator[str]:
     """The pieces of ``dumps_result(result)``, in order."""
+    iterations = result.iterations
+    starts = range(0, len(iterations), BATCH_RECORDS)
+    # The second half of a long run's records is encoded by a child process, started first:
+    # it works while this process builds the rest of the document and encodes the first half.
+    half = len(starts) // 2 if len(iterations) >= FORK_MIN_RECORDS else len(starts)
+    rest = TextInChild.start(functools.partial(_batches_text, iterations, starts[half:])) if starts[half:] else None
+    try:
+        yield from _document_text(result, starts[:half] if rest is not None else starts, rest)
+    finally:
+        if rest is not None:
+            rest.close()
+
+
+def _document_text(result: Any, starts: Sequence[int], rest: TextInChild | None) -> Iterator[str]:
+    """The document's pieces: its records are the batches that begin at ``starts``, then ``rest``'s text."""
     from tprimat.result import schema
 
     skeleton = schema.result_to_dict(attrs.evolve(result, iterations=[]))
@@ -63,18 +78,9 @@ def iter_result_json(result: Any) -> Iterator[str]:
         yield schema.dumps_result(result)
         return
     yield before + "[\n" + _ITEM_INDENT
-    iterations = result.iterations
-    starts = range(0, len(iterations), BATCH_RECORDS)
-    # The second half of a long run's records is encoded by a child process meanwhile.
-    half = len(starts) // 2 if len(iterations) >= FORK_MIN_RECORDS else len(starts)
-    rest = TextInChild.start(functools.partial(_batches_text, iterations, starts[half:])) if starts[half:] else None
-    try:
-        yield from _batches_text(iterations, starts[:half] if rest is not None else starts)
-        if rest is not None:
-            yield from rest.pieces()
-    finally:
-        if rest is not None:
-            rest.close()
+    yield from _batches_text(result.iterations, starts)
+    if rest is not None:
+        yield from rest.pieces()
     yield "\n  ]" + after
 
 
