@@ -102,7 +102,7 @@ def parse(
     """
     from tprimat.errors import TprimatError
     from tprimat.mlperf.reader import mllog_files
-    from tprimat.parse.logs import Workload, parse_logs
+    from tprimat.parse.logs import Workload, cycle_collection_paused, parse_logs
     from tprimat.result.schema import result_to_dict, write_result
     from tprimat.settings.config import load_config
 
@@ -132,27 +132,28 @@ def parse(
         precision=precision,
         warmup_iterations=warmup_iterations,
     )
-    outcome = parse_logs(
-        list(paths),
-        registry=registry_from(ctx),
-        backend=backend,
-        config=config,
-        config_label=label,
-        workload=workload,
-        manifest_path=manifest_path,
-        allow_mismatch=allow_mismatch,
-        workers=jobs,
-    )
-    result = outcome.result
-    if outcome.detected:
-        click.echo(f"detected {outcome.backend}: {outcome.detected}", err=True)
-    _echo_warnings(outcome.warnings)
-    if output:
-        write_result(result, output)
-    if as_json:
-        echo_json(result_to_dict(result))
-        return
-    _print_summary(result, outcome)
+    with cycle_collection_paused():  # until the result is written and shown (see there)
+        outcome = parse_logs(
+            list(paths),
+            registry=registry_from(ctx),
+            backend=backend,
+            config=config,
+            config_label=label,
+            workload=workload,
+            manifest_path=manifest_path,
+            allow_mismatch=allow_mismatch,
+            workers=jobs,
+        )
+        result = outcome.result
+        if outcome.detected:
+            click.echo(f"detected {outcome.backend}: {outcome.detected}", err=True)
+        _echo_warnings(outcome.warnings)
+        if output:
+            write_result(result, output)
+        if as_json:
+            echo_json(result_to_dict(result))
+            return
+        _print_summary(result, outcome)
     if output:
         click.echo(f"wrote {output}")
 

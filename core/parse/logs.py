@@ -11,10 +11,12 @@ and hands the records to :func:`tprimat.result.builder.assemble_result`.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +124,26 @@ def _backend_layout(directory: Path, registry: Any) -> tuple[list[Path], str] | 
 
 
 # -- reading -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def cycle_collection_paused() -> Iterator[None]:
+    """The garbage collector's automatic runs off meanwhile, here and in the processes forked
+    meanwhile (the log readers, which inherit it); a decorator too.
+
+    Reading logs and summarising them makes records, their dicts and lists, but no
+    reference cycles: counting references frees all of it.  The cycle collector would
+    only walk the growing heap of kept records again and again.  Nested uses leave it
+    to the outermost.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _ends_mid_line(path: Path) -> bool:
@@ -255,6 +277,7 @@ def _missing_iterations(records: list[IterationRecord], train_iters: int | None)
 # -- the whole thing -------------------------------------------------------------------------
 
 
+@cycle_collection_paused()
 def parse_logs(
     paths: Sequence[str | Path],
     *,

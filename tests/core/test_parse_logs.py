@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import shutil
 from pathlib import Path
 
@@ -282,3 +283,30 @@ def test_a_log_without_step_timing_is_refused_not_completed(registry):
     with pytest.raises(ParseError, match="no step timing found: 20 iterations") as exc:
         parse_logs([peft], registry=registry)
     assert "loss" in str(exc.value) and "train_step_timing" in str(exc.value)
+
+
+def test_the_cycle_collector_is_off_while_logs_are_read_and_back_after(registry, monkeypatch):
+    from tprimat.result.collect import EventCollector
+
+    states = []
+    consume = EventCollector.consume
+
+    def spy(self, events):
+        states.append(gc.isenabled())
+        return consume(self, events)
+
+    monkeypatch.setattr(EventCollector, "consume", spy)
+    assert gc.isenabled()
+    parse_logs([M2023], registry=registry, allow_mismatch=True)
+    assert states and not any(states)
+    assert gc.isenabled()
+    gc.disable()  # a caller that turned it off keeps it off
+    try:
+        parse_logs([M2023], registry=registry, allow_mismatch=True)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    monkeypatch.setattr(EventCollector, "consume", lambda self, events: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        parse_logs([M2023], registry=registry, allow_mismatch=True)
+    assert gc.isenabled()  # back on after an error too
