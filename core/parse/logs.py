@@ -15,6 +15,7 @@ import contextlib
 import gc
 import hashlib
 import itertools
+import operator
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -255,12 +256,19 @@ def _declared_sources(config: BenchmarkConfig | None, config_label: str, workloa
 # -- status ----------------------------------------------------------------------------------
 
 
+_ITERATION = operator.attrgetter("iteration")
+
+
 def _missing_iterations(records: list[IterationRecord], train_iters: int | None) -> list[str]:
     timed = [r for r in records if r.step_time_s is not None or r.loss is not None]
     if not timed:
         return []
     missing: list[int] = []
     covered = timed[0].iteration
+    iterations = list(map(_ITERATION, timed))
+    if iterations == list(range(covered, covered + len(timed))):  # one line per iteration, none left out
+        covered = iterations[-1]
+        timed = timed[:1]
     for record in timed[1:]:
         start = record.iteration - record.covers_iterations + 1
         if start > covered + 1:
@@ -356,8 +364,10 @@ def parse_logs(
         raise ParseError(no_timing_message(shown, backend, timed))
     facts = {key: fact.value for key, fact in collector.facts.items()}
     starts = [path for path, goes_on in zip(files, continues, strict=True) if not goes_on]
-    facts, stated_notes, records = _with_stated_facts(starts, common, facts, records, entry.spec.stated_facts)
-    timed = [r for r in records if not is_memory_only(r)]
+    facts, stated_notes, stated_records = _with_stated_facts(starts, common, facts, records, entry.spec.stated_facts)
+    if stated_records is not records:  # profiled iterations marked: new records
+        records = stated_records
+        timed = [r for r in records if not is_memory_only(r)]
 
     result_config = _result_config(config, workload, facts, config_label)
     declared = _declared_sources(config, config_label, workload)
@@ -483,7 +493,14 @@ def _stopped_after_last_iteration(
     last = timed[-1].source or ""
     last_file, _, last_line = last.rpartition(":")
     # Only files that hold iteration lines: another rank's signal may precede a restart.
-    with_iterations = {(r.source or "").rpartition(":")[0] for r in timed}
+    names = {_display_name(path, common) for path in files}
+    with_iterations: set[str] = set()
+    for record in timed:
+        name = (record.source or "").rpartition(":")[0]
+        if name in names and name not in with_iterations:
+            with_iterations.add(name)
+            if len(with_iterations) == len(names):
+                break  # each file found: the other records cannot add any
     for path in files:
         source = _display_name(path, common)
         if source not in with_iterations:
