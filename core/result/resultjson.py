@@ -123,7 +123,10 @@ class TextInChild:
         """A child making ``make()``'s pieces, or None where no child can be forked."""
         if not hasattr(os, "fork") or threading.active_count() > 1:
             return None
-        file = tempfile.TemporaryFile()
+        try:
+            file = tempfile.TemporaryFile()
+        except OSError:  # no temporary directory to write to: this process makes it all
+            return None
         try:
             pid = os.fork()
         except OSError:

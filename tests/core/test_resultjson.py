@@ -159,3 +159,12 @@ def test_an_unused_child_is_ended_and_reaped():
     assert time.monotonic() - began < 10
     with pytest.raises(ChildProcessError):  # reaped: no longer this process's child
         os.waitpid(pid, os.WNOHANG)
+
+
+def test_without_a_temporary_directory_this_process_writes_it_all(long_result, monkeypatch):
+    def no_room(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(resultjson.tempfile, "TemporaryFile", no_room)
+    assert resultjson.TextInChild.start(lambda: ["text"]) is None
+    assert "".join(iter_result_json(long_result)) == dumps_result(long_result)
