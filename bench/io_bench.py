@@ -155,7 +155,10 @@ def main() -> None:
                 capture_output=True,
             )
             traces.append((f"Kineto trace {mb} MB", out))
-    print(f"inputs built in {time.perf_counter() - started:.0f} s under {root}")
+    # The inputs at rest, as a finished run's logs are: writing back the gigabytes just built
+    # would otherwise take CPU and disk from the first measured runs.
+    os.sync()
+    print(f"inputs built and synced in {time.perf_counter() - started:.0f} s under {root}")
 
     tprimat = [sys.executable, "-m", "tprimat.cli"]
     rows = []
