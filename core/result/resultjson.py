@@ -23,16 +23,10 @@ at the end of ``tprimat parse``); the text is the same as one process's.
 from __future__ import annotations
 
 import functools
-import gc
-import io
 import json
 import operator
-import os
 import re
-import signal
-import tempfile
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from itertools import chain, repeat, starmap
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
@@ -41,6 +35,7 @@ import attrs
 import msgspec
 
 from tprimat.contract.records import ITERATION_FIELDS, IterationRecord, iteration_values
+from tprimat.result.childtext import TextInChild
 
 _CONTAINERS = frozenset({dict, list})
 _MARK = "\x00tprimat-iterations\x00"
@@ -100,79 +95,6 @@ def _batches_text(iterations: Sequence[Any], starts: Sequence[int]) -> Iterator[
 #: From this many iteration records on, a forked child encodes the second half of them
 #: while this process encodes and writes the first (see :class:`TextInChild`).
 FORK_MIN_RECORDS = 8 * 1024
-
-
-class TextInChild:
-    """Text made by a forked child process while this one goes on, read back when needed.
-
-    The child inherits the records as they are in memory (nothing is copied or
-    pickled), writes its text to an unnamed temporary file and exits without running
-    any of this process's exit handlers.  Only forked from a process with one thread:
-    forking one whose other threads may hold locks is unsafe.  When the child fails,
-    :meth:`pieces` makes the text in this process instead: the text is the same either
-    way.
-    """
-
-    def __init__(self, pid: int, file: Any, make: Callable[[], Iterable[str]]) -> None:
-        self._pid: int | None = pid
-        self._file = file
-        self._make = make
-
-    @classmethod
-    def start(cls, make: Callable[[], Iterable[str]]) -> TextInChild | None:
-        """A child making ``make()``'s pieces, or None where no child can be forked."""
-        if not hasattr(os, "fork") or threading.active_count() > 1:
-            return None
-        try:
-            file = tempfile.TemporaryFile()
-        except OSError:  # no temporary directory to write to: this process makes it all
-            return None
-        try:
-            pid = os.fork()
-        except OSError:
-            file.close()
-            return None
-        if pid == 0:  # the child: its text into the file, then out, whatever happens
-            code = 1
-            try:
-                gc.disable()  # nothing it makes is a cycle; a collection would touch every shared page
-                with open(file.fileno(), "w", encoding="utf-8", closefd=False) as out:
-                    out.writelines(make())
-                code = 0
-            finally:
-                os._exit(code)
-        return cls(pid, file, make)
-
-    def pieces(self) -> Iterator[str]:
-        """The child's text, once it has exited (made here if it failed)."""
-        if not self._wait():
-            yield from self._make()
-            return
-        self._file.seek(0)
-        text = io.TextIOWrapper(self._file, encoding="utf-8")
-        while piece := text.read(_READ_CHARS):
-            yield piece
-
-    def close(self) -> None:
-        """End the child if it still runs, and drop its file."""
-        if self._pid is not None:
-            try:
-                os.kill(self._pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self._wait()
-        self._file.close()
-
-    def _wait(self) -> bool:
-        """Wait for the child; whether it made its text."""
-        pid, self._pid = self._pid, None
-        if pid is None:
-            return False
-        _, status = os.waitpid(pid, 0)
-        return os.waitstatus_to_exitcode(status) == 0
-
-
-_READ_CHARS = 1 << 20
 
 
 def _record_text(record: Any, schema: Any) -> str:

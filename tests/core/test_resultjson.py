@@ -6,7 +6,6 @@ import json
 import os
 import random
 import threading
-import time
 
 import attrs
 import pytest
@@ -15,7 +14,7 @@ from tests.plugins.logfixtures import LOGS
 from tprimat.contract.records import IterationRecord
 from tprimat.contract.registry import Registry
 from tprimat.parse.logs import parse_logs
-from tprimat.result import resultjson, schema
+from tprimat.result import childtext, resultjson, schema
 from tprimat.result.resultjson import _batch_text, _record_text, iter_result_json
 from tprimat.result.schema import dumps_result, load_result, write_result
 
@@ -139,32 +138,10 @@ def test_a_child_that_fails_leaves_its_records_to_this_process(long_result, monk
     assert batches == list(range(0, 60, 7))  # the child's half was encoded here, after the first
 
 
-def test_no_child_is_forked_beside_another_thread():
-    stop = threading.Event()
-    thread = threading.Thread(target=stop.wait)
-    thread.start()
-    try:
-        assert resultjson.TextInChild.start(lambda: ["text"]) is None
-    finally:
-        stop.set()
-        thread.join()
-
-
-def test_an_unused_child_is_ended_and_reaped():
-    child = resultjson.TextInChild.start(lambda: [str(time.sleep(60))])
-    assert child is not None
-    pid = child._pid
-    began = time.monotonic()
-    child.close()
-    assert time.monotonic() - began < 10
-    with pytest.raises(ChildProcessError):  # reaped: no longer this process's child
-        os.waitpid(pid, os.WNOHANG)
-
-
 def test_without_a_temporary_directory_this_process_writes_it_all(long_result, monkeypatch):
     def no_room(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(resultjson.tempfile, "TemporaryFile", no_room)
-    assert resultjson.TextInChild.start(lambda: ["text"]) is None
+    monkeypatch.setattr(childtext.tempfile, "TemporaryFile", no_room)
+    assert childtext.TextInChild.start(lambda: ["text"]) is None
     assert "".join(iter_result_json(long_result)) == dumps_result(long_result)
