@@ -51,8 +51,9 @@ LEAD_MAX_BYTES = 64 * 1024 * 1024
 #: The largest range a large file is cut into: the events of a range wait whole to be collected, so
 #: this bounds the memory they take (each range after the first also costs a lead read).
 RANGE_MAX_BYTES = 64 * 1024 * 1024
-#: A file at least this large is cut into ranges.
-SPLIT_MIN_BYTES = 64 * 1024 * 1024
+#: A file at least this large is cut into ranges (as large as any input read by a pool: a
+#: file of 40 MB alone, read whole by one worker, was read faster in this process).
+SPLIT_MIN_BYTES = PARALLEL_MIN_BYTES
 
 
 class LogReadError(OSError):
@@ -510,9 +511,9 @@ def read_events(
     with the stream of the file before it (a rotated log): its reader starts from the state at
     the end of that file, when the backend's parser reports its state (see
     :class:`tprimat.parse.logfile.LogFile`).  ``workers`` processes (default: the CPUs this
-    process may use); 1, a small input, or a platform without ``fork`` reads serially.  The
-    sizes default to this module's constants.  Raises :class:`LogReadError` for a file that
-    cannot be read.
+    process may use); 1, a small input, a single file too small to cut into ranges, or a
+    platform without ``fork`` reads serially.  The sizes default to this module's constants.
+    Raises :class:`LogReadError` for a file that cannot be read.
     """
     workers = default_workers() if workers is None else max(1, workers)
     chunk_bytes = CHUNK_BYTES if chunk_bytes is None else chunk_bytes
@@ -530,7 +531,9 @@ def read_events(
             continues = [False] * len(files)
     wholes = _whole_files(files, sources, cuts, continues, chunk_bytes)
     fork = "fork" in multiprocessing.get_all_start_methods()
-    if workers == 1 or not fork or total < parallel_min_bytes:
+    parallel = workers > 1 and fork and total >= parallel_min_bytes
+    units = _units(registry, backend, wholes, split_bytes, workers, resumable) if parallel else wholes
+    if len(units) < 2:  # nothing to share between workers: a pool would only cost its packing
         state: Any = None
         for unit in wholes:
             lines = _range(unit, 0, None, 1, state if unit.previous is not None else None)
@@ -540,7 +543,6 @@ def read_events(
                 raise LogReadError(unit.path, exc.strerror or str(exc)) from None
             state = lines.final_state
         return
-    units = _units(registry, backend, wholes, split_bytes, workers, resumable)
     _CONTEXT.update(registry=registry, backend=backend)
     _START_UP.clear()  # the workers, forked from here, start without start-up or latest states
     _LATEST.clear()

@@ -337,3 +337,12 @@ def test_a_range_s_events_are_packed_and_unpacked_as_they_were():
 def _as_text(events):
     """The events as comparable text (a NaN loss does not equal itself)."""
     return [repr(event) for event in events]
+
+
+def test_one_file_too_small_to_cut_is_read_without_a_pool(registry, monkeypatch):
+    """A pool for one unit only packs its events across processes: the file is read here."""
+    monkeypatch.setattr(parse_parallel, "PARALLEL_MIN_BYTES", 0)
+    pools = []
+    monkeypatch.setattr(parse_parallel, "ProcessPoolExecutor", lambda *a, **k: pools.append(1))
+    assert "iterations" in _document([MEGATRON_100], registry, workers=2)
+    assert pools == []
