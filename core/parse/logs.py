@@ -129,8 +129,8 @@ def _backend_layout(directory: Path, registry: Any) -> tuple[list[Path], str] | 
 
 @contextlib.contextmanager
 def cycle_collection_paused() -> Iterator[None]:
-    """The garbage collector's automatic runs off meanwhile, here and in the processes forked
-    meanwhile (the log readers, which inherit it); a decorator too.
+    """Pause the cycle collector's automatic runs for a block or a decorated call; processes
+    forked during it (the log readers) inherit the pause.
 
     Reading logs and summarising them makes records, their dicts and lists, but no
     reference cycles: counting references frees all of it.  The cycle collector would

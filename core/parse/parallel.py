@@ -51,8 +51,8 @@ LEAD_MAX_BYTES = 64 * 1024 * 1024
 #: The largest range a large file is cut into: the events of a range wait whole to be collected, so
 #: this bounds the memory they take (each range after the first also costs a lead read).
 RANGE_MAX_BYTES = 64 * 1024 * 1024
-#: A file at least this large is cut into ranges (as large as any input read by a pool: a
-#: file of 40 MB alone, read whole by one worker, was read faster in this process).
+#: A file at least this large is cut into ranges: any file a pool may read (a 40 MB file read
+#: whole by one worker, this process waiting, was slower than reading it here).
 SPLIT_MIN_BYTES = PARALLEL_MIN_BYTES
 
 
