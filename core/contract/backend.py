@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from tprimat.errors import TprimatError
-from tprimat.settings.config import TRAINERS, Trainer
+from tprimat.settings.trainers import TRAINERS, Trainer
 
 if TYPE_CHECKING:
     from tprimat.contract.records import LogFact, RankPeak
@@ -177,7 +177,7 @@ class BackendSpec:
     stated_facts: Callable[[Sequence[str], str, Mapping[str, Any]], tuple[list[LogFact], list[str]]] | None = (
         attrs.field(default=None, eq=False)
     )
-    #: How its trainer keeps model and optimizer state (see :data:`tprimat.settings.config.Trainer`):
+    #: How its trainer keeps model and optimizer state (see :data:`tprimat.settings.trainers.Trainer`):
     #: the memory estimate's layout of weights, gradients and optimizer states.
     trainer: Trainer = attrs.field(default="megatron-core", validator=attrs.validators.in_(TRAINERS))
 

@@ -31,8 +31,9 @@ import attrs
 from tprimat.errors import TprimatError
 from tprimat.hardware.partitions import mig_profile_in_name
 from tprimat.memory.capacity import CAPACITY_VERSION, GIB, find_capacity, known_devices
-from tprimat.settings.config import BenchmarkConfig, Trainer
+from tprimat.settings.config import BenchmarkConfig
 from tprimat.settings.models import ModelSpec
+from tprimat.settings.trainers import Trainer
 
 #: Terms in print order; MemoryEstimate has a ``<term>_gib`` field for each.
 TERMS = ("parameters", "gradients", "optimizer_states", "activations", "overhead")

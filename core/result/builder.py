@@ -37,9 +37,10 @@ from tprimat.result.schema import (
     Software,
     Summary,
 )
-from tprimat.settings.config import BenchmarkConfig, Trainer
+from tprimat.settings.config import BenchmarkConfig
 from tprimat.settings.methodology import Resolved
 from tprimat.settings.models import UnknownModelError, get_model
+from tprimat.settings.trainers import Trainer
 
 
 def result_config(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tprimat.contract.records import RankPeak
-from tprimat.settings.config import Trainer
+from tprimat.settings.trainers import Trainer
 
 if TYPE_CHECKING:
     from tprimat.memory.estimate import MemoryEstimate

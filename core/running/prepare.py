@@ -37,9 +37,10 @@ from tprimat.contract.plans import LaunchContext, LaunchPlan, PreparedDataset, P
 from tprimat.contract.registry import PluginError, Registry
 from tprimat.errors import TprimatError
 from tprimat.hardware.platform import PlatformInfo
-from tprimat.settings.config import BenchmarkConfig, ConfigError, Trainer, default_config_dict, load_config
+from tprimat.settings.config import BenchmarkConfig, ConfigError, default_config_dict, load_config
 from tprimat.settings.methodology import PresetError, Resolved, resolve
 from tprimat.settings.models import ModelSpec, UnknownModelError, get_model
+from tprimat.settings.trainers import Trainer
 
 #: ``TPRIMAT_DEFAULT_BACKEND=name`` (every platform) or ``amd=name,nvidia=name,cpu=name``.
 DEFAULT_BACKEND_ENV = "TPRIMAT_DEFAULT_BACKEND"

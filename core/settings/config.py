@@ -29,15 +29,6 @@ class ConfigError(TprimatError, ValueError):
     """A config file or override that cannot be used; the message names the key."""
 
 
-#: How a backend's trainer keeps model and optimizer state (its ``BackendSpec.trainer``), for
-#: the memory estimate: "megatron-core" (Primus, Megatron-LM, NeMo: bf16 weights, fp32 main
-#: gradients and master weights, optionally a distributed optimizer; tensor, pipeline and
-#: context parallelism) or "pytorch" (fp32 weights under autocast, DDP or FSDP2 as
-#: ``parallel.strategy`` says; data parallelism only).
-Trainer = Literal["megatron-core", "pytorch"]
-TRAINERS: tuple[Trainer, ...] = ("megatron-core", "pytorch")
-
-
 @attrs.frozen(kw_only=True)
 class BenchmarkSection:
     model: str
