@@ -131,3 +131,17 @@ def test_backends_starts_fast():
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "tprimat.cli", "backends", "--json"], capture_output=True, check=True)
     assert time.perf_counter() - start < 0.5
+
+
+def test_declaring_the_built_in_backends_leaves_the_benchmark_config_unloaded():
+    # `tprimat backends` imports every backend's declaration; the config (attrs classes, TOML,
+    # hashing) is the larger part of start-up and is needed only by commands that use one.
+    code = (
+        "import sys\n"
+        "from tprimat.plugins import megatron, nvd_nemo, torch\n"
+        "specs = [s for p in (megatron, nvd_nemo, torch) for s in p.register_backends()]\n"
+        "assert len(specs) == 5, specs\n"
+        "print(sorted(m for m in sys.modules if m.startswith('tprimat.settings.')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "['tprimat.settings.trainers']", done.stdout
