@@ -8,7 +8,8 @@ Builds, deterministically from the real fixtures (never committed, under ``--roo
   with an evaluation every N iterations (as MLPerf runs print them), and with ``--torchtitan`` a
   TorchTitan log of the same size (Primus's second engine), both for ``tprimat parse`` only;
 * Kineto traces of each ``--trace-mb`` size, by repeating an HTA test trace end to end in time
-  (``make_large_trace.py``, next to this file).
+  (``make_large_trace.py``, next to this file); with ``--trace-ranks N``, also a directory of N
+  copies of the smallest, one per rank, as a profiled run leaves them.
 
 Then runs each tool in its own fresh process and measures from outside (``wait4``): wall time,
 CPU time (user + system, the process and its waited-for workers) and peak RSS (the largest single
@@ -16,13 +17,14 @@ process: ``ru_maxrss``).  Rows per log shape: ``tprimat parse`` end to end (resu
 on every CPU and on one, a plain single-pass Python parser that reads the same iteration fields
 into a dict (the floor for a pure-Python reader), and ``grep -c iteration`` (reading speed).
 Rows per trace: ``tprimat trace analyze --json`` and HolisticTraceAnalysis's temporal breakdown
-when ``--hta-python`` names a Python with it installed.  Best of ``--repeat`` runs (by wall),
+when ``--hta-python`` names a Python with it installed; for the rank directory, ``tprimat trace
+analyze --json`` on every CPU and on one (it reads one file per process).  Best of ``--repeat`` runs (by wall),
 with their median wall time beside it; the tools of a log shape run in turn, one run each per
 round, so that a slow minute of a shared host falls on all of them alike.  The inputs are synced
 to disk before the first timed run.
 
     python bench/io_bench.py [--size-mb 1024] [--trace-mb 100,300,1000] [--repeat 3]
-                             [--evaluation-every 500] [--torchtitan]
+                             [--evaluation-every 500] [--torchtitan] [--trace-ranks 4]
                              [--hta-python /tmp/hta-venv/bin/python] [--skip-traces] [--keep]
 """
 
@@ -139,6 +141,7 @@ def main() -> None:
         "--evaluation-every", type=int, default=0, help="also a console log with an evaluation every N iterations"
     )
     parser.add_argument("--torchtitan", action="store_true", help="also a TorchTitan log (Primus's second engine)")
+    parser.add_argument("--trace-ranks", type=int, default=0, help="also N copies of the smallest trace, one per rank")
     parser.add_argument("--skip-traces", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the generated inputs")
     args = parser.parse_args()
@@ -174,6 +177,12 @@ def main() -> None:
                 capture_output=True,
             )
             traces.append((f"Kineto trace {mb} MB", out))
+    rank_dir = None
+    if traces and args.trace_ranks:
+        rank_dir = root / "trace_ranks"
+        rank_dir.mkdir(exist_ok=True)
+        for rank in range(args.trace_ranks):
+            shutil.copyfile(traces[0][1], rank_dir / f"rank-{rank}.pt.trace.json")
     # The inputs at rest, as a finished run's logs are: writing back the gigabytes just built
     # would otherwise take CPU and disk from the first measured runs.
     os.sync()
@@ -212,6 +221,15 @@ def main() -> None:
                     best([args.hta_python, "-c", HTA, str(path)], 1),
                 )
             )
+
+    if rank_dir is not None:
+        analyze = [*tprimat, "trace", "analyze", str(rank_dir), "--json"]
+        tools = [
+            (f"tprimat trace analyze --json (-j {os.cpu_count()})", analyze),
+            ("tprimat trace analyze --json -j 1", [*analyze, "-j", "1"]),
+        ]
+        label = f"{args.trace_ranks} ranks, {traces[0][0]} each"
+        rows.extend((label, name, size_of(rank_dir), measured) for name, measured in in_turn(tools, args.repeat))
 
     load = os.getloadavg()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load[0]:.1f} at the end\n")

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "core"
 
-FOUNDATION = {"tprimat", "tprimat.errors", "tprimat.atomic", "tprimat.secrets"}
+FOUNDATION = {"tprimat", "tprimat.errors", "tprimat.atomic", "tprimat.secrets", "tprimat.workers"}
 #: package -> the tprimat packages (besides the foundation and itself) it may import
 ALLOWED = {
     "settings": set(),

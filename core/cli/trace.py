@@ -53,7 +53,16 @@ def _no_gpu(r: dict, who: str, scope: str) -> None:
     help="Round timestamps inward to whole µs first, as HolisticTraceAnalysis does (to reproduce its numbers).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON (one object per rank).")
-def analyze(traces: tuple[str, ...], steps: str | None, top: int, hta_rounding: bool, as_json: bool) -> None:
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes reading the traces, a file each (default: every CPU; the result is the same).",
+)
+def analyze(
+    traces: tuple[str, ...], steps: str | None, top: int, hta_rounding: bool, as_json: bool, jobs: int | None
+) -> None:
     """Break down GPU time per rank: idle/compute/communication/memory, categories, top kernels.
 
     TRACES are Kineto trace files (plain or gzip JSON, one per rank) or
@@ -62,7 +71,7 @@ def analyze(traces: tuple[str, ...], steps: str | None, top: int, hta_rounding: 
     from tprimat.trace.analyze import analyze_paths, parse_steps
 
     results = analyze_paths(
-        [str(f) for f in _files(traces)], steps=parse_steps(steps), top=top, hta_rounding=hta_rounding
+        [str(f) for f in _files(traces)], steps=parse_steps(steps), top=top, hta_rounding=hta_rounding, workers=jobs
     )
     if as_json:
         echo_json({"ranks": results})
@@ -177,6 +186,13 @@ def analyze(traces: tuple[str, ...], steps: str | None, top: int, hta_rounding: 
     help="Write trace_comparison.md, .json and .png into this directory.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes reading the traces, a file each (default: every CPU; the result is the same).",
+)
 def compare(
     a: str,
     b: str,
@@ -185,6 +201,7 @@ def compare(
     steps: str | None,
     output: Path | None,
     as_json: bool,
+    jobs: int | None,
 ) -> None:
     """Step time of A and B (host ProfilerStep) and the difference (B − A) by kernel category and GPU idle.
 
@@ -196,7 +213,7 @@ def compare(
     from tprimat.trace.analyze import parse_steps
     from tprimat.trace.compare import compare_traces
 
-    comparison = compare_traces([a], [b], labels=(label_a, label_b), steps=parse_steps(steps))
+    comparison = compare_traces([a], [b], labels=(label_a, label_b), steps=parse_steps(steps), workers=jobs)
     if output is not None:
         from tprimat.atomic import atomic_write_text
 

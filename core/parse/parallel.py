@@ -25,7 +25,6 @@ from __future__ import annotations
 import io
 import multiprocessing
 import operator
-import os
 import pickle
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -39,6 +38,7 @@ from tprimat.parse import logfile
 from tprimat.parse.logfile import LogFile, chunk_starts, count_lines
 from tprimat.result.collect import is_memory_only
 from tprimat.result.schema import IterationRecord
+from tprimat.workers import default_workers
 
 #: Bytes per chunk of a file (see :class:`tprimat.parse.logfile.LogFile`); ranges start at chunk starts.
 CHUNK_BYTES = logfile.CHUNK_BYTES
@@ -98,14 +98,6 @@ class _Read:
     assumed_state: Any = None  # the state a later range was read from
     lines: int | None = None  # the lines of a range, for the true numbers of the next one
     started: bool = False  # the reader had passed the start-up lines at its end
-
-
-def default_workers() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 # The registry and backend, inherited by forked workers (never pickled).

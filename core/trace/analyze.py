@@ -23,6 +23,7 @@ Definitions (``docs/traces.md`` explains them with examples):
 
 from __future__ import annotations
 
+import functools
 import re
 from bisect import bisect_right
 from collections import defaultdict
@@ -31,7 +32,7 @@ from typing import Any
 
 from tprimat.errors import TprimatError
 from tprimat.trace.categories import CATEGORIES, TEMPORAL_CLASS, classify, collective_kind, own_name
-from tprimat.trace.reader import ACTIVITY_CODES, RankTrace
+from tprimat.trace.reader import ACTIVITY_CODES, RankTrace, read_trace
 
 #: Order in which overlapping activity claims time (compute first: what overlaps it is hidden).
 PRIORITY: tuple[str, ...] = (
@@ -417,24 +418,32 @@ def analyze_paths(
     steps: tuple[int | None, int | None] | None = None,
     top: int = 10,
     hta_rounding: bool = False,
+    workers: int | None = None,
 ) -> list[dict[str, Any]]:
     """Read and analyse each trace file (one per rank), in rank order.
 
     ``hta_rounding`` applies HolisticTraceAnalysis's timestamp rounding first
-    (:func:`hta_rounded`), to reproduce its numbers exactly.
+    (:func:`hta_rounded`), to reproduce its numbers exactly.  The files are read on
+    ``workers`` processes (default: every CPU; see :func:`tprimat.workers.map_files`),
+    each file by one of them: the analyses are the same for any number.
     """
-    from tprimat.trace.reader import read_trace
+    from tprimat.workers import map_files
 
-    results = []
-    for path in paths:
-        trace = read_trace(path)
-        if hta_rounding:
-            trace = hta_rounded(trace)
-        result = analyze_trace(trace, steps=steps, top=top)
-        result["hta_rounding"] = hta_rounding
-        results.append(result)
+    analyse = functools.partial(_analyze_file, steps=steps, top=top, hta_rounding=hta_rounding)
+    results = map_files(analyse, list(paths), workers)
     results.sort(key=lambda r: (r["rank"] is None, r["rank"] if r["rank"] is not None else 0, r["file"]))
     return results
+
+
+def _analyze_file(
+    path: str, steps: tuple[int | None, int | None] | None, top: int, hta_rounding: bool
+) -> dict[str, Any]:
+    trace = read_trace(path)
+    if hta_rounding:
+        trace = hta_rounded(trace)
+    result = analyze_trace(trace, steps=steps, top=top)
+    result["hta_rounding"] = hta_rounding
+    return result
 
 
 def hta_rounded(trace: RankTrace) -> RankTrace:

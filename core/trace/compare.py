@@ -25,6 +25,7 @@ Python API (used by the comparison report)::
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -425,34 +426,47 @@ def compare_traces(
     labels: tuple[str | None, str | None] = (None, None),
     steps: tuple[int | None, int | None] | None = None,
     top: int = 3,
+    workers: int | None = None,
 ) -> TraceComparison:
     """Compare two trace sets (files, directories of traces, or run directories).
 
     ``labels`` name the sides (default: the GPU name recorded in the traces).
     ``steps`` restricts both sides to the same profiler steps (inclusive); by
     default every profiler step of each trace is used (a trace without
-    profiler steps counts as one step).
+    profiler steps counts as one step).  The files of both sides are read on
+    ``workers`` processes (default: every CPU), each file by one of them.
     """
-    from tprimat.trace.analyze import analyze_trace
-    from tprimat.trace.host_steps import host_step_breakdown
-    from tprimat.trace.reader import read_trace
+    from tprimat.workers import map_files
 
-    sides = []
-    for paths, label, fallback in ((a_paths, labels[0], "A"), (b_paths, labels[1], "B")):
+    sides_files = []
+    for paths, fallback in ((a_paths, "A"), (b_paths, "B")):
         files = [f for p in paths for f in trace_files(p)]
         if not files:
             raise TprimatError(f"side {fallback}: no trace files given")
-        analyses = []
-        for file in files:
-            trace = read_trace(file)
-            analysis = analyze_trace(trace, steps=steps or all_steps(trace), top=max(top, 5))
-            if analysis["window"]["mode"] != "all" and analysis.get("temporal") is not None:
-                analysis["host_steps"] = host_step_breakdown(trace, analysis["window"]["steps"])
-            analyses.append(analysis)
-        sides.append(summarize_side(analyses, label or _default_label(analyses, fallback), top=top))
+        sides_files.append(files)
+    analyse = functools.partial(_analyze_for_comparison, steps=steps, top=max(top, 5))
+    analyses = map_files(analyse, [*sides_files[0], *sides_files[1]], workers)
+    split = len(sides_files[0])
+    sides = [
+        summarize_side(side, label or _default_label(side, fallback), top=top)
+        for side, label, fallback in ((analyses[:split], labels[0], "A"), (analyses[split:], labels[1], "B"))
+    ]
     if sides[0].label == sides[1].label:
         sides = [
             attrs.evolve(sides[0], label=f"{sides[0].label} (A)"),
             attrs.evolve(sides[1], label=f"{sides[1].label} (B)"),
         ]
     return TraceComparison(a=sides[0], b=sides[1])
+
+
+def _analyze_for_comparison(file: Path, steps: tuple[int | None, int | None] | None, top: int) -> dict[str, Any]:
+    """One file's analysis for a side: over ``steps``, else every profiler step, with its host steps."""
+    from tprimat.trace.analyze import analyze_trace
+    from tprimat.trace.host_steps import host_step_breakdown
+    from tprimat.trace.reader import read_trace
+
+    trace = read_trace(file)
+    analysis = analyze_trace(trace, steps=steps or all_steps(trace), top=top)
+    if analysis["window"]["mode"] != "all" and analysis.get("temporal") is not None:
+        analysis["host_steps"] = host_step_breakdown(trace, analysis["window"]["steps"])
+    return analysis

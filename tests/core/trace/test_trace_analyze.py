@@ -227,3 +227,16 @@ def test_property_breakdown_matches_brute_force(tmp_path):
         assert exclusive + temporal["idle_us"] == temporal["total_us"]
 
     check()
+
+
+def test_ranks_read_on_two_processes_give_the_analyses_of_one(fixtures):
+    from tprimat.trace.analyze import analyze_paths
+
+    paths = [
+        str(fixtures / "traces/tracelens/mi300_resnet_act_checkpoint.json.gz"),
+        str(fixtures / "traces/tracelens/mi210_gpu_only_trace_gpu_only_trace.json.gz"),
+        str(fixtures / "traces/hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz"),
+    ]
+    serial = analyze_paths(paths, workers=1, hta_rounding=True)
+    parallel = analyze_paths(paths, workers=2, hta_rounding=True)
+    assert json.dumps(parallel, sort_keys=True) == json.dumps(serial, sort_keys=True)

@@ -164,3 +164,12 @@ def test_several_ranks_per_side_are_averaged(tmp_path):
     assert comparison.a.step_us_by_rank == (100.0, 140.0)
     assert comparison.a.step_us == 120.0 and comparison.b.step_us == 60.0
     assert comparison.deltas()["gemm"] == pytest.approx(-60.0)
+
+
+def test_the_files_read_on_two_processes_compare_the_same(request):
+    from pathlib import Path
+
+    root = Path(request.config.rootpath) / "tests" / "fixtures"
+    serial = compare_traces([root / MI300], [root / H100], labels=("MI300X", "H100"), workers=1)
+    parallel = compare_traces([root / MI300], [root / H100], labels=("MI300X", "H100"), workers=2)
+    assert json.dumps(parallel.to_dict(), sort_keys=True) == json.dumps(serial.to_dict(), sort_keys=True)
