@@ -425,20 +425,25 @@ def analyze_paths(
     ``hta_rounding`` applies HolisticTraceAnalysis's timestamp rounding first
     (:func:`hta_rounded`), to reproduce its numbers exactly.  The files are read on
     ``workers`` processes (default: every CPU; see :func:`tprimat.workers.map_files`),
-    each file by one of them: the analyses are the same for any number.
+    each file by one of them, and a single large file by all of them (see
+    :func:`~tprimat.trace.reader.read_trace`): the analyses are the same for any number.
     """
-    from tprimat.workers import map_files
+    from tprimat.workers import default_workers, map_files
 
+    paths = list(paths)
+    workers = default_workers() if workers is None else max(1, workers)
+    if len(paths) == 1:
+        return [_analyze_file(paths[0], steps, top, hta_rounding, workers)]
     analyse = functools.partial(_analyze_file, steps=steps, top=top, hta_rounding=hta_rounding)
-    results = map_files(analyse, list(paths), workers)
+    results = map_files(analyse, paths, workers)
     results.sort(key=lambda r: (r["rank"] is None, r["rank"] if r["rank"] is not None else 0, r["file"]))
     return results
 
 
 def _analyze_file(
-    path: str, steps: tuple[int | None, int | None] | None, top: int, hta_rounding: bool
+    path: str, steps: tuple[int | None, int | None] | None, top: int, hta_rounding: bool, workers: int = 1
 ) -> dict[str, Any]:
-    trace = read_trace(path)
+    trace = read_trace(path, workers=workers)
     if hta_rounding:
         trace = hta_rounded(trace)
     result = analyze_trace(trace, steps=steps, top=top)

@@ -147,12 +147,16 @@ def _slow(data: bytes) -> Iterator[Any]:
     yield from ijson.items(io.BytesIO(b"[" + data + b"]"), "item", use_float=True)
 
 
-def fast_events(fh: IO[bytes], prefix: str, tail: list[bytes], threaded: bool) -> Iterator[Any]:
+def fast_events(
+    fh: IO[bytes], prefix: str, tail: list[bytes], threaded: bool, start: int | None = None
+) -> Iterator[Any]:
     """The events of the open trace ``fh`` (``prefix`` as :func:`~tprimat.trace.reader.iter_events`).
 
     The bytes after the event array go to ``tail``.  Raises ValueError (or a
     decoding error) where the document is not what it should be: the caller
     then reads the whole trace again with ijson, for its exact events or error.
+    ``start``: the events from this offset of a plain file on (the byte after an element's
+    ``,``, see :func:`element_boundary`), to the end of the array.
     """
     kept = [b""]  # the document's last TAIL_BYTES, as the item-by-item reader keeps them
 
@@ -161,10 +165,12 @@ def fast_events(fh: IO[bytes], prefix: str, tail: list[bytes], threaded: bool) -
             kept[0] = (kept[0] + block[-TAIL_BYTES:])[-TAIL_BYTES:]
             yield block
 
+    if start is not None:
+        fh.seek(start)
     blocks = blocks_kept()
     # `pending` always starts with "[": the complete events in it are decoded in place, the comma
     # after the last of them turned into "]" (no copy of the block).
-    pending = bytearray(b"[") + _skip_to_array(blocks, prefix)
+    pending = bytearray(b"[") + (_skip_to_array(blocks, prefix) if start is None else bytearray())
     for block in blocks:
         pending += block
         cut = _last_boundary(pending)
@@ -184,6 +190,79 @@ def fast_events(fh: IO[bytes], prefix: str, tail: list[bytes], threaded: bool) -
     for _ in blocks:
         pass  # nothing is left after the last block; this only closes the reader
     tail.append(kept[0])
+
+
+def range_events(fh: IO[bytes], start: int, end: int) -> Iterator[Any]:
+    """The events whose text is bytes ``start`` to ``end`` of the open plain trace ``fh``.
+
+    ``start`` is the byte after the event array's ``[`` or after an element's ``,``; ``end``
+    the byte after an event's closing ``}`` (see :func:`element_boundary`).  Raises like
+    :func:`fast_events` where the bytes are not such events.
+    """
+    fh.seek(start)
+    remaining = end - start
+    pending = bytearray(b"[")
+    while remaining > 0:
+        block = fh.read(min(BLOCK_BYTES, remaining))
+        if not block:
+            raise ValueError("the trace ended inside a range of its events")
+        remaining -= len(block)
+        pending += block
+        cut = _last_boundary(pending) if remaining else 0
+        if cut:
+            yield from _take_events(pending, cut)
+    rest = bytes(pending[1:])
+    if rest.strip():
+        try:
+            yield from _BLOCK.decode(b"[" + rest + b"]")
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            yield from _slow(rest)
+
+
+def array_start(fh: IO[bytes], prefix: str) -> int:
+    """The offset of the byte after the ``[`` that opens the event array of the open plain trace ``fh``."""
+    fh.seek(0)
+    data = bytearray()
+    while block := fh.read(BLOCK_BYTES):
+        data += block
+        start = _start_of_array(data, prefix)
+        if start is not None:
+            return start
+        if len(data) > 64 * BLOCK_BYTES:
+            break
+    raise ValueError("no event array near the start")
+
+
+#: Bytes searched after an offset for the next boundary between two events.
+BOUNDARY_WINDOW = 1 << 20
+
+
+def element_boundary(fh: IO[bytes], offset: int) -> tuple[int, int] | None:
+    """The first ``}``, ``,``, ``{`` at or after ``offset`` of the open plain trace ``fh``, as
+    (the byte after the ``}``, the byte after the ``,``); None when the next
+    :data:`BOUNDARY_WINDOW` bytes hold none.
+
+    Such a boundary may lie inside a string of an event (a name holding ``}, {``): the ranges
+    cut there then fail to decode, and the caller reads the trace whole instead.
+    """
+    fh.seek(offset)
+    data = fh.read(BOUNDARY_WINDOW)
+    position = 0
+    while True:
+        position = data.find(b"}", position)
+        if position < 0:
+            return None
+        after = position + 1
+        while after < len(data) and data[after] in b" \t\r\n":
+            after += 1
+        if after < len(data) and data[after] == 44:  # ","
+            comma = after
+            after += 1
+            while after < len(data) and data[after] in b" \t\r\n":
+                after += 1
+            if after < len(data) and data[after] == 123:  # "{"
+                return offset + position + 1, offset + comma + 1
+        position += 1
 
 
 def _take_events(pending: bytearray, cut: int) -> list[Any]:
@@ -251,4 +330,4 @@ def _start_of_array(data: bytes | bytearray, prefix: str) -> int | None:
     return match.end() if match else None
 
 
-__all__ = ["BLOCK_BYTES", "Event", "fast_events"]
+__all__ = ["BLOCK_BYTES", "Event", "array_start", "element_boundary", "fast_events", "range_events"]

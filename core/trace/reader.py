@@ -203,15 +203,24 @@ def _metadata_after_events(tail: bytes) -> dict[str, Any]:
     return {}
 
 
-def read_trace(path: str | Path) -> RankTrace:
+def read_trace(path: str | Path, workers: int = 1) -> RankTrace:
     """Read one rank's trace file (plain or gzip JSON), streaming.
 
     Events are decoded in large typed batches (:mod:`tprimat.trace.fastread`); a file that
     reader cannot take (truncated, malformed, unusual) is read again item by item with ijson,
-    which gives the same arrays or the precise error.
+    which gives the same arrays or the precise error.  With ``workers`` above 1, a large
+    plain file is cut into that many ranges of its events, read by as many processes and
+    joined in order (:func:`_read_ranges`): the same arrays as one process reads.
     """
     path = Path(path)
     prefix, metadata = _read_head(path)
+    if workers > 1:
+        ranges = _event_ranges(path, prefix, workers)
+        if ranges is not None:
+            try:
+                return _read_ranges(path, prefix, dict(metadata), ranges, workers)
+            except Exception:  # noqa: BLE001 - read whole below: the same arrays, or the precise error
+                pass
     try:
         return _read_events(path, prefix, dict(metadata), _fast_events(path, prefix))
     except _FastReadFailed:
@@ -241,11 +250,21 @@ def _fast_events(path: Path, prefix: str) -> tuple[Iterator[Any], list[bytes]]:
 def _read_events(
     path: Path, prefix: str, metadata: dict[str, Any], fast: tuple[Iterator[Any], list[bytes]] | None
 ) -> RankTrace:
+    trace = RankTrace(path=path, metadata=metadata)
+    if fast is None:
+        tail: list[bytes] = []
+        stream = iter_events(path, prefix, tail)
+    else:
+        stream, tail = fast
+    _take(trace, stream)
+    return _finished(trace, prefix, tail)
+
+
+def _take(trace: RankTrace, stream: Iterator[Any]) -> None:
+    """Add the events of ``stream`` to ``trace``'s arrays (names interned in order of appearance)."""
     from tprimat.trace.fastread import Event
 
-    trace = RankTrace(path=path, metadata=metadata)
-
-    names: dict[str, int] = {}
+    names: dict[str, int] = {name: index for index, name in enumerate(trace.names)}
     name_list = trace.names
     ts_a, dur_a, nid_a, code_a = trace.ts, trace.dur, trace.name_id, trace.code
     stream_a, corr_a = trace.stream, trace.correlation
@@ -253,11 +272,6 @@ def _read_events(
     activity_index = _ACTIVITY_INDEX
     launch_cats = _LAUNCH_CATEGORIES
     events = 0
-    if fast is None:
-        tail: list[bytes] = []
-        stream = iter_events(path, prefix, tail)
-    else:
-        stream, tail = fast
     for event in stream:
         events += 1
         if not isinstance(event, (dict, Event)):
@@ -292,13 +306,99 @@ def _read_events(
                 match = _STEP.match(name)
                 if match and event.get("dur") is not None and event.get("ts") is not None:
                     trace.steps.append(ProfilerStep(int(match.group(1)), float(event["ts"]), float(event["dur"])))
-    trace.events = events
+    trace.events += events
+
+
+def _finished(trace: RankTrace, prefix: str, tail: list[bytes]) -> RankTrace:
+    """``trace`` with the metadata written after its events, its identity, and its steps in time order."""
     if tail and prefix != "item":
         for key, value in _metadata_after_events(tail[0]).items():
-            metadata.setdefault(key, value)
+            trace.metadata.setdefault(key, value)
     _identify(trace)
     trace.steps.sort(key=lambda step: step.ts)
     return trace
+
+
+# -- one file on several processes ------------------------------------------------------------
+
+#: A plain trace file from this size on is cut into ranges of events when workers are given.
+SPLIT_MIN_BYTES = 32 * 1024 * 1024
+
+
+def _event_ranges(path: Path, prefix: str, pieces: int) -> list[tuple[int, int | None]] | None:
+    """``pieces`` ranges of the event array of a large plain trace, as (start, end) offsets (the
+    last one's end None: to the end of the array); None for a small or gzip file, or where no
+    boundary between events is found near a cut."""
+    from tprimat.trace.fastread import array_start, element_boundary
+
+    try:
+        size = path.stat().st_size
+        if size < SPLIT_MIN_BYTES:
+            return None
+        with open_binary(path) as fh:
+            if isinstance(fh, gzip.GzipFile):
+                return None  # no offsets into compressed bytes
+            first = start = array_start(fh, prefix)
+            ranges: list[tuple[int, int | None]] = []
+            # Cuts stay clear of the document's end, where the metadata after the events is.
+            span = size - _TAIL - first
+            for index in range(1, pieces):
+                boundary = element_boundary(fh, first + span * index // pieces) if span > 0 else None
+                if boundary is None or (ranges and boundary[0] <= ranges[-1][0]):
+                    return None
+                end, following = boundary
+                ranges.append((start, end))
+                start = following
+    except (OSError, ValueError):
+        return None
+    ranges.append((start, None))
+    return ranges
+
+
+def _read_range(job: tuple[Path, str, int, int | None]) -> tuple[RankTrace, list[bytes]]:
+    """One range's events as a trace of their own (names numbered from 0), with the document's
+    end for the last range."""
+    from tprimat.trace.fastread import fast_events, range_events
+
+    path, prefix, start, end = job
+    trace = RankTrace(path=path)
+    tail: list[bytes] = []
+    with open(path, "rb") as fh:
+        if end is None:
+            _take(trace, fast_events(fh, prefix, tail, threaded=False, start=start))
+        else:
+            _take(trace, range_events(fh, start, end))
+    return trace, tail
+
+
+def _read_ranges(
+    path: Path, prefix: str, metadata: dict[str, Any], ranges: list[tuple[int, int | None]], workers: int
+) -> RankTrace:
+    """The trace from its ranges, read on ``workers`` processes and joined in order."""
+    from tprimat.workers import map_files
+
+    parts = map_files(_read_range, [(path, prefix, start, end) for start, end in ranges], workers)
+    trace = RankTrace(path=path, metadata=metadata)
+    names: dict[str, int] = {}
+    tail: list[bytes] = []
+    for part, part_tail in parts:
+        ids = [names.setdefault(name, len(names)) for name in part.names]
+        trace.name_id.extend(map(ids.__getitem__, part.name_id))
+        for ours, theirs in (
+            (trace.ts, part.ts),
+            (trace.dur, part.dur),
+            (trace.code, part.code),
+            (trace.stream, part.stream),
+            (trace.correlation, part.correlation),
+            (trace.launch_correlation, part.launch_correlation),
+            (trace.launch_ts, part.launch_ts),
+        ):
+            ours.extend(theirs)
+        trace.steps.extend(part.steps)
+        trace.events += part.events
+        tail = part_tail or tail
+    trace.names.extend(names)
+    return _finished(trace, prefix, tail)
 
 
 def _as_int(value: Any, default: int) -> int:
