@@ -16,10 +16,11 @@ CPU time (user + system, the process and its waited-for workers) and peak RSS (t
 process: ``ru_maxrss``).  Rows per log shape: ``tprimat parse`` end to end (result JSON written)
 on every CPU and on one, a plain single-pass Python parser that reads the same iteration fields
 into a dict (the floor for a pure-Python reader), and ``grep -c iteration`` (reading speed).
-Rows per trace: ``tprimat trace analyze --json`` and HolisticTraceAnalysis's temporal breakdown
-when ``--hta-python`` names a Python with it installed; for the rank directory, ``tprimat trace
-analyze --json`` on every CPU and on one (it reads one file per process).  Best of ``--repeat`` runs (by wall),
-with their median wall time beside it; the tools of a log shape run in turn, one run each per
+Rows per trace: ``tprimat trace analyze --json`` on every CPU (a large file is read as ranges,
+one per process) and HolisticTraceAnalysis's temporal breakdown when ``--hta-python`` names a
+Python with it installed; for the rank directory, ``tprimat trace analyze --json`` on every CPU
+and on one (one file per process).  Best of ``--repeat`` runs (by wall), with their median wall
+time beside it; the tools of a log shape run in turn, one run each per
 round, so that a slow minute of a shared host falls on all of them alike.  The inputs are synced
 to disk before the first timed run.
 
@@ -207,7 +208,7 @@ def main() -> None:
         rows.append(
             (
                 label,
-                "tprimat trace analyze --json",
+                f"tprimat trace analyze --json (-j {os.cpu_count()})",
                 size,
                 best([*tprimat, "trace", "analyze", str(path), "--json"], args.repeat),
             )
