@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from tprimat.cli.jobs import jobs_option
 from tprimat.cli.output import echo_json, registry_from
 
 
@@ -61,13 +62,7 @@ def _shortcut_overrides(model, seq_length, global_batch_size, precision, warmup)
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option(
-    "-j",
-    "--jobs",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Processes reading the logs (default: every CPU; the result is the same).",
-)
+@jobs_option("the logs")
 @click.pass_context
 def parse(
     ctx: click.Context,

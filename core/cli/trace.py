@@ -6,7 +6,10 @@ from pathlib import Path
 
 import click
 
+from tprimat.cli.jobs import jobs_option
 from tprimat.cli.output import echo_json, print_table
+
+_jobs = jobs_option("the traces: a file each, or ranges of one large file")
 
 
 @click.group("trace")
@@ -53,13 +56,7 @@ def _no_gpu(r: dict, who: str, scope: str) -> None:
     help="Round timestamps inward to whole µs first, as HolisticTraceAnalysis does (to reproduce its numbers).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON (one object per rank).")
-@click.option(
-    "-j",
-    "--jobs",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Processes reading the traces, a file each (default: every CPU; the result is the same).",
-)
+@_jobs
 def analyze(
     traces: tuple[str, ...], steps: str | None, top: int, hta_rounding: bool, as_json: bool, jobs: int | None
 ) -> None:
@@ -186,13 +183,7 @@ def analyze(
     help="Write trace_comparison.md, .json and .png into this directory.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-@click.option(
-    "-j",
-    "--jobs",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Processes reading the traces, a file each (default: every CPU; the result is the same).",
-)
+@_jobs
 def compare(
     a: str,
     b: str,

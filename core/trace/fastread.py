@@ -122,22 +122,31 @@ def _threaded_blocks(fh: IO[bytes]) -> Iterator[bytes]:
                 worker.join(0.01)
 
 
+def _skip_space(data: bytes | bytearray, index: int) -> int:
+    """The first offset at or after ``index`` that is not JSON white space (``len(data)``: none)."""
+    while index < len(data) and data[index] in b" \t\r\n":
+        index += 1
+    return index
+
+
 def _last_boundary(data: bytes | bytearray) -> int:
     """The offset just after the last ``}`` that is followed by ``,`` and ``{`` (0: none)."""
-    position = len(data)
-    while True:
+    position = data.rfind(b"}")
+    while position >= 0:
+        if _comma_after(data, position) >= 0:
+            return position + 1
         position = data.rfind(b"}", 0, position)
-        if position < 0:
-            return 0
-        after = position + 1
-        while after < len(data) and data[after] in b" \t\r\n":
-            after += 1
-        if after < len(data) and data[after] == 44:  # ","
-            after += 1
-            while after < len(data) and data[after] in b" \t\r\n":
-                after += 1
-            if after < len(data) and data[after] == 123:  # "{"
-                return position + 1
+    return 0
+
+
+def _comma_after(data: bytes | bytearray, position: int) -> int:
+    """The offset of the ``,`` when the ``}`` at ``position`` is followed by ``,`` and ``{``; else -1."""
+    comma = _skip_space(data, position + 1)
+    if comma < len(data) and data[comma] == 44:  # ","
+        after = _skip_space(data, comma + 1)
+        if after < len(data) and data[after] == 123:  # "{"
+            return comma
+    return -1
 
 
 def _slow(data: bytes) -> Iterator[Any]:
@@ -247,22 +256,13 @@ def element_boundary(fh: IO[bytes], offset: int) -> tuple[int, int] | None:
     """
     fh.seek(offset)
     data = fh.read(BOUNDARY_WINDOW)
-    position = 0
-    while True:
-        position = data.find(b"}", position)
-        if position < 0:
-            return None
-        after = position + 1
-        while after < len(data) and data[after] in b" \t\r\n":
-            after += 1
-        if after < len(data) and data[after] == 44:  # ","
-            comma = after
-            after += 1
-            while after < len(data) and data[after] in b" \t\r\n":
-                after += 1
-            if after < len(data) and data[after] == 123:  # "{"
-                return offset + position + 1, offset + comma + 1
-        position += 1
+    position = data.find(b"}")
+    while position >= 0:
+        comma = _comma_after(data, position)
+        if comma >= 0:
+            return offset + position + 1, offset + comma + 1
+        position = data.find(b"}", position + 1)
+    return None
 
 
 def _take_events(pending: bytearray, cut: int) -> list[Any]:
@@ -290,9 +290,7 @@ def _array_end(rest: bytes) -> int | None:
         position = rest.find(b"}", position)
         if position < 0:
             return None
-        after = position + 1
-        while after < len(rest) and rest[after] in b" \t\r\n":
-            after += 1
+        after = _skip_space(rest, position + 1)
         if after < len(rest) and rest[after] == 93:  # "]"
             try:
                 msgspec.json.decode(b"[" + rest[: position + 1] + b"]")
