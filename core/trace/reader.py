@@ -323,12 +323,15 @@ def _finished(trace: RankTrace, prefix: str, tail: list[bytes]) -> RankTrace:
 
 #: A plain trace file from this size on is cut into ranges of events when workers are given.
 SPLIT_MIN_BYTES = 32 * 1024 * 1024
+#: The least bytes of events per range: more ranges than this gives cost more in processes than they save.
+RANGE_MIN_BYTES = 16 * 1024 * 1024
 
 
 def _event_ranges(path: Path, prefix: str, pieces: int) -> list[tuple[int, int | None]] | None:
-    """``pieces`` ranges of the event array of a large plain trace, as (start, end) offsets (the
-    last one's end None: to the end of the array); None for a small or gzip file, or where no
-    boundary between events is found near a cut."""
+    """Up to ``pieces`` ranges of the event array of a large plain trace (of
+    :data:`RANGE_MIN_BYTES` or more each), as (start, end) offsets (the last one's end None: to
+    the end of the array); None for a small or gzip file, or where no boundary between events is
+    found near a cut."""
     from tprimat.trace.fastread import array_start, element_boundary
 
     try:
@@ -342,9 +345,12 @@ def _event_ranges(path: Path, prefix: str, pieces: int) -> list[tuple[int, int |
             ranges: list[tuple[int, int | None]] = []
             # Cuts stay clear of the document's end, where the metadata after the events is.
             span = size - _TAIL - first
+            pieces = min(pieces, span // RANGE_MIN_BYTES) if RANGE_MIN_BYTES else pieces
+            if pieces < 2:
+                return None
             for index in range(1, pieces):
                 boundary = element_boundary(fh, first + span * index // pieces) if span > 0 else None
-                if boundary is None or (ranges and boundary[0] <= ranges[-1][0]):
+                if boundary is None or boundary[0] <= start:
                     return None
                 end, following = boundary
                 ranges.append((start, end))

@@ -26,6 +26,7 @@ def _fields(trace: RankTrace) -> dict:
 @pytest.fixture
 def split_everything(monkeypatch):
     monkeypatch.setattr(reader, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(reader, "RANGE_MIN_BYTES", 0)
     monkeypatch.setattr(reader, "_TAIL", 64)  # cuts near the end too
 
 
@@ -64,6 +65,16 @@ def test_a_cut_inside_an_event_name_falls_back_to_one_process(tmp_path, split_ev
     trace = read_trace(path, workers=2)
     assert _fields(trace) == _fields(read_trace(path))
     assert len(trace.ts) == 201 and trace.rank == 1
+
+
+def test_a_range_holds_at_least_range_min_bytes(fixtures, tmp_path, monkeypatch):
+    plain = tmp_path / "rank-0.json"
+    plain.write_bytes(gzip.decompress((fixtures / TRACES[0]).read_bytes()))  # 9.8 MB
+    monkeypatch.setattr(reader, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(reader, "RANGE_MIN_BYTES", 3_000_000)
+    assert len(reader._event_ranges(plain, "traceEvents.item", 64)) == 3
+    monkeypatch.setattr(reader, "RANGE_MIN_BYTES", 6_000_000)
+    assert reader._event_ranges(plain, "traceEvents.item", 64) is None
 
 
 def test_gzip_and_small_files_are_not_cut(fixtures, tmp_path, monkeypatch):
