@@ -94,3 +94,16 @@ def test_an_element_boundary_is_a_closing_brace_and_the_comma_after_it(tmp_path)
         assert data[end - 1 : end] == b"}" and data[following - 1 : following] == b","
         assert data[:end].endswith(b'{"a": {"b": 1}}')
         assert element_boundary(fh, following) is None
+
+
+def test_a_bare_array_of_events_is_cut_the_same_way(fixtures, tmp_path, split_everything):
+    document = json.loads(gzip.decompress((fixtures / TRACES[0]).read_bytes()))
+    path = tmp_path / "rank-0.json"
+    path.write_text(json.dumps(document["traceEvents"], indent=1))
+    ranges = reader._event_ranges(path, "item", 3)
+    assert ranges is not None and len(ranges) == 3
+    whole = read_trace(path)
+    assert whole.events == len(document["traceEvents"])
+    assert _fields(read_trace(path, workers=3)) == _fields(whole)
+    parts = [reader._read_range((path, "item", start, end)) for start, end in ranges]
+    assert sum(part.events for part, _ in parts) == whole.events
