@@ -23,11 +23,9 @@ report their state (see :class:`tprimat.parse.logfile.LogFile`) get whole files.
 from __future__ import annotations
 
 import io
-import multiprocessing
 import operator
 import pickle
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +36,7 @@ from tprimat.parse import logfile
 from tprimat.parse.logfile import LogFile, chunk_starts, count_lines
 from tprimat.result.collect import is_memory_only
 from tprimat.result.schema import IterationRecord
-from tprimat.workers import default_workers
+from tprimat.workers import can_fork, default_workers, fork_pool
 
 #: Bytes per chunk of a file (see :class:`tprimat.parse.logfile.LogFile`); ranges start at chunk starts.
 CHUNK_BYTES = logfile.CHUNK_BYTES
@@ -503,8 +501,9 @@ def read_events(
     with the stream of the file before it (a rotated log): its reader starts from the state at
     the end of that file, when the backend's parser reports its state (see
     :class:`tprimat.parse.logfile.LogFile`).  ``workers`` processes (default: the CPUs this
-    process may use); 1, a small input, a single file too small to cut into ranges, or a
-    platform without ``fork`` reads serially.  The sizes default to this module's constants.
+    process may use); 1, a small input, a single file too small to cut into ranges, a
+    platform without ``fork`` or a process running other threads reads serially.  The sizes
+    default to this module's constants.
     Raises :class:`LogReadError` for a file that cannot be read.
     """
     workers = default_workers() if workers is None else max(1, workers)
@@ -522,8 +521,7 @@ def read_events(
         if not resumable:  # a parser that cannot carry its state: each file on its own
             continues = [False] * len(files)
     wholes = _whole_files(files, sources, cuts, continues, chunk_bytes)
-    fork = "fork" in multiprocessing.get_all_start_methods()
-    parallel = workers > 1 and fork and total >= parallel_min_bytes
+    parallel = workers > 1 and can_fork() and total >= parallel_min_bytes
     units = _units(registry, backend, wholes, split_bytes, workers, resumable) if parallel else wholes
     if len(units) < 2:  # nothing to share between workers: a pool would only cost its packing
         state: Any = None
@@ -538,9 +536,7 @@ def read_events(
     _CONTEXT.update(registry=registry, backend=backend)
     _START_UP.clear()  # the workers, forked from here, start without start-up or latest states
     _LATEST.clear()
-    # An executor, not a multiprocessing.Pool: a worker that dies (out of memory, killed) is an
-    # error here (BrokenProcessPool), where a Pool would wait for it forever.
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(units)), mp_context=multiprocessing.get_context("fork"))
+    pool = fork_pool(min(workers, len(units)))
     try:
         state = None
         units = [attrs.evolve(u, first_lineno=_marker(i)) if u.chunk_index else u for i, u in enumerate(units)]

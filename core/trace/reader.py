@@ -345,7 +345,7 @@ def _event_ranges(path: Path, prefix: str, pieces: int) -> list[tuple[int, int |
             ranges: list[tuple[int, int | None]] = []
             # Cuts stay clear of the document's end, where the metadata after the events is.
             span = size - _TAIL - first
-            pieces = min(pieces, span // RANGE_MIN_BYTES) if RANGE_MIN_BYTES else pieces
+            pieces = min(pieces, span // RANGE_MIN_BYTES)
             if pieces < 2:
                 return None
             for index in range(1, pieces):

@@ -343,6 +343,6 @@ def test_one_file_too_small_to_cut_is_read_without_a_pool(registry, monkeypatch)
     """A pool for one unit only packs its events across processes: the file is read here."""
     monkeypatch.setattr(parse_parallel, "PARALLEL_MIN_BYTES", 0)
     pools = []
-    monkeypatch.setattr(parse_parallel, "ProcessPoolExecutor", lambda *a, **k: pools.append(1))
+    monkeypatch.setattr(parse_parallel, "fork_pool", lambda *a, **k: pools.append(1))
     assert "iterations" in _document([MEGATRON_100], registry, workers=2)
     assert pools == []

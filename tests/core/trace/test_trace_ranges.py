@@ -26,7 +26,7 @@ def _fields(trace: RankTrace) -> dict:
 @pytest.fixture
 def split_everything(monkeypatch):
     monkeypatch.setattr(reader, "SPLIT_MIN_BYTES", 0)
-    monkeypatch.setattr(reader, "RANGE_MIN_BYTES", 0)
+    monkeypatch.setattr(reader, "RANGE_MIN_BYTES", 1)
     monkeypatch.setattr(reader, "_TAIL", 64)  # cuts near the end too
 
 
