@@ -22,7 +22,8 @@ Python with it installed; for the rank directory, ``tprimat trace analyze --json
 and on one (one file per process).  Best of ``--repeat`` runs (by wall), with their median wall
 time beside it; the tools of a log shape run in turn, one run each per
 round, so that a slow minute of a shared host falls on all of them alike.  The inputs are synced
-to disk before the first timed run.
+to disk before the first timed run.  Each tool (but HTA, run once) first runs once untimed; tprimat
+runs with its bytecode cached, as an installed copy has it (see :mod:`bytecode`, next to this file).
 
     python bench/io_bench.py [--size-mb 1024] [--trace-mb 100,300,1000] [--repeat 3]
                              [--evaluation-every 500] [--torchtitan] [--trace-ranks 4]
@@ -45,6 +46,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import logshapes  # noqa: E402
+from bytecode import cached_bytecode_env  # noqa: E402
 
 TRACE_SOURCE = HERE.parent / "tests" / "fixtures" / "traces" / "hta" / "trace_diff_control_control.json.gz"
 
@@ -100,17 +102,22 @@ def run(argv: list[str], env: dict | None = None) -> dict:
         }
 
 
-def best(argv: list[str], repeat: int) -> dict:
-    return fastest([run(argv) for _ in range(repeat)])
+def best(argv: list[str], repeat: int, env: dict | None = None, warm_up: bool = True) -> dict:
+    """The fastest of ``repeat`` runs, after one untimed run when ``warm_up``."""
+    if warm_up:
+        run(argv, env)
+    return fastest([run(argv, env) for _ in range(repeat)])
 
 
-def in_turn(tools: list[tuple[str, list[str]]], repeat: int) -> list[tuple[str, dict]]:
-    """Each tool run ``repeat`` times, one run of each in turn: a slow minute of a shared host
-    falls on every tool alike instead of on all the runs of one."""
+def in_turn(tools: list[tuple[str, list[str]]], repeat: int, env: dict | None = None) -> list[tuple[str, dict]]:
+    """Each tool run once untimed, then ``repeat`` times, one run of each in turn: a slow minute
+    of a shared host falls on every tool alike instead of on all the runs of one."""
+    for _, argv in tools:
+        run(argv, env)
     runs: dict[str, list[dict]] = {name: [] for name, _ in tools}
     for _ in range(repeat):
         for name, argv in tools:
-            runs[name].append(run(argv))
+            runs[name].append(run(argv, env))
     return [(name, fastest(runs[name])) for name, _ in tools]
 
 
@@ -128,6 +135,54 @@ def fastest(runs: list[dict]) -> dict:
 
 def size_of(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
+
+
+def measure(args: argparse.Namespace, inputs: list, traces: list, rank_dir: Path | None, env: dict) -> list:
+    """The table's rows: (input, tool, bytes, measurement) for every input and tool."""
+    tprimat = [sys.executable, "-m", "tprimat.cli"]
+    rows = []
+    for label, path in inputs:
+        size = size_of(path)
+        result = args.root / "result.json"
+        parse = [*tprimat, "parse", str(path), "--backend", "amd_primus", "-o", str(result)]
+        tools = [
+            (f"tprimat parse (-j {os.cpu_count()})", parse),
+            ("tprimat parse -j 1", [*parse, "-j", "1"]),
+            ("plain single-pass Python parser", [sys.executable, "-c", PLAIN_PARSER, str(path)]),
+            ("grep -c iteration", ["sh", "-c", 'find "$1" -type f | xargs cat | grep -c iteration', "sh", str(path)]),
+        ]
+        chosen = tools[:2] if "evaluation" in label or "TorchTitan" in label else tools
+        rows.extend((label, name, size, measured) for name, measured in in_turn(chosen, args.repeat, env))
+    for label, path in traces:
+        size = size_of(path)
+        rows.append(
+            (
+                label,
+                f"tprimat trace analyze --json (-j {os.cpu_count()})",
+                size,
+                best([*tprimat, "trace", "analyze", str(path), "--json"], args.repeat, env),
+            )
+        )
+        if args.hta_python and size <= args.hta_max_mb * 1_000_000:
+            rows.append(
+                (
+                    label,
+                    "HolisticTraceAnalysis temporal breakdown",
+                    size,
+                    best([args.hta_python, "-c", HTA, str(path)], 1, warm_up=False),
+                )
+            )
+
+    if rank_dir is not None:
+        analyze = [*tprimat, "trace", "analyze", str(rank_dir), "--json"]
+        tools = [
+            (f"tprimat trace analyze --json (-j {os.cpu_count()})", analyze),
+            ("tprimat trace analyze --json -j 1", [*analyze, "-j", "1"]),
+        ]
+        label = f"{args.trace_ranks} ranks, {traces[0][0]} each"
+        rows.extend((label, name, size_of(rank_dir), measured) for name, measured in in_turn(tools, args.repeat, env))
+
+    return rows
 
 
 def main() -> None:
@@ -189,49 +244,10 @@ def main() -> None:
     os.sync()
     print(f"inputs built and synced in {time.perf_counter() - started:.0f} s under {root}")
 
-    tprimat = [sys.executable, "-m", "tprimat.cli"]
-    rows = []
-    for label, path in inputs:
-        size = size_of(path)
-        result = root / "result.json"
-        parse = [*tprimat, "parse", str(path), "--backend", "amd_primus", "-o", str(result)]
-        tools = [
-            (f"tprimat parse (-j {os.cpu_count()})", parse),
-            ("tprimat parse -j 1", [*parse, "-j", "1"]),
-            ("plain single-pass Python parser", [sys.executable, "-c", PLAIN_PARSER, str(path)]),
-            ("grep -c iteration", ["sh", "-c", 'find "$1" -type f | xargs cat | grep -c iteration', "sh", str(path)]),
-        ]
-        chosen = tools[:2] if "evaluation" in label or "TorchTitan" in label else tools
-        rows.extend((label, name, size, measured) for name, measured in in_turn(chosen, args.repeat))
-    for label, path in traces:
-        size = size_of(path)
-        rows.append(
-            (
-                label,
-                f"tprimat trace analyze --json (-j {os.cpu_count()})",
-                size,
-                best([*tprimat, "trace", "analyze", str(path), "--json"], args.repeat),
-            )
-        )
-        if args.hta_python and size <= args.hta_max_mb * 1_000_000:
-            rows.append(
-                (
-                    label,
-                    "HolisticTraceAnalysis temporal breakdown",
-                    size,
-                    best([args.hta_python, "-c", HTA, str(path)], 1),
-                )
-            )
+    with cached_bytecode_env() as env:
+        rows = measure(args, inputs, traces, rank_dir, env)
 
-    if rank_dir is not None:
-        analyze = [*tprimat, "trace", "analyze", str(rank_dir), "--json"]
-        tools = [
-            (f"tprimat trace analyze --json (-j {os.cpu_count()})", analyze),
-            ("tprimat trace analyze --json -j 1", [*analyze, "-j", "1"]),
-        ]
-        label = f"{args.trace_ranks} ranks, {traces[0][0]} each"
-        rows.extend((label, name, size_of(rank_dir), measured) for name, measured in in_turn(tools, args.repeat))
-
+    load = os.getloadavg()
     load = os.getloadavg()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load[0]:.1f} at the end\n")
     print(f"best of {args.repeat} runs, each tool of an input run in turn; the median wall time beside it\n")

@@ -5,10 +5,8 @@ this Python).  The commands run in turn, round by round, so that a slow minute
 of the machine hits every installation alike; the table gives the median, the
 fastest and the slowest wall time of each.
 
-Bytecode is cached the way any installed package has it: the runs use a
-``PYTHONPYCACHEPREFIX`` of their own, filled by warm-up runs that may write
-it, so an environment that sets ``PYTHONDONTWRITEBYTECODE`` (which would make
-every run compile tprimat's sources again) measures the same as any other.
+Bytecode is cached the way any installed package has it (see
+:mod:`bytecode`, next to this file), filled by warm-up runs.
 
     python bench/startup.py --repeat 10
     python bench/startup.py --tprimat /path/to/old-venv/bin/tprimat --tprimat /path/to/new-venv/bin/tprimat
@@ -17,13 +15,15 @@ every run compile tprimat's sources again) measures the same as any other.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bytecode import cached_bytecode_env  # noqa: E402
 
 #: The commands timed, with the targets tprimat keeps on a 2-core machine (seconds).
 COMMANDS = {"backends": (["backends"], 0.2), "--help": (["--help"], 0.1)}
@@ -38,9 +38,7 @@ def _time(command: list[str], env: dict[str, str]) -> float:
 
 def measure(executables: list[str], repeat: int) -> dict[tuple[str, str], list[float]]:
     """Wall times by (executable, command), the executables taking turns within each round."""
-    with tempfile.TemporaryDirectory(prefix="tprimat-startup-") as prefix:
-        env = {**os.environ, "PYTHONPYCACHEPREFIX": prefix}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)  # the warm-up runs fill the cache
+    with cached_bytecode_env() as env:
         for exe in executables:
             for args, _target in COMMANDS.values():
                 for _ in range(WARMUP_RUNS):
