@@ -99,10 +99,7 @@ def verdict(result) -> str:
     where = f"{result.device} ({result.capacity_gib:.2f} GiB)" if result.device else f"{result.capacity_gib:.2f} GiB"
     if result.fits:
         return f"fits on {where}: {result.margin_gib:.2f} GiB to spare"
-    return (
-        f"does NOT fit on {where}: {-result.margin_gib:.2f} GiB short; try training.recompute=full, "
-        "a smaller micro-batch, or more tensor/pipeline parallelism"
-    )
+    return f"does NOT fit on {where}: {-result.margin_gib:.2f} GiB short; try " + "; or ".join(result.remedies)
 
 
 @memory.command("summarize")

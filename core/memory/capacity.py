@@ -15,7 +15,7 @@ import re
 
 import attrs
 
-CAPACITY_VERSION = "2026.11"
+CAPACITY_VERSION = "2026.11.27"
 
 GIB = 2**30
 
@@ -75,8 +75,10 @@ DEVICE_CAPACITIES: tuple[DeviceCapacity, ...] = (
     DeviceCapacity(
         key="H200-SXM",
         pattern=r"H200",
-        capacity_gib=_datasheet_gb(141),
-        source="NVIDIA H200 datasheet: 141 GB (taken as 10^9 bytes)",
+        capacity_gib=_gib(150_109_880_320),
+        source="totalGlobalMem 150109880320 B of 'NVIDIA H200' (torch.cuda.get_device_properties, "
+        "driver 580.159.04; the CUDA out-of-memory message of the same run: 'a total capacity of 139.80 GiB'), "
+        "measured by bench/gpu_node.sh on 2026-11-27",
     ),
     DeviceCapacity(
         key="B200",

@@ -88,6 +88,7 @@ class MemoryEstimate:
     capacity_table_version: str = CAPACITY_VERSION
     layout: str = ""  # optimizer layout in words
     notes: tuple[str, ...] = ()
+    remedies: tuple[str, ...] = ()  # changes to the config that lower the estimate, for one that does not fit
 
     def terms(self) -> list[tuple[str, float, str]]:
         """(term, GiB, formula) for every term, in print order."""
@@ -179,7 +180,17 @@ def estimate_memory(
     layout = layout or optimizer_layout(config, trainer)
     notes: list[str] = []
     vocab = model.vocab_size if torch_backend else model.padded_vocab_size(tp)
-    weights = _weights(config, model, layout, tp=tp, pp=pp, vocab=vocab, fp8_copies=not torch_backend)
+    weights = _weights(
+        config,
+        model,
+        layout,
+        tp=tp,
+        pp=pp,
+        vocab=vocab,
+        fp8_copies=not torch_backend,
+        autocast_copies=torch_backend,
+        notes=notes,
+    )
     (param_bytes, parameters_formula), (grad_bytes, gradients_formula), (optim_bytes, optimizer_formula) = weights
 
     # ---- activations (Korthikanti et al. 2022, Table 2, for a Llama layer) ----
@@ -224,7 +235,25 @@ def estimate_memory(
         capacity_source=capacity_source,
         layout=layout.description,
         notes=tuple(notes),
+        remedies=_remedies(config, torch_backend=torch_backend, sharded=layout.params_shards > 1),
     )
+
+
+def _remedies(config: BenchmarkConfig, *, torch_backend: bool, sharded: bool) -> tuple[str, ...]:
+    """What would lower this configuration's memory, leaving out what it already does."""
+    t = config.training
+    remedies = []
+    if t.recompute != "full":
+        remedies.append("training.recompute=full")
+    if t.micro_batch_size > 1:
+        remedies.append("a smaller micro-batch (training.micro_batch_size)")
+    if torch_backend:
+        if not sharded and t.global_batch_size > t.micro_batch_size * config.data_parallel:
+            remedies.append("one micro-batch a step (autocast's weight copies then never meet the gradients)")
+        remedies.append("parallel.strategy=fsdp2 over more GPUs" if not sharded else "more GPUs to shard over")
+    else:
+        remedies.append("more tensor or pipeline parallelism (parallel.tensor, parallel.pipeline)")
+    return tuple(remedies)
 
 
 def _weights(
@@ -236,12 +265,15 @@ def _weights(
     pp: int,
     vocab: int,
     fp8_copies: bool,
+    autocast_copies: bool,
+    notes: list[str],
 ) -> list[tuple[float, str]]:
     """(bytes, formula) of parameters, gradients and optimizer states on the most loaded GPU.
 
     Megatron's most loaded shard is the first pipeline stage: its layers plus the
     embedding, and without pipeline parallelism also the final norm and an untied
-    output layer, divided by tensor parallelism.
+    output layer, divided by tensor parallelism.  ``autocast_copies``: fp32 weights run
+    under ``torch.autocast`` (the torch backend), whose bf16 copies count with the weights.
     """
     layer_params, layer_linear = model.layer_parameters
     h, L = model.hidden_size, model.num_layers
@@ -267,6 +299,24 @@ def _weights(
         gathered = 2 * layer_params * (2 if config.precision.dtype == "bf16" else 4)
         param_bytes += gathered
         parameters_formula += f" + 2 gathered layers ({_fmt(gathered)})"
+    elif autocast_copies and config.precision.dtype == "bf16" and layout.param_bytes == 4:
+        # fp32 weights under autocast (DDP or one process): autocast keeps the bf16 copy of every
+        # weight a forward pass casts until the forward ends.  With more than one micro-batch a
+        # step, the gradients of the earlier micro-batches are live beside those copies; with one,
+        # the copies are freed before any gradient exists, and the larger of the two is counted.
+        micro_batches = config.training.global_batch_size // (config.training.micro_batch_size * config.data_parallel)
+        cast = layers_here * layer_linear + (0 if model.tie_embeddings else embedding)
+        if micro_batches > 1:
+            param_bytes += 2 * cast
+            parameters_formula += (
+                f" + bf16 copies autocast keeps during each forward, live beside the gradients of "
+                f"{micro_batches - 1} earlier micro-batch(es): {cast:,} cast weights × 2 B ({_fmt(2 * cast)})"
+            )
+        else:
+            notes.append(
+                f"autocast's bf16 weight copies ({_fmt(2 * cast)}) are freed before the gradients exist "
+                "(one micro-batch a step), so the gradients are the larger and only they are counted"
+            )
     if config.precision.dtype == "fp8" and fp8_copies:
         # Transformer Engine keeps an FP8 copy of every linear weight and of its transpose.
         copies = layers_here * layer_linear / tp * 2

@@ -47,7 +47,7 @@ def fit_finding(estimate: MemoryEstimate, *, command: str) -> Finding | None:
             f"{estimate.overhead_gib:.1f}) but {device} has {estimate.capacity_gib:.1f} GiB: "
             f"{-estimate.margin_gib:.1f} GiB short, it will likely run out of memory"
         ),
-        fix=f"set training.recompute=full, a smaller micro-batch or more tensor/pipeline parallelism; see `{command}`",
+        fix=f"try {'; or '.join(estimate.remedies)}; see `{command}`",
     )
 
 

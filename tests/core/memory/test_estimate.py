@@ -183,3 +183,34 @@ def test_the_layout_is_the_backends_declared_trainer_not_its_name():
     megatron = CliRunner().invoke(cli, ["memory", "estimate", "--model", "llama3.1-8b", "--json"])
     assert json.loads(megatron.output)["layout"] == optimizer_layout(load_config()).description
     assert optimizer_layout(load_config()).description != optimizer_layout(load_config(), trainer="pytorch").description
+
+
+def _one_process(*overrides: str):
+    base = ["launch.nproc_per_node=1", "training.recompute='full'", "training.seq_length=2048"]
+    return estimate_memory(load_config(overrides=[*base, *overrides]), LLAMA, trainer="pytorch")
+
+
+def test_autocast_weight_copies_count_when_gradients_of_earlier_micro_batches_are_live():
+    one = _one_process("training.global_batch_size=1")
+    four = _one_process("training.global_batch_size=4")
+    _, layer_linear = LLAMA.layer_parameters
+    cast = LLAMA.num_layers * layer_linear + LLAMA.vocab_size * LLAMA.hidden_size  # linear weights + output layer
+    assert (four.parameters_gib - one.parameters_gib) * 2**30 == pytest.approx(2 * cast)
+    assert "3 earlier micro-batch(es)" in four.formulas["parameters"]
+    assert "autocast" not in one.formulas["parameters"] and any("autocast" in n for n in one.notes)
+
+
+def test_no_autocast_copies_under_fsdp2_bf16_parameters_or_fp32():
+    fsdp = estimate_memory(load_config(), LLAMA, trainer="pytorch")  # 8 ranks, bf16 gathered layers
+    fp32 = _one_process("training.global_batch_size=4", "precision.dtype='fp32'")
+    assert "autocast" not in fsdp.formulas["parameters"] and "autocast" not in fp32.formulas["parameters"]
+
+
+def test_remedies_leave_out_what_the_config_already_does():
+    megatron = estimate_memory(load_config(overrides=["training.micro_batch_size=2"]), LLAMA)
+    assert megatron.remedies[0] == "training.recompute=full"
+    assert any("micro-batch" in r for r in megatron.remedies) and any("tensor" in r for r in megatron.remedies)
+    torch_one = _one_process("training.global_batch_size=4")
+    assert not any("recompute" in r or "tensor" in r for r in torch_one.remedies)
+    assert any("one micro-batch a step" in r for r in torch_one.remedies)
+    assert any("fsdp2" in r for r in torch_one.remedies)
