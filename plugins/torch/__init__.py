@@ -10,8 +10,21 @@ launched by torchrun; its per-iteration lines are read back by
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tprimat import hookimpl
-from tprimat.contract import BackendSpec, Requirements
+from tprimat.contract import BackendSpec, LogMatch, Requirements
+
+
+def sniff_torch(lines: Sequence[str], source: str) -> LogMatch | None:
+    """The trainer's own iteration record (``TPRIMAT_ITER {...}``), which no other program prints."""
+    from tprimat.plugins.torch.protocol import ITER_MARKER
+
+    for number, line in enumerate(lines, 1):
+        if ITER_MARKER in line:
+            return LogMatch(confidence=0.99, evidence=f"torch-backend iteration record at {source}:{number}")
+    return None
+
 
 BACKEND = BackendSpec(
     name="torch",
@@ -24,6 +37,7 @@ BACKEND = BackendSpec(
     ),
     # The default on a machine without a GPU, and wherever no vendor backend is usable.
     default_for=("cpu", "*"),
+    sniff=sniff_torch,
     trainer="pytorch",
     tunables={
         "training.micro_batch_size": None,
