@@ -12,12 +12,12 @@ and hands the records to :func:`tprimat.result.builder.assemble_result`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import hashlib
 import itertools
-import operator
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from tprimat.parse.logkind import unwrap_lines
 from tprimat.parse.parallel import LogReadError, read_events
 from tprimat.result import builder
 from tprimat.result.builder import assemble_result
-from tprimat.result.collect import EventCollector, is_memory_only
+from tprimat.result.collect import EventCollector, timed_records
 from tprimat.result.convergence import RUN_CLOCK_FACTS
 from tprimat.result.memory import log_rank_peaks
 from tprimat.result.metrics import _ranges
@@ -46,6 +46,7 @@ from tprimat.result.schema import (
     RunInfo,
     Software,
 )
+from tprimat.result.spill import RecordSequence, record_fields
 from tprimat.result.workload import Workload, as_int, check_workload_declared
 from tprimat.running.manifest import Manifest, find_manifest, load_manifest
 from tprimat.settings.config import BenchmarkConfig, default_config_dict
@@ -58,6 +59,11 @@ DETECT_SAMPLE_LINES = 2000
 
 #: Lines read to tell whether a file is hard-wrapped at a fixed column.
 WRAP_SAMPLE_LINES = 5000
+
+#: Iteration records held in memory while reading; beyond them, the older ones wait in a
+#: temporary file (see :mod:`tprimat.result.spill`), so that a long run's log is parsed in
+#: bounded memory.  About 1 KiB each: a log of fewer iterations is read as before.
+SPILL_AFTER_RECORDS = 45056
 
 
 @attrs.frozen(kw_only=True)
@@ -194,7 +200,7 @@ def unreadable_message(files: Sequence[Path], registry: Any = None) -> str:
     return "; ".join(parts) + more
 
 
-def no_timing_message(shown: str, backend: str, records: Sequence[IterationRecord]) -> str:
+def no_timing_message(shown: str, backend: str, records: Collection[IterationRecord]) -> str:
     """Why a log whose iterations carry no step time gives no result, and what to do."""
     what = sorted(
         {
@@ -256,24 +262,28 @@ def _declared_sources(config: BenchmarkConfig | None, config_label: str, workloa
 # -- status ----------------------------------------------------------------------------------
 
 
-_ITERATION = operator.attrgetter("iteration")
+def _missing_iterations(records: Iterable[IterationRecord], train_iters: int | None) -> list[str]:
+    """Notes on the iterations the log leaves out, and on a log that ends before the run's last iteration.
 
-
-def _missing_iterations(records: list[IterationRecord], train_iters: int | None) -> list[str]:
-    timed = [r for r in records if r.step_time_s is not None or r.loss is not None]
-    if not timed:
-        return []
+    Counted over the records with a step time or a loss (a memory line alone has neither).
+    """
     missing: list[int] = []
-    covered = timed[0].iteration
-    iterations = list(map(_ITERATION, timed))
-    if iterations == list(range(covered, covered + len(timed))):  # one line per iteration, none left out
-        covered = iterations[-1]
-        timed = timed[:1]
-    for record in timed[1:]:
-        start = record.iteration - record.covers_iterations + 1
+    covered: int | None = None  # the last iteration covered so far
+    for iteration, covers, step_time, loss in record_fields(
+        records, "iteration", "covers_iterations", "step_time_s", "loss"
+    ):
+        if step_time is None and loss is None:
+            continue
+        if covered is None:
+            covered = iteration
+            continue
+        start = iteration - covers + 1
         if start > covered + 1:
             missing.extend(range(covered + 1, start))
-        covered = max(covered, record.iteration)
+        if iteration > covered:
+            covered = iteration
+    if covered is None:
+        return []
     notes = []
     if missing:
         notes.append(f"iterations missing from the log: {_ranges(missing)}")
@@ -327,7 +337,7 @@ def parse_logs(
     warnings = [] if detected else _platform_warnings(files, backend, entry.spec.platform)
     notes.extend(warnings)
 
-    collector = EventCollector()
+    collector = EventCollector(spill_after=SPILL_AFTER_RECORDS)
     truncated: list[str] = []
     common = _common_parent(files)
     sources = [_display_name(path, common) for path in files]
@@ -355,7 +365,7 @@ def parse_logs(
         except LogReadError as exc:
             raise _open_error(exc.path, exc) from None
     records = collector.records
-    timed = [r for r in records if not is_memory_only(r)]
+    timed = timed_records(records)
     if not timed:
         shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
         raise ParseError(f"{shown}: no training iterations found in the log for backend {backend}")
@@ -367,7 +377,7 @@ def parse_logs(
     facts, stated_notes, stated_records = _with_stated_facts(starts, common, facts, records, entry.spec.stated_facts)
     if stated_records is not records:  # profiled iterations marked: new records
         records = stated_records
-        timed = [r for r in records if not is_memory_only(r)]
+        timed = timed_records(records)
 
     result_config = _result_config(config, workload, facts, config_label)
     declared = _declared_sources(config, config_label, workload)
@@ -398,7 +408,7 @@ def parse_logs(
             else default_config_dict()["benchmark"]["warmup_iterations"]
         )
 
-    missing = _missing_iterations(timed, as_int(facts.get("train_iters")))
+    missing = _missing_iterations(records, as_int(facts.get("train_iters")))
     for line in truncated:
         notes.append(f"skipped {line}: last line of the file has no newline (cut off)")
     notes.extend(missing)
@@ -485,12 +495,12 @@ def _run_reported(facts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _stopped_after_last_iteration(
-    files: Sequence[Path], common: Path | None, timed: Sequence[IterationRecord]
+    files: Sequence[Path], common: Path | None, timed: Collection[IterationRecord]
 ) -> str | None:
     """What stopped the run, when the log says so after its last iteration line."""
     from tprimat.parse.stopreason import find_stop_reason, line_number_at, tail_text
 
-    last = timed[-1].source or ""
+    last = next(reversed(timed)).source or ""
     last_file, _, last_line = last.rpartition(":")
     # Only files that hold iteration lines: another rank's signal may precede a restart.
     names = {_display_name(path, common) for path in files}
@@ -571,9 +581,9 @@ def _with_stated_facts(
     files: Sequence[Path],
     common: Path | None,
     facts: dict[str, Any],
-    records: list[IterationRecord],
+    records: Sequence[IterationRecord],
     reader: Any,
-) -> tuple[dict[str, Any], list[str], list[IterationRecord]]:
+) -> tuple[dict[str, Any], list[str], Sequence[IterationRecord]]:
     """``facts`` completed with what the backend reads from the start of each file
     (``BackendSpec.stated_facts``; the first file that states a key wins); the profiled
     iterations it names marked.  ``files`` are those that start a log: a rotated log's
@@ -595,8 +605,17 @@ def _with_stated_facts(
                 facts[fact.key] = fact.value
                 notes.append(f"log states {fact.key}={fact.value} ({fact.source})")
     if window:
-        records = [attrs.evolve(r, profiled=True) if r.iteration in window and not r.profiled else r for r in records]
+        mark = functools.partial(_marked_profiled, window=frozenset(window))
+        if isinstance(records, RecordSequence):
+            records = records.map(mark, changes=("profiled",))
+        else:
+            records = list(map(mark, records))
     return facts, notes, records
+
+
+def _marked_profiled(record: IterationRecord, *, window: frozenset[int]) -> IterationRecord:
+    """``record``, marked as profiled if its iteration lies in the profiler's ``window``."""
+    return attrs.evolve(record, profiled=True) if record.iteration in window and not record.profiled else record
 
 
 def _hard_wrapped(files: Sequence[Path]) -> dict[Path, int]:

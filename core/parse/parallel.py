@@ -22,19 +22,19 @@ report their state (see :class:`tprimat.parse.logfile.LogFile`) get whole files.
 
 from __future__ import annotations
 
-import io
+import itertools
 import operator
-import pickle
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from tprimat.contract.records import ITERATION_FIELDS, REPEATED_LINE, iteration_values
+from tprimat.contract.records import REPEATED_LINE
 from tprimat.parse import logfile
 from tprimat.parse.logfile import LogFile, chunk_starts, count_lines
 from tprimat.result.collect import is_memory_only
+from tprimat.result.packing import pack, unpack
 from tprimat.result.schema import IterationRecord
 from tprimat.workers import can_fork, default_workers, fork_pool
 
@@ -91,7 +91,7 @@ class _Unit:
 
 @attrs.frozen(kw_only=True)
 class _Read:
-    events: list[Any] | bytes  # bytes: packed by a worker for the collecting process (see _pack)
+    events: list[Any] | tuple[bytes, ...]  # bytes: packed by a worker for the collecting process (see _pack)
     final_state: Any
     assumed_state: Any = None  # the state a later range was read from
     lines: int | None = None  # the lines of a range, for the true numbers of the next one
@@ -103,7 +103,11 @@ _CONTEXT: dict[str, Any] = {}
 
 
 def _parse(unit: _Unit, lines: LogFile) -> list[Any]:
-    return list(_CONTEXT["registry"].parse_metrics(_CONTEXT["backend"], lines=lines, source=unit.source))
+    return list(_events(unit, lines))
+
+
+def _events(unit: _Unit, lines: LogFile) -> Iterator[Any]:
+    return _CONTEXT["registry"].parse_metrics(_CONTEXT["backend"], lines=lines, source=unit.source)
 
 
 def _range(unit: _Unit, start: int, end: int | None, first_lineno: int, state: Any) -> LogFile:
@@ -123,7 +127,7 @@ def _read_unit(unit: _Unit) -> _Read | LogReadError:
     try:
         if not unit.resumes:
             lines = _range(unit, unit.start, unit.end, 1, None)
-            events = _parse(unit, lines)
+            events = _pack(_events(unit, lines))
             read = _Read(
                 events=events, final_state=lines.final_state, lines=_lines_read(unit, lines), started=lines.started
             )
@@ -136,53 +140,36 @@ def _read_unit(unit: _Unit) -> _Read | LogReadError:
         # lines (facts) that this state lacks and that the start-up state holds.
         end = (unit.stream_index + 1, 0) if unit.end is None else (unit.stream_index, unit.end)
         _LATEST[_stream_key(unit)] = (end, read.final_state)
-    return attrs.evolve(read, events=_pack(read.events))
+    return read
 
 
-class _EventPickler(pickle.Pickler):
-    """Pickles an iteration record as the tuple of its fields' values (attrs's own state is a
-    dict of them); any other event as pickle does."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        if type(obj) is IterationRecord:
-            return _record_from, (iteration_values(obj),)
-        return NotImplemented
+#: Events per piece of a range a worker packs: the collecting process unpacks and takes in one
+#: piece at a time, so that a range of many records is never all objects at once.
+PIECE_EVENTS = 4096
 
 
-def _record_maker() -> Any:
-    """A function that makes the record :class:`_EventPickler` packed, from the tuple of its
-    values (checked when the record was made), setting each slot directly.
-
-    Generated with one statement per field: a loop over the fields took twice as long, and
-    a collector takes in a record per iteration of the run.
-    """
-    slots = {f"set_{name}": IterationRecord.__dict__[name].__set__ for name in ITERATION_FIELDS}
-    lines = [f"    set_{name}(record, values[{index}])" for index, name in enumerate(ITERATION_FIELDS)]
-    source = "\n".join(["def _record_from(values):", "    record = new(IterationRecord)", *lines, "    return record"])
-    # __name__: the function is pickled by reference, as this module's _record_from.
-    namespace = {"__name__": __name__, "new": object.__new__, "IterationRecord": IterationRecord, **slots}
-    exec(source, namespace)  # noqa: S102  (text built above from the record's own field names)
-    return namespace["_record_from"]
-
-
-_record_from = _record_maker()
-
-
-def _pack(events: list[Any]) -> bytes:
-    """A range's events as the worker sends them (see :class:`_EventPickler`).
+def _pack(events: Iterable[Any]) -> tuple[bytes, ...]:
+    """A range's events as the worker sends them, packed a piece at a time as they are read
+    (see :mod:`tprimat.result.packing`), so that neither process holds a long range's records
+    as objects all at once.
 
     Unpacked only when the collector takes the range: until then it waits as these bytes, a
-    fraction of the memory its records take as objects (a range finished early, while the
-    collector works through the ones before it, no longer holds all its records).
+    fraction of the memory its records take as objects.
     """
-    buffer = io.BytesIO()
-    _EventPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(events)
-    return buffer.getvalue()
+    pieces = []
+    iterator = iter(events)
+    while piece := list(itertools.islice(iterator, PIECE_EVENTS)):
+        pieces.append(pack(piece))
+    return tuple(pieces)
 
 
-def _unpack(events: list[Any] | bytes) -> list[Any]:
-    """A range's events, as the worker packed them or as read in this process."""
-    return pickle.loads(events) if isinstance(events, bytes) else events
+def _unpacked(events: list[Any] | tuple[bytes, ...]) -> Iterator[list[Any]]:
+    """A range's events, piece by piece as the worker packed them, or as read in this process."""
+    if isinstance(events, tuple):
+        for piece in events:
+            yield unpack(piece)
+    else:
+        yield events
 
 
 def _lines_read(unit: _Unit, lines: LogFile) -> int | None:
@@ -287,7 +274,7 @@ def _read_later_range(unit: _Unit) -> _Read:
         else:
             assumed = _lead_tail(unit, state, iterations)
     lines = _range(unit, unit.start, unit.end, unit.first_lineno, assumed)
-    events = _parse(unit, lines)
+    events = _pack(_events(unit, lines))
     return _Read(
         events=events,
         final_state=lines.final_state,
@@ -557,13 +544,14 @@ def read_events(
                 lines = _range(unit, unit.start, unit.end, unit.first_lineno, state)
                 events = list(registry.parse_metrics(backend, lines=lines, source=unit.source))
                 read = _Read(events=events, final_state=lines.final_state, lines=_lines_read(unit, lines))
-            events = _unpack(read.events)
-            _adopt(events, firsts, last_values)
+            pieces = read.events
             state = read.final_state
             if read.lines is not None:
                 following = firsts[index] + read.lines
             del read
-            yield events
+            for events in _unpacked(pieces):
+                _adopt(events, firsts, last_values)
+                yield events
         # Ended and joined here, not at exit: what follows may fork, which only a process
         # without other threads (the pool's) can do safely.
         pool.shutdown(wait=True)

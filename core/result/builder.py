@@ -10,7 +10,7 @@ arrived.  Nothing is patched into a summary afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -89,7 +89,7 @@ def assemble_result(
     rank_memory: Iterable[Any] = (),
     run_peaks: Mapping[str, float] | None = None,
     caveats: Caveats | None = None,
-    audit: Callable[[Summary, list[IterationRecord]], list[str]] | None = None,
+    audit: Callable[[Summary, Sequence[IterationRecord]], list[str]] | None = None,
     evaluations: Iterable[EvalRecord] = (),
     target_log_perplexity: float | None = None,
     run_clock: Mapping[str, Any] | None = None,

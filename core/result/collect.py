@@ -17,18 +17,24 @@ records are keyed by iteration:
 
 from __future__ import annotations
 
+import itertools
 import operator
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
 
 from tprimat.contract.records import REPEATED_LINE, EvalRecord, LogFact, ParseIssue, RankPeak, RepeatedLine
 from tprimat.result.schema import IterationRecord
+from tprimat.result.spill import ColdRecords, RecordSequence
 
 #: How many skipped-line references a result keeps verbatim (the rest are counted).
 MAX_ISSUES_KEPT = 50
 
+
+#: Comparison keys kept for the records compared last (an iteration's copies, one per rank, come
+#: together): a key costs about 200 bytes, so one per record of a long run would add up.
+BODIES_KEPT = 4096
 
 #: Fields that hold memory readings (merged by maximum across ranks and lines).
 MEMORY_FIELDS = tuple(field.name for field in attrs.fields(IterationRecord) if field.name.startswith("mem_"))
@@ -65,6 +71,37 @@ def is_memory_only(record: IterationRecord) -> bool:
     """Whether ``record`` holds nothing but memory readings (a Megatron memory line)."""
     # A step time, which nearly every record has, settles it without comparing the whole body.
     return record.step_time_s is None and _get_body(record) == _EMPTY_BODY
+
+
+class _TimedRecords(Collection[IterationRecord]):
+    """The records of a :class:`~tprimat.result.spill.RecordSequence` that are not memory lines
+    alone, read again on each pass (never held)."""
+
+    def __init__(self, records: Sequence[IterationRecord]) -> None:
+        self._records = records
+
+    def __iter__(self) -> Iterator[IterationRecord]:
+        return itertools.filterfalse(is_memory_only, self._records)
+
+    def __reversed__(self) -> Iterator[IterationRecord]:
+        return itertools.filterfalse(is_memory_only, reversed(self._records))
+
+    def __bool__(self) -> bool:
+        return next(iter(self), None) is not None
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, record: object) -> bool:
+        return any(r is record or r == record for r in self)
+
+
+def timed_records(records: Sequence[IterationRecord]) -> Collection[IterationRecord]:
+    """The records that are not memory lines alone (see :func:`is_memory_only`), in order: a list,
+    or for records read back from a file, a collection that reads them again on each pass."""
+    if isinstance(records, RecordSequence):
+        return _TimedRecords(records)
+    return [r for r in records if not is_memory_only(r)]
 
 
 def _merge(
@@ -104,29 +141,17 @@ class EventCollector:
     duplicates: int = 0
     replaced: list[int] = attrs.Factory(list)
     rank_memory: dict[int | None, RankPeak] = attrs.Factory(dict)  # peaks the parser read, by rank
+    #: Keep at most about this many records in memory, the older ones in a temporary file
+    #: (see :mod:`tprimat.result.spill`); None keeps them all in memory.
+    spill_after: int | None = None
     _bodies: dict[int, tuple] = attrs.Factory(dict)  # comparison keys of the kept records
+    _cold: ColdRecords | None = None  # the records moved out of memory
+    _finished: RecordSequence | None = None  # all records, once :attr:`records` was read
 
     def add(self, event: Any) -> IterationRecord | None:
         """Take one event; return the record if it is a new or replaced iteration."""
         if isinstance(event, IterationRecord):
-            previous = self.iterations.get(event.iteration)
-            if previous is not None:
-                body = self._bodies.get(event.iteration)
-                if body is None:
-                    body = self._bodies[event.iteration] = _get_body(previous)
-                merged = _merge(previous, event, body)
-                if merged is not None:
-                    if merged is previous:
-                        if not is_memory_only(event):
-                            self.duplicates += 1
-                        return None
-                    self.iterations[event.iteration] = merged
-                    self._bodies.pop(event.iteration, None)
-                    return merged
-                self.replaced.append(event.iteration)
-            self.iterations[event.iteration] = event
-            self._bodies.pop(event.iteration, None)
-            return event
+            return self._add_record(event)
         if isinstance(event, LogFact):
             known = self.facts.get(event.key)
             if known is not None and known.value != event.value:
@@ -155,6 +180,65 @@ class EventCollector:
             f"parsers yield IterationRecord, EvalRecord, LogFact, ParseIssue, RepeatedLine or RankPeak, not {event!r}"
         )
 
+    def _add_record(self, event: IterationRecord) -> IterationRecord | None:
+        previous = self.iterations.get(event.iteration)
+        if previous is None and self._cold is not None:
+            return self._add_to_cold(event)
+        if previous is not None:
+            body = self._bodies.get(event.iteration)
+            if body is None:
+                if len(self._bodies) >= BODIES_KEPT:  # the iterations compared long ago are done
+                    self._bodies.clear()
+                body = self._bodies[event.iteration] = _get_body(previous)
+            merged = _merge(previous, event, body)
+            if merged is not None:
+                if merged is previous:
+                    if not is_memory_only(event):
+                        self.duplicates += 1
+                    return None
+                self.iterations[event.iteration] = merged
+                self._bodies.pop(event.iteration, None)
+                return merged
+            self.replaced.append(event.iteration)
+        self.iterations[event.iteration] = event
+        self._bodies.pop(event.iteration, None)
+        if self.spill_after is not None and len(self.iterations) > self.spill_after:
+            self._spill()
+        return event
+
+    def _add_to_cold(self, event: IterationRecord) -> IterationRecord | None:
+        """:meth:`add` for a record whose iteration is not in memory: it may be in the file."""
+        assert self._cold is not None
+        if self._finished is not None:
+            raise RuntimeError("records were taken from this collector: it takes no more")
+        where = self._cold.find(event.iteration)
+        if where is not None:
+            previous = self._cold.record(where)
+            merged = _merge(previous, event)
+            if merged is previous:  # a copy: the record stays where it is
+                if not is_memory_only(event):
+                    self.duplicates += 1
+                return None
+            self._cold.drop(where)
+            if merged is None:
+                self.replaced.append(event.iteration)
+            else:
+                event = merged
+        self.iterations[event.iteration] = event
+        if self.spill_after is not None and len(self.iterations) > self.spill_after:
+            self._spill()
+        return event
+
+    def _spill(self) -> None:
+        """Move the older half of the records in memory (the first taken in) to the file."""
+        assert self.spill_after is not None
+        if self._cold is None:
+            self._cold = ColdRecords()
+        moved = list(itertools.islice(self.iterations, len(self.iterations) - self.spill_after // 2))
+        self._cold.put([self.iterations.pop(iteration) for iteration in moved])
+        for iteration in moved:
+            self._bodies.pop(iteration, None)
+
     def consume(self, events: Iterable[Any]) -> EventCollector:
         """Take every event of ``events`` (copies of lines, most of an interleaved log's, only counted)."""
         add = self.add
@@ -173,8 +257,16 @@ class EventCollector:
         return sorted(self.rank_memory.values(), key=lambda r: -1 if r.rank is None else r.rank)
 
     @property
-    def records(self) -> list[IterationRecord]:
-        return [self.iterations[i] for i in sorted(self.iterations)]
+    def records(self) -> Sequence[IterationRecord]:
+        """The records, ordered by iteration: a list, or a :class:`~tprimat.result.spill.RecordSequence`
+        when some were moved to a file (after which the collector takes no more records)."""
+        if self._cold is None:
+            return [self.iterations[i] for i in sorted(self.iterations)]
+        if self._finished is None:
+            self._finished = self._cold.finish(list(self.iterations.values()))
+            self.iterations.clear()
+            self._bodies.clear()
+        return self._finished
 
     @property
     def eval_records(self) -> list[EvalRecord]:

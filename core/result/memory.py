@@ -10,7 +10,6 @@ registered model; without them only the measurements are recorded.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from tprimat.settings.trainers import Trainer
 if TYPE_CHECKING:
     from tprimat.memory.estimate import MemoryEstimate
 from tprimat.result.schema import IterationRecord, MemoryReport, Summary
+from tprimat.result.spill import record_fields
 
 #: Key for a measurement that names no rank.
 UNKNOWN_RANK = "?"
@@ -50,9 +50,9 @@ def memory_report(
             value = getattr(peak, quantity)
             if value is not None:
                 by_rank[key] = max(value, by_rank.get(key, value))
+    from_records = _record_peaks(records, tuple(maps))
     measured = {
-        quantity: _max([*map(attrgetter(f"mem_{quantity}"), records), getattr(summary, f"mem_{quantity}", None)])
-        for quantity in maps
+        quantity: _max([from_records[quantity], getattr(summary, f"mem_{quantity}", None)]) for quantity in maps
     }
     for quantity, by_rank in maps.items():
         measured[quantity] = _max([measured[quantity], *by_rank.values()])
@@ -81,6 +81,19 @@ def memory_report(
 def _max(values: Iterable[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return max(present) if present else None
+
+
+def _record_peaks(records: Iterable[IterationRecord], quantities: tuple[str, ...]) -> dict[str, float | None]:
+    """The largest ``mem_<quantity>`` of the records, for each quantity, as ``max`` picks it:
+    one pass, so that records read back from a file are read once."""
+    peaks: dict[str, float | None] = dict.fromkeys(quantities)
+    for values in record_fields(records, *(f"mem_{quantity}" for quantity in quantities)):
+        for quantity, value in zip(quantities, values, strict=True):
+            if value is not None:
+                best = peaks[quantity]
+                if best is None or value > best:
+                    peaks[quantity] = value
+    return peaks
 
 
 def _predict(

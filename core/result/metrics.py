@@ -15,11 +15,13 @@ between closest ranks (NumPy's default); CV is the sample standard deviation
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import operator
 import statistics
+from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import attrs
@@ -27,6 +29,7 @@ import attrs
 from tprimat.result.flops import flops_per_token, formula_name
 from tprimat.result.peaks import lookup_peak
 from tprimat.result.schema import DevicePartition, IterationRecord, Stats, Summary
+from tprimat.result.spill import RecordSequence, record_fields
 from tprimat.settings.models import ModelSpec
 
 
@@ -113,7 +116,7 @@ def with_throughput(
     seq_length: int | None,
     world_size: int | None,
     owned: bool = False,
-) -> list[IterationRecord]:
+) -> Sequence[IterationRecord]:
     """Records sorted by iteration, with ``tokens`` and ``tokens_per_s_per_gpu`` filled in.
 
     Tokens per iteration are global batch × sequence length from the config,
@@ -121,12 +124,19 @@ def with_throughput(
     keeps a null throughput.  ``owned``: the records are the caller's alone (just
     parsed, shown to nothing else yet), so they are filled in where they are instead of
     copied: a log of 240 000 steps then holds one record per step, not two, and skips
-    building 240 000 new ones.
+    building 240 000 new ones.  Records kept in a file (a
+    :class:`~tprimat.result.spill.RecordSequence`, in order already) are filled in as they
+    are read back.
     """
     tokens = global_batch_size * seq_length if global_batch_size and seq_length else None
+    fill = functools.partial(_fill_throughput, tokens=tokens, world_size=world_size)
+    if isinstance(records, RecordSequence):
+        owned = True  # each pass reads new records
     if owned:
         field = attrs.fields(IterationRecord).tokens
         field.validator(None, field, tokens)  # type: ignore[misc]  # what a copy's __init__ would check
+    if isinstance(records, RecordSequence):
+        return records.map(fill, changes=("tokens", "tokens_per_s_per_gpu"))
     finished: list[IterationRecord] = []
     for record in sorted(records, key=lambda r: r.iteration):
         per_gpu = None
@@ -141,6 +151,59 @@ def with_throughput(
     return finished
 
 
+def _per_gpu(record: IterationRecord, tokens: int | None, world_size: int | None) -> float | None:
+    if tokens is not None and world_size and record.step_time_s:
+        return tokens / record.step_time_s / world_size
+    return None
+
+
+def _fill_throughput(record: IterationRecord, *, tokens: int | None, world_size: int | None) -> IterationRecord:
+    """``record`` itself, its ``tokens`` and ``tokens_per_s_per_gpu`` set (it is the caller's alone)."""
+    object.__setattr__(record, "tokens", tokens)
+    object.__setattr__(record, "tokens_per_s_per_gpu", _per_gpu(record, tokens, world_size))
+    return record
+
+
+class _Selection:
+    """Which records count for statistics, and what was left out and why (see :func:`select_measured`)."""
+
+    def __init__(self, records: Iterable[IterationRecord], *, warmup_iterations: int, exclude_profiled: bool) -> None:
+        starts = record_fields(records, "iteration", "covers_iterations")
+        self.first = min((iteration - covers + 1 for iteration, covers in starts), default=0)
+        self.warmup_end = self.first + warmup_iterations
+        self.exclude_profiled = exclude_profiled
+        self.warmup: list[int] = []
+        self.profiled: list[int] = []
+        self.untimed: list[int] = []
+        self.skipped: list[int] = []
+
+    def counts(self, record: IterationRecord) -> bool:
+        """Whether ``record`` is measured; if not, it is noted as left out."""
+        if record.iteration - record.covers_iterations + 1 < self.warmup_end:
+            self.warmup.append(record.iteration)
+        elif self.exclude_profiled and record.profiled:
+            self.profiled.append(record.iteration)
+        elif record.step_time_s is None:
+            self.untimed.append(record.iteration)
+        else:
+            if record.skipped:
+                self.skipped.append(record.iteration)
+            return True
+        return False
+
+    def notes(self) -> list[str]:
+        notes = []
+        if self.warmup:
+            notes.append(f"warm-up: left out iterations {_ranges(self.warmup)}")
+        if self.profiled:
+            notes.append(f"profiled: left out iterations {_ranges(self.profiled)}")
+        if self.untimed:
+            notes.append(f"no step time: left out iterations {_ranges(self.untimed)}")
+        if self.skipped:
+            notes.append(f"optimizer skipped steps in measured iterations {_ranges(self.skipped)} (timed, kept)")
+        return notes
+
+
 def select_measured(
     records: Sequence[IterationRecord], *, warmup_iterations: int, exclude_profiled: bool = True
 ) -> tuple[list[IterationRecord], list[str]]:
@@ -151,31 +214,9 @@ def select_measured(
     ``warmup_iterations`` (so a log line covering iterations 1–10 is warm-up
     when warm-up is 2).
     """
-    if not records:
-        return [], []
-    first = min(r.iteration - r.covers_iterations + 1 for r in records)
-    warmup, profiled, untimed, measured = [], [], [], []
-    for record in records:
-        start = record.iteration - record.covers_iterations + 1
-        if start < first + warmup_iterations:
-            warmup.append(record.iteration)
-        elif exclude_profiled and record.profiled:
-            profiled.append(record.iteration)
-        elif record.step_time_s is None:
-            untimed.append(record.iteration)
-        else:
-            measured.append(record)
-    notes = []
-    if warmup:
-        notes.append(f"warm-up: left out iterations {_ranges(warmup)}")
-    if profiled:
-        notes.append(f"profiled: left out iterations {_ranges(profiled)}")
-    if untimed:
-        notes.append(f"no step time: left out iterations {_ranges(untimed)}")
-    skipped = [r.iteration for r in measured if r.skipped]
-    if skipped:
-        notes.append(f"optimizer skipped steps in measured iterations {_ranges(skipped)} (timed, kept)")
-    return measured, notes
+    selection = _Selection(records, warmup_iterations=warmup_iterations, exclude_profiled=exclude_profiled)
+    measured = [record for record in records if selection.counts(record)]
+    return measured, selection.notes()
 
 
 def _ranges(numbers: Iterable[int]) -> str:
@@ -226,9 +267,99 @@ def _against_ceiling(
     }
 
 
-def _peak(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None and math.isfinite(v)]
-    return max(present) if present else None
+class _Columns(dict):
+    """Values by name, in the order added: an array of 8-byte floats while a column holds only
+    floats, a list from its first other number on (so that ints stay ints)."""
+
+    def extend(self, name: str, values: list[Any]) -> None:
+        """Add the numbers among ``values`` (None and text are left out) to the column ``name``."""
+        column = self.get(name)
+        if column is None:
+            column = self[name] = array("d")
+        kinds = set(map(type, values))
+        if not kinds <= _NUMBER_TYPES:
+            if kinds <= _NUMBER_OR_NONE_TYPES:
+                values = list(filter(_NOT_NONE, values))
+            else:
+                values = [value for value in values if isinstance(value, _NUMBER)]
+            kinds = set(map(type, values))
+        if type(column) is array and not kinds <= _FLOAT:
+            column = self[name] = column.tolist()
+        column.extend(values)
+
+
+_FLOAT = frozenset({float})
+#: Types of the values that count as numbers (``isinstance(value, _NUMBER)`` for these exactly).
+_NUMBER_TYPES = frozenset({float, int, bool})
+_NUMBER_OR_NONE_TYPES = _NUMBER_TYPES | {type(None)}
+
+
+def _peak(values: Iterable[float | None], known: float | None = None) -> float | None:
+    """The largest finite value, after ``known`` (the peak so far), as ``max`` picks it (the first of equal ones)."""
+    found = max((v for v in values if v is not None and math.isfinite(v)), default=None)
+    if found is None or (known is not None and not found > known):
+        return known
+    return found
+
+
+#: Records summarised at a time: a pass over records read back from a file holds this many.
+SUMMARY_CHUNK = 4096
+
+
+def _chunks(records: Iterable[IterationRecord]) -> Iterator[list[IterationRecord]]:
+    iterator = iter(records)
+    while chunk := list(itertools.islice(iterator, SUMMARY_CHUNK)):
+        yield chunk
+
+
+@attrs.define
+class _Gathered:
+    """What the summary is computed from, gathered in one pass over the records."""
+
+    measured: int = 0
+    figures: _Columns = attrs.Factory(_Columns)  # step times, throughput, energy, in the measured records' order
+    reported: _Columns = attrs.Factory(_Columns)  # each numeric reported figure, in the measured records' order
+    peaks: dict[str, float | None] = attrs.Factory(
+        lambda: dict.fromkeys(("mem_max_allocated_gib", "mem_max_reserved_gib", "mem_device_used_gib", "mem_rss_gib"))
+    )
+    all_energy: bool = True  # every measured record has its energy
+    total_tokens: int = 0  # of the measured records, while all_energy
+    final: tuple[int, float] | None = None  # the last iteration with a loss, and its loss
+
+
+def _gather(records: Iterable[IterationRecord], selection: _Selection) -> _Gathered:
+    """One pass over ``records``, a chunk at a time: only numbers are kept."""
+    found = _Gathered()
+    peaks = found.peaks
+    for chunk in _chunks(records):
+        peaks["mem_max_allocated_gib"] = _peak(
+            (r.mem_max_allocated_gib if r.mem_max_allocated_gib is not None else r.mem_allocated_gib for r in chunk),
+            peaks["mem_max_allocated_gib"],
+        )
+        peaks["mem_max_reserved_gib"] = _peak(
+            (r.mem_max_reserved_gib if r.mem_max_reserved_gib is not None else r.mem_reserved_gib for r in chunk),
+            peaks["mem_max_reserved_gib"],
+        )
+        peaks["mem_device_used_gib"] = _peak((r.mem_device_used_gib for r in chunk), peaks["mem_device_used_gib"])
+        peaks["mem_rss_gib"] = _peak((r.mem_rss_gib for r in chunk), peaks["mem_rss_gib"])
+        for record in chunk:
+            if record.loss is not None and (found.final is None or record.iteration >= found.final[0]):
+                found.final = (record.iteration, record.loss)
+        counted = [record for record in chunk if selection.counts(record)]
+        found.measured += len(counted)
+        found.figures.extend("step", [r.step_time_s for r in counted])
+        found.figures.extend("per_gpu", [r.tokens_per_s_per_gpu for r in counted])
+        found.figures.extend("job", [r.tokens / r.step_time_s for r in counted if r.tokens and r.step_time_s])
+        if found.all_energy and counted:
+            energies = [r.energy_j for r in counted]
+            found.all_energy = None not in energies
+            if found.all_energy:
+                found.figures.extend("energy", energies)
+                found.total_tokens += sum(r.tokens or 0 for r in counted)
+        dicts = [r.reported for r in counted]
+        for name in set().union(*dicts):
+            found.reported.extend(name, list(map(dict.get, dicts, itertools.repeat(name))))
+    return found
 
 
 def summarize(
@@ -250,11 +381,18 @@ def summarize(
     ``ceiling`` is a ``tprimat microbench`` summary of the same device: when it
     has a maximum achievable matmul figure for the run's precision, the
     summary reports achieved TFLOP/s against it too ("MAMF utilisation").
+
+    Reads ``records`` twice (the first iteration, then everything else), keeping numbers
+    only, so that records read back from a file (:mod:`tprimat.result.spill`) are never
+    all in memory.
     """
-    measured, notes = select_measured(records, warmup_iterations=warmup_iterations, exclude_profiled=exclude_profiled)
-    step = describe(r.step_time_s for r in measured)
-    per_gpu = describe(r.tokens_per_s_per_gpu for r in measured)
-    job = describe(r.tokens / r.step_time_s for r in measured if r.tokens and r.step_time_s)
+    selection = _Selection(records, warmup_iterations=warmup_iterations, exclude_profiled=exclude_profiled)
+    found = _gather(records, selection)
+    measured, figures, peaks = found.measured, found.figures, found.peaks
+    notes = selection.notes()
+    step = describe(figures.get("step", ()))
+    per_gpu = describe(figures.get("per_gpu", ()))
+    job = describe(figures.get("job", ()))
     if measured and per_gpu is None:
         notes.append("no tokens/s: global batch, sequence length or world size unknown")
 
@@ -278,27 +416,18 @@ def summarize(
         notes.append("model architecture unknown: no FLOPs, TFLOP/s or MFU")
 
     energy = None
-    if measured and all(r.energy_j is not None for r in measured):
-        total_tokens = sum(r.tokens or 0 for r in measured)
-        if total_tokens:
-            energy = sum(r.energy_j for r in measured) / total_tokens  # type: ignore[misc]
+    if measured and found.all_energy and found.total_tokens:
+        energy = sum(figures.get("energy", ())) / found.total_tokens
 
-    columns: dict[str, list[float]] = defaultdict(list)  # each numeric reported figure, in the records' order
-    for record in measured:
-        for key, value in record.reported.items():
-            if isinstance(value, _NUMBER):
-                columns[key].append(value)
     reported = {}
-    for key in sorted(columns):
-        stats = describe(columns[key])
+    for key in sorted(found.reported):
+        stats = describe(found.reported[key])
         if stats is not None:
             reported[key] = stats
 
-    ordered = sorted(records, key=lambda r: r.iteration)
-    losses = [r for r in ordered if r.loss is not None]
     summary = Summary(
         warmup_iterations=warmup_iterations,
-        measured_iterations=len(measured),
+        measured_iterations=measured,
         step_time_s=step,
         tokens_per_s=job,
         tokens_per_s_per_gpu=per_gpu,
@@ -309,16 +438,12 @@ def summarize(
         peak_source=peak_source,
         mfu=mfu,
         **_against_ceiling(ceiling, tflops, precision, notes),
-        mem_max_allocated_gib=_peak(
-            r.mem_max_allocated_gib if r.mem_max_allocated_gib is not None else r.mem_allocated_gib for r in records
-        ),
-        mem_max_reserved_gib=_peak(
-            r.mem_max_reserved_gib if r.mem_max_reserved_gib is not None else r.mem_reserved_gib for r in records
-        ),
-        mem_device_used_gib=_peak(r.mem_device_used_gib for r in records),
-        mem_rss_gib=_peak(r.mem_rss_gib for r in records),
+        mem_max_allocated_gib=peaks["mem_max_allocated_gib"],
+        mem_max_reserved_gib=peaks["mem_max_reserved_gib"],
+        mem_device_used_gib=peaks["mem_device_used_gib"],
+        mem_rss_gib=peaks["mem_rss_gib"],
         energy_per_token_j=energy,
-        final_loss=losses[-1].loss if losses else None,
+        final_loss=found.final[1] if found.final is not None else None,
         reported=reported,
     )
     return summary, notes

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -223,7 +224,7 @@ class Result:
     hardware: Hardware = Hardware()
     software: Software = Software()
     config: ResultConfig
-    iterations: list[IterationRecord] = attrs.Factory(list)
+    iterations: Sequence[IterationRecord] = attrs.Factory(list)  # a list, or records kept in a file
     summary: Summary
     provenance: Provenance = Provenance()
     memory: MemoryReport | None = None
@@ -284,6 +285,11 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(bool, _structure_bool)
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(float | str | None, _structure_reported)
+    # A result's iterations are a list once read (records kept in a file are only ever written).
+    iterations_list, iterations_type = list[IterationRecord], Sequence[IterationRecord]
+    converter.register_structure_hook_func(
+        lambda type_: type_ == iterations_type, lambda data, _: converter.structure(data, iterations_list)
+    )
     for cls in (
         RunInfo,
         DevicePartition,

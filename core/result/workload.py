@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+from array import array
 from collections.abc import Iterable
 from typing import Any
 
@@ -34,24 +35,28 @@ def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _samples_off(counted: list[IterationRecord], gbs: int) -> Iterable[tuple[IterationRecord, IterationRecord]]:
-    """The consecutive pairs of ``counted`` to check one by one: none when every pair's samples
-    are the global batch times its iterations (compared all at once, in C), else all of them."""
-    iterations = list(map(_ITERATION, counted))
-    samples = list(map(_CONSUMED, counted))
-    steps = map(operator.sub, iterations[1:], iterations)
-    if list(map(operator.sub, samples[1:], samples)) == list(map(operator.mul, steps, itertools.repeat(gbs))):
-        return ()
-    return zip(counted, counted[1:], strict=False)
-
-
-_ITERATION = operator.attrgetter("iteration")
-_CONSUMED = operator.attrgetter("consumed_samples")
+def _samples_off(records: Iterable[IterationRecord], gbs: int) -> Iterable[tuple[IterationRecord, IterationRecord]]:
+    """The consecutive pairs of the records that count consumed samples, to check one by one:
+    none when every pair's samples are the global batch times its iterations (compared all at
+    once, in C, over the iterations and samples alone), else all of them (``records`` read again)."""
+    iterations, samples = array("q"), array("q")
+    try:
+        for record in records:
+            if record.consumed_samples is not None:
+                iterations.append(record.iteration)
+                samples.append(record.consumed_samples)
+    except (OverflowError, TypeError):  # not a 64-bit integer: compared pair by pair
+        pass
+    else:
+        steps = map(operator.sub, iterations[1:], iterations)
+        if list(map(operator.sub, samples[1:], samples)) == list(map(operator.mul, steps, itertools.repeat(gbs))):
+            return ()
+    return itertools.pairwise(r for r in records if r.consumed_samples is not None)
 
 
 def check_workload_declared(
     workload: Workload,
-    records: list[IterationRecord],
+    records: Iterable[IterationRecord],
     facts: dict[str, Any],
     declared: dict[str, str],
 ) -> list[str]:
@@ -73,8 +78,7 @@ def check_workload_declared(
             problems.append(
                 f"global batch size: {by} says {gbs}, the log's iteration lines say {', '.join(str(v) for v in logged)}"
             )
-        counted = [r for r in records if r.consumed_samples is not None]
-        for before, after in _samples_off(counted, gbs):
+        for before, after in _samples_off(records, gbs):
             steps = after.iteration - before.iteration
             expected = steps * gbs
             got = after.consumed_samples - before.consumed_samples  # type: ignore[operator]
@@ -94,7 +98,7 @@ def check_workload_declared(
 
 
 def check_workload(
-    workload: Workload, records: list[IterationRecord], facts: dict[str, Any], declared_by: str
+    workload: Workload, records: Iterable[IterationRecord], facts: dict[str, Any], declared_by: str
 ) -> list[str]:
     """Where a log disagrees with ``workload`` (global batch, sequence length, world size).
 

@@ -39,15 +39,6 @@ def registry():
     return Registry.from_environment()
 
 
-@pytest.fixture
-def tiny_ranges(monkeypatch):
-    """Chunks of 2 KiB, any file of 4 KiB or more cut into ranges, a pool for any input."""
-    monkeypatch.setattr(parse_parallel, "LEAD_BYTES", 16 * 1024)
-    monkeypatch.setattr(parse_parallel, "CHUNK_BYTES", 2048)
-    monkeypatch.setattr(parse_parallel, "SPLIT_MIN_BYTES", 4096)
-    monkeypatch.setattr(parse_parallel, "PARALLEL_MIN_BYTES", 0)
-
-
 def _document(paths, registry, workers):
     try:
         outcome = parse_logs(paths, registry=registry, workers=workers, allow_mismatch=True)
@@ -315,7 +306,7 @@ def test_what_every_rank_states_is_noted_once(registry, tmp_path):
     assert len(notes) == len(set(notes))
 
 
-def test_a_range_s_events_are_packed_and_unpacked_as_they_were():
+def test_a_range_s_events_are_packed_in_pieces_and_unpacked_as_they_were(monkeypatch):
     record = IterationRecord(
         iteration=7, step_time_s=1.5, loss=float("nan"), source="a.log:9", reported={"tflops": 300.5, "x": None}
     )
@@ -326,9 +317,10 @@ def test_a_range_s_events_are_packed_and_unpacked_as_they_were():
         RankPeak(rank=3, device_used_gib=22.7),
         ParseIssue(source="a.log:12", message="skipped"),
     ]
+    monkeypatch.setattr(parse_parallel, "PIECE_EVENTS", 2)
     packed = parse_parallel._pack(events)
-    assert isinstance(packed, bytes)
-    back = parse_parallel._unpack(packed)
+    assert len(packed) == 3 and all(isinstance(piece, bytes) for piece in packed)
+    back = [event for piece in parse_parallel._unpacked(packed) for event in piece]
     assert back[2] is REPEATED_LINE  # the collector counts copies by identity
     assert type(back[1]) is IterationRecord
     assert _as_text(back) == _as_text(events)  # every field of every event, the NaN loss too

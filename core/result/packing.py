@@ -1,0 +1,56 @@
+"""Iteration records as compact bytes: how log readers hand records between processes, and
+how a long run's records wait on disk (:mod:`tprimat.result.spill`).
+
+Pickle stores an attrs record as a dict of its fields' names and values; here a record is the
+tuple of its values, and is made again by a generated function that sets each slot directly
+(its values were checked when the record was first made).  Any other event is pickled as
+pickle does.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from typing import Any
+
+from tprimat.contract.records import ITERATION_FIELDS, IterationRecord, iteration_values
+
+
+class _EventPickler(pickle.Pickler):
+    """Pickles an iteration record as the tuple of its fields' values; any other object as pickle does."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is IterationRecord:
+            return record_from, (iteration_values(obj),)
+        return NotImplemented
+
+
+def _record_maker() -> Any:
+    """A function that makes a record from the tuple of its values, setting each slot directly.
+
+    Generated with one statement per field: a loop over the fields took twice as long, and
+    a collector takes in a record per iteration of the run.
+    """
+    slots = {f"set_{name}": IterationRecord.__dict__[name].__set__ for name in ITERATION_FIELDS}
+    lines = [f"    set_{name}(record, values[{index}])" for index, name in enumerate(ITERATION_FIELDS)]
+    source = "\n".join(["def record_from(values):", "    record = new(IterationRecord)", *lines, "    return record"])
+    # __name__: the function is pickled by reference, as this module's record_from.
+    namespace = {"__name__": __name__, "new": object.__new__, "IterationRecord": IterationRecord, **slots}
+    exec(source, namespace)  # noqa: S102  (text built above from the record's own field names)
+    return namespace["record_from"]
+
+
+#: The record whose values are ``values`` (a tuple in ``ITERATION_FIELDS`` order).
+record_from = _record_maker()
+
+
+def pack(events: list[Any]) -> bytes:
+    """``events`` (iteration records and any other picklable events) as bytes."""
+    buffer = io.BytesIO()
+    _EventPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(events)
+    return buffer.getvalue()
+
+
+def unpack(data: bytes) -> list[Any]:
+    """The events :func:`pack` made ``data`` of."""
+    return pickle.loads(data)  # noqa: S301  (bytes this process or its own workers wrote)

@@ -1,0 +1,312 @@
+"""Iteration records kept in a temporary file instead of memory, for the logs of long runs.
+
+A record takes about 1 KiB as Python objects, so the log of a 240 000-step run would
+hold a quarter of a gigabyte of records that only wait to be summarised and written.
+``EventCollector(spill_after=N)`` keeps at most N records in memory and moves older
+ones to :class:`ColdRecords`.  Its finished records are then one :class:`RecordSequence`:
+sorted by iteration, read one block at a time.  Whatever reads records after collection
+(the checks, the summary, the result writer) reads them in passes and never holds them
+all, so memory no longer grows with the length of the run.
+
+A block is the tuple of each record's field values (``ITERATION_FIELDS`` order), pickled:
+a pass that needs a few fields (:func:`record_fields`) reads those from the tuples
+without making records, about a quarter of the cost.  Blocks go to an unnamed temporary
+file and are read back by position (``os.pread``), so a forked process (the result
+writer's second encoder) reads them without sharing a file offset.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import operator
+import os
+import pickle
+import tempfile
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, overload
+
+import attrs
+
+from tprimat.contract.records import ITERATION_FIELDS, IterationRecord, iteration_values
+from tprimat.result.packing import record_from
+
+#: Records per block: what one read brings back into memory.
+BLOCK_RECORDS = 1024
+
+#: A record as stored: its field values in ``ITERATION_FIELDS`` order.
+Row = tuple[Any, ...]
+
+#: Something done to each record as it is read back (see :meth:`RecordSequence.map`).
+RecordFunction = Callable[[IterationRecord], IterationRecord]
+
+_FIELD_INDEX = {name: index for index, name in enumerate(ITERATION_FIELDS)}
+_ITERATION = _FIELD_INDEX["iteration"]
+
+
+class RecordFile:
+    """Blocks of records in an unnamed temporary file, deleted when it is closed or freed."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix="tprimat-records-")
+        self._size = 0
+
+    def write(self, rows: list[Row]) -> tuple[int, int]:
+        """Append ``rows`` as one block; its offset and length."""
+        data = memoryview(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
+        offset = self._size
+        while data:
+            written = os.pwrite(self._file.fileno(), data, self._size)
+            data = data[written:]
+            self._size += written
+        return offset, self._size - offset
+
+    def read(self, offset: int, length: int) -> list[Row]:
+        """The rows of the block at ``offset``."""
+        parts = []
+        while length:
+            part = os.pread(self._file.fileno(), length, offset)
+            if not part:
+                raise OSError(f"record file ends {length} bytes early")
+            parts.append(part)
+            offset += len(part)
+            length -= len(part)
+        return pickle.loads(b"".join(parts))  # noqa: S301  (a file this process wrote)
+
+
+@attrs.define
+class _Block:
+    """One block in the file: where it is, and its records' iterations (ascending)."""
+
+    offset: int
+    length: int
+    iterations: array  # 'q'
+    dropped: set[int] = attrs.Factory(set)  # positions whose records went back to the collector
+
+    @property
+    def first(self) -> int:
+        return self.iterations[0]
+
+    @property
+    def last(self) -> int:
+        return self.iterations[-1]
+
+
+class ColdRecords:
+    """The records a collector moved out of memory, found again by iteration.
+
+    Their iterations stay in memory (8 bytes a record), so that a lookup reads back only
+    the block that holds one.  Most lookups are for iterations no block holds (a new
+    iteration lies above all of them), answered without reading anything.
+    """
+
+    def __init__(self) -> None:
+        self.file = RecordFile()
+        self.blocks: list[_Block] = []
+        self.highest: int | None = None  # the largest iteration ever moved here
+        self._loaded: tuple[int, list[Row]] | None = None  # the last block read
+
+    def put(self, records: list[IterationRecord]) -> None:
+        """Move ``records`` (of distinct iterations) here, in blocks sorted by iteration."""
+        rows = sorted(map(iteration_values, records), key=operator.itemgetter(_ITERATION))
+        for start in range(0, len(rows), BLOCK_RECORDS):
+            block = rows[start : start + BLOCK_RECORDS]
+            offset, length = self.file.write(block)
+            self.blocks.append(_Block(offset, length, array("q", (row[_ITERATION] for row in block))))
+        if rows:
+            last = rows[-1][_ITERATION]
+            self.highest = last if self.highest is None else max(self.highest, last)
+
+    def find(self, iteration: int) -> tuple[int, int] | None:
+        """Where the record of ``iteration`` is, as (block, position), or None."""
+        if self.highest is None or iteration > self.highest:
+            return None
+        for index, block in enumerate(self.blocks):
+            if block.first <= iteration <= block.last:
+                position = bisect.bisect_left(block.iterations, iteration)
+                if block.iterations[position] == iteration and position not in block.dropped:
+                    return index, position
+        return None
+
+    def record(self, where: tuple[int, int]) -> IterationRecord:
+        """The record at ``where`` (from :meth:`find`), made anew."""
+        index, position = where
+        if self._loaded is None or self._loaded[0] != index:
+            block = self.blocks[index]
+            self._loaded = (index, self.file.read(block.offset, block.length))
+        return record_from(self._loaded[1][position])
+
+    def drop(self, where: tuple[int, int]) -> None:
+        """Forget the record at ``where``: the collector holds its iteration again."""
+        index, position = where
+        self.blocks[index].dropped.add(position)
+
+    def finish(self, remaining: list[IterationRecord]) -> RecordSequence:
+        """All records, with ``remaining`` (those still in memory), as one sequence sorted by iteration.
+
+        Blocks whose records do not interleave are read as they are.  Otherwise (a job that
+        restarted and logged some iterations again with other values) the records are merged
+        into new blocks, holding in memory only the blocks that overlap.
+        """
+        self.put(remaining)
+        self._loaded = None
+        blocks = sorted(self.blocks, key=lambda b: (b.first, b.last))
+        kept = [[p for p in range(len(b.iterations)) if p not in b.dropped] for b in blocks]
+        spans = [(b.iterations[k[0]], b.iterations[k[-1]]) for b, k in zip(blocks, kept, strict=True) if k]
+        if all(spans[i][1] < spans[i + 1][0] for i in range(len(spans) - 1)):
+            parts = [
+                _Part(b.offset, b.length, len(k), None if len(k) == len(b.iterations) else tuple(k))
+                for b, k in zip(blocks, kept, strict=True)
+                if k
+            ]
+            return RecordSequence(self.file, parts)
+        return RecordSequence(self.file, self._merged(blocks, kept))
+
+    def _merged(self, blocks: list[_Block], kept: list[list[int]]) -> list[_Part]:
+        """The kept records of ``blocks``, in iteration order, written again in new blocks."""
+        order = heapq.merge(
+            *(_entries(i, block, positions) for i, (block, positions) in enumerate(zip(blocks, kept, strict=True)))
+        )
+        left = [len(positions) for positions in kept]
+        open_blocks: dict[int, list[Row]] = {}
+        parts: list[_Part] = []
+        batch: list[Row] = []
+        for _, index, position in order:
+            if index not in open_blocks:
+                open_blocks[index] = self.file.read(blocks[index].offset, blocks[index].length)
+            batch.append(open_blocks[index][position])
+            left[index] -= 1
+            if not left[index]:
+                del open_blocks[index]
+            if len(batch) == BLOCK_RECORDS:
+                parts.append(_Part(*self.file.write(batch), len(batch), None))
+                batch = []
+        if batch:
+            parts.append(_Part(*self.file.write(batch), len(batch), None))
+        return parts
+
+
+def _entries(index: int, block: _Block, positions: list[int]) -> Iterator[tuple[int, int, int]]:
+    """(iteration, block index, position) of the kept records of one block, in order."""
+    for position in positions:
+        yield block.iterations[position], index, position
+
+
+@attrs.frozen
+class _Part:
+    """One block of a :class:`RecordSequence`: where it is, how many of its records count, and
+    which (None: all)."""
+
+    offset: int
+    length: int
+    count: int
+    positions: tuple[int, ...] | None
+
+
+class RecordSequence(Sequence[IterationRecord]):
+    """Records in a :class:`RecordFile`, sorted by iteration: a read-only sequence that reads
+    a block at a time.
+
+    Each read makes new record objects (the block read last is kept), so a pass over all
+    of them holds one block.  :meth:`map` gives the same records with a function applied to
+    each as it is read, which is how they are filled in after collection.
+    """
+
+    def __init__(
+        self,
+        file: RecordFile,
+        parts: list[_Part],
+        functions: tuple[RecordFunction, ...] = (),
+        changed: frozenset[str] = frozenset(),
+    ) -> None:
+        self._file = file
+        self._parts = parts
+        self._functions = functions
+        self._changed = changed
+        self._starts = [0]
+        for part in parts:
+            self._starts.append(self._starts[-1] + part.count)
+        self._loaded: tuple[int, list[IterationRecord]] | None = None
+
+    def map(self, function: RecordFunction, *, changes: Iterable[str]) -> RecordSequence:
+        """These records, each passed through ``function`` when read (after the functions before).
+
+        ``changes`` names the fields ``function`` may change: :meth:`fields` reads the others
+        without making records.
+        """
+        changed = self._changed | frozenset(changes)
+        return RecordSequence(self._file, self._parts, (*self._functions, function), changed)
+
+    def fields(self, *names: str) -> Iterator[tuple[Any, ...]]:
+        """The values of the fields ``names`` of each record, as tuples, in order.
+
+        Read from the stored values when no function given to :meth:`map` changes them.
+        """
+        if self._changed.intersection(names):
+            return record_fields(iter(self), *names)
+        getter = operator.itemgetter(*(_FIELD_INDEX[name] for name in names))
+        return (values for index in range(len(self._parts)) for values in _tuples(getter, self._rows(index), names))
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def _rows(self, index: int) -> list[Row]:
+        part = self._parts[index]
+        rows = self._file.read(part.offset, part.length)
+        return rows if part.positions is None else [rows[p] for p in part.positions]
+
+    def _block(self, index: int) -> list[IterationRecord]:
+        if self._loaded is not None and self._loaded[0] == index:
+            return self._loaded[1]
+        records = list(map(record_from, self._rows(index)))
+        for function in self._functions:
+            records = list(map(function, records))
+        self._loaded = (index, records)
+        return records
+
+    @overload
+    def __getitem__(self, index: int) -> IterationRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[IterationRecord]: ...
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return [self[i] for i in range(start, stop, step)]
+            found: list[IterationRecord] = []
+            while start < stop:
+                block = bisect.bisect_right(self._starts, start) - 1
+                first = self._starts[block]
+                found.extend(self._block(block)[start - first : stop - first])
+                start = self._starts[block + 1]
+            return found
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("record index out of range")
+        block = bisect.bisect_right(self._starts, index) - 1
+        return self._block(block)[index - self._starts[block]]
+
+    def __iter__(self) -> Iterator[IterationRecord]:
+        for index in range(len(self._parts)):
+            yield from self._block(index)
+
+
+def _tuples(getter: Callable[[Row], Any], rows: list[Row], names: tuple[str, ...]) -> Iterator[tuple[Any, ...]]:
+    values = map(getter, rows)
+    return values if len(names) > 1 else zip(values)
+
+
+def record_fields(records: Iterable[IterationRecord], *names: str) -> Iterator[tuple[Any, ...]]:
+    """The values of the fields ``names`` of each of ``records``, as tuples, in order.
+
+    For records kept in a file, read without making the records (see
+    :meth:`RecordSequence.fields`): a pass that needs a few fields costs a quarter as much.
+    """
+    if isinstance(records, RecordSequence):
+        return records.fields(*names)
+    getter = operator.attrgetter(*names)
+    return map(getter, records) if len(names) > 1 else zip(map(getter, records))

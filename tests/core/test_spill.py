@@ -1,0 +1,146 @@
+"""Records kept in a temporary file: the same records, the same result document, bounded memory."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import pytest
+
+from tests.plugins.logfixtures import LOGS
+from tprimat.contract.registry import Registry
+from tprimat.parse import logs
+from tprimat.parse.logfile import LogFile
+from tprimat.result import spill
+from tprimat.result.collect import EventCollector
+from tprimat.result.metrics import summarize
+from tprimat.result.schema import IterationRecord, dumps_result
+from tprimat.result.spill import ColdRecords, RecordSequence, record_fields
+
+#: Real logs with restarts, memory lines, evaluations, rotated files and replaced iterations.
+REAL_LOGS = [
+    "primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_MI325X_2025-10to12.log",
+    "primus/primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log",
+    "megatron/mlm_core0.16rc0_2026-03-31_llama3-1b_1gpu_GH200_full15iter_stdout.log",
+    "megatron/mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log",
+    "nemo/nemo2_2025-03-07_resiliency_demo_llama54M_8gpu_cell46_preemption_sigterm_step4.log",
+]
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return Registry.from_environment()
+
+
+@pytest.fixture
+def tiny_blocks(monkeypatch):
+    """Blocks of three records: every path through the file is taken on small logs."""
+    monkeypatch.setattr(spill, "BLOCK_RECORDS", 3)
+
+
+def _record(iteration: int, **values) -> IterationRecord:
+    return IterationRecord(iteration=iteration, step_time_s=1.0 + iteration / 1000, **values)
+
+
+def _values(records) -> list[tuple]:
+    return [attrs.astuple(r, recurse=False) for r in records]
+
+
+def test_a_sequence_reads_back_every_record_by_index_slice_and_pass(tiny_blocks):
+    cold = ColdRecords()
+    originals = [_record(i, loss=float(i), reported={"tflops": i * 1.5, "note": "x"}) for i in range(1, 11)]
+    cold.put(originals[:4])
+    records = cold.finish(originals[4:])
+    assert isinstance(records, RecordSequence)
+    assert len(records) == 10
+    assert _values(records) == _values(originals)
+    assert records[0].iteration == 1 and records[-1].iteration == 10 and records[4].iteration == 5
+    assert _values(records[2:8]) == _values(originals[2:8])
+    assert _values(records[::3]) == _values(originals[::3])
+    assert [r.iteration for r in reversed(records)] == list(range(10, 0, -1))
+    with pytest.raises(IndexError):
+        records[10]
+    assert _values(records) == _values(originals)  # a second pass reads the same
+
+
+def test_map_applies_a_function_to_each_record_as_it_is_read(tiny_blocks):
+    cold = ColdRecords()
+    records = cold.finish([_record(i) for i in range(1, 8)])
+    marked = records.map(lambda r: attrs.evolve(r, profiled=r.iteration % 2 == 0), changes=["profiled"])
+    assert [r.profiled for r in marked] == [i % 2 == 0 for i in range(1, 8)]
+    assert not any(r.profiled for r in records)  # the records underneath are unchanged
+    # Fields read without making records, and the changed field through the function.
+    assert list(record_fields(marked, "iteration", "profiled")) == [(i, i % 2 == 0) for i in range(1, 8)]
+    assert list(record_fields(marked, "step_time_s")) == [(r.step_time_s,) for r in records]
+    assert list(record_fields(list(marked), "iteration", "profiled")) == list(
+        record_fields(marked, "iteration", "profiled")
+    )
+
+
+def test_records_taken_back_and_interleaved_blocks_come_out_once_in_order(tiny_blocks):
+    cold = ColdRecords()
+    cold.put([_record(i) for i in (10, 20, 30, 40)])
+    cold.put([_record(i) for i in (15, 25, 35)])
+    where = cold.find(20)
+    assert where is not None and cold.record(where).iteration == 20
+    cold.drop(where)
+    assert cold.find(20) is None and cold.find(21) is None and cold.find(99) is None
+    records = cold.finish([_record(20, loss=2.0), _record(5)])
+    assert [r.iteration for r in records] == [5, 10, 15, 20, 25, 30, 35, 40]
+    assert records[3].loss == 2.0
+
+
+def _events(registry, path):
+    backend = "amd_primus" if path.startswith("primus") else "nemo" if path.startswith("nemo") else "megatron"
+    backend = {"nemo": "nvd_nemo", "megatron": "nvd_megatron"}.get(backend, backend)
+    return list(registry.parse_metrics(backend, lines=LogFile(LOGS / path), source=path))
+
+
+@pytest.mark.parametrize("path", REAL_LOGS)
+def test_a_collector_that_spills_keeps_what_one_in_memory_keeps(registry, tiny_blocks, path):
+    events = _events(registry, path)
+    kept = EventCollector().consume(events)
+    spilled = EventCollector(spill_after=2).consume(events)
+    assert isinstance(spilled.records, RecordSequence)
+    assert _values(spilled.records) == _values(kept.records)
+    assert spilled.duplicates == kept.duplicates
+    assert sorted(spilled.replaced) == sorted(kept.replaced)
+    assert spilled.notes() == kept.notes()
+
+
+def test_a_collector_takes_no_records_once_they_were_read(tiny_blocks):
+    collector = EventCollector(spill_after=2).consume([_record(i) for i in range(1, 6)])
+    assert len(collector.records) == 5
+    with pytest.raises(RuntimeError):
+        collector.add(_record(9))
+
+
+def test_the_summary_of_records_in_a_file_is_the_summary_of_the_same_records_in_memory(tiny_blocks):
+    originals = [
+        _record(
+            i,
+            tokens=4096,
+            tokens_per_s_per_gpu=4096 / (1.0 + i / 1000),
+            loss=10.0 - i / 10,
+            mem_max_allocated_gib=20.0 + (i % 7),
+            energy_j=100.0 + i,
+            skipped=int(i == 9),
+            reported={"tflops": 300.0 + i, "count": i, "name": "x", "nan": math.nan},
+        )
+        for i in range(1, 40)
+    ]
+    records = ColdRecords().finish(list(originals))
+    options = dict(model=None, seq_length=4096, world_size=8, precision="bf16", device_name=None, warmup_iterations=3)
+    assert summarize(records, **options) == summarize(originals, **options)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("path", REAL_LOGS)
+def test_parsing_with_records_in_a_file_writes_the_same_result(
+    registry, tiny_blocks, tiny_ranges, monkeypatch, path, workers
+):
+    in_memory = logs.parse_logs([LOGS / path], registry=registry, allow_mismatch=True, workers=workers)
+    monkeypatch.setattr(logs, "SPILL_AFTER_RECORDS", 2)
+    spilled = logs.parse_logs([LOGS / path], registry=registry, allow_mismatch=True, workers=workers)
+    assert isinstance(spilled.result.iterations, RecordSequence)
+    assert dumps_result(spilled.result) == dumps_result(in_memory.result)
