@@ -333,6 +333,7 @@ def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -
             config, rank=int(os.environ.get("RANK", "0")), emit=emit, mlperf_path=args.mlperf_log
         )
     env = Environment()
+    history = contextlib.ExitStack()
     try:
         if env.world_size != config.world_size:
             raise SystemExit(
@@ -343,6 +344,9 @@ def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -
         t = config.training
         dp = env.world_size  # data parallel only
         micro_batches = t.global_batch_size // (t.micro_batch_size * dp)
+        # Recorded from before the model is built: the snapshot then knows the parameters (and
+        # the optimizer's states) by the stacks that allocated them, not as blocks of unknown origin.
+        history.enter_context(_memory_history(env, args.memory_snapshot))
         model = build_model(spec, config, env.device)
         model.train()
         model = _wrap(model, config, env)
@@ -415,7 +419,6 @@ def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -
         with (
             _profiler(config, env, args.profile_dir) as prof,
             _attention_context(config, env),
-            _memory_history(env, args.memory_snapshot),
         ):
             for iteration in range(1, iterations + 1):
                 lr = lr_at(
@@ -480,6 +483,7 @@ def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -
         if convergence is not None:
             convergence.finish(iteration)
     finally:
+        history.close()  # the snapshot is written here, before the process group goes
         env.close()
 
 

@@ -157,3 +157,30 @@ def test_a_throughput_run_can_write_an_mlperf_log(monkeypatch, tmp_path):
     # The one block covers the three steps: its time is at least theirs.
     assert run.time_to_train_s >= sum(v["step_time_s"] for v in values) - 0.01
     assert run.train_samples_per_s == pytest.approx(12 / run.time_to_train_s, rel=0.05)
+
+
+def test_allocator_history_is_recorded_from_before_the_model_is_built(monkeypatch, tmp_path):
+    """A snapshot knows the parameters by their allocation stacks only if recording began before them."""
+    import contextlib
+
+    from tprimat.plugins.torch import model as model_module
+    from tprimat.plugins.torch import train as train_module
+
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    order: list[str] = []
+
+    @contextlib.contextmanager
+    def history(env, folder):
+        order.append(f"record into {folder}")
+        yield
+        order.append("dump")
+
+    build = model_module.build_model
+    monkeypatch.setattr(train_module, "_memory_history", history)
+    monkeypatch.setattr(model_module, "build_model", lambda *a: order.append("build") or build(*a))
+    args = train_module.parse_args(["--config", "unused", "--memory-snapshot", str(tmp_path)])
+    values = list(train_module.train(tiny_config("llama3.1-tiny", "benchmark.iterations=2"), args, emit=order.append))
+    assert len(values) == 2
+    assert order[:2] == [f"record into {tmp_path}", "build"]
+    assert order[-1] == "dump" and sum(line.startswith("TPRIMAT_ITER") for line in order) == 2
