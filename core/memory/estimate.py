@@ -305,7 +305,7 @@ def _weights(
         # step, the gradients of the earlier micro-batches are live beside those copies; with one,
         # the copies are freed before any gradient exists, and the larger of the two is counted.
         micro_batches = config.training.global_batch_size // (config.training.micro_batch_size * config.data_parallel)
-        cast = layers_here * layer_linear + (0 if model.tie_embeddings else embedding)
+        cast = layers_here * layer_linear + embedding  # and the output layer's weight, tied or not
         if micro_batches > 1:
             param_bytes += 2 * cast
             parameters_formula += (

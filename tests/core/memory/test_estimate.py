@@ -214,3 +214,15 @@ def test_remedies_leave_out_what_the_config_already_does():
     assert not any("recompute" in r or "tensor" in r for r in torch_one.remedies)
     assert any("one micro-batch a step" in r for r in torch_one.remedies)
     assert any("fsdp2" in r for r in torch_one.remedies)
+
+
+def test_a_tied_output_layer_is_cast_like_an_untied_one():
+    import attrs
+
+    config = load_config(overrides=["launch.nproc_per_node=1", "training.global_batch_size=4"])
+    untied = estimate_memory(config, LLAMA, trainer="pytorch")
+    tied = estimate_memory(config, attrs.evolve(LLAMA, tie_embeddings=True), trainer="pytorch")
+    # The untied model holds one more vocabulary × hidden matrix (4 B each); the copies are the same.
+    extra = LLAMA.vocab_size * LLAMA.hidden_size * 4
+    assert (untied.parameters_gib - tied.parameters_gib) * 2**30 == pytest.approx(extra)
+    assert "cast weights × 2 B" in tied.formulas["parameters"]
