@@ -107,3 +107,19 @@ def test_the_trace_analysis_here_is_the_one_made_on_the_gpu_machine():
     assert here["device"] == there["device"] == "NVIDIA H200"
     for key in ("window", "activities", "temporal", "busy_us", "categories", "communication"):
         assert json.loads(json.dumps(here[key])) == there[key], key
+
+
+def test_compare_refuses_the_h200_runs_of_two_sequence_lengths_and_names_the_difference(tmp_path):
+    from click.testing import CliRunner
+
+    from tprimat.cli import cli
+
+    results = [str(H200 / name / "result.json") for name in ("llama3.1-8b_seq2048_gbs1", "llama3.1-8b_seq4096_gbs1")]
+    refused = CliRunner().invoke(cli, ["compare", *results, "-o", str(tmp_path / "refused")])
+    assert refused.exit_code != 0
+    assert "seq_length" in refused.output and "2048" in refused.output and "4096" in refused.output
+    shown = CliRunner().invoke(cli, ["compare", *results, "--allow-mismatch", "-o", str(tmp_path / "report")])
+    assert shown.exit_code == 0, shown.output
+    report = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    assert "H200-SXM" in report and "5,970.9" in report and "5,127.3" in report
+    assert "configurations differ" in report
