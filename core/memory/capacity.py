@@ -28,6 +28,9 @@ class DeviceCapacity:
     pattern: str  # regex matched (case-insensitively) against the device name
     capacity_gib: float
     source: str
+    #: The figure is the runtime's own (``totalGlobalMem``, an out-of-memory message, ``mem_get_info``),
+    #: not a datasheet's: no more can be allocated, whatever nvidia-smi or rocm-smi report as total.
+    runtime: bool = False
 
 
 def _gib(n_bytes: int) -> float:
@@ -58,6 +61,7 @@ DEVICE_CAPACITIES: tuple[DeviceCapacity, ...] = (
         capacity_gib=95.0,
         source="CUDA out-of-memory message of a GH200 run: 'a total capacity of 95.00 GiB' "
         "(Megatron-LM log, 2026-03-26)",
+        runtime=True,
     ),
     DeviceCapacity(
         key="H100-SXM",
@@ -65,6 +69,7 @@ DEVICE_CAPACITIES: tuple[DeviceCapacity, ...] = (
         capacity_gib=_gib(85_018_279_936),
         source="totalGlobalMem 85018279936 B of 'NVIDIA H100 80GB HBM3' in a PyTorch profiler trace "
         "(AMD-AGI/TraceLens test data, 2025-10-09)",
+        runtime=True,
     ),
     DeviceCapacity(
         key="H200-NVL",
@@ -79,6 +84,7 @@ DEVICE_CAPACITIES: tuple[DeviceCapacity, ...] = (
         source="totalGlobalMem 150109880320 B of 'NVIDIA H200' (torch.cuda.get_device_properties, "
         "driver 580.159.04; the CUDA out-of-memory message of the same run: 'a total capacity of 139.80 GiB'), "
         "measured by bench/gpu_node.sh on 2026-11-27",
+        runtime=True,
     ),
     DeviceCapacity(
         key="B200",
@@ -86,6 +92,7 @@ DEVICE_CAPACITIES: tuple[DeviceCapacity, ...] = (
         capacity_gib=_gib(191_503_138_816),
         source="totalGlobalMem 191503138816 B of 'NVIDIA B200' in a PyTorch profiler trace "
         "(AMD-AGI/TraceLens test data, 2026-05-18)",
+        runtime=True,
     ),
     DeviceCapacity(
         key="A100",
@@ -111,6 +118,7 @@ DEVICE_CAPACITIES: tuple[DeviceCapacity, ...] = (
         capacity_gib=255.98,
         source="Primus training log on MI325X: 'hip mem usage/free/total' total 255.98GB "
         "(torch.cuda.mem_get_info over 2^30; AMD-AGI/Primus-SaFE test data, 2025-12-02)",
+        runtime=True,
     ),
     DeviceCapacity(
         key="MI300X",
@@ -118,6 +126,7 @@ DEVICE_CAPACITIES: tuple[DeviceCapacity, ...] = (
         capacity_gib=_gib(206_141_652_992),
         source="totalGlobalMem 206141652992 B of 'AMD Instinct MI300X' in a PyTorch profiler trace "
         "(AMD-AGI/TraceLens test data, 2026-02-25); rocm-smi reports the same VRAM total",
+        runtime=True,
     ),
     DeviceCapacity(
         key="MI250X",
@@ -136,6 +145,20 @@ def find_capacity(device_name: str | None) -> DeviceCapacity | None:
         if re.search(row.pattern, device_name, flags=re.IGNORECASE):
             return row
     return None
+
+
+def usable_capacity(device_name: str | None, measured_gib: float | None) -> float | None:
+    """The memory a run on ``device_name`` can allocate, given the total platform detection measured.
+
+    The smaller of the measured total and the table's runtime figure for the device: the
+    management tools' total includes memory the driver keeps (nvidia-smi's 143771 MiB on an
+    H200 against CUDA's 143156 MiB).  A datasheet figure never lowers a measured one, and a
+    smaller measured total (a MIG device's own) is kept.
+    """
+    row = find_capacity(device_name)
+    if measured_gib is None or row is None or not row.runtime:
+        return measured_gib
+    return min(measured_gib, row.capacity_gib)
 
 
 def known_devices() -> list[str]:

@@ -17,6 +17,7 @@ import attrs
 
 from tprimat.contract.backend import WarmupRule
 from tprimat.contract.records import EvalRecord
+from tprimat.memory.capacity import usable_capacity
 from tprimat.result.convergence import (
     STEP_CLOCK,
     TRAINER_CLOCK,
@@ -173,7 +174,7 @@ def assemble_result(
         model_name=config.model,
         trainer=trainer,
         device_name=hardware.device_name,
-        capacity_gib=hardware.memory_per_device_gib,
+        capacity_gib=usable_capacity(hardware.device_name, hardware.memory_per_device_gib),
         records=finished,
         rank_peaks=rank_memory,
         summary=summary,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tprimat.memory.capacity import usable_capacity
 from tprimat.memory.estimate import MemoryEstimate, MemoryEstimateError, estimate_memory
 from tprimat.running.doctor import Finding
 
@@ -11,9 +12,10 @@ from tprimat.running.doctor import Finding
 def memory_findings(prepared: Any) -> list[Finding]:
     """A finding when the estimate for ``prepared`` (a PreparedRun) exceeds its GPUs' memory.
 
-    The capacity is what platform detection measured on this machine, else the
-    capacity table's figure for the detected device; a CPU run has none and
-    is not checked.
+    The capacity is what platform detection measured on this machine (no more than the
+    runtime's own figure for the device, see :func:`~tprimat.memory.capacity.usable_capacity`),
+    else the capacity table's figure for the detected device; a CPU run has none and is not
+    checked.
     """
     platform = prepared.platform
     if platform.platform == "cpu" or (platform.device_name is None and platform.memory_per_device_gib is None):
@@ -22,7 +24,7 @@ def memory_findings(prepared: Any) -> list[Finding]:
         estimate = estimate_memory(
             prepared.config,
             prepared.model,
-            capacity_gib=platform.memory_per_device_gib,
+            capacity_gib=usable_capacity(platform.device_name, platform.memory_per_device_gib),
             device=platform.device_name,
             trainer=prepared.trainer,
         )

@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from tprimat.atomic import atomic_write_text
+from tprimat.memory.capacity import usable_capacity
 from tprimat.settings.config import BenchmarkConfig, parse_override
 from tprimat.tune.prune import Estimator, Pruned, default_estimator, prune
 from tprimat.tune.search import DEFINITION_FILE, Budget, TuneError, TuneSpec, fit_budget
@@ -119,7 +120,8 @@ def prepare(
         base,
         spec_model,
         # as the pre-flight check: a given capacity, else what detection measured (a MIG device's own)
-        capacity_gib=capacity_gib or (platform.memory_per_device_gib if device is not None else None),
+        capacity_gib=capacity_gib
+        or (usable_capacity(device, platform.memory_per_device_gib) if device is not None else None),
         device=device,
         estimator=chosen_estimator,
         trainer=registered.spec.trainer,

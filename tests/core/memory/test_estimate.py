@@ -226,3 +226,13 @@ def test_a_tied_output_layer_is_cast_like_an_untied_one():
     extra = LLAMA.vocab_size * LLAMA.hidden_size * 4
     assert (untied.parameters_gib - tied.parameters_gib) * 2**30 == pytest.approx(extra)
     assert "cast weights × 2 B" in tied.formulas["parameters"]
+
+
+def test_a_run_is_checked_against_what_the_runtime_can_allocate_not_the_management_tools_total():
+    from tprimat.memory.capacity import usable_capacity
+
+    smi_h200 = 143771 / 1024  # nvidia-smi's memory.total on an H200, in GiB
+    assert usable_capacity("NVIDIA H200", smi_h200) == find_capacity("NVIDIA H200").capacity_gib == 139.8
+    assert usable_capacity("NVIDIA H200", 60.0) == 60.0  # a smaller measured total (a MIG device's own) stays
+    assert usable_capacity("NVIDIA H100 NVL", 93.1) == 93.1  # a datasheet figure never lowers a measurement
+    assert usable_capacity("Some Future GPU", 50.0) == 50.0 and usable_capacity("NVIDIA H200", None) is None
