@@ -47,3 +47,38 @@ def test_the_harness_bench_measures_the_config_tprimat_run_decides():
     assert config.benchmark.iterations == 7 and config.training.seq_length == 64
     assert config.launch.nproc_per_node == 1
     assert platform.device_name
+
+
+def _shell_commands(script: Path) -> list[list[str]]:
+    """The ``tprimat`` command lines of a shell script, continuation lines joined, split as the shell would."""
+    import shlex
+
+    text = script.read_text(encoding="utf-8").replace("\\\n", " ")
+    commands = []
+    for line in text.splitlines():
+        words = shlex.split(line, comments=True)
+        if "tprimat" in words:
+            commands.append([w.rstrip(";") for w in words[words.index("tprimat") + 1 :]])
+    return commands
+
+
+@pytest.mark.parametrize("script", sorted(BENCH.glob("*.sh")), ids=lambda p: p.name)
+def test_every_tprimat_option_a_bench_shell_script_uses_exists(script):
+    """The GPU script runs where CI cannot: its commands are checked against the CLI here."""
+    from click.testing import CliRunner
+
+    from tprimat.cli import cli
+
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    commands = _shell_commands(script)
+    assert commands
+    for words in commands:
+        path = []
+        for word in words:
+            if word.startswith("-") or "/" in word or "$" in word:
+                break
+            path.append(word)
+        shown = CliRunner().invoke(cli, [*path, "--help"])
+        assert shown.exit_code == 0, (path, shown.output)
+        for option in (w for w in words if w.startswith("--")):
+            assert option in shown.output, (path, option)
