@@ -129,29 +129,20 @@ def with_throughput(
     are read back.
     """
     tokens = global_batch_size * seq_length if global_batch_size and seq_length else None
-    fill = functools.partial(_fill_throughput, tokens=tokens, world_size=world_size)
-    if isinstance(records, RecordSequence):
-        owned = True  # each pass reads new records
-    if owned:
+    if owned or isinstance(records, RecordSequence):
         field = attrs.fields(IterationRecord).tokens
         field.validator(None, field, tokens)  # type: ignore[misc]  # what a copy's __init__ would check
-    if isinstance(records, RecordSequence):
+    fill = functools.partial(_fill_throughput, tokens=tokens, world_size=world_size)
+    if isinstance(records, RecordSequence):  # each pass reads new records: they are filled in as read
         return records.map(fill, changes=("tokens", "tokens_per_s_per_gpu"))
-    finished: list[IterationRecord] = []
-    for record in sorted(records, key=lambda r: r.iteration):
-        per_gpu = None
-        if tokens is not None and world_size and record.step_time_s:
-            per_gpu = tokens / record.step_time_s / world_size
-        if owned:
-            object.__setattr__(record, "tokens", tokens)
-            object.__setattr__(record, "tokens_per_s_per_gpu", per_gpu)
-            finished.append(record)
-        else:
-            finished.append(attrs.evolve(record, tokens=tokens, tokens_per_s_per_gpu=per_gpu))
-    return finished
+    ordered = sorted(records, key=lambda r: r.iteration)
+    if owned:
+        return list(map(fill, ordered))
+    return [attrs.evolve(r, tokens=tokens, tokens_per_s_per_gpu=_per_gpu(r, tokens, world_size)) for r in ordered]
 
 
 def _per_gpu(record: IterationRecord, tokens: int | None, world_size: int | None) -> float | None:
+    """tokens/s/GPU of one iteration: global batch × sequence length / step time / world size."""
     if tokens is not None and world_size and record.step_time_s:
         return tokens / record.step_time_s / world_size
     return None
