@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What tprimat measures on one GPU, end to end, in about five minutes.
+# What tprimat measures on one GPU, end to end, in a few minutes (about two on an H200).
 #
 #   bash bench/gpu_node.sh OUTDIR
 #
