@@ -19,13 +19,13 @@ import itertools
 import math
 import operator
 import statistics
-from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import attrs
 
+from tprimat.result.column import Column
 from tprimat.result.flops import flops_per_token, formula_name
 from tprimat.result.peaks import lookup_peak
 from tprimat.result.schema import DevicePartition, IterationRecord, Stats, Summary
@@ -44,7 +44,7 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
 
 
-def sample_stdev(values: Sequence[float]) -> float:
+def sample_stdev(values: Iterable[float]) -> float:
     """``statistics.stdev(values)`` for two or more finite ints and floats: the same float.
 
     Both take the sample variance exactly, as a fraction, and return its square root
@@ -52,20 +52,30 @@ def sample_stdev(values: Sequence[float]) -> float:
     This one sums each distinct value once, times its count: a logged figure repeats
     (a step time printed to a tenth of a millisecond, a loss scale, a memory figure), and
     the standard library spends most of its time turning every value into a fraction.
+    Values are counted a batch at a time, so a long column is never held whole.
     """
-    count = len(values)
+    count = 0
     # Σx and Σx² as integers over each power-of-two denominator a value has.
     sums: dict[int, int] = defaultdict(int)
     squares: dict[int, int] = defaultdict(int)
-    for value, times in Counter(values).items():
-        numerator, denominator = value.as_integer_ratio()
-        sums[denominator] += times * numerator
-        squares[denominator] += times * numerator * numerator
+    iterator = iter(values)
+    while batch := list(itertools.islice(iterator, _STDEV_BATCH)):
+        count += len(batch)
+        for value, times in Counter(batch).items():
+            numerator, denominator = value.as_integer_ratio()
+            sums[denominator] += times * numerator
+            squares[denominator] += times * numerator * numerator
+    if count < 2:
+        raise ValueError("the sample standard deviation needs two or more values")
     # Over the largest denominator, 2**scale: variance = (n Σx² − (Σx)²) / (n (n − 1)) / 4**scale.
     scale = max(sums).bit_length() - 1
     total = sum(part << (scale - denominator.bit_length() + 1) for denominator, part in sums.items())
     square = sum(part << 2 * (scale - denominator.bit_length() + 1) for denominator, part in squares.items())
     return _sqrt_of_fraction(count * square - total * total, count * (count - 1) << (2 * scale))
+
+
+#: Values counted at a time by :func:`sample_stdev`.
+_STDEV_BATCH = 65536
 
 
 def _sqrt_of_fraction(numerator: int, denominator: int) -> float:
@@ -84,29 +94,43 @@ def _sqrt_of_fraction(numerator: int, denominator: int) -> float:
 
 
 _NOT_NONE = functools.partial(operator.is_not, None)
-_NUMBER = (int, float)
 
 
 def describe(values: Iterable[float | None]) -> Stats | None:
     """Mean, median, p5, p95, min, max and CV of the finite ``values`` (None if there are none)."""
     present = cast("Iterable[float]", filter(_NOT_NONE, values))
     finite: list[float] = sorted(filter(math.isfinite, present))
-    if not finite:
+    return describe_sorted(finite, lambda: finite)
+
+
+def describe_sorted(ordered: Sequence[float], values: Callable[[], Iterable[float]]) -> Stats | None:
+    """The statistics of :func:`describe` from finite values given twice: ``ordered``, sorted
+    (indexed only at the ranks the statistics need), and ``values()``, in any order (each call
+    a new pass, for the mean and the standard deviation)."""
+    if not ordered:
         return None
-    mean = statistics.fmean(finite)
-    cv = sample_stdev(finite) / mean if len(finite) > 1 and mean != 0 else None
-    middle = len(finite) // 2
+    count = len(ordered)
+    mean = statistics.fmean(values())
+    cv = sample_stdev(values()) / mean if count > 1 and mean != 0 else None
+    middle = count // 2
     return Stats(
-        count=len(finite),
+        count=count,
         mean=mean,
         # statistics.median's value, without sorting the sorted values again
-        median=finite[middle] if len(finite) % 2 else (finite[middle - 1] + finite[middle]) / 2,
-        p5=percentile(finite, 5),
-        p95=percentile(finite, 95),
-        min=finite[0],
-        max=finite[-1],
+        median=ordered[middle] if count % 2 else (ordered[middle - 1] + ordered[middle]) / 2,
+        p5=percentile(ordered, 5),
+        p95=percentile(ordered, 95),
+        min=ordered[0],
+        max=ordered[-1],
         cv=cv,
     )
+
+
+def describe_column(column: Column | None) -> Stats | None:
+    """:func:`describe` of a :class:`~tprimat.result.column.Column`'s values (None: no values)."""
+    if column is None:
+        return None
+    return describe_sorted(column.ordered(), column.values)
 
 
 def with_throughput(
@@ -258,33 +282,6 @@ def _against_ceiling(
     }
 
 
-class _Columns(dict):
-    """Values by name, in the order added: an array of 8-byte floats while a column holds only
-    floats, a list from its first other number on (so that ints stay ints)."""
-
-    def extend(self, name: str, values: list[Any]) -> None:
-        """Add the numbers among ``values`` (None and text are left out) to the column ``name``."""
-        column = self.get(name)
-        if column is None:
-            column = self[name] = array("d")
-        kinds = set(map(type, values))
-        if not kinds <= _NUMBER_TYPES:
-            if kinds <= _NUMBER_OR_NONE_TYPES:
-                values = list(filter(_NOT_NONE, values))
-            else:
-                values = [value for value in values if isinstance(value, _NUMBER)]
-            kinds = set(map(type, values))
-        if type(column) is array and not kinds <= _FLOAT:
-            column = self[name] = column.tolist()
-        column.extend(values)
-
-
-_FLOAT = frozenset({float})
-#: Types of the values that count as numbers (``isinstance(value, _NUMBER)`` for these exactly).
-_NUMBER_TYPES = frozenset({float, int, bool})
-_NUMBER_OR_NONE_TYPES = _NUMBER_TYPES | {type(None)}
-
-
 def _peak(values: Iterable[float | None], known: float | None = None) -> float | None:
     """The largest finite value, after ``known`` (the peak so far), as ``max`` picks it (the first of equal ones)."""
     found = max((v for v in values if v is not None and math.isfinite(v)), default=None)
@@ -303,17 +300,29 @@ def _chunks(records: Iterable[IterationRecord]) -> Iterator[list[IterationRecord
         yield chunk
 
 
+class _Columns(dict[str, Column]):
+    """Columns by name, in the order first added to."""
+
+    def extend(self, name: str, values: list[Any]) -> None:
+        """Add the numbers among ``values`` to the column ``name``."""
+        column = self.get(name)
+        if column is None:
+            column = self[name] = Column()
+        column.extend(values)
+
+
 @attrs.define
 class _Gathered:
     """What the summary is computed from, gathered in one pass over the records."""
 
     measured: int = 0
-    figures: _Columns = attrs.Factory(_Columns)  # step times, throughput, energy, in the measured records' order
-    reported: _Columns = attrs.Factory(_Columns)  # each numeric reported figure, in the measured records' order
+    figures: _Columns = attrs.Factory(_Columns)  # step times and throughput of the measured records
+    reported: _Columns = attrs.Factory(_Columns)  # each numeric reported figure of the measured records
     peaks: dict[str, float | None] = attrs.Factory(
         lambda: dict.fromkeys(("mem_max_allocated_gib", "mem_max_reserved_gib", "mem_device_used_gib", "mem_rss_gib"))
     )
-    all_energy: bool = True  # every measured record has its energy
+    all_energy: bool = True  # every measured record has a finite energy
+    energy: Column = attrs.Factory(Column)  # of the measured records, while all_energy
     total_tokens: int = 0  # of the measured records, while all_energy
     final: tuple[int, float] | None = None  # the last iteration with a loss, and its loss
 
@@ -343,9 +352,9 @@ def _gather(records: Iterable[IterationRecord], selection: _Selection) -> _Gathe
         found.figures.extend("job", [r.tokens / r.step_time_s for r in counted if r.tokens and r.step_time_s])
         if found.all_energy and counted:
             energies = [r.energy_j for r in counted]
-            found.all_energy = None not in energies
+            found.all_energy = all(energy is not None and math.isfinite(energy) for energy in energies)
             if found.all_energy:
-                found.figures.extend("energy", energies)
+                found.energy.extend(energies)
                 found.total_tokens += sum(r.tokens or 0 for r in counted)
         dicts = [r.reported for r in counted]
         for name in set().union(*dicts):
@@ -375,15 +384,15 @@ def summarize(
 
     Reads ``records`` twice (the first iteration, then everything else), keeping numbers
     only, so that records read back from a file (:mod:`tprimat.result.spill`) are never
-    all in memory.
+    all in memory; a long figure's numbers go to a file too (:mod:`tprimat.result.column`).
     """
     selection = _Selection(records, warmup_iterations=warmup_iterations, exclude_profiled=exclude_profiled)
     found = _gather(records, selection)
     measured, figures, peaks = found.measured, found.figures, found.peaks
     notes = selection.notes()
-    step = describe(figures.get("step", ()))
-    per_gpu = describe(figures.get("per_gpu", ()))
-    job = describe(figures.get("job", ()))
+    step = describe_column(figures.get("step"))
+    per_gpu = describe_column(figures.get("per_gpu"))
+    job = describe_column(figures.get("job"))
     if measured and per_gpu is None:
         notes.append("no tokens/s: global batch, sequence length or world size unknown")
 
@@ -408,11 +417,11 @@ def summarize(
 
     energy = None
     if measured and found.all_energy and found.total_tokens:
-        energy = sum(figures.get("energy", ())) / found.total_tokens
+        energy = math.fsum(found.energy.values()) / found.total_tokens
 
     reported = {}
     for key in sorted(found.reported):
-        stats = describe(found.reported[key])
+        stats = describe_column(found.reported[key])
         if stats is not None:
             reported[key] = stats
 
