@@ -26,7 +26,7 @@ import attrs
 
 from tprimat.contract.records import REPEATED_LINE, EvalRecord, LogFact, ParseIssue, RankPeak, RepeatedLine
 from tprimat.result.schema import IterationRecord
-from tprimat.result.spill import ColdRecords, RecordSequence
+from tprimat.result.spill import BLOCK_RECORDS, ColdRecords, RecordSequence
 
 #: How many skipped-line references a result keeps verbatim (the rest are counted).
 MAX_ISSUES_KEPT = 50
@@ -35,6 +35,10 @@ MAX_ISSUES_KEPT = 50
 #: Comparison keys kept for the records compared last (an iteration's copies, one per rank, come
 #: together): a key costs about 200 bytes, so one per record of a long run would add up.
 BODIES_KEPT = 4096
+
+#: Records a collector keeps in memory once it has moved some to a file: the copies of an
+#: iteration (one per rank, a memory line after an iteration line) come close together in a log.
+HOT_RECORDS = 4096
 
 #: Fields that hold memory readings (merged by maximum across ranks and lines).
 MEMORY_FIELDS = tuple(field.name for field in attrs.fields(IterationRecord) if field.name.startswith("mem_"))
@@ -142,7 +146,8 @@ class EventCollector:
     replaced: list[int] = attrs.Factory(list)
     rank_memory: dict[int | None, RankPeak] = attrs.Factory(dict)  # peaks the parser read, by rank
     #: Keep at most about this many records in memory, the older ones in a temporary file
-    #: (see :mod:`tprimat.result.spill`); None keeps them all in memory.
+    #: (see :mod:`tprimat.result.spill`); None keeps them all in memory.  Once some have moved,
+    #: only the newest :data:`HOT_RECORDS` stay (see :meth:`_spill`).
     spill_after: int | None = None
     _bodies: dict[int, tuple] = attrs.Factory(dict)  # comparison keys of the kept records
     _cold: ColdRecords | None = None  # the records moved out of memory
@@ -202,7 +207,7 @@ class EventCollector:
             self.replaced.append(event.iteration)
         self.iterations[event.iteration] = event
         self._bodies.pop(event.iteration, None)
-        if self.spill_after is not None and len(self.iterations) > self.spill_after:
+        if self._limit is not None and len(self.iterations) > self._limit:
             self._spill()
         return event
 
@@ -225,17 +230,32 @@ class EventCollector:
             else:
                 event = merged
         self.iterations[event.iteration] = event
-        if self.spill_after is not None and len(self.iterations) > self.spill_after:
+        if self._limit is not None and len(self.iterations) > self._limit:
             self._spill()
         return event
 
+    @property
+    def _limit(self) -> int | None:
+        """How many records may be in memory before some move to the file (None: no limit)."""
+        if self.spill_after is None or self._cold is None:
+            return self.spill_after
+        return min(self.spill_after, 2 * HOT_RECORDS)
+
     def _spill(self) -> None:
-        """Move the older half of the records in memory (the first taken in) to the file."""
+        """Move the records in memory to the file but the newest (the last taken in).
+
+        The newest :data:`HOT_RECORDS` stay, or half of ``spill_after`` if that is fewer.  A
+        log long enough to have reached ``spill_after`` records is written to the file
+        whole in the end, so holding more of it gains nothing.
+        """
         assert self.spill_after is not None
         if self._cold is None:
             self._cold = ColdRecords()
-        moved = list(itertools.islice(self.iterations, len(self.iterations) - self.spill_after // 2))
-        self._cold.put([self.iterations.pop(iteration) for iteration in moved])
+        kept = min(HOT_RECORDS, self.spill_after // 2)
+        moved = list(itertools.islice(self.iterations, len(self.iterations) - kept))
+        for start in range(0, len(moved), BLOCK_RECORDS):  # a block at a time: few copies at once
+            batch = moved[start : start + BLOCK_RECORDS]
+            self._cold.put([self.iterations.pop(iteration) for iteration in batch])
         for iteration in moved:
             self._bodies.pop(iteration, None)
 

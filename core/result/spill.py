@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import operator
 import os
 import pickle
 import tempfile
-from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
 
@@ -43,6 +43,7 @@ RecordFunction = Callable[[IterationRecord], IterationRecord]
 
 _FIELD_INDEX = {name: index for index, name in enumerate(ITERATION_FIELDS)}
 _ITERATION = _FIELD_INDEX["iteration"]
+_iteration_of = operator.itemgetter(_ITERATION)
 
 
 class RecordFile:
@@ -77,28 +78,24 @@ class RecordFile:
 
 @attrs.define
 class _Block:
-    """One block in the file: where it is, and its records' iterations (ascending)."""
+    """One block in the file: where it is, how many records it holds, and their first and last
+    iterations (ascending within the block)."""
 
     offset: int
     length: int
-    iterations: array  # 'q'
+    count: int
+    first: int
+    last: int
     dropped: set[int] = attrs.Factory(set)  # positions whose records went back to the collector
-
-    @property
-    def first(self) -> int:
-        return self.iterations[0]
-
-    @property
-    def last(self) -> int:
-        return self.iterations[-1]
 
 
 class ColdRecords:
     """The records a collector moved out of memory, found again by iteration.
 
-    Their iterations stay in memory (8 bytes a record), so that a lookup reads back only
-    the block that holds one.  Most lookups are for iterations no block holds (a new
-    iteration lies above all of them), answered without reading anything.
+    Only each block's first and last iteration stay in memory, so that memory does not grow
+    with the number of records.  Most lookups are for iterations no block holds (a new
+    iteration lies above all of them), answered without reading anything; one within a
+    block's span (a job restarted from a checkpoint logs iterations again) reads that block.
     """
 
     def __init__(self) -> None:
@@ -109,11 +106,11 @@ class ColdRecords:
 
     def put(self, records: list[IterationRecord]) -> None:
         """Move ``records`` (of distinct iterations) here, in blocks sorted by iteration."""
-        rows = sorted(map(iteration_values, records), key=operator.itemgetter(_ITERATION))
+        rows = sorted(map(iteration_values, records), key=_iteration_of)
         for start in range(0, len(rows), BLOCK_RECORDS):
             block = rows[start : start + BLOCK_RECORDS]
             offset, length = self.file.write(block)
-            self.blocks.append(_Block(offset, length, array("q", (row[_ITERATION] for row in block))))
+            self.blocks.append(_Block(offset, length, len(block), block[0][_ITERATION], block[-1][_ITERATION]))
         if rows:
             last = rows[-1][_ITERATION]
             self.highest = last if self.highest is None else max(self.highest, last)
@@ -124,18 +121,23 @@ class ColdRecords:
             return None
         for index, block in enumerate(self.blocks):
             if block.first <= iteration <= block.last:
-                position = bisect.bisect_left(block.iterations, iteration)
-                if block.iterations[position] == iteration and position not in block.dropped:
+                rows = self._rows(index)
+                position = bisect.bisect_left(rows, iteration, key=_iteration_of)
+                if rows[position][_ITERATION] == iteration and position not in block.dropped:
                     return index, position
         return None
+
+    def _rows(self, index: int) -> list[Row]:
+        """The rows of block ``index`` (the block read last is kept)."""
+        if self._loaded is None or self._loaded[0] != index:
+            block = self.blocks[index]
+            self._loaded = (index, self.file.read(block.offset, block.length))
+        return self._loaded[1]
 
     def record(self, where: tuple[int, int]) -> IterationRecord:
         """The record at ``where`` (from :meth:`find`), made anew."""
         index, position = where
-        if self._loaded is None or self._loaded[0] != index:
-            block = self.blocks[index]
-            self._loaded = (index, self.file.read(block.offset, block.length))
-        return record_from(self._loaded[1][position])
+        return record_from(self._rows(index)[position])
 
     def drop(self, where: tuple[int, int]) -> None:
         """Forget the record at ``where``: the collector holds its iteration again."""
@@ -152,33 +154,60 @@ class ColdRecords:
         self.put(remaining)
         self._loaded = None
         blocks = sorted(self.blocks, key=lambda b: (b.first, b.last))
-        kept = [[p for p in range(len(b.iterations)) if p not in b.dropped] for b in blocks]
-        spans = [(b.iterations[k[0]], b.iterations[k[-1]]) for b, k in zip(blocks, kept, strict=True) if k]
-        if all(spans[i][1] < spans[i + 1][0] for i in range(len(spans) - 1)):
+        kept = [_kept(block) for block in blocks]
+        spans = [self._span(block, positions) for block, positions in zip(blocks, kept, strict=True)]
+        if all(a[1] < b[0] for a, b in itertools.pairwise(span for span in spans if span)):
             parts = [
-                _Part(b.offset, b.length, len(k), None if len(k) == len(b.iterations) else tuple(k))
-                for b, k in zip(blocks, kept, strict=True)
-                if k
+                _Part(block.offset, block.length, block.count if positions is None else len(positions), positions)
+                for block, positions in zip(blocks, kept, strict=True)
+                if positions is None or positions
             ]
             return RecordSequence(self.file, parts)
         return RecordSequence(self.file, self._merged(blocks, kept))
 
-    def _merged(self, blocks: list[_Block], kept: list[list[int]]) -> list[_Part]:
-        """The kept records of ``blocks``, in iteration order, written again in new blocks."""
-        order = heapq.merge(
-            *(_entries(i, block, positions) for i, (block, positions) in enumerate(zip(blocks, kept, strict=True)))
-        )
-        left = [len(positions) for positions in kept]
-        open_blocks: dict[int, list[Row]] = {}
+    def _span(self, block: _Block, positions: tuple[int, ...] | None) -> tuple[int, int] | None:
+        """The first and last iteration of the kept records of ``block`` (None: none kept)."""
+        if positions is None:
+            return block.first, block.last
+        if not positions:
+            return None
+        rows = self.file.read(block.offset, block.length)
+        return rows[positions[0]][_ITERATION], rows[positions[-1]][_ITERATION]
+
+    def _merged(self, blocks: list[_Block], kept: list[tuple[int, ...] | None]) -> list[_Part]:
+        """The kept records of ``blocks`` (sorted by first iteration), in iteration order, written
+        again in new blocks.
+
+        A block is read when the merge reaches its first iteration and let go when its last
+        record is taken: only the blocks that overlap are in memory at once.  Each iteration is
+        in one block only (the collector took back the others), so no two records tie.
+        """
+        pending: list[tuple[int, int]] = []  # (iteration, block index) of each open block's next record
+        rows: dict[int, list[Row]] = {}  # the kept rows of each open block, the taken ones first
+        taken: dict[int, int] = {}  # how many rows of each open block are taken
         parts: list[_Part] = []
         batch: list[Row] = []
-        for _, index, position in order:
-            if index not in open_blocks:
-                open_blocks[index] = self.file.read(blocks[index].offset, blocks[index].length)
-            batch.append(open_blocks[index][position])
-            left[index] -= 1
-            if not left[index]:
-                del open_blocks[index]
+        following = 0  # the next block to open
+        while pending or following < len(blocks):
+            while following < len(blocks) and (not pending or blocks[following].first <= pending[0][0]):
+                block, positions = blocks[following], kept[following]
+                read = self.file.read(block.offset, block.length)
+                if positions is not None:
+                    read = [read[p] for p in positions]
+                if read:
+                    rows[following], taken[following] = read, 0
+                    heapq.heappush(pending, (read[0][_ITERATION], following))
+                following += 1
+            if not pending:
+                continue
+            _, index = heapq.heappop(pending)
+            position = taken[index]
+            batch.append(rows[index][position])
+            taken[index] = position + 1
+            if position + 1 < len(rows[index]):
+                heapq.heappush(pending, (rows[index][position + 1][_ITERATION], index))
+            else:
+                del rows[index], taken[index]
             if len(batch) == BLOCK_RECORDS:
                 parts.append(_Part(*self.file.write(batch), len(batch), None))
                 batch = []
@@ -187,10 +216,11 @@ class ColdRecords:
         return parts
 
 
-def _entries(index: int, block: _Block, positions: list[int]) -> Iterator[tuple[int, int, int]]:
-    """(iteration, block index, position) of the kept records of one block, in order."""
-    for position in positions:
-        yield block.iterations[position], index, position
+def _kept(block: _Block) -> tuple[int, ...] | None:
+    """The positions of the records of ``block`` that stay (None: all of them)."""
+    if not block.dropped:
+        return None
+    return tuple(p for p in range(block.count) if p not in block.dropped)
 
 
 @attrs.frozen

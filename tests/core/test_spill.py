@@ -144,3 +144,29 @@ def test_parsing_with_records_in_a_file_writes_the_same_result(
     spilled = logs.parse_logs([LOGS / path], registry=registry, allow_mismatch=True, workers=workers)
     assert isinstance(spilled.result.iterations, RecordSequence)
     assert dumps_result(spilled.result) == dumps_result(in_memory.result)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_restarted_runs_merge_blocks_of_any_overlap_into_one_ordered_sequence(tiny_blocks, seed):
+    """Iterations moved out, taken back (logged again) and moved out again, in any pattern: the
+    sequence holds each iteration once, the latest record of it, in order."""
+    import random
+
+    chance = random.Random(seed)
+    cold = ColdRecords()
+    latest: dict[int, float] = {}
+    for attempt in range(chance.randint(1, 6)):
+        start = chance.randint(1, 30)
+        batch = []
+        for iteration in range(start, start + chance.randint(1, 12)):
+            where = cold.find(iteration)
+            if where is not None:
+                assert cold.record(where).loss == latest[iteration]
+                cold.drop(where)
+            elif iteration in latest:
+                continue  # in this batch already
+            latest[iteration] = float(attempt * 100 + iteration)
+            batch.append(_record(iteration, loss=latest[iteration]))
+        cold.put(batch)
+    records = cold.finish([])
+    assert [(r.iteration, r.loss) for r in records] == sorted(latest.items())
