@@ -22,9 +22,14 @@ report their state (see :class:`tprimat.parse.logfile.LogFile`) get whole files.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import operator
+import os
+import shutil
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +54,10 @@ LEAD_MAX_BYTES = 64 * 1024 * 1024
 #: The largest range a large file is cut into: the events of a range wait whole to be collected, so
 #: this bounds the memory they take (each range after the first also costs a lead read).
 RANGE_MAX_BYTES = 64 * 1024 * 1024
+#: Units given to the workers ahead of the one being collected, per worker: the events of a unit
+#: read wait as bytes until the collector takes them, so this bounds the memory they take where the
+#: collector is slower than the workers (a TorchTitan log, whose every step is a new record).
+AHEAD_PER_WORKER = 4
 #: A file at least this large is cut into ranges: any file a pool may read (a 40 MB file read
 #: whole by one worker, this process waiting, was slower than reading it here).
 SPLIT_MIN_BYTES = PARALLEL_MIN_BYTES
@@ -89,9 +98,18 @@ class _Unit:
         return bool(self.chunk_index) or self.previous is not None
 
 
+@attrs.frozen
+class _Spooled:
+    """A range's events as a worker packed them, in a file of the read's spool directory: one
+    piece after another, of these lengths in bytes."""
+
+    path: str
+    lengths: tuple[int, ...]
+
+
 @attrs.frozen(kw_only=True)
 class _Read:
-    events: list[Any] | tuple[bytes, ...]  # bytes: packed by a worker for the collecting process (see _pack)
+    events: list[Any] | _Spooled  # _Spooled: packed by a worker for the collecting process (see _pack)
     final_state: Any
     assumed_state: Any = None  # the state a later range was read from
     lines: int | None = None  # the lines of a range, for the true numbers of the next one
@@ -148,26 +166,33 @@ def _read_unit(unit: _Unit) -> _Read | LogReadError:
 PIECE_EVENTS = 4096
 
 
-def _pack(events: Iterable[Any]) -> tuple[bytes, ...]:
-    """A range's events as the worker sends them, packed a piece at a time as they are read
-    (see :mod:`tprimat.result.packing`), so that neither process holds a long range's records
-    as objects all at once.
+def _pack(events: Iterable[Any]) -> _Spooled:
+    """A range's events as the worker sends them: packed a piece at a time as they are read
+    (see :mod:`tprimat.result.packing`) and written to a file in the spool directory.
 
-    Unpacked only when the collector takes the range: until then it waits as these bytes, a
-    fraction of the memory its records take as objects.
+    Neither process holds a long range's records as objects all at once, and a range read
+    before the collector takes it waits on disk, not in the collector's memory: the memory
+    of a parse does not depend on how many records a range holds or how far ahead the
+    workers are.
     """
-    pieces = []
+    lengths = []
     iterator = iter(events)
-    while piece := list(itertools.islice(iterator, PIECE_EVENTS)):
-        pieces.append(pack(piece))
-    return tuple(pieces)
+    with tempfile.NamedTemporaryFile(dir=_CONTEXT["spool"], prefix="range-", delete=False) as spooled:
+        while piece := list(itertools.islice(iterator, PIECE_EVENTS)):
+            data = pack(piece)
+            spooled.write(data)
+            lengths.append(len(data))
+    return _Spooled(spooled.name, tuple(lengths))
 
 
-def _unpacked(events: list[Any] | tuple[bytes, ...]) -> Iterator[list[Any]]:
-    """A range's events, piece by piece as the worker packed them, or as read in this process."""
-    if isinstance(events, tuple):
-        for piece in events:
-            yield unpack(piece)
+def _unpacked(events: list[Any] | _Spooled) -> Iterator[list[Any]]:
+    """A range's events, piece by piece as the worker packed them (its file is then deleted),
+    or as read in this process."""
+    if isinstance(events, _Spooled):
+        with open(events.path, "rb") as spooled:
+            os.unlink(events.path)
+            for length in events.lengths:
+                yield unpack(spooled.read(length))
     else:
         yield events
 
@@ -520,20 +545,37 @@ def read_events(
                 raise LogReadError(unit.path, exc.strerror or str(exc)) from None
             state = lines.final_state
         return
-    _CONTEXT.update(registry=registry, backend=backend)
+    yield from _read_in_pool(registry, backend, units, workers)
+
+
+def _read_in_pool(registry: Any, backend: str, units: list[_Unit], workers: int) -> Iterator[list[Any]]:
+    """The events of ``units`` read by a pool of ``workers`` forked processes, in unit order (see
+    :func:`read_events`)."""
+    spool = tempfile.mkdtemp(prefix="tprimat-events-")  # the workers' ranges, until collected
+    _CONTEXT.update(registry=registry, backend=backend, spool=spool)
     _START_UP.clear()  # the workers, forked from here, start without start-up or latest states
     _LATEST.clear()
-    pool = fork_pool(min(workers, len(units)))
+    size = min(workers, len(units))
+    pool = fork_pool(size)
     try:
         state = None
         units = [attrs.evolve(u, first_lineno=_marker(i)) if u.chunk_index else u for i, u in enumerate(units)]
-        jobs = [(unit, pool.submit(_read_unit, unit)) for unit in units]
-        jobs.reverse()
+        waiting = iter(units)
+        jobs: collections.deque[tuple[_Unit, Future[_Read | LogReadError]]] = collections.deque()
+
+        def submit_next() -> None:
+            unit = next(waiting, None)
+            if unit is not None:
+                jobs.append((unit, pool.submit(_read_unit, unit)))
+
+        for _ in range(AHEAD_PER_WORKER * size):
+            submit_next()
         firsts: dict[int, int] = {}  # unit index -> the true number of its first line
         last_values: dict[Any, float] = {}  # see _adopt
         following = 1  # the true number of the line after the last range read
         for index in range(len(units)):
-            unit, job = jobs.pop()  # dropped once read, so that its events can be freed
+            unit, job = jobs.popleft()  # dropped once read, so that its events can be freed
+            submit_next()
             read = job.result()
             del job
             if isinstance(read, LogReadError):
@@ -541,6 +583,8 @@ def read_events(
             firsts[index] = following if unit.chunk_index else 1
             if unit.resumes and read.assumed_state != state:
                 # The guess was wrong: read the range or file again from the true state.
+                if isinstance(read.events, _Spooled):
+                    os.unlink(read.events.path)
                 lines = _range(unit, unit.start, unit.end, unit.first_lineno, state)
                 events = list(registry.parse_metrics(backend, lines=lines, source=unit.source))
                 read = _Read(events=events, final_state=lines.final_state, lines=_lines_read(unit, lines))
@@ -558,6 +602,7 @@ def read_events(
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
         _CONTEXT.clear()
+        shutil.rmtree(spool, ignore_errors=True)
 
 
 def _stream(registry: Any, backend: str, lines: LogFile, source: str) -> Iterator[list[Any]]:

@@ -299,7 +299,7 @@ _RANK_TAG_B = re.compile(_PRIMUS_RANK_TAG_RE.pattern.encode())
 # The rank of a copy of an allocator report, where the line shows it as it is (no colour codes).
 _ALLOCATOR_RANK_B = re.compile(rb"\[Rank (\d+)\] \([^)]*\) memory \(MB\) \| allocated: ")
 _OTHER_FIELDS = (b"Theoretical memory footprints", b"memory (MB)", b"max_memory_")
-_BLOCK_BYTES = 1 << 22  # a block and its copy while its last line is completed are held at once
+_BLOCK_BYTES = 1 << 20  # a block and its copy while its last line is completed are held at once
 
 
 def _line_at(block: bytes, position: int) -> tuple[int, int]:

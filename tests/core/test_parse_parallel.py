@@ -8,6 +8,7 @@ ranges, and every range after the first starts from a guessed reader state.
 from __future__ import annotations
 
 import importlib.util
+import tempfile
 import threading
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -66,6 +67,26 @@ def test_a_parallel_read_ends_its_pool_threads_before_it_returns(registry, tiny_
     events = parse_parallel.read_events(registry, "amd_primus", primus, names, [False] * len(primus), workers=2)
     assert sum(type(event) is IterationRecord for batch in events for event in batch) > 20
     assert threading.active_count() == threads  # right after the last batch
+
+
+def test_the_workers_ranges_wait_on_disk_and_are_gone_once_read(registry, tiny_ranges, tmp_path, monkeypatch):
+    """Ranges read ahead wait in files of a spool directory, not in memory; it is removed at the
+    end, also when the read stops early."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    primus = sorted((LOGS / "primus").glob("*.log"))
+    names = [path.name for path in primus]
+    events = parse_parallel.read_events(registry, "amd_primus", primus, names, [False] * len(primus), workers=2)
+
+    def spools():  # (multiprocessing may make a directory of its own here)
+        return list(tmp_path.glob("tprimat-events-*"))
+
+    next(events)
+    assert len(spools()) == 1
+    assert list(events) and not spools()
+    stopped = parse_parallel.read_events(registry, "amd_primus", primus, names, [False] * len(primus), workers=2)
+    next(stopped)
+    stopped.close()
+    assert not spools()
 
 
 def test_interleaved_console_log_and_rank_tree_read_the_same(registry, tiny_ranges, tmp_path, monkeypatch):
@@ -306,7 +327,7 @@ def test_what_every_rank_states_is_noted_once(registry, tmp_path):
     assert len(notes) == len(set(notes))
 
 
-def test_a_range_s_events_are_packed_in_pieces_and_unpacked_as_they_were(monkeypatch):
+def test_a_range_s_events_are_packed_in_pieces_and_unpacked_as_they_were(monkeypatch, tmp_path):
     record = IterationRecord(
         iteration=7, step_time_s=1.5, loss=float("nan"), source="a.log:9", reported={"tflops": 300.5, "x": None}
     )
@@ -318,9 +339,14 @@ def test_a_range_s_events_are_packed_in_pieces_and_unpacked_as_they_were(monkeyp
         ParseIssue(source="a.log:12", message="skipped"),
     ]
     monkeypatch.setattr(parse_parallel, "PIECE_EVENTS", 2)
+    monkeypatch.setitem(parse_parallel._CONTEXT, "spool", str(tmp_path))
     packed = parse_parallel._pack(events)
-    assert len(packed) == 3 and all(isinstance(piece, bytes) for piece in packed)
-    back = [event for piece in parse_parallel._unpacked(packed) for event in piece]
+    assert len(packed.lengths) == 3 and Path(packed.path).parent == tmp_path
+    assert Path(packed.path).stat().st_size == sum(packed.lengths)
+    pieces = parse_parallel._unpacked(packed)
+    back = next(pieces)
+    assert not Path(packed.path).exists()  # deleted once opened: nothing is left behind
+    back += [event for piece in pieces for event in piece]
     assert back[2] is REPEATED_LINE  # the collector counts copies by identity
     assert type(back[1]) is IterationRecord
     assert _as_text(back) == _as_text(events)  # every field of every event, the NaN loss too
