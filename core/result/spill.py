@@ -103,6 +103,8 @@ class ColdRecords:
         self.blocks: list[_Block] = []
         self.highest: int | None = None  # the largest iteration ever moved here
         self._loaded: tuple[int, list[Row]] | None = None  # the last block read
+        self._firsts: list[int] = []  # each block's first iteration
+        self._in_order = True  # each block's iterations lie above the block's before it
 
     def put(self, records: list[IterationRecord]) -> None:
         """Move ``records`` (of distinct iterations) here, in blocks sorted by iteration."""
@@ -110,7 +112,11 @@ class ColdRecords:
         for start in range(0, len(rows), BLOCK_RECORDS):
             block = rows[start : start + BLOCK_RECORDS]
             offset, length = self.file.write(block)
-            self.blocks.append(_Block(offset, length, len(block), block[0][_ITERATION], block[-1][_ITERATION]))
+            first = block[0][_ITERATION]
+            if self.blocks and first <= self.blocks[-1].last:
+                self._in_order = False  # a restart logged iterations again: blocks overlap
+            self.blocks.append(_Block(offset, length, len(block), first, block[-1][_ITERATION]))
+            self._firsts.append(first)
         if rows:
             last = rows[-1][_ITERATION]
             self.highest = last if self.highest is None else max(self.highest, last)
@@ -119,13 +125,20 @@ class ColdRecords:
         """Where the record of ``iteration`` is, as (block, position), or None."""
         if self.highest is None or iteration > self.highest:
             return None
-        for index, block in enumerate(self.blocks):
-            if block.first <= iteration <= block.last:
-                rows = self._rows(index)
-                position = bisect.bisect_left(rows, iteration, key=_iteration_of)
-                if rows[position][_ITERATION] == iteration and position not in block.dropped:
-                    return index, position
+        for index in self._spanning(iteration):
+            rows = self._rows(index)
+            position = bisect.bisect_left(rows, iteration, key=_iteration_of)
+            if rows[position][_ITERATION] == iteration and position not in self.blocks[index].dropped:
+                return index, position
         return None
+
+    def _spanning(self, iteration: int) -> Iterable[int]:
+        """The blocks whose span holds ``iteration``: found by bisection while the blocks are in
+        order (a copy from another rank's file, a whole file later, costs a lookup, not a scan)."""
+        if self._in_order:
+            index = bisect.bisect_right(self._firsts, iteration) - 1
+            return (index,) if index >= 0 and iteration <= self.blocks[index].last else ()
+        return (index for index, block in enumerate(self.blocks) if block.first <= iteration <= block.last)
 
     def _rows(self, index: int) -> list[Row]:
         """The rows of block ``index`` (the block read last is kept)."""

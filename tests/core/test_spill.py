@@ -170,3 +170,15 @@ def test_restarted_runs_merge_blocks_of_any_overlap_into_one_ordered_sequence(ti
         cold.put(batch)
     records = cold.finish([])
     assert [(r.iteration, r.loss) for r in records] == sorted(latest.items())
+
+
+def test_blocks_in_order_are_found_by_bisection_and_overlapping_ones_by_their_spans(tiny_blocks):
+    cold = ColdRecords()
+    cold.put([_record(i) for i in (1, 2, 3, 10, 11, 12, 20)])
+    assert cold._in_order
+    assert cold.find(5) is None and cold.find(13) is None and cold.find(0) is None
+    assert [cold.record(cold.find(i)).iteration for i in (1, 3, 10, 12, 20)] == [1, 3, 10, 12, 20]
+    cold.put([_record(i) for i in (4, 5, 6)])  # a restart logged iterations below the highest
+    assert not cold._in_order
+    assert [cold.record(cold.find(i)).iteration for i in (1, 5, 11, 20)] == [1, 5, 11, 20]
+    assert cold.find(7) is None
