@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import operator
 from array import array
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import attrs
@@ -35,7 +35,7 @@ def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _samples_off(records: Iterable[IterationRecord], gbs: int) -> Iterable[tuple[IterationRecord, IterationRecord]]:
+def _samples_off(records: Collection[IterationRecord], gbs: int) -> Iterable[tuple[IterationRecord, IterationRecord]]:
     """The consecutive pairs of the records that count consumed samples, to check one by one:
     none when every pair's samples are the global batch times its iterations (compared all at
     once, in C, over the iterations and samples alone), else all of them (``records`` read again)."""
@@ -56,7 +56,7 @@ def _samples_off(records: Iterable[IterationRecord], gbs: int) -> Iterable[tuple
 
 def check_workload_declared(
     workload: Workload,
-    records: Iterable[IterationRecord],
+    records: Collection[IterationRecord],
     facts: dict[str, Any],
     declared: dict[str, str],
 ) -> list[str]:
@@ -98,7 +98,7 @@ def check_workload_declared(
 
 
 def check_workload(
-    workload: Workload, records: Iterable[IterationRecord], facts: dict[str, Any], declared_by: str
+    workload: Workload, records: Collection[IterationRecord], facts: dict[str, Any], declared_by: str
 ) -> list[str]:
     """Where a log disagrees with ``workload`` (global batch, sequence length, world size).
 

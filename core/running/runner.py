@@ -454,13 +454,13 @@ class Runner:
 
     def workload_problems(self) -> list[str]:
         """Global batch and sequence length the log states that differ from the config's."""
-        from tprimat.result.collect import is_memory_only
+        from tprimat.result.collect import timed_records
         from tprimat.result.workload import Workload, check_workload
 
         c = self.prepared.config
         # World size has its own note (build_result); a log may state it per node.
         facts = {k: f.value for k, f in self.collector.facts.items() if k != "world_size"}
-        timed = [r for r in self.collector.records if not is_memory_only(r)]
+        timed = timed_records(self.collector.records)
         workload = Workload(seq_length=c.training.seq_length, global_batch_size=c.training.global_batch_size)
         return check_workload(workload, timed, facts, "the config")
 
