@@ -6,7 +6,7 @@ BackendSpec, LaunchPlan, ...``) and the ``@tprimat.hookimpl`` marker:
 * declaring a backend: :class:`BackendSpec`, :class:`Requirements`,
   :class:`LaunchOption`, :class:`LogMatch`, :class:`WarmupRule`;
 * the per-backend hooks' arguments and answers: :class:`LaunchContext`,
-  :class:`LaunchPlan`, :class:`ProfilePlan`, :class:`DataArguments`,
+  :class:`LaunchPlan`, :class:`FrameworkSettings`, :class:`ProfilePlan`, :class:`DataArguments`,
   :class:`PreparedDataset`, :class:`PlatformInfo`;
 * profiling: :class:`ProfileWindow` and :func:`check_profile_config`;
 * what ``parse_metrics`` yields: :class:`IterationRecord`, :class:`LogFact`,
@@ -33,6 +33,10 @@ _EXPORTS = {
     "SNIFF_LINES": "backend",
     "LaunchContext": "plans",
     "LaunchPlan": "plans",
+    "FrameworkSettings": "plans",
+    "StatedSettings": "plans",
+    "Disagreement": "plans",
+    "SettingsReadback": "plans",
     "ProfilePlan": "plans",
     "ProfileWindow": "window",
     "check_profile_config": "window",

@@ -29,6 +29,7 @@ from tprimat.errors import TprimatError
 from tprimat.settings.trainers import TRAINERS, Trainer
 
 if TYPE_CHECKING:
+    from tprimat.contract.plans import SettingsReadback
     from tprimat.contract.records import LogFact, RankPeak
 
 Platform = Literal["amd", "nvidia", "any"]
@@ -180,6 +181,15 @@ class BackendSpec:
     #: How its trainer keeps model and optimizer state (see :data:`tprimat.settings.trainers.Trainer`):
     #: the memory estimate's layout of weights, gradients and optimizer states.
     trainer: Trainer = attrs.field(default="megatron-core", validator=attrs.validators.in_(TRAINERS))
+    #: The framework settings this backend derives from config fields (or the model registry):
+    #: setting -> field, e.g. ``"global_batch_size": "training.global_batch_size"``,
+    #: ``"--global-batch-size": "training.global_batch_size"``, ``"num_layers": "model.num_layers"``.
+    #: Keys are spelled as a tuned preset's ``overrides`` keys or ``args`` flags would spell them;
+    #: the core refuses a preset that sets one of them, naming the field that owns it.
+    config_owned: Mapping[str, str] = attrs.field(factory=dict, eq=False)
+    #: Reads back what the framework says it ran with (its argument dump, its resolved config)
+    #: and compares it with the rendered settings, after a run and in ``tprimat parse``.
+    readback: SettingsReadback | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen(kw_only=True)

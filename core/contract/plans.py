@@ -9,6 +9,7 @@ That makes ``--dry-run`` exact and keeps signal handling in one place.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,68 @@ class LaunchContext:
 
 
 @attrs.frozen(kw_only=True)
+class FrameworkSettings:
+    """Every framework-level setting one launch runs with, under the framework's own names.
+
+    ``rendered`` is what the backend sets (its arguments, its experiment overrides,
+    its settings file); ``kept`` is what the framework's own experiment file or
+    defaults decide and the backend leaves alone, with the real value; ``kept_from``
+    says where those values were read.  ``shared`` gives the settings of the shared
+    vocabulary (:mod:`tprimat.settings.shared`) under their shared names, so runs of
+    different frameworks can be compared setting by setting.
+    """
+
+    framework: str  # "Megatron-LM (core 0.15)", "Primus (experiment …)", "NeMo 2 recipe llm.llama31_8b"
+    rendered: dict[str, Any] = attrs.Factory(dict)
+    kept: dict[str, Any] = attrs.Factory(dict)
+    kept_from: str | None = None
+    shared: dict[str, Any] = attrs.Factory(dict)
+    notes: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class StatedSettings:
+    """What a framework itself printed or wrote about the settings it runs with.
+
+    Megatron-LM and Primus dump every argument at start-up; tprimat's NeMo launch
+    script prints NeMo's resolved recipe.  ``values`` are by the framework's own
+    names, as the framework wrote them (text for an argument dump).
+    """
+
+    values: dict[str, Any]
+    source: str  # "file:line" where the statement starts
+    form: str  # e.g. "Megatron-LM argument dump"
+    notes: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class Disagreement:
+    """A rendered setting the framework states with another value."""
+
+    setting: str
+    planned: Any
+    stated: Any
+    source: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SettingsReadback:
+    """How a backend reads back what its framework ran with (``BackendSpec.readback``).
+
+    ``read(lines, source)`` looks at the first lines of a log file (at most
+    ``STATED_LINES``) and returns what the framework states there, or None;
+    ``disagreements(rendered, stated)`` compares every rendered setting the
+    framework states, by meaning (``1e-05`` is ``1e-5``, ``True`` is ``true``);
+    ``shared(stated)`` gives the shared vocabulary from the stated values alone
+    (a log parsed without its plan), as far as they go.
+    """
+
+    read: Callable[[Sequence[str], str], StatedSettings | None]
+    disagreements: Callable[[Mapping[str, Any], StatedSettings], list[Disagreement]]
+    shared: Callable[[StatedSettings], dict[str, Any]] | None = None
+
+
+@attrs.frozen(kw_only=True)
 class LaunchPlan:
     """The exact process the core runner will start, and what to write first."""
 
@@ -91,6 +154,8 @@ class LaunchPlan:
     #: Where the framework writes allocator snapshots, relative to the run directory (under
     #: ``memory/``); the runner lists them in the result.  Empty: none asked for, or none possible.
     snapshot_globs: tuple[str, ...] = ()
+    #: Every framework setting the launch runs with (None: the backend has no framework of its own).
+    framework: FrameworkSettings | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -52,6 +52,25 @@ class PlatformInfo:
     partition: DevicePartition | None = None  # each device is a partition of a GPU (MIG, CPX, ...)
 
 
+#: Device names by vendor, as the vendors' tools and datasheets spell them: AMD Instinct and
+#: Radeon parts (MI300X, MI355X, "AMD Instinct MI300X VF"), NVIDIA data-centre parts (H100,
+#: GH200, B200, A100, L40S, "NVIDIA H100 80GB HBM3").
+_VENDOR_NAMES: tuple[tuple[Literal["amd", "nvidia"], re.Pattern[str]], ...] = (
+    ("amd", re.compile(r"\bAMD\b|Instinct|Radeon|\bMI\d{3}", re.IGNORECASE)),
+    ("nvidia", re.compile(r"NVIDIA|Tesla|\b(?:G?[ABHLV]|GB|GH|RTX ?)\d{2,4}[A-Z]*\b", re.IGNORECASE)),
+)
+
+
+def vendor_of_device(device_name: str | None) -> Literal["amd", "nvidia"] | None:
+    """The vendor a device name belongs to (None: a name neither vendor uses)."""
+    if not device_name:
+        return None
+    for vendor, pattern in _VENDOR_NAMES:
+        if pattern.search(device_name):
+            return vendor
+    return None
+
+
 def parse_nvidia_smi_query(text: str) -> list[dict[str, str]]:
     """Rows of ``nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nounits``.
 

@@ -29,6 +29,7 @@ from tprimat.result.memory import memory_report
 from tprimat.result.metrics import summarize, with_throughput
 from tprimat.result.schema import (
     Caveats,
+    FrameworkRecord,
     Hardware,
     IterationRecord,
     Provenance,
@@ -50,11 +51,13 @@ def result_config(
     dataset_fingerprint: str | None = None,
     methodology: Resolved | None = None,
     layers: tuple[str, ...] | list[str] = (),
+    framework: FrameworkRecord | None = None,
 ) -> ResultConfig:
     """The result's record of a final config: the derived-number inputs spelled out, the rest in ``settings``.
 
     ``methodology`` is the core's resolution (:func:`tprimat.settings.methodology.resolve`):
     its preset and every deviation are recorded beside the config they produced.
+    ``framework`` is every framework setting the launch ran with (:mod:`tprimat.result.framework`).
     """
     return ResultConfig(
         model=config.benchmark.model,
@@ -70,6 +73,7 @@ def result_config(
         dataset_fingerprint=dataset_fingerprint,
         config_fingerprint=config.fingerprint(dataset_fingerprint),
         settings=config.to_dict(),
+        framework=framework,
     )
 
 

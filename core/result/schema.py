@@ -27,7 +27,7 @@ from tprimat.contract.records import IterationRecord
 from tprimat.errors import TprimatError
 from tprimat.hardware.partitions import DevicePartition
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 RunStatus = Literal["completed", "failed", "interrupted", "partial"]
 
@@ -79,6 +79,39 @@ class Software:
 
 
 @attrs.frozen(kw_only=True)
+class SettingDisagreement:
+    """A framework setting whose value the framework states differs from what the launch rendered."""
+
+    setting: str  # the framework's own name, e.g. "micro_batch_size"
+    planned: Any
+    stated: Any  # as the framework wrote it
+    source: str | None = None  # "file:line" of the statement
+
+
+@attrs.frozen(kw_only=True)
+class FrameworkRecord:
+    """Every framework-level setting a run launched with, and what the framework said it ran with.
+
+    ``rendered``: what the backend set; ``kept``: what the framework's own experiment
+    file or defaults decided, with the real values (``kept_from`` says where they were
+    read); ``shared``: the shared vocabulary (``docs/backends.md``) under its common names,
+    which ``tprimat compare`` checks across runs.  ``stated`` is what the framework itself
+    printed or wrote at start-up (its argument dump, its resolved recipe), read after the
+    run; every rendered setting it states differently is a ``disagreement``.
+    """
+
+    framework: str
+    rendered: dict[str, Any] = attrs.Factory(dict)
+    kept: dict[str, Any] = attrs.Factory(dict)
+    kept_from: str | None = None
+    shared: dict[str, Any] = attrs.Factory(dict)
+    notes: list[str] = attrs.Factory(list)
+    stated: dict[str, Any] = attrs.Factory(dict)
+    stated_from: str | None = None
+    disagreements: list[SettingDisagreement] = attrs.Factory(list)
+
+
+@attrs.frozen(kw_only=True)
 class ResultConfig:
     """The config the run used, with the fields derived numbers depend on spelled out."""
 
@@ -95,6 +128,8 @@ class ResultConfig:
     dataset_fingerprint: str | None = None
     config_fingerprint: str | None = None
     settings: dict[str, Any] = attrs.Factory(dict)  # the full benchmark config
+    #: Every framework setting the launch ran with (None: not known, e.g. a log parsed alone).
+    framework: FrameworkRecord | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -295,6 +330,8 @@ def _make_converter() -> cattrs.Converter:
         DevicePartition,
         Hardware,
         Software,
+        SettingDisagreement,
+        FrameworkRecord,
         ResultConfig,
         IterationRecord,
         Stats,
@@ -350,8 +387,15 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "config": config, "memory": data.get("memory"), "schema_version": 2}
 
 
+def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """v3 records the framework's own settings in ``config.framework``; a v2 result did not know them."""
+    config = dict(data.get("config") or {})
+    config.setdefault("framework", None)
+    return {**data, "config": config, "schema_version": 3}
+
+
 #: schema_version -> the function that turns such a raw document into the next version's.
-MIGRATIONS = {1: _v1_to_v2}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def migrate(data: dict[str, Any], *, origin: str = "result") -> dict[str, Any]:

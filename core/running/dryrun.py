@@ -8,11 +8,33 @@ what a real run launches.
 
 from __future__ import annotations
 
+import json
 import shlex
 
 from tprimat.running.prepare import PreparedRun
 from tprimat.secrets import redact_env, redact_text
 from tprimat.settings.config import dump_toml
+from tprimat.settings.shared import SHARED_SETTINGS
+
+
+def framework_section(prepared: PreparedRun) -> list[str]:
+    """The shared settings and what the framework keeps, as ``result.json`` records them."""
+    framework = prepared.plan.framework
+    if framework is None:
+        return []
+    lines = ["", f"## framework settings ({framework.framework}; recorded in result.json config.framework)"]
+    lines.append("shared (math: must match across compared runs; speed: may differ):")
+    for name, setting in SHARED_SETTINGS.items():
+        if name in framework.shared:
+            lines.append(f"  {name} = {json.dumps(framework.shared[name])}  [{setting.kind}]")
+    lines.append(f"rendered by tprimat: {len(framework.rendered)} settings (command line and files above)")
+    if framework.kept:
+        lines.append(f"kept from {framework.kept_from}:")
+        lines += [f"  {key} = {json.dumps(value, default=str)}" for key, value in framework.kept.items()]
+    elif framework.kept_from:
+        lines.append(f"kept: {framework.kept_from}")
+    lines += [f"note: {note}" for note in framework.notes]
+    return lines
 
 
 def describe_plan(prepared: PreparedRun) -> str:
@@ -61,6 +83,7 @@ def describe_plan(prepared: PreparedRun) -> str:
             "profiled iterations (left out of statistics): "
             + (", ".join(map(str, prepared.profile.profiled_iterations)) or "none"),
         ]
+    lines += framework_section(prepared)
     if prepared.request.memory_snapshot:
         where = ", ".join(prepared.plan.snapshot_globs) or f"none: backend {prepared.backend} has no snapshot mechanism"
         lines += ["", "## memory snapshots", f"allocator snapshots written to: {where}"]

@@ -36,9 +36,9 @@ from tprimat.contract.backend import BackendSpec, option_environ, require_availa
 from tprimat.contract.plans import LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
 from tprimat.contract.registry import PluginError, Registry
 from tprimat.errors import TprimatError
-from tprimat.hardware.platform import PlatformInfo
+from tprimat.hardware.platform import PlatformInfo, vendor_of_device
 from tprimat.settings.config import BenchmarkConfig, ConfigError, default_config_dict, load_config
-from tprimat.settings.methodology import PresetError, Resolved, resolve
+from tprimat.settings.methodology import Deviation, PresetError, Resolved, resolve
 from tprimat.settings.models import ModelSpec, UnknownModelError, get_model
 from tprimat.settings.trainers import Trainer
 
@@ -169,8 +169,22 @@ def resolve_backend(
 # -- the target platform and the config ------------------------------------------------------
 
 
+def vendor_name(platform: str) -> str:
+    return {"amd": "AMD", "nvidia": "NVIDIA"}.get(platform, platform)
+
+
 def target_platform(machine: PlatformInfo, spec: BackendSpec, device: str | None) -> tuple[PlatformInfo, list[str]]:
-    """The platform the run is planned for: this machine, or the backend's platform for a dry run."""
+    """The platform the run is planned for: this machine, or the backend's platform for a dry run.
+
+    A ``--device`` of the other vendor than the backend's platform is refused: its tuned
+    preset, environment and kernels would be the other vendor's.
+    """
+    vendor = vendor_of_device(device)
+    if spec.platform in ("amd", "nvidia") and vendor is not None and vendor != spec.platform:
+        raise RunError(
+            f"--device {device} is an {vendor_name(vendor)} device and backend {spec.name} runs on "
+            f"{vendor_name(spec.platform)} GPUs; name a device of its vendor"
+        )
     if spec.platform in ("amd", "nvidia") and machine.platform != spec.platform:
         note = (
             f"this machine is {machine.platform}, {spec.name} runs on {spec.platform}: "
@@ -257,7 +271,13 @@ def prepare(request: RunRequest, registry: Registry, environ: Mapping[str, str] 
     except UnknownModelError as exc:
         raise RunError(str(exc)) from None
     try:
-        methodology = resolve(layered, backend=backend, device_name=platform.device_name)
+        methodology = resolve(
+            layered,
+            backend=backend,
+            device_name=platform.device_name,
+            platform=spec.platform,
+            owned=spec.config_owned,
+        )
     except PresetError as exc:
         raise RunError(f"{exc} (for a dry run elsewhere, name the target with --device)") from None
     if methodology.preset:
@@ -300,6 +320,11 @@ def prepare(request: RunRequest, registry: Registry, environ: Mapping[str, str] 
     if profile is not None:
         context = attrs.evolve(context, profile=profile)
     plan = registry.launch(backend, context=context)
+    if methodology.preset:
+        iso_context = attrs.evolve(context, config=layered, methodology=Resolved(methodology="iso", config=layered))
+        iso_plan = registry.launch(backend, context=iso_context)
+        methodology = attrs.evolve(methodology, deviations=real_iso_deviations(methodology, iso_plan, backend))
+        context = attrs.evolve(context, methodology=methodology)
     if request.system_profiler:
         capture = profile is not None and profile.capture_range
         plan, note = with_system_profiler(plan, request.system_profiler, run_dir, capture_range=capture)
@@ -321,6 +346,28 @@ def prepare(request: RunRequest, registry: Registry, environ: Mapping[str, str] 
         notes=tuple(notes),
         unavailable=unavailable_reason(registry, backend, options, env),
     )
+
+
+def real_iso_deviations(tuned: Resolved, iso_plan: LaunchPlan, backend: str) -> tuple[Deviation, ...]:
+    """The tuned run's deviations with the values the ``iso`` launch really has.
+
+    A preset's environment variable or framework setting replaces what the iso launch
+    sets (its platform environment, a value the framework's own experiment keeps); one
+    whose iso value is already the tuned value is no deviation at all.
+    """
+    framework = iso_plan.framework
+    iso_settings = {**framework.kept, **framework.rendered} if framework is not None else {}
+    kept: list[Deviation] = []
+    for deviation in tuned.deviations:
+        area, _, key = deviation.setting.partition(".")
+        iso = deviation.iso
+        if area == "env":
+            iso = iso_plan.env.get(key)
+        elif area == backend:
+            iso = iso_settings.get(key)
+        if iso != deviation.tuned:
+            kept.append(attrs.evolve(deviation, iso=iso))
+    return tuple(kept)
 
 
 def _profile_plan(

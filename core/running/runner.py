@@ -40,6 +40,7 @@ from tprimat.hardware.platform import PlatformInfo
 from tprimat.result.builder import assemble_result, result_config
 from tprimat.result.collect import EventCollector
 from tprimat.result.convergence import RUN_CLOCK_FACTS
+from tprimat.result.framework import framework_record, read_stated
 from tprimat.result.schema import IterationRecord, Provenance, Result, RunInfo, RunStatus
 from tprimat.result.schema import write_result as _write_result
 from tprimat.running.manifest import Manifest, capture_manifest, write_manifest
@@ -260,6 +261,15 @@ class Runner:
                 changes["mem_device_used_gib"] = used
         return attrs.evolve(record, **changes) if changes else record
 
+    def _framework(self, spec: Any, final: bool) -> Any:
+        """The plan's framework settings, and, once the run is over, what the framework said it ran with."""
+        stated = None
+        if final:
+            run_dir = self.prepared.run_dir
+            files = [run_dir / self.log_rel, *sorted((run_dir / "logs" / "ranks").glob("*"))]
+            stated = read_stated(files, spec.readback)
+        return framework_record(self.prepared.plan.framework, stated, spec.readback, framework=spec.framework)
+
     def build_result(self, status: RunStatus, *, final: bool, extra_notes: tuple[str, ...] | list[str] = ()) -> Result:
         p = self.prepared
         c = p.config
@@ -279,7 +289,13 @@ class Runner:
             finished_at=datetime.now(UTC).isoformat(timespec="seconds") if final else None,
             tprimat_version=__version__,
         )
-        config = result_config(c, dataset_fingerprint=fingerprint, methodology=p.methodology, layers=p.layers)
+        config = result_config(
+            c,
+            dataset_fingerprint=fingerprint,
+            methodology=p.methodology,
+            layers=p.layers,
+            framework=self._framework(registered.spec, final),
+        )
         inputs = [self.log_rel]
         if (p.run_dir / "logs" / "ranks").exists():
             inputs.append("logs/ranks/")

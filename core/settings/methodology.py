@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -68,8 +69,22 @@ def _show(value: Any) -> str:
 
 
 @attrs.frozen(kw_only=True)
+class Tuning:
+    """What a preset changes: config fields, environment, and per-backend framework settings."""
+
+    config: dict[str, Any] = attrs.Factory(dict)  # "section.key" -> value
+    env: dict[str, str] = attrs.Factory(dict)
+    backends: dict[str, dict[str, Any]] = attrs.Factory(dict)  # backend -> {args, overrides, env}
+
+
+@attrs.frozen(kw_only=True)
 class Preset:
-    """A device's tuned settings, and where they come from."""
+    """A device's tuned settings, and where they come from.
+
+    The top-level tables apply to every model; ``[models."<model>"]`` tables add what a
+    vendor publishes for one model only (their values win for that model), so a preset
+    never carries one model's published settings over to another.
+    """
 
     name: str
     devices: tuple[str, ...]  # substrings of the device name, matched case-insensitively
@@ -78,6 +93,7 @@ class Preset:
     config: dict[str, Any] = attrs.Factory(dict)  # "section.key" -> value
     env: dict[str, str] = attrs.Factory(dict)
     backends: dict[str, dict[str, Any]] = attrs.Factory(dict)  # backend -> {args, overrides, env}
+    models: dict[str, Tuning] = attrs.Factory(dict)  # model -> what applies to it alone
     backend: str | None = None  # a user preset found for one backend and model applies only to them
     model: str | None = None
 
@@ -86,6 +102,16 @@ class Preset:
         if not any(device.lower() in name for device in self.devices):
             return False
         return (self.backend is None or self.backend == backend) and (self.model is None or self.model == model)
+
+    def tuning_for(self, model: str | None) -> Tuning:
+        """The preset's changes for ``model``: every model's, then that model's own."""
+        own = self.models.get(model or "", Tuning())
+        backends = {name: dict(table) for name, table in self.backends.items()}
+        for name, table in own.backends.items():
+            merged = backends.setdefault(name, {})
+            for part, value in table.items():
+                merged[part] = [*merged.get(part, []), *value] if part == "args" else {**merged.get(part, {}), **value}
+        return Tuning(config={**self.config, **own.config}, env={**self.env, **own.env}, backends=backends)
 
 
 #: Environment variable naming the user preset directory.
@@ -111,25 +137,38 @@ def _load(name: str) -> Preset:
     return _parse(name, tomllib.loads(text))
 
 
+def _tuning(data: dict[str, Any]) -> Tuning:
+    return Tuning(
+        config=dict(data.get("config", {})),
+        env={k: str(v) for k, v in data.get("env", {}).items()},
+        backends=dict(data.get("backends", {})),
+    )
+
+
 def _parse(name: str, data: dict[str, Any]) -> Preset:
     head = data.get("preset", {})
+    common = _tuning(data)
     try:
         preset = Preset(
             name=head["name"],
             devices=tuple(head["devices"]),
             platform=head["platform"],
             source=head["source"],
-            config=dict(data.get("config", {})),
-            env={k: str(v) for k, v in data.get("env", {}).items()},
-            backends=dict(data.get("backends", {})),
+            config=common.config,
+            env=common.env,
+            backends=common.backends,
+            models={model: _tuning(table) for model, table in data.get("models", {}).items()},
             backend=head.get("backend"),
             model=head.get("model"),
         )
     except KeyError as exc:
         raise PresetError(f"preset {name}: missing [preset] key {exc.args[0]}") from None
-    frozen = sorted(FROZEN_KEYS & set(preset.config))
-    if frozen:
-        raise PresetError(f"preset {name} changes {', '.join(frozen)}, which tuned runs must keep")
+    for scope, tuning in [("", common), *((f"models.{m}.", t) for m, t in preset.models.items())]:
+        frozen = sorted(FROZEN_KEYS & set(tuning.config))
+        if frozen:
+            raise PresetError(
+                f"preset {name} changes {', '.join(scope + 'config.' + k for k in frozen)}, which tuned runs must keep"
+            )
     return preset
 
 
@@ -175,10 +214,36 @@ def preset_for(device_name: str | None, *, backend: str | None = None, model: st
     return None
 
 
+def _owned(table: dict[str, Any], owned: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The (setting, config field) pairs of a preset's backend table that a config field owns."""
+    named = [*table.get("overrides", {})]
+    for word in table.get("args", ()):  # "--flag", "--flag=value"; values are not settings
+        if isinstance(word, str) and word.startswith("--"):
+            named.append(word.partition("=")[0])
+    return [(key, owned[key]) for key in named if key in owned]
+
+
 def resolve(
-    config: BenchmarkConfig, *, backend: str, device_name: str | None, preset: Preset | None = None
+    config: BenchmarkConfig,
+    *,
+    backend: str,
+    device_name: str | None,
+    preset: Preset | None = None,
+    platform: str | None = None,
+    owned: Mapping[str, str] | None = None,
 ) -> Resolved:
-    """Apply the config's methodology for ``backend`` on a device called ``device_name``."""
+    """Apply the config's methodology for ``backend`` on a device called ``device_name``.
+
+    ``platform`` is the backend's platform ("amd", "nvidia"; None or "any": every
+    platform): a preset written for another vendor is refused.  ``owned`` is the
+    backend's :attr:`~tprimat.contract.backend.BackendSpec.config_owned`: a preset's
+    backend table may not set a framework setting that a config field decides (the
+    config and the result would then say one thing while the framework ran another).
+
+    The deviations' ``iso`` values of environment variables and framework settings are
+    what the preset's tables say they replace; the core then replaces them with the
+    values the ``iso`` launch really has (:func:`tprimat.running.prepare.prepare`).
+    """
     if config.benchmark.methodology == "iso":
         return Resolved(methodology="iso", config=config)
     chosen = preset or preset_for(device_name, backend=backend, model=config.benchmark.model)
@@ -188,12 +253,26 @@ def resolve(
             f"methodology 'tuned' needs a preset for device {device_name or 'unknown'!r}; "
             f'shipped presets: {known}. Use benchmark.methodology = "iso" or add a preset.'
         )
-    frozen = sorted(FROZEN_KEYS & set(chosen.config))
+    if platform in ("amd", "nvidia") and chosen.platform != platform:
+        raise PresetError(
+            f"preset {chosen.name} is for {chosen.platform} devices and backend {backend} runs on {platform}; "
+            "a tuned run uses its own vendor's preset"
+        )
+    tuning = chosen.tuning_for(config.benchmark.model)
+    frozen = sorted(FROZEN_KEYS & set(tuning.config))
     if frozen:
         raise PresetError(f"preset {chosen.name} changes {', '.join(frozen)}, which tuned runs must keep")
+    own = tuning.backends.get(backend, {})  # the preset's table for this backend
+    taken = _owned(own, owned or {})
+    if taken:
+        listed = ", ".join(f"{key} (set from {field})" for key, field in taken)
+        raise PresetError(
+            f"preset {chosen.name} sets {listed} for {backend} directly; change the config field in the "
+            "preset's [config] table instead, so the config, the launch and the result agree"
+        )
     data = config.to_dict()
     deviations: list[Deviation] = []
-    for dotted, value in chosen.config.items():
+    for dotted, value in tuning.config.items():
         section, _, key = dotted.partition(".")
         if section not in data or key not in data[section]:
             raise PresetError(f"preset {chosen.name}: unknown config key {dotted}")
@@ -204,8 +283,7 @@ def resolve(
         tuned_config = config_from_dict(data)
     except ConfigError as exc:
         raise PresetError(f"preset {chosen.name} does not fit this config: {exc}") from None
-    own = chosen.backends.get(backend, {})  # the preset's table for this backend
-    env = {**chosen.env, **{k: str(v) for k, v in own.get("env", {}).items()}}
+    env = {**tuning.env, **{k: str(v) for k, v in own.get("env", {}).items()}}
     deviations += [Deviation(setting=f"env.{k}", iso=None, tuned=v) for k, v in sorted(env.items())]
     args = tuple(own.get("args", ()))
     if args:

@@ -15,10 +15,12 @@ RUNNABLE HERE.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from tprimat.contract import LaunchContext, LaunchPlan
+from tprimat.contract import FrameworkSettings, LaunchContext, LaunchPlan
 from tprimat.contract.torchrun import torchrun_argv
 from tprimat.errors import TprimatError
+from tprimat.plugins.megatron.framework import megatron_lm_kept, shared_values
 from tprimat.plugins.megatron.settings import (
     DEFAULT_VERSION,
     SNAPSHOT_FILE,
@@ -102,13 +104,9 @@ def megatron_plan(context: LaunchContext, *, backend: str, platform_env: dict[st
         **resolved.env,
         **(profile.env if profile else {}),
     }
-    argv = [
-        *torchrun_argv(config, node_rank=context.node_rank),
-        str(path / "pretrain_gpt.py"),
-        *to_argv(settings),
-        *resolved.args,
-        *(profile.args if profile else ()),
-    ]
+    added = [*resolved.args, *(profile.args if profile else ())]  # after tprimat's own arguments
+    script = [str(path / "pretrain_gpt.py"), *to_argv(settings)]
+    argv = [*torchrun_argv(config, node_rank=context.node_rank), *script, *added]
     return LaunchPlan(
         argv=tuple(argv),
         env=env,
@@ -116,4 +114,21 @@ def megatron_plan(context: LaunchContext, *, backend: str, platform_env: dict[st
         description=f"Megatron-LM pretrain_gpt.py ({backend}), {context.model.name}",
         notes=tuple(notes),
         snapshot_globs=(SNAPSHOT_FILE,) if context.memory_snapshot else (),
+        framework=framework_settings(settings, version, extra_args=added),
+    )
+
+
+def framework_settings(
+    settings: dict[str, Any], version: tuple[int, int], *, extra_args: list[str]
+) -> FrameworkSettings:
+    """What ``pretrain_gpt.py`` runs with: tprimat's settings and Megatron-LM's defaults for the rest."""
+    kept = megatron_lm_kept(settings)
+    notes = (f"arguments added after tprimat's: {' '.join(extra_args)}",) if extra_args else ()
+    return FrameworkSettings(
+        framework=f"Megatron-LM (core {version[0]}.{version[1]})",
+        rendered=dict(settings),
+        kept=kept,
+        kept_from=f"Megatron-LM {version[0]}.{version[1]} argument defaults (pretrain_gpt.py)",
+        shared=shared_values({**kept, **settings}),
+        notes=notes,
     )

@@ -144,6 +144,8 @@ ARGS: dict[str, Arg] = _args(
     ("recompute_granularity", _V),
     ("recompute_method", _V),
     ("recompute_num_layers", _V),
+    ("eod_mask_loss", _T),
+    ("gradient_accumulation_fusion", _F, "--no-gradient-accumulation-fusion"),
     # precision
     ("bf16", _T),
     ("fp8", _V, "--fp8-format"),
@@ -334,6 +336,9 @@ def training(config: BenchmarkConfig) -> dict[str, Any]:
         "clip_grad": t.clip_grad,
         "init_method_std": t.init_method_std,
         **_RECOMPUTE[t.recompute],
+        # Every backend computes the loss on every token (Megatron-LM's default; Primus's
+        # experiments turn masking at document boundaries on, which changes the loss).
+        "eod_mask_loss": False,
         # Megatron trains in fp32 when bf16 is off.
         "bf16": config.precision.dtype != "fp32",
         "fp8": None,

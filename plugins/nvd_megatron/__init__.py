@@ -11,6 +11,7 @@ from tprimat.contract import BackendSpec, Requirements
 from tprimat.plugins.megatron.explain import explain_megatron
 from tprimat.plugins.megatron.family import MEGATRON_PATH_OPTION, TUNABLES, VERSION_OPTION, WARMUP
 from tprimat.plugins.megatron.memory_lines import memory_peaks
+from tprimat.plugins.megatron.owned import config_owned
 from tprimat.plugins.megatron.sniff import sniff_megatron
 from tprimat.plugins.megatron.stated import read_stated
 
@@ -34,6 +35,7 @@ BACKEND = BackendSpec(
     ),
     sniff=sniff_megatron,
     warmup=WARMUP,
+    config_owned=config_owned(),
     memory_peaks=memory_peaks,
     stated_facts=read_stated,
     explain=explain_megatron,

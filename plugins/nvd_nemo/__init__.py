@@ -13,6 +13,7 @@ from tprimat.contract import BackendSpec, LogMatch, Requirements
 from tprimat.plugins.megatron.family import TUNABLES
 from tprimat.plugins.megatron.memory_lines import memory_peaks
 from tprimat.plugins.nvd_nemo.explain import explain_nemo
+from tprimat.plugins.nvd_nemo.owned import OWNER
 from tprimat.plugins.nvd_nemo.stated import read_stated
 
 _STEP_RE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|.*global_step")
@@ -50,6 +51,7 @@ BACKEND = BackendSpec(
         hint="use the NeMo image (docker/nvd.Dockerfile)",
     ),
     default_for=("nvidia",),
+    config_owned=OWNER,
     # NeMo trains with Megatron-core: the same layout and overlap switches as the Megatron family.
     tunables=TUNABLES,
     memory_peaks=memory_peaks,

@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tprimat.contract.plans import LaunchContext, LaunchPlan
+from tprimat.contract.plans import FrameworkSettings, LaunchContext, LaunchPlan
 from tprimat.contract.torchrun import torchrun_argv
 from tprimat.errors import TprimatError
 from tprimat.settings.config import BenchmarkConfig
@@ -28,6 +28,8 @@ RECIPES = {"llama3.1-8b": "llama31_8b", "qwen2.5-7b": "qwen25_7b"}
 #: NeMo 2's memory-history callback (nemo.lightning.pytorch.callbacks), and where it writes.
 MEMORY_CALLBACK = "nemo.lightning.pytorch.callbacks.memory_profiler.MemoryProfileCallback"
 SNAPSHOT_DIR = "memory"
+#: The FP8 recipe every backend runs (the launch script sets it on NeMo's precision plugin).
+FP8_RECIPE = {"fp8_recipe": "delayed", "fp8_amax_history_len": 1024, "fp8_amax_compute_algo": "max"}
 #: What Megatron (NeMo's engine) asks of the environment on every platform.
 PLATFORM_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 
@@ -187,4 +189,47 @@ def plan(context: LaunchContext) -> LaunchPlan:
         snapshot_globs=(f"{SNAPSHOT_DIR}/*.pickle",) if context.memory_snapshot else (),
         description=f"NeMo 2 pretrain recipe llm.{values['recipe']}, {context.model.name}",
         notes=tuple(notes),
+        framework=framework_settings(values),
+    )
+
+
+def framework_settings(values: dict[str, Any]) -> FrameworkSettings:
+    """What the launch script sets on NeMo's recipe; NeMo's own values for the rest are read at run time.
+
+    The script prints NeMo's resolved recipe at start-up (and writes it beside the
+    settings), so the result records every value NeMo ran with; what the recipe keeps
+    is not known before then, and the shared values it decides are null here.
+    """
+    arch, kernels, parallel = values["architecture"], values["kernels"], values["parallel"]
+    fp8 = values["precision"] == "fp8"
+    fused_ce = kernels["fused_cross_entropy"]
+    return FrameworkSettings(
+        framework=f"NeMo 2 recipe llm.{values['recipe']}",
+        rendered=dict(values),
+        kept_from="NeMo's recipe, resolved by the launch script at start-up",
+        shared={
+            # MockDataModule's loss mask covers every token; PreTrainingDataModule is built without
+            # eod_mask_loss, whose default in NeMo's dataset config is off.
+            "loss.eod_mask": False,
+            "norm.epsilon": arch["layernorm_epsilon"],
+            "init.std": values["init_method_std"],
+            "dropout.hidden": arch["hidden_dropout"],
+            "dropout.attention": arch["attention_dropout"],
+            "precision.dtype": values["precision"],
+            "precision.fp8_format": values["fp8_format"] if fp8 else None,
+            "precision.fp8_recipe": FP8_RECIPE["fp8_recipe"] if fp8 else None,
+            "precision.fp8_amax_history_len": FP8_RECIPE["fp8_amax_history_len"] if fp8 else None,
+            "precision.fp8_amax_compute_algo": FP8_RECIPE["fp8_amax_compute_algo"] if fp8 else None,
+            "attention.kernel": kernels["attention_backend"],
+            # megatron-core's default implementation of the fused cross-entropy
+            "loss.fused_cross_entropy": "native" if fused_ce else False,
+            # NeMo enables it when APEX's fused kernel imports: known only where the run happens
+            "grad.accumulation_fusion": None,
+            "kernels.fused_rope": kernels["fused_rope"],
+            "kernels.fused_swiglu": kernels["fused_swiglu"],
+            "recompute": values["recompute"]["granularity"] or "none",
+            "optimizer.distributed": parallel["distributed_optimizer"],
+            "overlap.grad_reduce": parallel["overlap_grad_reduce"],
+            "overlap.param_gather": parallel["overlap_param_gather"],
+        },
     )

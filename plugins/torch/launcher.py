@@ -11,8 +11,16 @@ standalone rendezvous on a free port; several nodes use the static
 from __future__ import annotations
 
 import sys
+from typing import Any
 
-from tprimat.contract.plans import DataArguments, LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
+from tprimat.contract.plans import (
+    DataArguments,
+    FrameworkSettings,
+    LaunchContext,
+    LaunchPlan,
+    PreparedDataset,
+    ProfilePlan,
+)
 from tprimat.errors import TprimatError
 from tprimat.plugins.torch.schedule import profiled_iterations
 from tprimat.settings.config import BenchmarkConfig
@@ -134,4 +142,53 @@ def plan(context: LaunchContext) -> LaunchPlan:
     if context.memory_snapshot:
         argv += ["--memory-snapshot", str(context.run_dir / SNAPSHOT_DIR)]
         snapshots = (f"{SNAPSHOT_DIR}/snapshot-rank*.pickle",)
-    return LaunchPlan(argv=tuple(argv), env=env, description=description, notes=missing, snapshot_globs=snapshots)
+    return LaunchPlan(
+        argv=tuple(argv),
+        env=env,
+        description=description,
+        notes=missing,
+        snapshot_globs=snapshots,
+        framework=framework_settings(context),
+    )
+
+
+def framework_settings(context: LaunchContext) -> FrameworkSettings:
+    """The trainer's settings: it reads the whole config (``config.toml``) and decides nothing else.
+
+    PyTorch's own choices that shape a step are fixed by the trainer's code: the loss on
+    every token, no fused kernels beyond PyTorch's scaled-dot-product attention, gradients
+    reduced by DDP's buckets or FSDP2's reduce-scatter, which overlap the backward pass.
+    """
+    config, model = context.config, context.model
+    sharded = config.parallel.strategy == "fsdp2"
+    return FrameworkSettings(
+        framework="tprimat torch trainer (PyTorch, transformers)",
+        rendered={"config.toml": "the final config, every field", "attn_implementation": attention_name(config)},
+        shared={
+            "loss.eod_mask": False,
+            "norm.epsilon": model.rms_norm_eps,
+            "init.std": config.training.init_method_std,
+            "dropout.hidden": 0.0,
+            "dropout.attention": 0.0,
+            "precision.dtype": config.precision.dtype,
+            "precision.fp8_format": None,
+            "precision.fp8_recipe": None,
+            "precision.fp8_amax_history_len": None,
+            "precision.fp8_amax_compute_algo": None,
+            "attention.kernel": f"sdpa:{config.kernels.attention_backend}",
+            "loss.fused_cross_entropy": False,
+            "grad.accumulation_fusion": False,
+            "kernels.fused_rope": False,
+            "kernels.fused_swiglu": False,
+            "recompute": config.training.recompute,
+            "optimizer.distributed": sharded,
+            "overlap.grad_reduce": True,
+            "overlap.param_gather": sharded,
+        },
+    )
+
+
+def attention_name(config: Any) -> str:
+    from tprimat.plugins.torch.model import ATTENTION_IMPLEMENTATION
+
+    return ATTENTION_IMPLEMENTATION[config.kernels.attention_backend]

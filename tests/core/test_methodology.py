@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tprimat.settings.config import load_config
@@ -109,3 +111,63 @@ def test_a_broken_user_preset_is_an_error_naming_the_file(tmp_path, monkeypatch)
     (tmp_path / "bad.toml").write_text("[preset\n")
     with pytest.raises(PresetError, match="bad.toml"):
         preset_for("H100")
+
+
+def _megatron_owned():
+    from tprimat.plugins.megatron.owned import config_owned
+
+    return config_owned()
+
+
+@pytest.mark.parametrize(
+    ("table", "named"),
+    [
+        ({"overrides": {"global_batch_size": 256}}, "global_batch_size (set from training.global_batch_size)"),
+        ({"overrides": {"seq_length": 4096}}, "seq_length (set from training.seq_length)"),
+        ({"args": ["--global-batch-size", "256"]}, "--global-batch-size (set from training.global_batch_size)"),
+        ({"args": ["--seq-length=4096"]}, "--seq-length (set from training.seq_length)"),
+    ],
+)
+def test_a_preset_may_not_set_a_framework_setting_that_a_config_field_owns(table, named):
+    # the config and the result would say 128 / 8192 while the framework ran the preset's values
+    config = load_config(None, ['benchmark.methodology="tuned"'])
+    sneaky = Preset(name="sneaky", devices=("X",), platform="amd", source="test", backends={"amd_megatron": table})
+    with pytest.raises(PresetError, match=re.escape(named)):
+        resolve(config, backend="amd_megatron", device_name="X", preset=sneaky, owned=_megatron_owned())
+
+
+def test_a_preset_may_set_a_framework_switch_no_config_field_owns():
+    config = load_config(None, ['benchmark.methodology="tuned"'])
+    table = {"overrides": {"gradient_accumulation_fusion": False}}
+    free = Preset(name="free", devices=("X",), platform="amd", source="test", backends={"amd_megatron": table})
+    resolved = resolve(config, backend="amd_megatron", device_name="X", preset=free, owned=_megatron_owned())
+    assert resolved.overrides == {"gradient_accumulation_fusion": False}
+
+
+def test_a_preset_for_the_other_vendor_is_refused():
+    config = load_config(None, ['benchmark.methodology="tuned"'])
+    with pytest.raises(PresetError, match="preset mi300x is for amd devices and backend nvd_nemo runs on nvidia"):
+        resolve(config, backend="nvd_nemo", device_name="AMD Instinct MI300X", platform="nvidia")
+
+
+def test_a_preset_applies_each_models_published_settings_to_that_model_only():
+    llama = load_config(None, ['benchmark.methodology="tuned"', 'benchmark.model="llama3.1-8b"'])
+    qwen = load_config(None, ['benchmark.methodology="tuned"', 'benchmark.model="qwen2.5-7b"'])
+    on_llama = resolve(llama, backend="amd_primus", device_name="AMD Instinct MI300X", platform="amd")
+    on_qwen = resolve(qwen, backend="amd_primus", device_name="AMD Instinct MI300X", platform="amd")
+    # Primus's Llama experiment: micro-batch 2; its Qwen experiment: Turbo attention
+    assert on_llama.config.training.micro_batch_size == 2 and "use_turbo_attention" not in on_llama.overrides
+    assert on_qwen.config.training.micro_batch_size == 1 and on_qwen.overrides == {"use_turbo_attention": True}
+    # both keep Primus's attention backend, auto, so the CK fused attention the environment tunes is used
+    assert on_llama.config.kernels.attention_backend == on_qwen.config.kernels.attention_backend == "auto"
+
+
+def test_a_models_table_may_not_change_what_is_compared():
+    from tprimat.settings.methodology import _parse
+
+    data = {
+        "preset": {"name": "bad", "devices": ["X"], "platform": "amd", "source": "test"},
+        "models": {"llama3.1-8b": {"config": {"training.global_batch_size": 256}}},
+    }
+    with pytest.raises(PresetError, match=r"models\.llama3\.1-8b\.config\.training\.global_batch_size"):
+        _parse("bad", data)

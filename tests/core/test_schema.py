@@ -1,6 +1,8 @@
 import json
 import math
+from pathlib import Path
 
+import attrs
 import pytest
 
 from tprimat.result.schema import (
@@ -149,3 +151,33 @@ def test_result_files_get_the_usual_permissions(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_a_version_2_result_reads_as_one_that_did_not_know_its_framework_settings(tmp_path):
+    # a real H200 run written by schema version 2 (tests/fixtures/h200/PROVENANCE.md)
+    path = Path(__file__).parents[1] / "fixtures" / "h200" / "llama3.1-8b_seq2048_gbs1" / "result.json"
+    assert json.loads(path.read_text())["schema_version"] == 2
+    result = load_result(path)
+    assert result.schema_version == SCHEMA_VERSION == 3
+    assert result.config.framework is None
+    assert result.summary.tokens_per_s_per_gpu is not None  # nothing else lost
+    written = write_result(result, tmp_path / "result.json")
+    assert json.loads(written.read_text())["config"]["framework"] is None
+
+
+def test_framework_settings_round_trip(tmp_path):
+    from tprimat.result.schema import FrameworkRecord, SettingDisagreement
+
+    framework = FrameworkRecord(
+        framework="Megatron-LM (core 0.15)",
+        rendered={"micro_batch_size": 1, "norm_epsilon": 1e-05, "data_path": None},
+        kept={"gradient_accumulation_fusion": True},
+        kept_from="Megatron-LM 0.15 argument defaults",
+        shared={"loss.eod_mask": False, "norm.epsilon": 1e-05},
+        stated={"micro_batch_size": "2"},
+        stated_from="Megatron-LM argument dump at train.log:12",
+        disagreements=[SettingDisagreement(setting="micro_batch_size", planned=1, stated="2", source="train.log:40")],
+    )
+    result = attrs.evolve(make_result(), config=attrs.evolve(make_result().config, framework=framework))
+    path = write_result(result, tmp_path / "result.json")
+    assert load_result(path).config.framework == framework

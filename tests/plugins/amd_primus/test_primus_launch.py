@@ -204,14 +204,20 @@ def test_profile_overrides_are_carried(primus, tmp_path):
 def test_tuned_applies_the_cores_resolution(tmp_path):
     from tests.plugins.launching import prepared
 
-    run = prepared("amd_primus", "llama3.1-8b", tmp_path, ['benchmark.methodology="tuned"'])
+    run = prepared("amd_primus", "llama3.1-8b", tmp_path / "llama", ['benchmark.methodology="tuned"'])
     deviations = [str(d) for d in run.methodology.deviations]
     assert "training.micro_batch_size: 1 -> 2" in deviations
     assert 'env.GPU_MAX_HW_QUEUES: unset -> "2"' in deviations
-    assert "amd_primus.use_turbo_attention: unset -> true" in deviations
     o = overrides_of(run.plan)
-    assert o["micro_batch_size"] == 2 and o["use_turbo_attention"] is True
+    assert o["micro_batch_size"] == 2 and o["use_turbo_attention"] is False  # Primus's Llama experiment
     assert run.plan.env["GPU_MAX_HW_QUEUES"] == "2"
+    # Qwen gets what Primus's Qwen experiment publishes, not Llama's micro-batch; the deviation
+    # shows the value the iso launch really has
+    qwen = prepared("amd_primus", "qwen2.5-7b", tmp_path / "qwen", ['benchmark.methodology="tuned"'])
+    deviations = [str(d) for d in qwen.methodology.deviations]
+    assert "amd_primus.use_turbo_attention: false -> true" in deviations
+    assert not any(d.startswith("training.micro_batch_size") for d in deviations)
+    assert overrides_of(qwen.plan)["use_turbo_attention"] is True
 
 
 def test_a_tuned_megatron_key_goes_through_the_settings_checks(primus, tmp_path):
