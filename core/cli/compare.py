@@ -88,8 +88,8 @@ def compare(
     except MismatchError as exc:
         if not as_json:
             print_table(
-                "Fields that differ between the results (they must match)",
-                ["field", *[f"group {g.id} ({', '.join(g.run_keys)})" for g in exc.groups]],
+                exc.title,
+                ["field", *exc.columns],
                 [[name, *["–" if v is None else str(v) for v in values]] for name, values in exc.rows],
             )
         raise

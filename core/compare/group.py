@@ -155,7 +155,8 @@ def config_diff(runs: Sequence[Run]) -> list[tuple[str, list[Any]]]:
     for run in runs:
         r = run.result
         data = {
-            "config": {k: v for k, v in attrs.asdict(r.config).items() if k != "settings"},
+            # framework settings are compared under their shared names (tprimat.compare.frameworks)
+            "config": {k: v for k, v in attrs.asdict(r.config).items() if k not in ("settings", "framework")},
             "settings": r.config.settings,
             "hardware": {k: v for k, v in attrs.asdict(r.hardware).items() if k not in ("captured_at", "hostname")},
             "software": attrs.asdict(r.software),

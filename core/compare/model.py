@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from tprimat import __version__
+from tprimat.compare import frameworks
 from tprimat.compare.group import (
     FAIR_FIELDS,
     Group,
@@ -77,12 +78,15 @@ PREDICTED_MEMORY_FIELDS = (
 
 
 class MismatchError(TprimatError):
-    """Results whose fair-comparison fields differ, compared without ``--allow-mismatch``."""
+    """Results whose fair-comparison fields or framework settings differ, compared without
+    ``--allow-mismatch``: ``rows`` are (field, one value per column), ``columns`` name the groups
+    or runs they belong to."""
 
-    def __init__(self, message: str, groups: list[Group], rows: list[tuple[str, list[Any]]]):
+    def __init__(self, message: str, columns: list[str], rows: list[tuple[str, list[Any]]], *, title: str):
         super().__init__(message)
-        self.groups = groups
+        self.columns = columns
         self.rows = rows
+        self.title = title
 
 
 @attrs.frozen(kw_only=True)
@@ -191,6 +195,12 @@ class Comparison:
     flops: list[dict[str, Any]]
     method: dict[str, Any]
     tuning: list[TuningGain] = attrs.Factory(list)
+    #: Shared framework settings (docs/backends.md) that are not the same in every run.
+    shared_settings: list[frameworks.SharedRow] = attrs.Factory(list)
+    #: Runs whose math settings could not be checked.
+    unchecked_settings: list[str] = attrs.Factory(list)
+    #: Rendered settings a run's framework stated with another value.
+    disagreements: list[frameworks.StatedDisagreement] = attrs.Factory(list)
 
     def system(self, label: str) -> SystemSummary:
         return next(s for s in self.systems if s.label == label)
@@ -385,8 +395,19 @@ def build_comparison(
             f"the results do not share the fields a fair comparison needs ({names} differ "
             f"across {len(groups)} groups); compare matching runs, or pass --allow-mismatch "
             "to put them side by side anyway",
-            groups,
+            [f"group {g.id} ({', '.join(g.run_keys)})" for g in groups],
             mismatched,
+            title="Fields that differ between the results (they must match)",
+        )
+    refused = frameworks.refusal(runs)
+    if refused is not None and not allow_mismatch:
+        reason, rows = refused
+        raise MismatchError(
+            f"{reason}; compare runs that compute the same step, or pass --allow-mismatch to put "
+            "them side by side anyway (the report then lists every difference)",
+            [r.key for r in runs],
+            rows,
+            title="Framework settings that change what a step computes, or were not what the plan said",
         )
 
     labels = list(dict.fromkeys(r.system for r in runs))
@@ -483,6 +504,9 @@ def build_comparison(
         systems=systems,
         baseline=chosen,
         config_diff=config_diff(runs) if len(runs) > 1 else [],
+        shared_settings=frameworks.shared_rows(runs),
+        unchecked_settings=frameworks.unknown_math(runs) if len(runs) > 1 else [],
+        disagreements=frameworks.disagreements(runs),
         skipped=loaded.skipped,
         cost_settings=cost,
         flops=flops,
@@ -539,9 +563,16 @@ def comparison_to_dict(comparison: Comparison) -> dict[str, Any]:
         {"field": name, "values_by_group": dict(zip([g.id for g in comparison.groups], _plain(values), strict=True))}
         for name, values in comparison.mismatched
     ]
+    keys = [r.key for r in comparison.runs]
     data["config_diff"] = [
         {"key": name, "values_by_run": dict(zip([r.key for r in comparison.runs], _plain(values), strict=True))}
         for name, values in comparison.config_diff
     ]
+    data["shared_settings"] = [
+        {"name": row.name, "kind": row.kind, "values_by_run": dict(zip(keys, _plain(row.values), strict=True))}
+        for row in comparison.shared_settings
+    ]
+    data["unchecked_settings"] = list(comparison.unchecked_settings)
+    data["disagreements"] = [attrs.asdict(d) for d in comparison.disagreements]
     data["schema"] = "tprimat.compare/1"
     return data

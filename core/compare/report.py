@@ -211,6 +211,52 @@ def _preflight_blocks(c: Comparison) -> list[Block]:
     ]
 
 
+def _framework_blocks(c: Comparison) -> list[Any]:
+    """The shared framework settings that differ, what frameworks stated against their plans,
+    and what could not be checked (docs/backends.md)."""
+    blocks: list[Any] = []
+    math = [row for row in c.shared_settings if row.kind == "math"]
+    if c.shared_settings:
+        blocks.append(Heading(2, "Framework settings that differ"))
+        text = (
+            "Settings of the shared vocabulary (docs/backends.md) that are not the same in every run. "
+            "Speed settings compute the same step another way; "
+        )
+        if math:
+            text += (
+                "**math settings change what a step computes: these runs did not train the same "
+                "step**, and are side by side only because `--allow-mismatch` was given."
+            )
+        else:
+            text += "every setting that changes what a step computes is the same."
+        blocks.append(Paragraph(text))
+        blocks.append(
+            Table(
+                ["setting", "kind", *[r.key for r in c.runs]],
+                [[row.name, row.kind, *[_value(v) for v in row.values]] for row in c.shared_settings],
+            )
+        )
+    if c.disagreements:
+        blocks.append(Heading(2, "Warning: frameworks ran other settings than planned"))
+        blocks.append(
+            Paragraph(
+                "What the framework printed at start-up differs from what tprimat rendered; "
+                "these runs are shown only because `--allow-mismatch` was given."
+            )
+        )
+        blocks.append(
+            Table(
+                ["run", "setting", "planned", "as the framework ran it", "where"],
+                [[d.run, d.setting, _value(d.planned), _value(d.stated), d.source or "–"] for d in c.disagreements],
+            )
+        )
+    if c.unchecked_settings:
+        blocks.append(
+            Paragraph("Settings that change a step and could not be checked: " + "; ".join(c.unchecked_settings))
+        )
+    return blocks
+
+
 def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block] = ()) -> list[Block]:
     blocks: list[Block] = [Heading(1, "tprimat comparison report")]
     blocks.append(
@@ -498,6 +544,8 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
                 [[name, *[_value(v) for v in values]] for name, values in c.config_diff],
             )
         )
+
+    blocks.extend(_framework_blocks(c))
 
     preflight = _preflight_blocks(c)
     blocks.extend(preflight)

@@ -29,7 +29,7 @@ from tprimat.errors import TprimatError
 from tprimat.settings.trainers import TRAINERS, Trainer
 
 if TYPE_CHECKING:
-    from tprimat.contract.plans import SettingsReadback
+    from tprimat.contract.readback import SettingsReadback
     from tprimat.contract.records import LogFact, RankPeak
 
 Platform = Literal["amd", "nvidia", "any"]

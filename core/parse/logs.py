@@ -34,6 +34,7 @@ from tprimat.result import builder
 from tprimat.result.builder import assemble_result
 from tprimat.result.collect import EventCollector, timed_records
 from tprimat.result.convergence import RUN_CLOCK_FACTS
+from tprimat.result.framework import framework_record, read_stated
 from tprimat.result.memory import log_rank_peaks
 from tprimat.result.metrics import _ranges
 from tprimat.result.schema import (
@@ -380,6 +381,12 @@ def parse_logs(
         timed = timed_records(records)
 
     result_config = _result_config(config, workload, facts, config_label)
+    # what the framework printed about its settings (no plan here: nothing to disagree with)
+    stated = read_stated(starts, entry.spec.readback)
+    if stated is not None:
+        framework = framework_record(None, stated, entry.spec.readback, framework=entry.spec.framework)
+        result_config = attrs.evolve(result_config, framework=framework)
+        notes.append(f"framework settings read from the {stated.form} at {stated.source}")
     declared = _declared_sources(config, config_label, workload)
     problems = check_workload_declared(result_config, timed, facts, declared)
     if problems and not allow_mismatch:

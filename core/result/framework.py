@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from tprimat.contract.backend import STATED_LINES
-from tprimat.contract.plans import FrameworkSettings, SettingsReadback, StatedSettings
+from tprimat.contract.plans import FrameworkSettings
+from tprimat.contract.readback import SettingsReadback, StatedSettings
 from tprimat.result.schema import FrameworkRecord, SettingDisagreement
 
 

@@ -12,6 +12,7 @@ from tprimat.plugins.megatron.explain import explain_megatron
 from tprimat.plugins.megatron.family import MEGATRON_PATH_OPTION, TUNABLES, VERSION_OPTION, WARMUP
 from tprimat.plugins.megatron.memory_lines import memory_peaks
 from tprimat.plugins.megatron.owned import config_owned
+from tprimat.plugins.megatron.readback import READBACK
 from tprimat.plugins.megatron.sniff import sniff_rocm_megatron
 from tprimat.plugins.megatron.stated import read_stated
 
@@ -37,6 +38,7 @@ BACKEND = BackendSpec(
     sniff=sniff_rocm_megatron,
     warmup=WARMUP,
     config_owned=config_owned(),
+    readback=READBACK,
     memory_peaks=memory_peaks,
     stated_facts=read_stated,
     explain=explain_megatron,

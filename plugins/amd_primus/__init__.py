@@ -13,6 +13,7 @@ from tprimat.plugins.megatron.explain import explain_primus
 from tprimat.plugins.megatron.family import TUNABLES, VERSION_OPTION, WARMUP
 from tprimat.plugins.megatron.memory_lines import memory_peaks
 from tprimat.plugins.megatron.owned import config_owned
+from tprimat.plugins.megatron.readback import READBACK
 from tprimat.plugins.megatron.sniff import sniff_primus
 from tprimat.plugins.megatron.stated import read_stated
 
@@ -40,6 +41,7 @@ BACKEND = BackendSpec(
     sniff=sniff_primus,
     warmup=WARMUP,
     config_owned=config_owned(),
+    readback=READBACK,
     memory_peaks=memory_peaks,
     stated_facts=read_stated,
     explain=explain_primus,

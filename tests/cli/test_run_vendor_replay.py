@@ -563,3 +563,28 @@ def test_node_rank_1_of_2_gets_the_rendezvous_and_leaves_the_result_to_node_0(be
         assert argv[:8] == ["--nnodes", "2", "--node-rank", "1", "--master-addr", "10.1.2.3", "--master-port", "29611"]
     assert (bench.run_dir / "logs" / "node1.log").is_file()
     assert not (bench.run_dir / "result.json").exists()
+
+
+def test_what_megatron_printed_is_checked_against_the_plan_after_the_run(bench, tmp_path):
+    # The replayed log is a 16-layer Llama 3.2 1B run; the plan is Llama 3.1 8B's 32 layers.
+    # Megatron-LM's argument dump says what really ran, and the result records every difference.
+    out = bench.invoke(CASES["nvd_megatron"])
+    assert out.exit_code == 0, out.output
+    result = load_result(bench.run_dir / "result.json")
+    framework = result.config.framework
+    assert framework.stated_from == "Megatron-LM argument dump at launcher.log:6"
+    assert framework.stated["num_layers"] == "16" and framework.rendered["num_layers"] == 32
+    found = {d.setting: d for d in framework.disagreements}
+    assert found["num_layers"].planned == 32 and found["num_layers"].stated == "16"
+    assert found["num_layers"].source.startswith("launcher.log:")
+    assert found["hidden_size"].planned == 4096 and found["hidden_size"].stated == "2048"
+    # what the plan and the dump agree on is no disagreement
+    assert {"micro_batch_size", "global_batch_size", "seq_length"}.isdisjoint(found)
+    # and such a run is refused by compare, naming the setting
+    other = tmp_path / "other.json"
+    shutil.copy(bench.run_dir / "result.json", other)
+    compared = CliRunner().invoke(
+        cli, ["compare", str(bench.run_dir / "result.json"), str(other), "-o", str(tmp_path / "c")]
+    )
+    assert compared.exit_code == 2
+    assert "num_layers (planned 32, ran 16)" in compared.output
