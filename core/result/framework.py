@@ -58,6 +58,7 @@ def framework_record(
     readback: SettingsReadback | None,
     *,
     framework: str,
+    plan_digest: str | None = None,
 ) -> FrameworkRecord | None:
     """The record of one run (None when neither a plan nor a statement is known).
 
@@ -82,6 +83,7 @@ def framework_record(
         notes.extend(stated.notes)
     return FrameworkRecord(
         framework=planned.framework if planned is not None else framework,
+        plan_digest=plan_digest,
         rendered=jsonable(planned.rendered) if planned is not None else {},
         kept=jsonable(planned.kept) if planned is not None else {},
         kept_from=planned.kept_from if planned is not None else None,

@@ -101,6 +101,7 @@ class FrameworkRecord:
     """
 
     framework: str
+    plan_digest: str | None = None  # tprimat.running.digest: the key of the plan's acceptance record
     rendered: dict[str, Any] = attrs.Factory(dict)
     kept: dict[str, Any] = attrs.Factory(dict)
     kept_from: str | None = None

@@ -58,6 +58,7 @@ def describe_plan(prepared: PreparedRun) -> str:
         lines.append(f"# config layer: {layer}")
     for note in plan.notes:
         lines.append(f"# plan note: {note}")
+    lines.append(f"# plan digest: {prepared.plan_digest} (its framework acceptance record: docs/backends.md)")
     lines += ["", "## command", redact_text(shlex.join(plan.argv))]
     if plan.cwd is not None:
         lines.append(f"(in {plan.cwd})")

@@ -115,6 +115,13 @@ class PreparedRun:
     unavailable: str | None = None
 
     @property
+    def plan_digest(self) -> str:
+        """The digest of what the framework is handed (:mod:`tprimat.running.digest`)."""
+        from tprimat.running.digest import plan_digest
+
+        return plan_digest(self.backend, self.plan, run_dir=self.run_dir, run_id=self.context.run_id)
+
+    @property
     def run_dir(self) -> Path:
         return self.context.run_dir
 

@@ -268,7 +268,10 @@ class Runner:
             run_dir = self.prepared.run_dir
             files = [run_dir / self.log_rel, *sorted((run_dir / "logs" / "ranks").glob("*"))]
             stated = read_stated(files, spec.readback)
-        return framework_record(self.prepared.plan.framework, stated, spec.readback, framework=spec.framework)
+        p = self.prepared
+        return framework_record(
+            p.plan.framework, stated, spec.readback, framework=spec.framework, plan_digest=p.plan_digest
+        )
 
     def build_result(self, status: RunStatus, *, final: bool, extra_notes: tuple[str, ...] | list[str] = ()) -> Result:
         p = self.prepared

@@ -24,7 +24,6 @@ MEGATRON_LM_DEFAULTS: dict[str, Any] = {
     "masked_softmax_fusion": True,
     "bias_dropout_fusion": True,
     "calculate_per_token_loss": False,
-    "accumulate_allreduce_grads_in_fp32": False,
     "attention_softmax_in_fp32": False,
     "apply_query_key_layer_scaling": False,
     "transformer_impl": "transformer_engine",
@@ -34,6 +33,33 @@ MEGATRON_LM_DEFAULTS: dict[str, Any] = {
     "reset_position_ids": False,
     "reset_attention_mask": False,
 }
+
+
+#: Every destination :func:`shared_values` reads.
+SHARED_SOURCES: tuple[str, ...] = (
+    "eod_mask_loss",
+    "norm_epsilon",
+    "layernorm_epsilon",
+    "init_method_std",
+    "hidden_dropout",
+    "attention_dropout",
+    "bf16",
+    "fp8",
+    "fp8_recipe",
+    "fp8_amax_history_len",
+    "fp8_amax_compute_algo",
+    "attention_backend",
+    "use_turbo_attention",
+    "cross_entropy_loss_fusion",
+    "cross_entropy_fusion_impl",
+    "gradient_accumulation_fusion",
+    "apply_rope_fusion",
+    "bias_swiglu_fusion",
+    "recompute_granularity",
+    "use_distributed_optimizer",
+    "overlap_grad_reduce",
+    "overlap_param_gather",
+)
 
 
 def _precision(values: Mapping[str, Any]) -> str:
@@ -76,5 +102,11 @@ def shared_values(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def megatron_lm_kept(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Megatron-LM's defaults for what ``settings`` leaves to it."""
-    return {key: value for key, value in MEGATRON_LM_DEFAULTS.items() if key not in settings}
+    """Megatron-LM's values for what ``settings`` leaves to it.
+
+    ``validate_args`` turns on fp32 gradient accumulation and all-reduce whenever ``--bf16``
+    is given; the rest are the parser's defaults.
+    """
+    kept = {key: value for key, value in MEGATRON_LM_DEFAULTS.items() if key not in settings}
+    kept["accumulate_allreduce_grads_in_fp32"] = bool(settings.get("bf16"))
+    return kept
