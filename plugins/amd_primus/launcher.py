@@ -113,7 +113,7 @@ def build_overrides(context: LaunchContext, version: tuple[int, int]) -> dict[st
         megatron.update(memory_snapshot(context.run_dir))
     settings = build_settings(context.config, context.model, version=version, data=context.data, extra=megatron)
     own = {key: value for key, value in tuned.items() if key not in ARGS}
-    return {**to_overrides(settings), **PRIMUS_ONLY, **own}
+    return {**to_overrides(settings, version), **PRIMUS_ONLY, **own}
 
 
 def experiment_with(base: dict[str, Any], overrides: dict[str, Any], context: LaunchContext) -> dict[str, Any]:

@@ -80,7 +80,8 @@ def shared_values(values: Mapping[str, Any]) -> dict[str, Any]:
     attention = "primus_turbo" if values.get("use_turbo_attention") else values.get("attention_backend")
     return {
         "loss.eod_mask": values.get("eod_mask_loss"),
-        "norm.epsilon": values.get("norm_epsilon"),
+        # from core 0.16 the model is built from layernorm_epsilon (Primus's norm_epsilon is then inert)
+        "norm.epsilon": values.get("layernorm_epsilon", values.get("norm_epsilon")),
         "init.std": values.get("init_method_std"),
         "dropout.hidden": values.get("hidden_dropout"),
         "dropout.attention": values.get("attention_dropout"),

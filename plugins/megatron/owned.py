@@ -28,6 +28,7 @@ OWNER: dict[str, str] = {
     "swiglu": "model.swiglu",
     "normalization": "model (RMSNorm)",
     "norm_epsilon": "model.rms_norm_eps",
+    "layernorm_epsilon": "model.rms_norm_eps",
     "position_embedding_type": "model (RoPE)",
     "rotary_base": "model.rope_theta",
     "use_rope_scaling": "model.rope_scaling",
@@ -112,6 +113,7 @@ FREE: frozenset[str] = frozenset({"gradient_accumulation_fusion"})
 
 #: Each destination's command-line flag where it is not ``--`` + the name with dashes.
 FLAGS: dict[str, str] = {
+    "layernorm_epsilon": "--norm-epsilon",
     "add_bias_linear": "--disable-bias-linear",
     "fp8": "--fp8-format",
     "apply_rope_fusion": "--no-rope-fusion",

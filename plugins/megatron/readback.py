@@ -64,10 +64,7 @@ def shared(stated: StatedSettings) -> dict[str, Any]:
     """The shared settings the printed arguments give (a log read without its plan)."""
     from tprimat.plugins.megatron.framework import shared_values
 
-    values = {name: typed(text) for name, text in stated.values.items()}
-    if "layernorm_epsilon" in values:  # the field the model is built from (core 0.16 and later)
-        values["norm_epsilon"] = values["layernorm_epsilon"]
-    return shared_values(values)
+    return shared_values({name: typed(text) for name, text in stated.values.items()})
 
 
 READBACK = SettingsReadback(read=read, disagreements=compare, shared=shared)

@@ -499,9 +499,26 @@ def to_argv(settings: Mapping[str, Any]) -> list[str]:
     return argv
 
 
-def to_overrides(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Primus experiment ``overrides``: the destinations themselves (``None`` pins "unset")."""
-    return {dest: list(value) if isinstance(value, tuple) else value for dest, value in settings.items()}
+#: Destinations a Megatron-core release moved: (tprimat's name, the new destination, first version).
+#: From core 0.16 ``--norm-epsilon`` stores into TransformerConfig's ``layernorm_epsilon``; a
+#: Primus override still named ``norm_epsilon`` is then ignored and the model gets the default.
+MOVED: tuple[tuple[str, str, tuple[int, int]], ...] = (("norm_epsilon", "layernorm_epsilon", (0, 16)),)
+
+
+def destination(dest: str, version: tuple[int, int]) -> str:
+    """Where Megatron-core ``version`` stores the argument tprimat calls ``dest``."""
+    for old, new, since in MOVED:
+        if dest == old and version >= since:
+            return new
+    return dest
+
+
+def to_overrides(settings: Mapping[str, Any], version: tuple[int, int] = DEFAULT_VERSION) -> dict[str, Any]:
+    """Primus experiment ``overrides``: the destinations of ``version`` themselves (``None`` pins "unset")."""
+    return {
+        destination(dest, version): list(value) if isinstance(value, tuple) else value
+        for dest, value in settings.items()
+    }
 
 
 _BY_FLAG = {arg.flag: arg for arg in ARGS.values()}

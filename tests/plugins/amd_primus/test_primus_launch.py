@@ -233,3 +233,17 @@ def test_a_tuned_megatron_key_goes_through_the_settings_checks(primus, tmp_path)
     )
     with pytest.raises(TprimatError, match="distributed_optimizer"):
         plan(attrs.evolve(base, methodology=tuned))
+
+
+@pytest.mark.parametrize(("version", "key"), [("0.15", "norm_epsilon"), ("0.16", "layernorm_epsilon")])
+def test_the_norm_epsilon_goes_where_the_primus_megatron_reads_it(version, key, tmp_path):
+    # From Megatron-core 0.16, --norm-epsilon stores into layernorm_epsilon: a Primus override
+    # still named norm_epsilon would be ignored, and Qwen 2.5 (1e-6) would train with 1e-5.
+    from tests.plugins.launching import checkout_options, prepared
+
+    options = {**checkout_options("amd_primus", tmp_path), "megatron_version": version}
+    run = prepared("amd_primus", "qwen2.5-7b", tmp_path, options=options)
+    o = overrides_of(run.plan)
+    assert o[key] == 1e-06
+    assert ({"norm_epsilon", "layernorm_epsilon"} - {key}).isdisjoint(run.plan.framework.rendered)
+    assert run.plan.framework.shared["norm.epsilon"] == 1e-06
