@@ -20,10 +20,12 @@ from typing import Any
 from tprimat.contract import FrameworkSettings, LaunchContext, LaunchPlan
 from tprimat.contract.torchrun import torchrun_argv
 from tprimat.errors import TprimatError
+from tprimat.plugins.megatron.family import attention_env_conflicts
 from tprimat.plugins.megatron.framework import megatron_lm_kept, shared_values
 from tprimat.plugins.megatron.settings import (
     DEFAULT_VERSION,
     SNAPSHOT_FILE,
+    MegatronSettingsError,
     build_settings,
     detect_version,
     memory_snapshot,
@@ -104,6 +106,7 @@ def megatron_plan(context: LaunchContext, *, backend: str, platform_env: dict[st
         **resolved.env,
         **(profile.env if profile else {}),
     }
+    refuse_attention_conflicts(config.kernels.attention_backend, env)
     added = [*resolved.args, *(profile.args if profile else ())]  # after tprimat's own arguments
     script = [str(path / "pretrain_gpt.py"), *to_argv(settings)]
     argv = [*torchrun_argv(config, node_rank=context.node_rank), *script, *added]
@@ -116,6 +119,17 @@ def megatron_plan(context: LaunchContext, *, backend: str, platform_env: dict[st
         snapshot_globs=(SNAPSHOT_FILE,) if context.memory_snapshot else (),
         framework=framework_settings(settings, version, extra_args=added),
     )
+
+
+def refuse_attention_conflicts(backend: str, env: dict[str, str]) -> None:
+    """Stop a plan whose environment megatron-core's attention-backend rule would refuse at model build."""
+    conflicts = attention_env_conflicts(backend, env)
+    if conflicts:
+        raise MegatronSettingsError(
+            f"kernels.attention_backend = {backend!r} with {', '.join(conflicts)}: megatron-core "
+            "(LanguageModule._set_attention_backend) refuses this at model construction; "
+            f'use kernels.attention_backend = "auto" or leave these variables to tprimat'
+        )
 
 
 def framework_settings(

@@ -18,6 +18,7 @@ from typing import Any
 from tprimat.contract.plans import FrameworkSettings, LaunchContext, LaunchPlan
 from tprimat.contract.torchrun import torchrun_argv
 from tprimat.errors import TprimatError
+from tprimat.plugins.megatron.pretrain import refuse_attention_conflicts
 from tprimat.settings.config import BenchmarkConfig
 from tprimat.settings.models import ModelSpec
 
@@ -173,6 +174,7 @@ def plan(context: LaunchContext) -> LaunchPlan:
         **resolved.env,
         **(context.profile.env if context.profile else {}),
     }
+    refuse_attention_conflicts(config.kernels.attention_backend, env)  # NeMo builds with megatron-core
     notes = [
         f"NeMo recipe llm.{values['recipe']}.pretrain_recipe, every field set from "
         f"{SETTINGS}; padded vocabulary {values['padded_vocab_size']}"

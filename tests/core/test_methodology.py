@@ -158,8 +158,9 @@ def test_a_preset_applies_each_models_published_settings_to_that_model_only():
     # Primus's Llama experiment: micro-batch 2; its Qwen experiment: Turbo attention
     assert on_llama.config.training.micro_batch_size == 2 and "use_turbo_attention" not in on_llama.overrides
     assert on_qwen.config.training.micro_batch_size == 1 and on_qwen.overrides == {"use_turbo_attention": True}
-    # both keep Primus's attention backend, auto, so the CK fused attention the environment tunes is used
-    assert on_llama.config.kernels.attention_backend == on_qwen.config.kernels.attention_backend == "auto"
+    # both ask for Transformer Engine's CK fused attention, which Primus's images run and the
+    # preset's NVTE_CK_USES_BWD_V3 tunes
+    assert on_llama.config.kernels.attention_backend == on_qwen.config.kernels.attention_backend == "fused"
 
 
 def test_a_models_table_may_not_change_what_is_compared():

@@ -18,10 +18,11 @@ from tprimat.running.prepare import PreparedRun
 MODELS = ("llama3.1-8b", "qwen2.5-7b")
 METHODOLOGIES = ("iso", "tuned")
 MEGATRON_BACKENDS = ("amd_primus", "amd_megatron", "nvd_megatron")
-#: The Megatron-core version each Megatron-family plan is rendered for: the NeMo image's
-#: Megatron-LM (checked at core_v0.15.0) and Primus's own Megatron-LM (third_party/Megatron-LM
-#: of the Primus release in docker/amd.Dockerfile, which amd_megatron uses too).
-MEGATRON_VERSION = {"amd_primus": "0.15", "amd_megatron": "0.15", "nvd_megatron": "0.15"}
+#: The Megatron-core version each Megatron-family plan is rendered for: tprimat's default
+#: (0.15, checked at core_v0.15.0) for nvd_megatron, and the Megatron-LM of the Primus release
+#: docker/amd.Dockerfile names (v26.5: third_party/Megatron-LM at d3528a21, core 0.16.0rc0),
+#: which amd_primus runs and amd_megatron uses in that image.
+MEGATRON_VERSION = {"amd_primus": "0.16", "amd_megatron": "0.16", "nvd_megatron": "0.15"}
 
 
 def shipped(backends: tuple[str, ...] = MEGATRON_BACKENDS) -> list[tuple[str, str, str]]:

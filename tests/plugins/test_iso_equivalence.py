@@ -51,7 +51,10 @@ def test_amd_and_nvidia_megatron_differ_only_in_what_rocm_needs(registry, tmp_pa
 
     assert norm(amd.argv) == norm(nvd.argv)
     extra = {k: v for k, v in amd.env.items() if nvd.env.get(k) != v}
-    assert set(extra) - {"PYTHONPATH"} == {"HSA_NO_SCRATCH_RECLAIM"}
+    # ROCm's scratch setting, and the attention variables that replace the ROCm image's own
+    # (stock Megatron-LM asserts them against --attention-backend)
+    rocm = {"HSA_NO_SCRATCH_RECLAIM", "NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN"}
+    assert set(extra) - {"PYTHONPATH"} == rocm
     assert set(nvd.env) - set(amd.env) == set()
 
 

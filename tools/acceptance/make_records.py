@@ -7,7 +7,7 @@ run by a developer with a framework checkout at the commit the plans assume, pre
 every shipped plan (``tests/plugins/shipped.py``) exactly as ``tprimat run`` does, hands
 each one to the framework's own code through the matching runner in this folder
 (``megatron_lm_args.py``, ``primus_experiment.py``), and writes what came back into
-``tests/fixtures/acceptance/<framework>.json``, keyed by the plan's digest
+``tests/fixtures/acceptance/<name>.json``, keyed by the plan's digest
 (:mod:`tprimat.running.digest`): whether the framework accepted it, its error if not, and
 the value the framework ended with for every setting tprimat renders, every default
 tprimat says it keeps, and every setting the shared vocabulary reads.  The file also
@@ -19,9 +19,11 @@ another value than the plan rendered: a change to rendering cannot land unchecke
 
 Run from the repository root, with tprimat installed (``pip install -e .``)::
 
-    python tools/acceptance/make_records.py megatron-lm --checkout MEGATRON_LM \\
-        --python VENV/bin/python --te-version 2.9.0
-    python tools/acceptance/make_records.py primus --checkout PRIMUS --python VENV/bin/python
+    python tools/acceptance/make_records.py megatron-lm --backends nvd_megatron \\
+        --checkout MEGATRON_LM --name megatron-lm-core_v0.15.0 --python VENV/bin/python --te-version 2.9.0
+    python tools/acceptance/make_records.py megatron-lm --backends amd_megatron \\
+        --checkout PRIMUS/third_party/Megatron-LM --name megatron-lm-primus-v26.5 --python VENV/bin/python
+    python tools/acceptance/make_records.py primus --checkout PRIMUS --name primus-v26.5 --python VENV/bin/python
 
 ``--python`` is the interpreter the runner's docstring says how to set up (torch and
 the framework's small dependencies, no tprimat).  The checkouts are the commits named in
@@ -80,6 +82,8 @@ def _values_of_interest(run: Any, values: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("framework", choices=sorted(FRAMEWORKS))
+    parser.add_argument("--name", required=True, help="the record file's name, e.g. megatron-lm-core_v0.15.0")
+    parser.add_argument("--backends", nargs="+", help="only these backends' plans (default: all it checks)")
     parser.add_argument("--checkout", required=True, type=Path, help="the framework checkout at the assumed commit")
     parser.add_argument("--python", default=sys.executable, help="interpreter for the runner (see its docstring)")
     parser.add_argument("--te-version", help="Megatron-LM: Transformer Engine version of the target image")
@@ -88,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         runs, entries = {}, []
-        for backend, model, methodology in shipped(spec["backends"]):
+        for backend, model, methodology in shipped(tuple(args.backends or spec["backends"])):
             key = plan_id(backend, model, methodology)
             checkout = args.checkout.resolve() if backend == "amd_primus" else None
             run = shipped_run(backend, model, methodology, work / key, checkout=checkout)
@@ -112,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         run = runs[result["id"]]
         records[run.plan_digest] = {
             "plan": result["id"],
+            "backend": run.backend,
             "accepted": bool(result.get("accepted")),
             "error": result.get("error"),
             "values": _values_of_interest(run, result.get("values") or {}),
@@ -119,13 +124,15 @@ def main(argv: list[str] | None = None) -> int:
     answer.pop("command", None)
     document = {
         "framework": args.framework,
-        "made_with": f"python tools/acceptance/make_records.py {args.framework} --checkout CHECKOUT --python PYTHON"
+        "made_with": f"python tools/acceptance/make_records.py {args.framework} --name {args.name}"
+        + (f" --backends {' '.join(args.backends)}" if args.backends else "")
+        + " --checkout CHECKOUT --python PYTHON"
         + (f" --te-version {args.te_version}" if args.te_version else ""),
         "runner": {k: v for k, v in answer.items() if not k.endswith("_checkout")},
         "records": dict(sorted(records.items(), key=lambda item: item[1]["plan"])),
     }
     RECORDS.mkdir(parents=True, exist_ok=True)
-    target = RECORDS / f"{args.framework}.json"
+    target = RECORDS / f"{args.name}.json"
     target.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
     refused = [r["plan"] for r in records.values() if not r["accepted"]]
     print(f"wrote {target}: {len(records)} plans" + (f"; refused: {', '.join(refused)}" if refused else ""))

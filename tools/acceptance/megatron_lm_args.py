@@ -14,10 +14,11 @@ installed in that environment, or the installed copy could shadow the checkout's
 
 Setup (CPU only, no GPU, no transformer_engine, no apex)::
 
-    python3 -m venv /work/venv-mlm
-    . /work/venv-mlm/bin/activate
+    python3 -m venv VENV
+    . VENV/bin/activate
     pip install torch==2.13.0 "numpy<2.0.0" "packaging>=24.2" six regex einops pyyaml
-    git -C MEGATRON_REPO worktree add --detach /work/frameworks/megatron-lm-core_v0.15.0 core_v0.15.0
+    pip install triton pydantic   # Megatron-LM 0.16 and later import them with megatron.training
+    git -C MEGATRON_REPO worktree add --detach MEGATRON_LM core_v0.15.0
 
 Newer Megatron-LM (main) also imports ``triton`` at import time: use a second environment
 with ``pip install triton`` added (on Python 3.11 it also needs the ``typing.override``
@@ -26,7 +27,7 @@ stub below; main declares Python >= 3.12).
 Usage::
 
     python tools/acceptance/megatron_lm_args.py \\
-        --megatron /work/frameworks/megatron-lm-core_v0.15.0 \\
+        --megatron MEGATRON_LM \\
         --plans plans.json --out accepted.json
 
 ``plans.json`` is a list of plans::

@@ -18,7 +18,8 @@ from tprimat.plugins.megatron.corecheck import (  # noqa: E402
     MegatronCoreMissingError,
     check_with_megatron_core,
 )
-from tprimat.plugins.megatron.settings import ARGS, build_settings  # noqa: E402
+from tprimat.plugins.megatron.family import ATTENTION_ENV  # noqa: E402
+from tprimat.plugins.megatron.settings import ARGS  # noqa: E402
 
 BACKENDS = ["amd_primus", "amd_megatron", "nvd_megatron"]
 MODELS = ["llama3.1-8b", "qwen2.5-7b"]
@@ -28,10 +29,8 @@ METHODOLOGIES = ["iso", "tuned"]
 def plan_inputs(backend: str, model: str, methodology: str, tmp_path: Path) -> tuple[dict, dict[str, str], int]:
     """The settings, environment and world size of the plan ``tprimat run`` would launch on the target GPU."""
     run = prepared(backend, model, tmp_path, [f'benchmark.methodology="{methodology}"'])
-    extra = dict(run.methodology.overrides)
-    if backend == "amd_primus":  # Primus's own keys (use_turbo_attention) are not Megatron-LM arguments
-        extra = {key: value for key, value in extra.items() if key in ARGS}
-    settings = build_settings(run.config, run.model, version=(0, 15), data=run.context.data, extra=extra)
+    # what the plan renders; Primus's own keys (use_turbo_attention) are not Megatron-LM arguments
+    settings = {key: value for key, value in run.plan.framework.rendered.items() if key in ARGS}
     world_size = run.config.launch.nnodes * run.config.launch.nproc_per_node
     return settings, dict(run.plan.env), world_size
 
@@ -67,9 +66,8 @@ def test_flash_attention_with_fused_attention_switched_on_is_refused(iso_plan):
 
 def test_flash_attention_leaves_fused_attention_off_in_the_environment(iso_plan):
     settings, env, world_size = iso_plan
-    assert settings["attention_backend"] == "flash"
     assert "NVTE_FUSED_ATTN" not in env
-    result = check(settings, env, world_size)
+    result = check({**settings, "attention_backend": "flash"}, env, world_size)
     assert result.accepted, result.problems
     assert result.env_after["NVTE_FUSED_ATTN"] == "0"
     assert result.env_after["NVTE_FLASH_ATTN"] == "1"
@@ -152,3 +150,24 @@ def test_importing_the_checker_does_not_import_megatron_core():
     code = "import sys, tprimat.plugins.megatron.corecheck; print('megatron.core' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("backend", sorted(ATTENTION_ENV))
+def test_the_plans_attention_environment_is_what_megatron_core_wants(backend, iso_plan):
+    # the table amd_megatron's plan sets, checked against megatron-core's own rule
+    settings, env, world_size = iso_plan
+    result = check({**settings, "attention_backend": backend}, {**env, **ATTENTION_ENV[backend]}, world_size)
+    assert result.accepted, result.problems
+    assert {k: result.env_after[k] for k in ATTENTION_ENV[backend]} == ATTENTION_ENV[backend]
+
+
+@pytest.mark.parametrize("methodology", METHODOLOGIES)
+@pytest.mark.parametrize("model", MODELS)
+def test_amd_megatron_plans_survive_the_rocm_images_baked_attention_environment(model, methodology, tmp_path):
+    # Primus's ROCm images set NVTE_FLASH_ATTN=0 and NVTE_FUSED_ATTN=1; stock Megatron-LM asserts
+    # them against --attention-backend, so the plan's own values must replace them.
+    settings, env, world_size = plan_inputs("amd_megatron", model, methodology, tmp_path)
+    baked = {"NVTE_FLASH_ATTN": "0", "NVTE_FUSED_ATTN": "1"}
+    result = check(settings, {**baked, **env}, world_size)
+    assert result.accepted, "\n".join(result.problems)
+    assert not check(settings, {**env, **baked}, world_size).accepted or settings["attention_backend"] == "fused"
