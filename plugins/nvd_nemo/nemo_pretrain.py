@@ -5,9 +5,16 @@ and starts it with torchrun (one process per GPU).  It builds NeMo's own
 pretraining recipe for the model (``llm.llama31_8b`` / ``llm.qwen25_7b``),
 applies every benchmark-config field to it and runs it in-process.
 
-``--dry-run`` builds the recipe and prints the resolved settings as JSON,
-without starting training: that is how the mapping is checked on a machine
-without GPUs.  The script depends on NeMo only (not on tprimat).
+Before training starts, rank 0 writes the resolved recipe (:func:`resolve`:
+every field of every configuration object, what NeMo's start-up changes, and
+the verdict of NeMo's and megatron-core's own checks) to ``nemo_resolved.json``
+beside the settings (``--resolved-out`` to choose), so the result records the
+values NeMo ran with, including those its recipe keeps.
+
+``--dry-run`` builds the recipe and prints the resolved recipe as JSON, without
+starting training: that is how the mapping is checked on a machine without
+GPUs.  ``--check`` does the same, also builds the Trainer, and exits 1 when a
+check rejects the settings.  The script depends on NeMo only (not on tprimat).
 """
 
 from __future__ import annotations
@@ -35,7 +42,16 @@ FRAMEWORK_ENV = (
     "NVIDIA_TF32_OVERRIDE",
 )
 #: Installed distributions whose versions decide NeMo's defaults and code paths.
-DISTRIBUTIONS = ("nemo_toolkit", "nemo_run", "megatron_core", "torch", "lightning", "transformer_engine", "apex")
+DISTRIBUTIONS = (
+    "nemo_toolkit",
+    "nemo_run",
+    "megatron_core",
+    "torch",
+    "lightning",
+    "fiddle",
+    "transformer_engine",
+    "apex",
+)
 #: Model-config switches megatron-core accepts only where Transformer Engine imports, and why.
 NEEDS_TE = {"apply_rope_fusion": "megatron-core's fused RoPE kernel comes from Transformer Engine"}
 
@@ -306,17 +322,17 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
-@dataclasses.dataclass
 class Setup:
     """NeMo's configuration objects for a recipe, set up as NeMo's trainer does, and the verdict of their checks."""
 
-    checked: list = dataclasses.field(default_factory=list)
-    problems: list = dataclasses.field(default_factory=list)
-    not_checked: list = dataclasses.field(default_factory=list)
-    model: object = None  # the model's TransformerConfig, after NeMo's start-up changes
-    optimizer: object = None  # megatron-core OptimizerConfig, after the precision plugin's changes
-    ddp: object = None  # megatron-core DistributedDataParallelConfig, likewise
-    lr_max_steps: int | None = None  # what NeMo gives the learning-rate schedule
+    def __init__(self) -> None:
+        self.checked: list[str] = []
+        self.problems: list[str] = []
+        self.not_checked: list[str] = []
+        self.model = None  # the model's TransformerConfig, after NeMo's start-up changes
+        self.optimizer = None  # megatron-core OptimizerConfig, after the precision plugin's changes
+        self.ddp = None  # megatron-core DistributedDataParallelConfig, likewise
+        self.lr_max_steps: int | None = None  # what NeMo gives the learning-rate schedule
 
     def attempt(self, what: str, build):
         """``build()``, recorded as checked, or as a problem with the error it raised."""

@@ -69,7 +69,7 @@ def test_recipe_builds_and_every_default_field_lands(tmp_path, name):
     assert model["share_embeddings_and_output_weights"] is False
     assert model["vocab_size"] == spec.padded_vocab_size(1)
     assert model["seq_length"] == 8192
-    assert model["attention_backend"] == "flash"
+    assert model["attention_backend"] == load_config(None, []).kernels.attention_backend
     if spec.rope_scaling:
         assert model["scale_factor"] == 8.0 and model["old_context_len"] == 8192
     data = resolved["data"]
@@ -114,12 +114,20 @@ def test_non_default_fields_land(tmp_path):
             "parallel.overlap_grad_reduce=false",
         ],
     )
-    assert resolved["strategy"] == {
+    strategy = resolved["strategy"]
+    layout = (
+        "tensor_model_parallel_size",
+        "pipeline_model_parallel_size",
+        "context_parallel_size",
+        "sequence_parallel",
+    )
+    assert {k: strategy[k] for k in layout} == {
         "tensor_model_parallel_size": 2,
         "pipeline_model_parallel_size": 2,
         "context_parallel_size": 1,
         "sequence_parallel": True,
     }
+    assert strategy["pipeline_dtype"] == "torch.bfloat16"
     precision = resolved["precision"]
     assert precision["fp8"] == "hybrid" and precision["fp8_recipe"] == "delayed"
     assert precision["fp8_amax_history_len"] == 1024
