@@ -76,8 +76,10 @@ def framework_record(
             for d in readback.disagreements(planned.rendered, stated)
         ]
     shared: dict[str, Any] = dict(planned.shared) if planned is not None else {}
-    if planned is None and stated is not None and readback is not None and readback.shared is not None:
-        shared = readback.shared(stated)
+    if stated is not None and readback is not None and readback.shared is not None:
+        ran = readback.shared(stated)
+        # the plan's values stand; what it could not know (null) is what the framework ran with
+        shared = ran if planned is None else {k: ran.get(k) if v is None else v for k, v in shared.items()}
     notes = list(planned.notes) if planned is not None else []
     if stated is not None:
         notes.extend(stated.notes)

@@ -14,6 +14,7 @@ from tprimat.plugins.megatron.family import TUNABLES
 from tprimat.plugins.megatron.memory_lines import memory_peaks
 from tprimat.plugins.nvd_nemo.explain import explain_nemo
 from tprimat.plugins.nvd_nemo.owned import OWNER
+from tprimat.plugins.nvd_nemo.readback import READBACK
 from tprimat.plugins.nvd_nemo.stated import read_stated
 
 _STEP_RE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|.*global_step")
@@ -52,6 +53,7 @@ BACKEND = BackendSpec(
     ),
     default_for=("nvidia",),
     config_owned=OWNER,
+    readback=READBACK,
     # NeMo trains with Megatron-core: the same layout and overlap switches as the Megatron family.
     tunables=TUNABLES,
     memory_peaks=memory_peaks,

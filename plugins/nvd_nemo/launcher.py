@@ -77,6 +77,13 @@ def settings(context: LaunchContext, config: BenchmarkConfig) -> dict[str, Any]:
             f"NeMo has no pretraining recipe mapped for model {model.name}; supported: {', '.join(RECIPES)}"
         ) from None
     t, b, p, k = config.training, config.benchmark, config.parallel, config.kernels
+    if t.lr_decay_iterations not in (0, b.iterations):
+        raise TprimatError(
+            f"training.lr_decay_iterations = {t.lr_decay_iterations}: NeMo's MegatronStrategy sets the "
+            f"learning-rate schedule's max_steps to the trainer's ({b.iterations}, benchmark.iterations) "
+            "at set-up, so the run would decay over another length than the plan says; "
+            "use 0 (decay over the whole run) or the iteration count"
+        )
     recompute = {
         "none": {"granularity": None, "method": None, "num_layers": None},
         "selective": {"granularity": "selective", "method": None, "num_layers": None},

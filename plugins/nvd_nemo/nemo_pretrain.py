@@ -671,11 +671,18 @@ def write_json_atomically(path: Path, value: dict) -> None:
     os.replace(temporary, path)
 
 
+#: The line that carries the resolved recipe in the run's log (one line of JSON after it).
+RESOLVED_MARKER = "TPRIMAT_NEMO_RESOLVED"
+
+
 def record_resolved(recipe, path: Path) -> Path | None:
-    """Rank 0 (``RANK`` unset or 0) writes the resolved recipe to ``path``; the other ranks write nothing."""
+    """Rank 0 (``RANK`` unset or 0) writes the resolved recipe to ``path`` and prints it on one log
+    line (``TPRIMAT_NEMO_RESOLVED {...}``), so the log says what NeMo ran with; other ranks do nothing."""
     if os.environ.get("RANK", "0") not in ("", "0"):
         return None
-    write_json_atomically(path, resolve(recipe))
+    resolved = resolve(recipe)
+    write_json_atomically(path, resolved)
+    print(f"{RESOLVED_MARKER} {json.dumps(resolved, sort_keys=True, separators=(',', ':'))}", flush=True)
     return path
 
 

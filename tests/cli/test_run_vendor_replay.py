@@ -588,3 +588,20 @@ def test_what_megatron_printed_is_checked_against_the_plan_after_the_run(bench, 
     )
     assert compared.exit_code == 2
     assert "num_layers (planned 32, ran 16)" in compared.output
+
+
+def test_an_iso_primus_run_records_every_setting_it_launched_with(bench):
+    # what tprimat renders, and what Primus's experiment and config tree keep, with their values
+    out = bench.invoke(CASES["amd_primus"])
+    assert out.exit_code == 0, out.output
+    framework = load_result(bench.run_dir / "result.json").config.framework
+    assert framework.framework.startswith("Primus (Megatron-LM core 0.15)")
+    assert framework.plan_digest and framework.plan_digest.startswith("sha256:")
+    assert framework.rendered["eod_mask_loss"] is False  # pinned over Primus's experiment (true)
+    assert framework.rendered["use_turbo_attention"] is False
+    # kept from Primus: its experiment's own overrides and the module and model configs it extends
+    assert framework.kept["gradient_accumulation_fusion"] is False
+    assert framework.kept["enable_primus_turbo"] is False  # primus_turbo.yaml; this experiment leaves it
+    assert "examples/megatron/configs/MI355X/llama3.1_8B-BF16-pretrain.yaml" in framework.kept_from
+    assert "primus/configs/modules/megatron/trainer_base.yaml" in framework.kept_from
+    assert framework.shared["loss.eod_mask"] is False and framework.shared["grad.accumulation_fusion"] is False

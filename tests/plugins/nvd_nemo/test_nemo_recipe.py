@@ -105,7 +105,7 @@ def test_non_default_fields_land(tmp_path):
             "parallel.pipeline=2",
             'training.recompute="full"',
             'training.lr_decay_style="linear"',
-            "training.lr_decay_iterations=40",
+            "training.lr_decay_iterations=30",  # another length is refused: NeMo replaces it at set-up
             "training.micro_batch_size=2",
             "training.seq_length=4096",
             "benchmark.iterations=30",
@@ -141,7 +141,7 @@ def test_non_default_fields_land(tmp_path):
     assert model["seq_length"] == 4096
     assert model["vocab_size"] == 128256  # 128256 is a multiple of 128 × 2
     assert resolved["lr_scheduler"]["class"] == "WarmupAnnealingScheduler"
-    assert resolved["lr_scheduler"]["max_steps"] == 40
+    assert resolved["lr_scheduler"]["max_steps"] == 30
     assert resolved["data"]["micro_batch_size"] == 2
     assert resolved["trainer"]["max_steps"] == 30
     assert resolved["ddp"]["overlap_grad_reduce"] is False
