@@ -108,6 +108,35 @@ OWNER: dict[str, str] = {
     "memory_snapshot_path": "tprimat run --memory-snapshot",
 }
 
+#: The destinations whose value is their config field's value, unchanged.
+RENDERED_AS_IS: tuple[str, ...] = (
+    "micro_batch_size",
+    "global_batch_size",
+    "seq_length",
+    "train_iters",
+    "seed",
+    "lr",
+    "min_lr",
+    "lr_warmup_iters",
+    "lr_decay_style",
+    "weight_decay",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_eps",
+    "clip_grad",
+    "init_method_std",
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "context_parallel_size",
+    "use_distributed_optimizer",
+    "overlap_grad_reduce",
+    "overlap_param_gather",
+    "attention_backend",
+    "apply_rope_fusion",
+    "bias_swiglu_fusion",
+    "cross_entropy_loss_fusion",
+)
+
 #: Megatron-LM switches no config field decides: a tuned preset may set them (speed only).
 FREE: frozenset[str] = frozenset({"gradient_accumulation_fusion"})
 

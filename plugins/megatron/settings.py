@@ -36,6 +36,7 @@ import attrs
 
 from tprimat.contract.plans import DataArguments
 from tprimat.errors import TprimatError
+from tprimat.plugins.megatron.owned import OWNER, RENDERED_AS_IS
 from tprimat.settings.config import BenchmarkConfig
 from tprimat.settings.models import ModelSpec
 
@@ -191,33 +192,7 @@ ARGS: dict[str, Arg] = _args(
 
 #: The config field each destination renders unchanged (the rest are derived or fixed; see
 #: :func:`build_settings`).  Tests read a rendered command back through this map.
-FROM_CONFIG: dict[str, str] = {
-    "micro_batch_size": "training.micro_batch_size",
-    "global_batch_size": "training.global_batch_size",
-    "seq_length": "training.seq_length",
-    "train_iters": "benchmark.iterations",
-    "seed": "benchmark.seed",
-    "lr": "training.lr",
-    "min_lr": "training.min_lr",
-    "lr_warmup_iters": "training.lr_warmup_iterations",
-    "lr_decay_style": "training.lr_decay_style",
-    "weight_decay": "training.weight_decay",
-    "adam_beta1": "training.adam_beta1",
-    "adam_beta2": "training.adam_beta2",
-    "adam_eps": "training.adam_eps",
-    "clip_grad": "training.clip_grad",
-    "init_method_std": "training.init_method_std",
-    "tensor_model_parallel_size": "parallel.tensor",
-    "pipeline_model_parallel_size": "parallel.pipeline",
-    "context_parallel_size": "parallel.context",
-    "use_distributed_optimizer": "parallel.distributed_optimizer",
-    "overlap_grad_reduce": "parallel.overlap_grad_reduce",
-    "overlap_param_gather": "parallel.overlap_param_gather",
-    "attention_backend": "kernels.attention_backend",
-    "apply_rope_fusion": "kernels.fused_rope",
-    "bias_swiglu_fusion": "kernels.fused_swiglu",
-    "cross_entropy_loss_fusion": "kernels.fused_cross_entropy",
-}
+FROM_CONFIG: dict[str, str] = {dest: OWNER[dest] for dest in RENDERED_AS_IS}
 
 _RECOMPUTE: dict[str, dict[str, Any]] = {
     "none": {"recompute_granularity": None, "recompute_method": None, "recompute_num_layers": None},

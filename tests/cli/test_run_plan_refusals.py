@@ -41,14 +41,19 @@ def _user_preset(folder, backend, table: str) -> dict[str, str]:
     return {"TPRIMAT_PRESET_DIR": str(folder)}
 
 
-@pytest.mark.parametrize("backend", ["amd_primus", "amd_megatron", "nvd_megatron", "nvd_nemo"])
-def test_a_preset_cannot_launch_another_batch_than_the_result_records(backend, tmp_path):
-    env = _user_preset(tmp_path / "presets", backend, "overrides = { global_batch_size = 256, seq_length = 4096 }")
+def _tuned_with_preset(backend: str, table: str, tmp_path):
+    """The tuned dry run of ``backend`` with a user preset whose backend table is ``table``."""
+    env = _user_preset(tmp_path / "presets", backend, table)
     device = "MI300X" if backend.startswith("amd") else "H100"
-    result = dry_run(
+    return dry_run(
         "--backend", backend, "--model", "llama3.1-8b", "--device", device,
         "--set", "benchmark.methodology=tuned", "--output", str(tmp_path / "runs"), env=env,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["amd_primus", "amd_megatron", "nvd_megatron", "nvd_nemo"])
+def test_a_preset_cannot_launch_another_batch_than_the_result_records(backend, tmp_path):
+    result = _tuned_with_preset(backend, "overrides = { global_batch_size = 256, seq_length = 4096 }", tmp_path)
     assert result.exit_code == 2, result.output
     assert "global_batch_size (set from training.global_batch_size)" in result.output
     assert "seq_length (set from training.seq_length)" in result.output
@@ -56,11 +61,6 @@ def test_a_preset_cannot_launch_another_batch_than_the_result_records(backend, t
 
 @pytest.mark.parametrize("backend", ["amd_megatron", "nvd_megatron"])
 def test_a_preset_cannot_add_a_second_flag_for_what_the_config_owns(backend, tmp_path):
-    env = _user_preset(tmp_path / "presets", backend, 'args = ["--global-batch-size", "256"]')
-    device = "MI300X" if backend.startswith("amd") else "H100"
-    result = dry_run(
-        "--backend", backend, "--model", "llama3.1-8b", "--device", device,
-        "--set", "benchmark.methodology=tuned", "--output", str(tmp_path / "runs"), env=env,
-    )  # fmt: skip
+    result = _tuned_with_preset(backend, 'args = ["--global-batch-size", "256"]', tmp_path)
     assert result.exit_code == 2, result.output
     assert "--global-batch-size (set from training.global_batch_size)" in result.output
