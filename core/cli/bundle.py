@@ -30,11 +30,29 @@ def bundle(directory: Path, output: Path, traces: bool) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("."),
     show_default=True,
-    help="Where to extract.",
+    help="Where to extract (the bundle's directory must not exist there yet).",
 )
-def unbundle(bundle_file: Path, output: Path) -> None:
-    """Extract BUNDLE_FILE safely and verify every checksum."""
+@click.option(
+    "--max-gib",
+    type=click.FloatRange(min=0, max=2**20, min_open=True),
+    default=64.0,
+    show_default=True,
+    help="Refuse a bundle whose files add up to more than this (it is also refused beyond the free space).",
+)
+def unbundle(bundle_file: Path, output: Path, max_gib: float) -> None:
+    """Extract BUNDLE_FILE safely and verify every checksum.
+
+    Every file is checked against SHA256SUMS before anything is written: a file
+    not listed, a listed file missing, a changed file, a link or special file, a
+    path outside the bundle, or a bundle beyond the limits (100,000 members,
+    paths of 1,024 bytes and 32 names, --max-gib in all) is refused with exit
+    code 2 and nothing extracted.
+    """
+    from tprimat.suite.bundle import GIB, BundleLimits
     from tprimat.suite.bundle import unbundle as extract
 
-    root, files = extract(bundle_file, output)
+    if max_gib != max_gib:  # nan passes FloatRange
+        raise click.BadParameter("not a number", param_hint="--max-gib")
+    limits = BundleLimits(max_total_bytes=max(1, int(max_gib * GIB)))
+    root, files = extract(bundle_file, output, limits=limits)
     click.echo(f"verified {files} files under {root}")

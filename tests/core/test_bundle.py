@@ -1,11 +1,14 @@
 import io
+import shutil
+import subprocess
 import tarfile
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from tprimat.cli import cli
-from tprimat.suite.bundle import CHECKSUMS, BundleError, make_bundle, unbundle
+from tprimat.suite.bundle import CHECKSUMS, BundleError, make_bundle, select_files, unbundle
 
 
 @pytest.fixture
@@ -36,6 +39,25 @@ def test_round_trip_verifies_every_file(campaign, tmp_path):
     ]
     root, files = unbundle(path, tmp_path / "extracted")
     assert files == 4 and (root / "runs" / "r1" / "logs" / "rank-0.log").read_text().count("\n") == 100
+
+
+def test_a_real_bundle_unbundles_byte_for_byte(campaign, tmp_path):
+    (campaign / "runs" / "r2").mkdir()
+    (campaign / "runs" / "r2" / "données.json").write_text('{"é": 1}\n')
+    (campaign / "runs" / "r1" / "launch.sh").write_text("#!/bin/sh\n")
+    (campaign / "runs" / "r1" / "launch.sh").chmod(0o755)
+    path = make_bundle(campaign, tmp_path / "b.tar.gz", include_traces=True)
+    done = CliRunner().invoke(cli, ["unbundle", str(path), "-o", str(tmp_path / "in")])
+    assert done.exit_code == 0 and "verified 7 files under" in done.output, done.output
+    assert [p.name for p in (tmp_path / "in").iterdir()] == ["campaign"]  # no staging directory left
+    root = tmp_path / "in" / "campaign"
+    bundled = sorted(select_files(campaign, include_traces=True))
+    assert sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file()) == sorted([*bundled, Path(CHECKSUMS)])
+    for relative in bundled:
+        assert (root / relative).read_bytes() == (campaign / relative).read_bytes()
+    assert (root / "runs" / "r1" / "launch.sh").stat().st_mode & 0o100
+    if shutil.which("sha256sum"):
+        subprocess.run(["sha256sum", "--quiet", "-c", CHECKSUMS], cwd=root, check=True)
 
 
 def test_traces_only_when_asked(campaign, tmp_path):
