@@ -86,7 +86,8 @@ def parse(
 
     MLPerf Training result files (`:::MLLOG` lines, e.g. a submission's
     `results/<system>/<benchmark>/` folder) give time to train per run and
-    MLPerf's olympic score per system instead.
+    MLPerf's olympic score per system instead, also scaled by the folder's
+    scaling.json as MLPerf publishes it.
 
     PATHS are log files or directories (a Primus experiment's per-rank
     `logs/pre_trainer/rank-N/` tree is recognised).  Throughput is computed

@@ -10,8 +10,9 @@ each line is JSON after the ``:::MLLOG`` marker, which may follow a launcher pre
 Several runs of one benchmark are scored by MLPerf's olympic rule: sort the
 times, a run that did not converge counting as the slowest, drop the fastest
 and the slowest, and average the rest; with more than one failed run the
-benchmark has no score.  MLPerf's per-system scaling factors (``scaling.json``)
-are not applied.
+benchmark has no score.  The scaling factor MLPerf applies on top (a folder's
+``scaling.json``) is read by :mod:`tprimat.mlperf.layout` and applied in
+:mod:`tprimat.mlperf.summary`.
 """
 
 from __future__ import annotations
@@ -219,13 +220,15 @@ def is_mllog(path: str | Path, head_lines: int = 200) -> bool:
 
 
 def mllog_files(paths: Iterable[str | Path]) -> list[Path] | None:
-    """The files under ``paths`` if every one of them is an MLPerf log, else None."""
-    files: list[Path] = []
-    for path in map(Path, paths):
-        files.extend(sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path])
-    if not files or not all(is_mllog(f) for f in files):
-        return None
-    return files
+    """The MLPerf result files (runs) under ``paths``, or None when these are not MLPerf results.
+
+    Side files of a published result folder (``scaling.json``, ``power/``, others)
+    do not stop a folder from being read: :func:`tprimat.mlperf.layout.find_results`.
+    """
+    from tprimat.mlperf.layout import find_results
+
+    found = find_results(paths)
+    return found.runs if found is not None else None
 
 
 @attrs.frozen(kw_only=True)

@@ -34,8 +34,10 @@ def test_parse_prints_the_mlperf_table():
     assert result.exit_code == 0, result.output
     assert "olympic score (min)" in result.output
     row = next(line for line in result.output.splitlines() if "MI355X" in line)
-    # The comparison report's row: runs converged, olympic score, median, interval (minutes).
-    assert [cell.strip() for cell in row.strip("│ ").split("│")][2:6] == ["10/10", "99.31", "99.32", "95.90 – 102.69"]
+    # The comparison report's row: runs converged, olympic score, the folder's scaling factor
+    # (its scaling.json), the scaled score, median, interval (minutes).
+    cells = [cell.strip() for cell in row.strip("│ ").split("│")][2:8]
+    assert cells == ["10/10", "99.31", "×1.00401", "99.71", "99.32", "95.90 – 102.69"]
     assert "not of equivalent work" not in result.output
 
 
