@@ -71,7 +71,11 @@ def estimate(
         raise click.BadParameter(str(exc), param_hint="--model") from None
     result = estimate_memory(cfg, spec, capacity_gib=capacity_gib, device=device, trainer=trainer)
     if as_json:
-        echo_json(result.to_dict())
+        from tprimat.memory.verdict import error_band_gib, fit_verdict
+
+        found = fit_verdict(result)
+        extra = {"verdict": found.value if found else None, "error_band_gib": error_band_gib(result)}
+        echo_json({**result.to_dict(), **extra})
         return
     p, t = cfg.parallel, cfg.training
     title = (
@@ -93,13 +97,19 @@ def estimate(
 
 
 def verdict(result) -> str:
-    """One line: fits or not, by how much, against which capacity."""
-    if result.capacity_gib is None:
+    """One line: the verdict (fits, within the estimator's error, does not fit), by how much, against what."""
+    from tprimat.memory.verdict import Verdict, describe_fit, fit_verdict
+
+    line = describe_fit(result)
+    if line is None:
         return "capacity unknown: give --device NAME or --capacity-gib X to check whether it fits"
-    where = f"{result.device} ({result.capacity_gib:.2f} GiB)" if result.device else f"{result.capacity_gib:.2f} GiB"
-    if result.fits:
-        return f"fits on {where}: {result.margin_gib:.2f} GiB to spare"
-    return f"does NOT fit on {where}: {-result.margin_gib:.2f} GiB short; try " + "; or ".join(result.remedies)
+    remedies = "; or ".join(result.remedies)
+    verdict_now = fit_verdict(result)
+    if verdict_now is Verdict.DOES_NOT_FIT:
+        return f"{line}; try {remedies}"
+    if verdict_now is Verdict.WITHIN_ERROR:
+        return f"{line}; if it runs out of memory, try {remedies}"
+    return line
 
 
 @memory.command("summarize")

@@ -128,7 +128,8 @@ def backend_options(registry: Any, given: dict[str, Any]) -> dict[str, Any]:
 @click.option(
     "--strict",
     is_flag=True,
-    help="Refuse to start (exit code 2) if the pre-flight checks (`tprimat doctor`) find anything.",
+    help="Refuse to start (exit code 2) if the pre-flight checks (`tprimat doctor`) find a problem "
+    "(a memory estimate within the estimator's error is a note, not a problem).",
 )
 @click.pass_context
 def run(
@@ -254,9 +255,10 @@ def preflight(prepared, *, strict: bool) -> list[dict[str, str]]:
     findings += memory_findings(prepared)
     for finding in findings:
         click.echo(f"doctor: {finding.message} — {finding.fix}", err=True)
-    if strict and findings:
+    problems = [f for f in findings if f.severity == "warning"]  # notes are printed and recorded, never refused
+    if strict and problems:
         raise TprimatError(
-            f"refusing to start: the pre-flight checks found {len(findings)} "
+            f"refusing to start: the pre-flight checks found {len(problems)} "
             "problem(s) (--strict); see `tprimat doctor`"
         )
     return findings_to_dicts(findings)

@@ -30,7 +30,7 @@ import attrs
 
 from tprimat.errors import TprimatError
 from tprimat.hardware.partitions import mig_profile_in_name
-from tprimat.memory.capacity import CAPACITY_VERSION, GIB, find_capacity, known_devices
+from tprimat.memory.capacity import CAPACITY_VERSION, GIB, find_capacity, unknown_device_message
 from tprimat.settings.config import BenchmarkConfig
 from tprimat.settings.models import ModelSpec
 from tprimat.settings.trainers import Trainer
@@ -351,10 +351,7 @@ def _capacity(device: str | None, capacity_gib: float | None) -> tuple[float | N
                 f"({row.capacity_gib:g} GiB, {row.key}); give the MIG device's own with capacity_gib / --capacity-gib"
             )
         if row is None and capacity_gib is None:
-            raise MemoryEstimateError(
-                f"no memory capacity known for device {device!r} (table {CAPACITY_VERSION}); "
-                f"known: {', '.join(known_devices())}; give the capacity with capacity_gib / --capacity-gib"
-            )
+            raise MemoryEstimateError(unknown_device_message(device))
         if row is not None:
             device_key = row.key
             if capacity_gib is None:

@@ -25,13 +25,15 @@ class DevicePeak:
     """Datasheet dense peaks of one device model."""
 
     key: str  # stable short name, e.g. "H100-SXM"
-    pattern: str  # regex matched (case-insensitively) against the device name
+    pattern: str  # regex matched (case-insensitively, as a whole word) against the device name
     tflops: dict[str, float]  # dtype -> dense peak TFLOP/s
     source: str
     sm_count: int | None = None  # NVIDIA: SMs of the whole GPU, to scale the peak to a MIG device
 
 
-# Order matters: the first matching pattern wins, so specific names come first.
+# Order matters: the first matching pattern wins, so specific names come first.  A pattern matches
+# whole words only (see find_device): "GB200" is no B200 and "H1000" no H100.  The keys are those of
+# the capacity table (tprimat.memory.capacity); a test keeps the two tables agreeing.
 DEVICE_PEAKS: tuple[DevicePeak, ...] = (
     # NVIDIA H100 datasheet (2023): PCIe BF16 1,513 / FP8 3,026 TFLOPS with sparsity.
     DevicePeak(
@@ -44,16 +46,25 @@ DEVICE_PEAKS: tuple[DevicePeak, ...] = (
     # NVIDIA H100 datasheet: NVL BF16 1,671 / FP8 3,341 TFLOPS with sparsity.
     DevicePeak(
         key="H100-NVL",
-        pattern=r"H100 NVL",
+        pattern=r"H100[ -]NVL",
         tflops={"bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "tf32": 417.5},
         source="NVIDIA H100 datasheet, NVL column, sparse figures halved",
         sm_count=132,
     ),
+    # NVIDIA GH200 Grace Hopper Superchip datasheet: its Hopper GPU has the H100 SXM's tensor peaks
+    # (BF16 1,979 / FP8 3,958 TFLOPS with sparsity).  Its own row, as in the capacity table: its memory differs.
+    DevicePeak(
+        key="GH200",
+        pattern=r"GH200",
+        tflops={"bf16": 989.4, "fp16": 989.4, "fp8": 1978.9, "tf32": 494.7},
+        source="NVIDIA GH200 Grace Hopper Superchip datasheet, sparse figures halved",
+        sm_count=132,
+    ),
     # NVIDIA H100 datasheet: SXM BF16 1,979 / FP8 3,958 TFLOPS with sparsity.
-    # nvidia-smi names the SXM part "NVIDIA H100 80GB HBM3"; GH200 has the same tensor peak.
+    # nvidia-smi names the SXM part "NVIDIA H100 80GB HBM3".
     DevicePeak(
         key="H100-SXM",
-        pattern=r"H100|GH200",
+        pattern=r"H100",
         tflops={"bf16": 989.4, "fp16": 989.4, "fp8": 1978.9, "tf32": 494.7},
         source="NVIDIA H100 datasheet, SXM column, sparse figures halved",
         sm_count=132,
@@ -61,7 +72,7 @@ DEVICE_PEAKS: tuple[DevicePeak, ...] = (
     # NVIDIA H200 datasheet: NVL BF16 1,671 / FP8 3,341 TFLOPS with sparsity.
     DevicePeak(
         key="H200-NVL",
-        pattern=r"H200 NVL",
+        pattern=r"H200[ -]NVL",
         tflops={"bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "tf32": 417.5},
         source="NVIDIA H200 datasheet, NVL column, sparse figures halved",
         sm_count=132,
@@ -157,7 +168,7 @@ def find_device(device_name: str | None) -> DevicePeak | None:
     if not device_name:
         return None
     for row in DEVICE_PEAKS:
-        if re.search(row.pattern, device_name, flags=re.IGNORECASE):
+        if re.search(rf"\b(?:{row.pattern})\b", device_name, flags=re.IGNORECASE):
             return row
     return None
 

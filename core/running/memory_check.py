@@ -1,4 +1,9 @@
-"""The run's pre-flight memory check: warn (or, with ``--strict``, refuse) before a run that cannot fit."""
+"""The run's pre-flight memory check: warn (or, with ``--strict``, refuse) before a run that cannot fit.
+
+The verdict is :func:`~tprimat.memory.verdict.fit_verdict`'s: "does not fit" is a warning, which
+``--strict`` refuses; "within the estimator's error" is a note, printed and recorded but never
+refused (the run may well fit); "fits" says nothing.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,12 @@ from typing import Any
 
 from tprimat.memory.capacity import usable_capacity
 from tprimat.memory.estimate import MemoryEstimate, MemoryEstimateError, estimate_memory
+from tprimat.memory.verdict import Verdict, describe_fit, fit_verdict
 from tprimat.running.doctor import Finding
 
 
 def memory_findings(prepared: Any) -> list[Finding]:
-    """A finding when the estimate for ``prepared`` (a PreparedRun) exceeds its GPUs' memory.
+    """A finding when the estimate for ``prepared`` (a PreparedRun) does not clearly fit its GPUs' memory.
 
     The capacity is what platform detection measured on this machine (no more than the
     runtime's own figure for the device, see :func:`~tprimat.memory.capacity.usable_capacity`),
@@ -30,33 +36,47 @@ def memory_findings(prepared: Any) -> list[Finding]:
         )
     except MemoryEstimateError:
         return []  # an unknown device without a measured capacity: nothing to compare with
-    finding = fit_finding(estimate, command=_command(prepared))
+    finding = fit_finding(estimate, command=_command(prepared, estimate))
     return [] if finding is None else [finding]
 
 
 def fit_finding(estimate: MemoryEstimate, *, command: str) -> Finding | None:
-    """The warning for an estimate that does not fit its capacity (None when it fits or is unknown)."""
-    if estimate.fits is not False:
+    """The finding for an estimate that does not fit (a warning) or is within the estimator's error (a note).
+
+    None when it fits or its capacity is unknown.
+    """
+    verdict = fit_verdict(estimate)
+    if verdict is None or verdict is Verdict.FITS:
         return None
-    device = estimate.device or "this GPU"
+    needs = (
+        f"{estimate.model} needs about {estimate.total_gib:.1f} GiB per GPU (parameters "
+        f"{estimate.parameters_gib:.1f}, gradients {estimate.gradients_gib:.1f}, optimizer states "
+        f"{estimate.optimizer_states_gib:.1f}, activations {estimate.activations_gib:.1f}, overhead "
+        f"{estimate.overhead_gib:.1f})"
+    )
+    remedies = "; or ".join(estimate.remedies)
+    if verdict is Verdict.DOES_NOT_FIT:
+        return Finding(
+            check="memory-fit",
+            severity="warning",
+            message=f"{needs}; {describe_fit(estimate)}: it will likely run out of memory",
+            fix=f"try {remedies}; see `{command}`",
+        )
     return Finding(
         check="memory-fit",
-        severity="warning",
-        message=(
-            f"{estimate.model} needs about {estimate.total_gib:.1f} GiB per GPU (parameters "
-            f"{estimate.parameters_gib:.1f}, gradients {estimate.gradients_gib:.1f}, optimizer states "
-            f"{estimate.optimizer_states_gib:.1f}, activations {estimate.activations_gib:.1f}, overhead "
-            f"{estimate.overhead_gib:.1f}) but {device} has {estimate.capacity_gib:.1f} GiB: "
-            f"{-estimate.margin_gib:.1f} GiB short, it will likely run out of memory"
-        ),
-        fix=f"try {'; or '.join(estimate.remedies)}; see `{command}`",
+        severity="info",
+        message=f"{needs}; {describe_fit(estimate)}",
+        fix=f"if it runs out of memory, try {remedies}; see `{command}`",
     )
 
 
-def _command(prepared: Any) -> str:
+def _command(prepared: Any, estimate: MemoryEstimate) -> str:
+    """A `tprimat memory estimate` command with the run's memory settings and capacity, to try changes with."""
     t, p = prepared.config.training, prepared.config.parallel
     sets = (
         f"--set training.micro_batch_size={t.micro_batch_size} --set training.seq_length={t.seq_length} "
         f"--set training.recompute={t.recompute} --set parallel.tensor={p.tensor} --set parallel.pipeline={p.pipeline}"
+        f" --set parallel.context={p.context}"
     )
-    return f"tprimat memory estimate --model {prepared.model.name} --backend {prepared.backend} {sets}"
+    capacity = f" --capacity-gib {estimate.capacity_gib:.2f}" if estimate.capacity_gib is not None else ""
+    return f"tprimat memory estimate --model {prepared.model.name} --backend {prepared.backend} {sets}{capacity}"

@@ -2,7 +2,8 @@
 
 The estimator is :func:`tprimat.memory.estimate.estimate_memory` when this
 installation has it.  A candidate is pruned only on a definite "does not fit"
-(``fits is False``); an unknown capacity (``fits is None``) keeps it, and a
+(:func:`tprimat.memory.verdict.fit_verdict`: short by more than the estimator's
+error); one within the estimator's error or of unknown capacity is kept, and a
 run that then dies of out-of-memory is recorded as infeasible instead.
 """
 
@@ -18,6 +19,16 @@ from tprimat.settings.models import ModelSpec
 from tprimat.tune.space import Candidate, apply
 
 Estimator = Callable[..., Any]
+
+
+def _does_not_fit(estimate: Any) -> bool:
+    """Short by more than the estimator's error; another estimator's answer: its ``fits is False``."""
+    from tprimat.memory.estimate import MemoryEstimate
+    from tprimat.memory.verdict import Verdict, fit_verdict
+
+    if isinstance(estimate, MemoryEstimate):
+        return fit_verdict(estimate) is Verdict.DOES_NOT_FIT
+    return estimate.fits is False
 
 
 @attrs.frozen(kw_only=True)
@@ -68,7 +79,7 @@ def prune(
             estimate = estimator(config, model, capacity_gib=capacity_gib, device=device, trainer=trainer)
         except ValueError as exc:  # an unknown device without --device-capacity
             return list(found), [], [f"memory estimator not used: {exc}; give --device-capacity GIB to prune"]
-        if estimate.fits is False:
+        if _does_not_fit(estimate):
             margin = getattr(estimate, "margin_gib", None)
             pruned.append(
                 Pruned(

@@ -119,3 +119,18 @@ def test_without_an_estimator_nothing_is_pruned_and_the_notes_say_so():
         found, config, get_model("llama3.1-tiny"), capacity_gib=None, device="X", estimator=unknown_device
     )
     assert kept == found and "--device-capacity" in notes[0]
+
+
+def test_a_candidate_within_the_estimators_error_is_kept():
+    # NVIDIA's 8xH100 recipe (context parallel 2) is 0.71 GiB short by the estimate, inside the
+    # estimator's error: tune tries it rather than pruning it as "does not fit"
+    from tprimat.memory.estimate import estimate_memory
+    from tprimat.settings.config import load_config
+
+    config = load_config(None, ['benchmark.model="llama3.1-8b"'])
+    found = [Candidate(settings=(("parallel.context", 2),)), Candidate(settings=(("parallel.context", 1),))]
+    kept, pruned, _ = prune(
+        found, config, get_model("llama3.1-8b"), capacity_gib=None, device="H100", estimator=estimate_memory
+    )
+    assert [c.as_dict()["parallel.context"] for c in kept] == [2]
+    assert [p.candidate.as_dict()["parallel.context"] for p in pruned] == [1]
