@@ -186,6 +186,16 @@ def target_platform(machine: PlatformInfo, spec: BackendSpec, device: str | None
     A ``--device`` of the other vendor than the backend's platform is refused: its tuned
     preset, environment and kernels would be the other vendor's.
     """
+    if device:
+        from tprimat.memory.capacity import find_capacity, known_devices, suggest_devices
+
+        if find_capacity(device) is None:  # a near miss (H1000) would get another device's preset
+            close = suggest_devices(device)
+            raise RunError(
+                f"--device {device}: not a device tprimat knows"
+                + (f" (did you mean {' or '.join(close)}?)" if close else "")
+                + f"; known: {', '.join(known_devices())}"
+            )
     vendor = vendor_of_device(device)
     if spec.platform in ("amd", "nvidia") and vendor is not None and vendor != spec.platform:
         raise RunError(

@@ -64,3 +64,10 @@ def test_a_preset_cannot_add_a_second_flag_for_what_the_config_owns(backend, tmp
     result = _tuned_with_preset(backend, 'args = ["--global-batch-size", "256"]', tmp_path)
     assert result.exit_code == 2, result.output
     assert "--global-batch-size (set from training.global_batch_size)" in result.output
+
+
+def test_a_device_name_tprimat_does_not_know_is_refused_with_suggestions(tmp_path):
+    # H1000 used to match the h100 preset by substring
+    result = dry_run("--backend", "nvd_megatron", "--device", "H1000", "--output", str(tmp_path))
+    assert result.exit_code == 2
+    assert "--device H1000: not a device tprimat knows (did you mean H100-SXM" in result.output
