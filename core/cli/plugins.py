@@ -1,4 +1,9 @@
-"""``tprimat plugins``: which plugins loaded, which hooks each implements, and load errors."""
+"""``tprimat plugins``: which plugins loaded, which hooks each implements, and what failed.
+
+Besides plugins that failed to load, it lists the detection and recognition
+hooks that fail when asked (``detect_platform``, ``BackendSpec.sniff`` and
+``explain``): commands skip them, and this is where their errors are shown.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from tprimat.cli.output import echo_json, print_table, registry_from
 def plugins(ctx: click.Context, as_json: bool) -> None:
     """List loaded plugins, their hooks, and plugins that failed to load."""
     registry = registry_from(ctx)
+    registry.check_hooks()
     backends_by_plugin: dict[str, list[str]] = {}
     for name, entry in registry.backends().items():
         backends_by_plugin.setdefault(entry.plugin_name, []).append(name)
@@ -27,8 +33,12 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
         for p in registry.plugins()
     ]
     errors = [{"name": e.name, "distribution": e.distribution, "error": e.error} for e in registry.load_errors]
+    skipped = [
+        {"name": e.name, "distribution": e.distribution, "hook": e.hook, "backend": e.backend, "error": e.error}
+        for e in registry.hook_errors
+    ]
     if as_json:
-        echo_json({"plugins": loaded, "errors": errors})
+        echo_json({"plugins": loaded, "errors": errors, "skipped_hooks": skipped})
         return
     print_table(
         "Plugins",
@@ -48,4 +58,10 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
             "Plugins that failed to load",
             ["name", "distribution", "error"],
             [[e["name"], e["distribution"] or "?", e["error"]] for e in errors],
+        )
+    if skipped:
+        print_table(
+            "Hooks that fail (skipped by every command)",
+            ["name", "distribution", "hook", "backend", "error"],
+            [[e["name"], e["distribution"] or "?", e["hook"], e["backend"] or "", e["error"]] for e in skipped],
         )

@@ -71,7 +71,35 @@ def _announce(event: str, run, totals: dict[str, int]) -> None:
         click.echo(f"suite: {run.id} ended {event} ({done} completed)", err=True)
 
 
-def _run(directory: Path, launch) -> None:
+def wait_option(function):
+    """``--wait``: queue behind another command working in the suite directory."""
+    return click.option(
+        "--wait",
+        is_flag=True,
+        help="If another command works in the suite directory, wait for it to end instead of "
+        "refusing to start (exit code 2).",
+    )(function)
+
+
+def _locked(directory: Path, wait: bool):
+    """The suite directory's lock, announced: whom it waits for, whose stale lock it takes over."""
+    from tprimat.suite.lock import acquire
+
+    def waiting(holder) -> None:
+        who = holder.describe() if holder is not None else "another tprimat command"
+        click.echo(f"suite: {directory} is in use by {who}; waiting for it to end", err=True)
+
+    lock = acquire(directory, wait=wait, on_wait=waiting)
+    if lock.previous is not None:
+        click.echo(
+            f"suite: taking over {directory} from {lock.previous.describe()}, which ended without "
+            "releasing it; processes it left running are stopped",
+            err=True,
+        )
+    return lock
+
+
+def _run(directory: Path, launch, lock) -> None:
     from tprimat.suite.campaign import SUITE_FILE, load_suite, run_suite, suite_overview
 
     spec = load_suite(directory / SUITE_FILE)
@@ -79,7 +107,7 @@ def _run(directory: Path, launch) -> None:
     launch.save(directory)
     if launch.slurm:
         click.echo("suite: each run is submitted as a SLURM job: " + " ".join(launch.run_args()), err=True)
-    totals = run_suite(spec, directory, announce=_announce, launch=launch)
+    totals = run_suite(spec, directory, announce=_announce, launch=launch, lock=lock)
     _print_overview(suite_overview(spec, directory))
     if totals.get("completed", 0) != sum(totals.values()):
         raise click.ClickException(
@@ -110,12 +138,14 @@ def _print_overview(rows: list[dict]) -> None:
     is_flag=True,
     help="Refuse to start (exit code 2) if `tprimat doctor` finds anything; every run is started with --strict too.",
 )
+@wait_option
 @slurm_options
 def run(
     suite_file: Path,
     output_dir: Path | None,
     dry_run: bool,
     strict: bool,
+    wait: bool,
     slurm: bool,
     nodes,
     gpus_per_node,
@@ -123,7 +153,11 @@ def run(
     time_limit,
     account,
 ) -> None:
-    """Run every run of SUITE_FILE that has not completed yet (re-running resumes)."""
+    """Run every run of SUITE_FILE that has not completed yet (re-running resumes).
+
+    One command at a time works in a suite directory: another one holding it
+    is named and this one exits with code 2 (or waits, with --wait).
+    """
     from tprimat.suite.campaign import RUNS_DIR, expand, init_suite_dir, load_suite, run_command
 
     spec = load_suite(suite_file)
@@ -146,20 +180,30 @@ def run(
             argv = run_command(spec, item, directory / RUNS_DIR, launch)
             click.echo(f"{item.id}\n  {shlex.join(argv)}")
         return
-    init_suite_dir(suite_file, directory)
-    _run(directory, launch)
+    directory.mkdir(parents=True, exist_ok=True)
+    with _locked(directory, wait) as lock:
+        init_suite_dir(suite_file, directory)
+        _run(directory, launch, lock)
 
 
 @suite.command("resume")
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--strict", is_flag=True, help="Refuse to start (exit code 2) if `tprimat doctor` finds anything.")
+@wait_option
 @slurm_options
-def resume(directory: Path, strict: bool, slurm: bool, nodes, gpus_per_node, partition, time_limit, account) -> None:
+def resume(
+    directory: Path, strict: bool, wait: bool, slurm: bool, nodes, gpus_per_node, partition, time_limit, account
+) -> None:
     """Continue the suite in DIRECTORY: skip completed runs, retry the rest.
 
     Runs are started the way the suite was (locally or with --slurm and its
     options, kept in DIRECTORY/launch.json) unless --slurm is given again.
+    One command at a time works in a suite directory: another one holding it
+    is named and this one exits with code 2 (or waits, with --wait).
     """
+    from tprimat.suite.campaign import SUITE_FILE, load_suite
+
+    load_suite(directory / SUITE_FILE)  # a suite directory, before anything is written into it
     launch = _launch(
         directory,
         strict,
@@ -173,7 +217,8 @@ def resume(directory: Path, strict: bool, slurm: bool, nodes, gpus_per_node, par
         },
         reuse=True,
     )
-    _run(directory, launch)
+    with _locked(directory, wait) as lock:
+        _run(directory, launch, lock)
 
 
 @suite.command("status")

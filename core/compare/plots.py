@@ -39,9 +39,13 @@ def _figure(plt: Any) -> tuple[Any, Any]:
 
 
 def _save(plt: Any, fig: Any, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)  # fixed size: no bbox_inches="tight"
-    plt.close(fig)
+    try:
+        fig.tight_layout()
+        fig.savefig(path, dpi=DPI)  # fixed size: no bbox_inches="tight"
+    except OSError as exc:  # a full disk: one error naming the figure (the PNG writer chains two)
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
+    finally:
+        plt.close(fig)
     return path
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -668,11 +671,47 @@ def _csv(value: float | None) -> str:
 # --- writing ------------------------------------------------------------------------------------
 
 
+class ReportWriteError(TprimatError):
+    """A report file that could not be written (a full disk, a file-size limit, permissions)."""
+
+
 def write_report(c: Comparison, out_dir: str | Path, formats: Iterable[str] = FORMATS) -> dict[str, Path]:
-    """Write the requested formats (and the figures the md/html reports show) into ``out_dir``."""
+    """Write the requested formats (and the figures the md/html reports show) into ``out_dir``.
+
+    All or nothing: the files are written into a hidden folder inside ``out_dir`` and
+    moved into place once every one was written, so a full disk leaves the previous
+    report (or none), never a partial one that looks complete.
+    """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    formats = list(formats)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".report-", dir=out))
+    except OSError as exc:
+        raise ReportWriteError(f"cannot write the report into {out}: {exc.strerror or exc}") from None
+    try:
+        staged = _write_files(c, staging, list(formats))
+        for name in staged:
+            os.replace(staging / name, out / name)
+    except OSError as exc:
+        name = Path(exc.filename).name if exc.filename else "the report"
+        raise ReportWriteError(
+            f"cannot write {out / name}: {exc.strerror or exc}; no report was written (free some space, "
+            "raise the file-size limit or write elsewhere with -o)"
+        ) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return {name: out / name for name in staged}
+
+
+def _put(out: Path, name: str, text: str) -> Path:
+    """``atomic_write_text`` whose error names the file (a failed write() names none)."""
+    try:
+        return atomic_write_text(out / name, text)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), name) from None
+
+
+def _write_files(c: Comparison, out: Path, formats: list[str]) -> dict[str, Path]:
     written: dict[str, Path] = {}
     plots: dict[str, Path] = {}
     extra: list[Block] = []
@@ -691,20 +730,18 @@ def write_report(c: Comparison, out_dir: str | Path, formats: Iterable[str] = FO
                 written[block.file] = out / block.file
         blocks = build_document(c, plots, extra)
         if "md" in formats:
-            written["report.md"] = atomic_write_text(out / "report.md", to_markdown(blocks))
+            written["report.md"] = _put(out, "report.md", to_markdown(blocks))
         if "html" in formats:
-            written["report.html"] = atomic_write_text(
-                out / "report.html", to_html(blocks, title="tprimat comparison report", base_dir=out)
+            written["report.html"] = _put(
+                out, "report.html", to_html(blocks, title="tprimat comparison report", base_dir=out)
             )
     if "csv" in formats:
-        written["results.csv"] = atomic_write_text(out / "results.csv", results_csv(c))
+        written["results.csv"] = _put(out, "results.csv", results_csv(c))
     if "json" in formats:
         data = comparison_to_dict(c)
         data["convergence"] = convergence_to_dict(c)
         data["files"] = sorted(written)
-        written["report.json"] = atomic_write_text(
-            out / "report.json", json.dumps(data, indent=2, allow_nan=False) + "\n"
-        )
+        written["report.json"] = _put(out, "report.json", json.dumps(data, indent=2, allow_nan=False) + "\n")
     return written
 
 
@@ -734,6 +771,7 @@ def systems_for_terminal(c: Comparison) -> list[list[str]]:
 
 __all__ = [
     "FORMATS",
+    "ReportWriteError",
     "SystemSummary",
     "build_document",
     "parse_formats",

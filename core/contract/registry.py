@@ -10,19 +10,28 @@ down.  Environment switches, read before anything is imported:
 ``TPRIMAT_DISABLE_PLUGINS=a,b``
     skip these entry points (or distributions) without importing them;
 ``TPRIMAT_STRICT_PLUGINS=1``
-    re-raise load errors (for plugin authors);
+    re-raise load errors and failing hooks instead of skipping them (for plugin authors);
 ``TPRIMAT_TRACE_PLUGINS=1``
     print every hook call and its result to stderr.
 
 Per-backend hooks are called on the plugin that owns the backend only
 (pluggy's ``subset_hook_caller``), so install order never matters.
+
+Every answer crosses a boundary here.  A per-backend hook that raises, or
+answers with the wrong type, is one :class:`PluginError` naming the plugin,
+its distribution, the hook and the backend.  The hooks consulted for every
+command whichever backend it uses (``detect_platform`` and the recognisers a
+``BackendSpec`` declares: ``sniff``, ``explain``, ``find_logs``) are skipped
+instead when they fail: the failure is recorded (:attr:`Registry.hook_errors`,
+listed by ``tprimat plugins``) and reported once on stderr, so one plugin's bug
+never breaks the built-in backends.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +39,7 @@ import attrs
 import pluggy
 
 from tprimat.contract import hookspecs
-from tprimat.contract.backend import Availability, BackendSpec, check_availability
+from tprimat.contract.backend import Availability, BackendSpec, LogMatch, check_availability
 from tprimat.errors import TprimatError
 from tprimat.hardware.platform import BuiltinPlatformPlugin, PlatformInfo
 
@@ -47,14 +56,13 @@ class BackendError(TprimatError):
 
 
 class PluginError(TprimatError):
-    """A plugin's hook raised: the message names the plugin, its distribution and the hook.
+    """A plugin's hook raised or answered with the wrong type: one line naming the plugin,
+    its distribution, the hook and the backend (exit code 2).
 
     Expected failures a plugin raises as :class:`TprimatError` keep their message
-    and exit code behind that prefix; anything else is a bug in the plugin (exit 1),
-    chained so that ``--debug`` shows its traceback.
+    and exit code, with the names added behind it; anything else is a bug in the
+    plugin, chained so that ``--debug`` shows its traceback.
     """
-
-    exit_code = 1
 
 
 @attrs.frozen(kw_only=True)
@@ -63,6 +71,17 @@ class PluginLoadError:
 
     name: str
     distribution: str | None
+    error: str
+
+
+@attrs.frozen(kw_only=True)
+class PluginHookError:
+    """A hook of a loaded plugin that raised or answered with the wrong type, and was skipped."""
+
+    name: str
+    distribution: str | None
+    hook: str  # a hook name, or a BackendSpec recogniser: "sniff", "explain", "find_logs"
+    backend: str | None
     error: str
 
 
@@ -100,7 +119,7 @@ def _flag(value: str | None) -> bool:
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _trace_writer(message: str) -> None:
+def _write_stderr(message: str) -> None:
     sys.stderr.write(message)
 
 
@@ -113,10 +132,13 @@ class Registry:
         self.pm.register(BuiltinPlatformPlugin(), name="tprimat.hardware.platform")
         self.strict = strict
         self.load_errors: list[PluginLoadError] = []
+        self.hook_errors: list[PluginHookError] = []
+        #: Where a skipped hook is reported, once per plugin, hook and backend.
+        self.warn: Callable[[str], None] = _write_stderr
         self._origins: dict[str, tuple[str | None, str | None]] = {}
         self._backends: dict[str, RegisteredBackend] | None = None
         if trace:
-            self.pm.trace.root.setwriter(_trace_writer)
+            self.pm.trace.root.setwriter(_write_stderr)
             self.pm.enable_tracing()
 
     # -- building -----------------------------------------------------------------------
@@ -208,7 +230,7 @@ class Registry:
                 continue
             for spec in specs:
                 entry = RegisteredBackend(
-                    spec=spec,
+                    spec=self._guarded_recognisers(spec, impl.plugin_name),
                     plugin_name=impl.plugin_name,
                     distribution=distribution,
                     version=version,
@@ -238,19 +260,114 @@ class Registry:
     # -- typed facade over the hooks -------------------------------------------------------
 
     def detect_platform(self) -> PlatformInfo:
-        """This machine, as the first plugin that knows answers (the built-in fallback last)."""
-        info: PlatformInfo = self.pm.hook.detect_platform()
+        """This machine, as the first plugin that knows answers (the built-in fallback last).
+
+        A loaded plugin's probe that raises or answers with something other than a
+        :class:`PlatformInfo` is skipped (:meth:`_skip`): the next one answers.
+        """
+        for impl in reversed(self.pm.hook.detect_platform.get_hookimpls()):
+            info = self._ask_platform(impl)
+            if info is not None:
+                return info
+        raise TprimatError("no plugin described this machine (the built-in probe was disabled)")
+
+    def _ask_platform(self, impl: pluggy.HookImpl) -> PlatformInfo | None:
+        """One plugin's ``detect_platform`` answer; a loaded plugin's failure is skipped (None)."""
+        ask = self._plugin_caller(impl.plugin, "detect_platform")
+        if impl.plugin_name not in self._origins:  # tprimat's own fallback
+            builtin: PlatformInfo | None = ask()
+            return builtin
+        try:
+            info = ask()
+        except Exception as exc:
+            self._skip(impl.plugin_name, "detect_platform", None, _describe(exc), exc)
+            return None
+        if info is not None and not isinstance(info, PlatformInfo):
+            self._skip(impl.plugin_name, "detect_platform", None, _wrong_type(info, "a PlatformInfo"))
+            return None
         return info
 
-    def _owner_caller(self, backend: str, hook: str) -> pluggy.HookCaller:
-        owner = self.pm.get_plugin(self.backend(backend).plugin_name)
-        others = [p for p in self.pm.get_plugins() if p is not owner]
+    def _plugin_caller(self, plugin: object, hook: str) -> pluggy.HookCaller:
+        others = [p for p in self.pm.get_plugins() if p is not plugin]
         return self.pm.subset_hook_caller(hook, remove_plugins=others)
 
+    def _describe_plugin(self, name: str) -> str:
+        distribution, version = self._origins.get(name, (None, None))
+        dist = f"{distribution} {version}".strip() if distribution else "no distribution"
+        return f"plugin {name} ({dist})"
+
+    def _skip(self, name: str, hook: str, backend: str | None, error: str, cause: BaseException | None = None) -> None:
+        """Record a failed detection or recognition hook and report it once; strict: raise."""
+        what = f"BackendSpec.{hook} of backend {backend}" if backend else f"{hook} hook"
+        message = f"{self._describe_plugin(name)}: its {what} was skipped: {error}"
+        if self.strict:
+            raise PluginError(message) from cause
+        if any((e.name, e.hook, e.backend) == (name, hook, backend) for e in self.hook_errors):
+            return
+        distribution = self._origins.get(name, (None, None))[0]
+        self.hook_errors.append(
+            PluginHookError(name=name, distribution=distribution, hook=hook, backend=backend, error=error)
+        )
+        self.warn(f"tprimat: warning: {message}\n")
+
+    def _guarded_recognisers(self, spec: BackendSpec, plugin_name: str) -> BackendSpec:
+        """``spec`` with its recognisers (asked of every backend) skipped when they fail."""
+        changes: dict[str, Any] = {}
+        for field, check, expected in _RECOGNISERS:
+            function = getattr(spec, field)
+            if function is not None:
+                changes[field] = self._guard(function, plugin_name, spec.name, field, check, expected)
+        return attrs.evolve(spec, **changes) if changes else spec
+
+    def _guard(
+        self,
+        function: Callable[..., Any],
+        plugin_name: str,
+        backend: str,
+        field: str,
+        check: Callable[[Any], bool],
+        expected: str,
+    ) -> Callable[..., Any]:
+        def guarded(*args: Any) -> Any:
+            try:
+                answer = function(*args)
+            except Exception as exc:
+                self._skip(plugin_name, field, backend, _describe(exc), exc)
+                return None
+            if answer is not None and not check(answer):
+                self._skip(plugin_name, field, backend, _wrong_type(answer, expected))
+                return None
+            return answer
+
+        return guarded
+
+    def check_hooks(self) -> list[PluginHookError]:
+        """Ask every loaded plugin's detection and recognition hooks once, as a command would.
+
+        For ``tprimat plugins``: a failing hook is recorded in :attr:`hook_errors` (a
+        recogniser is shown a line of no known format; ``find_logs`` is left alone, it
+        reads directories).
+        """
+        warn, self.warn = self.warn, lambda message: None
+        try:
+            for impl in self.pm.hook.detect_platform.get_hookimpls():
+                if impl.plugin_name in self._origins:
+                    self._ask_platform(impl)
+            probe = ["tprimat plugin check: a line of no log format"]
+            for entry in self.backends().values():
+                if entry.spec.sniff is not None:
+                    entry.spec.sniff(probe, "check.log")
+                if entry.spec.explain is not None:
+                    entry.spec.explain(probe, probe)
+        finally:
+            self.warn = warn
+        return list(self.hook_errors)
+
+    def _owner_caller(self, backend: str, hook: str) -> pluggy.HookCaller:
+        return self._plugin_caller(self.pm.get_plugin(self.backend(backend).plugin_name), hook)
+
     def _origin(self, backend: str) -> str:
-        entry = self.backend(backend)
-        dist = f"{entry.distribution} {entry.version}" if entry.distribution else "no distribution"
-        return f"plugin {entry.plugin_name} ({dist})"
+        return self._describe_plugin(self.backend(backend).plugin_name)
 
     def _call_owner(self, backend: str, hook: str, **kwargs: Any) -> Any:
         try:
@@ -268,6 +385,12 @@ class Registry:
             ) from exc
         if result is None:
             raise BackendError(f"backend {backend!r} does not implement {hook}")
+        expected = _answer_type(hook)
+        if expected is not None and not isinstance(result, expected):
+            raise PluginError(
+                f"{self._origin(backend)}: its {hook} hook for backend {backend} answered with "
+                f"{_wrong_type(result, 'a ' + expected.__name__)} (report it to the plugin's authors)"
+            )
         return result
 
     def prepare_data(self, backend: str, *, dataset: PreparedDataset, config: BenchmarkConfig) -> DataArguments:
@@ -289,11 +412,24 @@ class Registry:
         wrapped like the hook's own, naming the plugin.
         """
         events = self._call_owner(backend, "parse_metrics", lines=lines, source=source)
+        if not isinstance(events, Iterable):
+            raise PluginError(
+                f"{self._origin(backend)}: its parse_metrics hook for backend {backend} answered with "
+                f"{_wrong_type(events, 'an iterator of parse records')} (report it to the plugin's authors)"
+            )
         return self._named_errors(backend, events)
 
     def _named_errors(self, backend: str, events: Iterable[ParseEvent]) -> Iterator[ParseEvent]:
+        from tprimat.contract.records import ParseEvent
+
         try:
-            yield from events
+            for event in events:
+                if not isinstance(event, ParseEvent):
+                    raise PluginError(
+                        f"{self._origin(backend)}: its parse_metrics hook for backend {backend} yielded "
+                        f"{_wrong_type(event, _RECORDS)} (report it to the plugin's authors)"
+                    )
+                yield event
         except TprimatError:
             raise
         except Exception as exc:
@@ -304,6 +440,36 @@ class Registry:
     def implements(self, backend: str, hook: str) -> bool:
         """Whether the plugin owning ``backend`` implements ``hook``."""
         return bool(self._owner_caller(backend, hook).get_hookimpls())
+
+
+#: What ``parse_metrics`` may yield, for messages.
+_RECORDS = "a parse record (IterationRecord, LogFact, EvalRecord, ParseIssue, RankPeak or REPEATED_LINE)"
+
+#: The recognisers a BackendSpec declares that are asked of every backend: field, the
+#: check of an answer that is not None, and what it should have been.
+_RECOGNISERS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    ("sniff", lambda answer: isinstance(answer, LogMatch), "a LogMatch"),
+    ("explain", lambda answer: isinstance(answer, str), "a str"),
+    (
+        "find_logs",
+        lambda answer: isinstance(answer, tuple | list) and len(answer) == 2 and isinstance(answer[1], str),
+        "a (files, note) tuple",
+    ),
+)
+
+
+def _answer_type(hook: str) -> type | None:
+    """The type a per-backend hook must answer with (``parse_metrics`` is checked per event)."""
+    from tprimat.contract.plans import DataArguments, LaunchPlan, ProfilePlan
+
+    return {"launch": LaunchPlan, "profile": ProfilePlan, "prepare_data": DataArguments}.get(hook)
+
+
+def _wrong_type(answer: object, expected: str) -> str:
+    shown = " ".join(repr(answer).split())
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    name = type(answer).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name} ({shown}) instead of {expected}"
 
 
 def _describe(exc: BaseException) -> str:

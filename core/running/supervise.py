@@ -5,6 +5,11 @@ per run): a child started here dies with its parent (``PR_SET_PDEATHSIG``),
 what a launcher leaves outside its process group is found by an environment
 marker and killed, and Ctrl-C is forwarded to the whole group with a grace
 period before SIGKILL.
+
+A kill never reaches beyond the job: the group signalled is the session the
+runner started for it, signalled only while its leader is not yet reaped (so
+its id cannot have been reused), and the marker is made fresh for each job
+(``TPRIMAT_RUNNER_TOKEN``), never shared with another command or run.
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ LOG_TAIL_LINES = 30
 #: Set in the job's environment: the runner's process id, so that a worker started after
 #: its launcher was killed can tell it has been orphaned.
 RUNNER_PID_ENV = "TPRIMAT_RUNNER_PID"
+#: Set in the job's environment: a marker made for this job alone, to find what it leaves behind.
+RUNNER_TOKEN_ENV = "TPRIMAT_RUNNER_TOKEN"
+#: The markers of the jobs this process started that have not been waited for.
+_STARTED: list[str] = []
 
 
 def die_with_parent_hook() -> Callable[[], None] | None:
@@ -59,12 +68,16 @@ def die_with_parent_hook() -> Callable[[], None] | None:
     return hook
 
 
-def kill_leftovers() -> list[int]:
-    """Kill what the job left behind outside its process group (launchers such as torchrun
-    start workers in sessions of their own); they carry this runner's pid in their environment."""
+def kill_leftovers(token: str | None = None) -> list[int]:
+    """Kill what a job left behind outside its process group (launchers such as torchrun
+    start workers in sessions of their own): the processes carrying the job's marker
+    (``token``; None: every job this process started and has not waited for), and nothing else."""
     from tprimat.running.orphans import kill_marked
 
-    return kill_marked(RUNNER_PID_ENV, str(os.getpid()))
+    killed: list[int] = []
+    for marker in [token] if token is not None else list(_STARTED):
+        killed += kill_marked(RUNNER_TOKEN_ENV, marker)
+    return killed
 
 
 class ProcessExecution:
@@ -84,11 +97,17 @@ class ProcessExecution:
         self.proc: subprocess.Popen[str] | None = None
         self._kill_at: float | None = None
         self._reader: threading.Thread | None = None
+        self.token = ""  # the job's marker, made when it starts
 
     def start(self) -> None:
         env = os.environ.copy()
         env.update(self.plan.env)
         env[RUNNER_PID_ENV] = str(os.getpid())  # workers check they still descend from it
+        from tprimat.running.orphans import new_marker
+
+        self.token = new_marker("job")
+        env[RUNNER_TOKEN_ENV] = self.token
+        _STARTED.append(self.token)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             list(self.plan.argv),
@@ -119,7 +138,8 @@ class ProcessExecution:
         self.lines_queue.put(None)
 
     def signal_group(self, sig: int) -> None:
-        if self.proc is None:
+        """Signal the job's process group, only while its leader is unreaped (its id still ours)."""
+        if self.proc is None or self.proc.returncode is not None:
             return
         try:
             os.killpg(self.proc.pid, sig)
@@ -166,17 +186,32 @@ class ProcessExecution:
 
     def wait(self) -> int:
         assert self.proc is not None
-        while True:
-            try:
-                code = self.proc.wait(timeout=0.2)
-                break
-            except subprocess.TimeoutExpired:
-                self._check_deadlines()
+        while not _has_exited(self.proc):
+            time.sleep(0.05)
+            self._check_deadlines()
         if self._reader is not None:
             self._reader.join(timeout=5)
-        self.signal_group(signal.SIGKILL)  # nothing of the group outlives the run
-        kill_leftovers()
+        # The leader has exited but is not reaped yet, so the group's id cannot belong to
+        # anyone else: nothing of the group outlives the run.
+        self.signal_group(signal.SIGKILL)
+        code = self.proc.wait()
+        kill_leftovers(self.token)
+        if self.token in _STARTED:
+            _STARTED.remove(self.token)
         return code
+
+
+def _has_exited(proc: subprocess.Popen[str]) -> bool:
+    """Whether ``proc`` has exited, leaving it unreaped (its pid stays reserved) where possible."""
+    if proc.returncode is not None:
+        return True
+    waitid = getattr(os, "waitid", None)
+    if waitid is None:  # no waitid: reap it (the group is then signalled by marker only)
+        return proc.poll() is not None
+    try:
+        return waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # reaped elsewhere
+        return proc.poll() is not None
 
 
 @attrs.define

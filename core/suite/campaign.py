@@ -22,7 +22,8 @@ in a child process that dies with the suite.  What is on disk is the truth: a ru
 atomically after every change) only adds attempt counts.  A killed suite
 loses at most the run in flight; resuming re-runs unfinished runs, keeps the
 files of failed attempts under ``runs/.attempts/``, and never touches a
-completed result.
+completed result.  One command at a time works in a suite directory
+(:mod:`tprimat.suite.lock`); a second one is refused before it changes anything.
 """
 
 from __future__ import annotations
@@ -47,10 +48,9 @@ from tprimat.errors import TprimatError
 from tprimat.result.schema import ResultError, load_result
 from tprimat.running.orphans import kill_marked
 from tprimat.running.supervise import die_with_parent_hook
+from tprimat.suite.lock import SUITE_TOKEN_ENV, SuiteLock, acquire
 
 SUITE_FILE = "suite.toml"
-#: In every process of a suite's run: its run directory, to find what outlived a killed suite.
-SUITE_RUN_ENV = "TPRIMAT_SUITE_RUN"
 STATE_FILE = "state.json"
 RUNS_DIR = "runs"
 ATTEMPTS_DIR = ".attempts"
@@ -418,8 +418,19 @@ def run_suite(
     announce: Announce | None = None,
     launcher: Callable[[list[str]], int] | None = None,
     launch: SuiteLaunch | None = None,
+    lock: SuiteLock | None = None,
 ) -> dict[str, int]:
-    """Run every unfinished run of the suite in order; return counts by final status."""
+    """Run every unfinished run of the suite in order; return counts by final status.
+
+    ``lock`` is the suite directory's lock, held by the caller; without one it is
+    taken here (refused with :class:`~tprimat.suite.lock.SuiteLockedError` while
+    another command holds it) and released at the end.
+    """
+    if lock is None:
+        directory.mkdir(parents=True, exist_ok=True)
+        with acquire(directory) as own:
+            return run_suite(spec, directory, announce=announce, launcher=launcher, launch=launch, lock=own)
+    marker = lock.holder.token
     runs_dir = directory / RUNS_DIR
     runs_dir.mkdir(parents=True, exist_ok=True)
     state = SuiteState.load(directory / STATE_FILE)
@@ -431,10 +442,6 @@ def run_suite(
         attempts = state.attempts.get(run.id, 0)
         if attempts >= spec.max_attempts:
             continue
-        marker = str(run_dir.absolute())
-        # Whatever of an earlier attempt is still alive (a suite killed while a framework's
-        # workers ran, which ask for no death signal) must not write into the retried run.
-        kill_marked(SUITE_RUN_ENV, marker)
         if status != "pending" or run_dir.exists():
             if problem:
                 state.last_error[run.id] = problem
@@ -443,8 +450,8 @@ def run_suite(
         if announce:
             announce("start", run, counts(spec, directory))
         argv = run_command(spec, run, runs_dir, launch)
-        code = launcher(argv) if launcher else _launch_child(argv, {SUITE_RUN_ENV: marker})
-        kill_marked(SUITE_RUN_ENV, marker)
+        code = launcher(argv) if launcher else _launch_child(argv, {SUITE_TOKEN_ENV: marker})
+        kill_marked(SUITE_TOKEN_ENV, marker)  # what the run left behind, and only that
         # Counted only once the run has ended by itself: a suite killed mid-run does not
         # use up the run's attempts.
         state.attempts[run.id] = attempts + 1

@@ -73,27 +73,39 @@ def test_a_worker_in_its_own_session_does_not_outlive_the_job(tmp_path):
 
 
 def test_a_suite_kills_what_an_earlier_attempt_left_running(tmp_path):
-    from tprimat.suite.campaign import SUITE_RUN_ENV, expand, init_suite_dir, run_suite
+    """A suite killed mid-run leaves its lock behind and a worker running: the next suite
+    command takes the lock over and stops that worker before the run starts again."""
+    from tprimat.suite.campaign import SUITE_TOKEN_ENV, expand, init_suite_dir, run_suite
 
     suite_file = tmp_path / "suite.toml"
     suite_file.write_text('[suite]\nname = "o"\nbackends = ["toy"]\nmodels = ["llama3.1-tiny"]\n')
     directory = tmp_path / "out"
     spec = init_suite_dir(suite_file, directory)
-    (run,) = expand(spec)
-    run_dir = (directory / "runs" / run.id).absolute()
-    # What a suite killed mid-run can leave: a framework worker that asked for no death signal.
-    leftover = subprocess.Popen(SLEEPER, env=dict(os.environ, **{SUITE_RUN_ENV: str(run_dir)}), start_new_session=True)
+    # A suite command holding the lock, whose run left a worker that asked for no death signal.
+    killed_suite = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, subprocess, sys, time\n"
+            "from pathlib import Path\n"
+            "from tprimat.suite.lock import acquire\n"
+            f"lock = acquire(Path({str(directory)!r}))\n"
+            "env = dict(os.environ, " + SUITE_TOKEN_ENV + "=lock.holder.token)\n"
+            f"worker = subprocess.Popen({SLEEPER!r}, env=env, start_new_session=True)\n"
+            "print(worker.pid, flush=True)\n"
+            "time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    leftover = int(killed_suite.stdout.readline())
+    killed_suite.kill()
+    killed_suite.wait()
+    assert _alive(leftover)
     try:
-        deadline = time.monotonic() + 5
-        while not marked_processes(SUITE_RUN_ENV, str(run_dir)) and time.monotonic() < deadline:
-            time.sleep(0.05)
         seen_alive = []
-        run_suite(
-            spec,
-            directory,
-            launcher=lambda argv: seen_alive.append(leftover.poll() is None and _alive(leftover.pid)) or 1,
-        )
-        assert seen_alive == [False]  # killed before the run was started again
+        run_suite(spec, directory, launcher=lambda argv: seen_alive.append(_alive(leftover)) or 1)
+        assert seen_alive == [False] * len(expand(spec))  # stopped before the run started
     finally:
-        leftover.kill()
-        leftover.wait()
+        if _alive(leftover):
+            os.kill(leftover, 9)

@@ -284,7 +284,7 @@ def test_an_exception_in_a_plugin_hook_names_the_plugin_and_the_hook(tmp_path):
     assert str(info.value).startswith(
         "plugin buggy_plugin (buggy-dist 0.3) failed in its launch hook for backend buggy: KeyError: 'missing_key'"
     )
-    assert info.value.exit_code == 1 and isinstance(info.value.__cause__, KeyError)
+    assert info.value.exit_code == 2 and isinstance(info.value.__cause__, KeyError)
     with pytest.raises(PluginError) as info:
         registry.profile("buggy", context=None)
     assert str(info.value) == (
