@@ -23,6 +23,13 @@ def _files(paths: tuple[str, ...]) -> list[Path]:
     return [f for p in paths for f in trace_files(p)]
 
 
+def _text(value: object) -> str:
+    """Text from a trace (a kernel or device name) for a table: rich markup in it is shown, not applied."""
+    from rich.markup import escape
+
+    return escape(str(value))
+
+
 def _pct(value: float, total: float) -> str:
     return f"{100.0 * value / total:.1f}%" if total else "-"
 
@@ -35,6 +42,8 @@ def _no_gpu(r: dict, who: str, scope: str) -> None:
     """A trace without GPU activity: say so, and show only what was measured (host step times)."""
     click.echo(f"{Path(r['file']).name} — {who}, {r['device'] or 'no GPU'}, {scope}")
     click.echo(f"  {r['note']}")
+    if r.get("malformed_note"):
+        click.echo(f"  note: {r['malformed_note']}")
     if r["steps"]:
         print_table("host step times", ("step", "host ms"), [(s["step"], _ms(s["host_us"])) for s in r["steps"]])
     click.echo("")
@@ -83,7 +92,7 @@ def analyze(
             [
                 (
                     "?" if r["rank"] is None else r["rank"],
-                    r["device"] or "",
+                    _text(r["device"] or ""),
                     _ms(r["temporal"]["total_us"]),
                     _ms(r["temporal"]["idle_us"]),
                     _ms(r["temporal"]["compute_us"]),
@@ -107,7 +116,7 @@ def analyze(
             _no_gpu(r, who, scope)
             continue
         total = t["total_us"]
-        title = f"{Path(r['file']).name} — {who}, {r['device'] or 'unknown device'}, {scope}"
+        title = _text(f"{Path(r['file']).name} — {who}, {r['device'] or 'unknown device'}, {scope}")
         rows = [
             ("total", _ms(total), "100.0%"),
             ("idle", _ms(t["idle_us"]), _pct(t["idle_us"], total)),
@@ -133,7 +142,7 @@ def analyze(
             ("kernel", "category", "count", "total ms", "mean µs", "share"),
             [
                 (
-                    k["short_name"],
+                    _text(k["short_name"]),
                     LABELS[k["category"]],
                     k["count"],
                     _ms(k["total_us"]),
@@ -161,6 +170,8 @@ def analyze(
                     for s in r["steps"]
                 ],
             )
+        if r.get("malformed_note"):
+            click.echo(f"note: {r['malformed_note']}")
         click.echo(
             f"launches: {launches['kernels']} kernels, {launches['memcpy']} memcpy, "
             f"{launches['memset']} memset ({r['activities']} of {r['activities_in_file']} GPU activities "
@@ -229,6 +240,7 @@ def compare(
         echo_json(comparison.to_dict())
         return
     la, lb = comparison.labels
+    la, lb = _text(la), _text(lb)
     print_table(
         f"Time per step: {la} vs {lb} (ms; {comparison.step_label})",
         ("", la, lb, f"{lb} − {la}"),

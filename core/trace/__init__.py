@@ -1,7 +1,8 @@
 """Profiler-trace analysis: where GPU time goes on each rank, and why two platforms differ.
 
 * :mod:`tprimat.trace.reader` streams Kineto Chrome-trace JSON (plain or gzip)
-  into compact arrays, without loading the document;
+  into compact arrays, without loading the document, under the bounds of
+  :mod:`tprimat.trace.limits` (every trace is untrusted input);
 * :mod:`tprimat.trace.categories` is the kernel-name table (NVIDIA and AMD);
 * :mod:`tprimat.trace.analyze` computes the temporal breakdown, categories,
   exposed communication, top kernels and launch counts per rank and step;

@@ -31,8 +31,16 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tprimat.errors import TprimatError
-from tprimat.trace.categories import CATEGORIES, TEMPORAL_CLASS, classify, collective_kind, own_name
-from tprimat.trace.reader import ACTIVITY_CODES, RankTrace, read_trace
+from tprimat.trace.categories import (
+    CATEGORIES,
+    MAX_NAME_CHARS,
+    MAX_OWN_CHARS,
+    TEMPORAL_CLASS,
+    classify,
+    collective_kind,
+    own_name,
+)
+from tprimat.trace.reader import ACTIVITY_CODES, RankTrace, malformed_note, read_trace
 
 #: Order in which overlapping activity claims time (compute first: what overlaps it is hidden).
 PRIORITY: tuple[str, ...] = (
@@ -48,7 +56,7 @@ PRIORITY: tuple[str, ...] = (
 )
 assert set(PRIORITY) == set(CATEGORIES)
 
-_STEPS = re.compile(r"^\s*(\d+)?\s*:\s*(\d+)?\s*$|^\s*(\d+)\s*$")
+_STEPS = re.compile(r"^\s*(\d{1,18})?\s*:\s*(\d{1,18})?\s*$|^\s*(\d{1,18})\s*$")
 
 
 def parse_steps(text: str | None) -> tuple[int | None, int | None] | None:
@@ -83,15 +91,16 @@ def _union_length(intervals: list[tuple[float, float]]) -> float:
     return total + cur_end - cur_start
 
 
-def _exclusive(indices: Sequence[int], ts, dur, cat_of: list[int]) -> tuple[list[float], float]:
-    """Sweep the timeline: exclusive µs per category index (in PRIORITY order) and the busy µs."""
+def _exclusive(indices: Sequence[int], ts, dur, cats: Sequence[int]) -> tuple[list[float], float]:
+    """Sweep the timeline: exclusive µs per category index (in PRIORITY order) and the busy µs.
+
+    ``cats[j]`` is the category index of activity ``indices[j]``."""
     points: list[tuple[float, int, int]] = []
-    for i in indices:
+    for i, c in zip(indices, cats, strict=True):
         start = ts[i]
         end = start + dur[i]
         if end <= start:
             continue
-        c = cat_of[i]
         points.append((start, 1, c))
         points.append((end, -1, c))
     return sweep(points, len(PRIORITY))
@@ -136,12 +145,13 @@ def _shorten(name: str) -> str:
     they wrap (``vectorized_elementwise_kernel[CUDAFunctor_add]``); memcpy/memset names are
     kept whole; very long generated names (hipBLASLt ``Cijk_…``) are cut with an ellipsis.
     """
-    text = name.strip()
+    text = name[:MAX_NAME_CHARS].strip()
     short = own_name(text)
     if short != text and ("elementwise" in short or "reduce_kernel" in short or "multi_tensor_apply" in short):
         at = text.find(short)
         inner = text[at + len(short) :] if at >= 0 else text
-        ops = [op for op in _OP_NAME.findall(inner) if op not in _GENERIC_OPS]
+        # the wrapped operation is among the first template arguments; the search is bounded
+        ops = [op for op in _OP_NAME.findall(inner[:MAX_OWN_CHARS]) if op not in _GENERIC_OPS]
         if ops:
             short = f"{short}[{ops[0]}]"
     if len(short) > _MAX_SHORT:
@@ -160,6 +170,7 @@ class _Classified:
     def __init__(self, trace: RankTrace) -> None:
         prio = {c: i for i, c in enumerate(PRIORITY)}
         self.category: dict[tuple[int, int], str] = {}
+        self.collective: dict[int, str] = {}
         self.prio = prio
         self.trace = trace
 
@@ -169,6 +180,12 @@ class _Classified:
         if value is None:
             value = classify(self.trace.names[name_id], ACTIVITY_CODES[code])
             self.category[key] = value
+        return value
+
+    def collective_of(self, name_id: int) -> str:
+        value = self.collective.get(name_id)
+        if value is None:
+            value = self.collective[name_id] = collective_kind(self.trace.names[name_id])
         return value
 
 
@@ -235,9 +252,10 @@ def breakdown(
     classified = classified or _Classified(trace)
     ts, dur, name_id, code = trace.ts, trace.dur, trace.name_id, trace.code
     prio = classified.prio
-    cats: list[int] = [0] * len(ts)
-    for i in indices:
-        cats[i] = prio[classified.category_of(name_id[i], code[i])]
+    category_of = classified.category_of
+    # the category index of each activity in the window, in the order of ``indices`` (a list as
+    # long as the window, not the trace: a breakdown per step costs what the step holds)
+    cats = [prio[category_of(name_id[i], code[i])] for i in indices]
     if not indices:
         return _empty()
     start = min(ts[i] for i in indices)
@@ -252,8 +270,8 @@ def breakdown(
     comm_intervals: list[tuple[float, float]] = []
     collectives: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
     launches = {"kernels": 0, "memcpy": 0, "memset": 0, "sync": 0}
-    for i in indices:
-        category = PRIORITY[cats[i]]
+    for i, c in zip(indices, cats, strict=True):
+        category = PRIORITY[c]
         d = dur[i]
         kernel_us[category] += d
         count[category] += 1
@@ -270,13 +288,13 @@ def breakdown(
             continue
         entry = per_name.get(name_id[i])
         if entry is None:
-            per_name[name_id[i]] = [1, d, cats[i]]
+            per_name[name_id[i]] = [1, d, c]
         else:
             entry[0] += 1
             entry[1] += d
         if category == "communication":
             comm_intervals.append((ts[i], ts[i] + d))
-            kind = collectives[collective_kind(trace.names[name_id[i]])]
+            kind = collectives[classified.collective_of(name_id[i])]
             kind[0] += 1
             kind[1] += d
 
@@ -391,6 +409,8 @@ def analyze_trace(
         "activities_in_file": len(trace.ts),
         "gpu_activity": len(trace.ts) > 0,
         "note": None,
+        "malformed_events": trace.malformed,
+        "malformed_note": malformed_note(trace),
         **result,
         "steps": per_step,
     }

@@ -255,12 +255,22 @@ ACTIVITY_CATEGORIES: dict[str, str | None] = {
 }
 
 
+#: A kernel name is read (own name, collective, short name) from its first this many characters;
+#: the longest in the test traces has 5123 (a Composable Kernel template).
+MAX_NAME_CHARS = 16384
+#: The rules are searched in the first this many characters of the own name (the longest real
+#: one in the test traces has 637): a regular expression's cost grows with the text it searches.
+MAX_OWN_CHARS = 1024
+#: Generic launchers unwrapped at most this many times (``Kernel<Kernel<…>>``).
+MAX_UNWRAP = 8
+
+
 def classify(name: str, cat: str = "kernel") -> str:
     """The category of one GPU activity: Kineto category first, then the first matching rule."""
     fixed = ACTIVITY_CATEGORIES.get(cat)
     if fixed is not None:
         return fixed
-    own = own_name(name)
+    own = own_name(name)[:MAX_OWN_CHARS]
     for category, pattern in _compiled():
         if pattern.search(own):
             return category
@@ -272,9 +282,9 @@ WRAPPERS = frozenset({"Kernel", "Kernel2", "kentry", "device_kernel"})
 
 _MEMORY_NAME = re.compile(r"^(hip)?mem(cpy|set)\b", re.IGNORECASE)
 _LITERAL_ARG = re.compile(r"^[-\d.(]|^(true|false|nullptr)\b")
+_DIGITS = re.compile(r"\d{1,9}")
 
 
-@lru_cache(maxsize=65536)
 def own_name(name: str) -> str:
     """A kernel's own name: no namespace, return type, template arguments or parameters.
 
@@ -282,19 +292,25 @@ def own_name(name: str) -> str:
     ``void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_…>(…)`` → ``cutlass_80_tensorop_s1688gemm_…``
     (a launcher's kernel is its template argument); mangled ``_ZN2ck…6kernel_gemm_xdlINS_…`` →
     ``kernel_gemm_xdl``.  Names that are not C++ signatures (``Cijk_…``, ``Memcpy DtoD (…)``) are
-    returned unchanged.
+    returned unchanged.  Only the first :data:`MAX_NAME_CHARS` characters are read.
     """
+    return _own_name(name[:MAX_NAME_CHARS])
+
+
+@lru_cache(maxsize=65536)
+def _own_name(name: str) -> str:
     text = name.strip()
-    if _MEMORY_NAME.match(text):
-        return text
-    if text.startswith("_Z"):
-        return _mangled_own_name(text) or text
-    own, template = _split_signature(text.replace("(anonymous namespace)::", ""))
-    if own in WRAPPERS and template:
-        inner = _first_type_argument(template)
-        if inner:
-            return own_name(inner)
-    return own or text
+    for _ in range(MAX_UNWRAP):
+        if _MEMORY_NAME.match(text):
+            return text
+        if text.startswith("_Z"):
+            return _mangled_own_name(text) or text
+        own, template = _split_signature(text.replace("(anonymous namespace)::", ""))
+        inner = _first_type_argument(template) if own in WRAPPERS and template else ""
+        if not inner:
+            return own or text
+        text = inner.strip()  # a launcher's own name is its kernel's
+    return text
 
 
 def _split_signature(text: str) -> tuple[str, str]:
@@ -306,6 +322,7 @@ def _split_signature(text: str) -> tuple[str, str]:
     depth = 0
     parens = 0  # open parentheses inside the template arguments
     bare: list[str] = []
+    blank = True  # ``bare`` holds only white space so far
     templates: dict[int, str] = {}
     opened = 0
     for index, char in enumerate(text):
@@ -318,11 +335,12 @@ def _split_signature(text: str) -> tuple[str, str]:
         elif char == ">" and depth and not parens:
             depth -= 1
             if depth == 0:
-                templates[len("".join(bare))] = text[opened + 1 : index]
+                templates[len(bare)] = text[opened + 1 : index]
         elif depth == 0:
-            if char == "(" and bare and "".join(bare).strip():
+            if char == "(" and not blank:
                 break
             bare.append(char)
+            blank = blank and char.isspace()
     qualified = "".join(bare).strip()
     end = len("".join(bare).rstrip())
     if " " in qualified:
@@ -357,9 +375,10 @@ def _mangled_components(text: str, index: int) -> tuple[list[str], int]:
     while index < len(text):
         char = text[index]
         if char.isdigit():
-            digits = re.match(r"\d+", text[index:])
-            assert digits is not None
-            index += len(digits.group())
+            digits = _DIGITS.match(text, index)
+            if digits is None:  # a non-ASCII digit
+                break
+            index = digits.end()
             length = int(digits.group())
             names.append(text[index : index + length])
             index += length
@@ -417,8 +436,9 @@ def collective_kind(name: str) -> str:
     """Which collective a communication kernel performs, from its name ("other" when unknown).
 
     RCCL and recent NCCL may name every collective ``ncclDevKernel_Generic``:
-    those are reported as ``generic``.
+    those are reported as ``generic``.  Only the first :data:`MAX_NAME_CHARS` characters are read.
     """
+    name = name[:MAX_NAME_CHARS]
     for kind, pattern in _COLLECTIVES:
         if pattern.search(name):
             return kind

@@ -367,6 +367,8 @@ def summarize_side(analyses: Sequence[dict[str, Any]], label: str, top: int = 3)
             buckets[bucket] += value
         if note:
             notes.append(note)
+        if result.get("malformed_note"):
+            notes.append(f"{Path(result['file']).name}: {result['malformed_note']}")
         overlapped += result["communication"]["overlapped_us"] / n_steps
         kernels += result["launches"]["kernels"] / n_steps
         host.extend(step["host_us"] for step in result.get("steps", []))

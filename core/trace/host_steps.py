@@ -18,7 +18,6 @@ Idle plus the categories' exclusive times add up to the host step time exactly.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,20 +32,26 @@ def host_step_breakdown(trace: RankTrace, numbers: Iterable[int]) -> dict[str, A
     ``steps`` (numbers used), ``host_us`` (sum of their host durations),
     ``busy_us`` (time with GPU activity inside them), ``idle_us`` and
     ``exclusive_us`` (category -> µs).
+
+    One sweep over the activities and the steps' starts and ends counts only the time inside
+    a step: the same as clipping each activity to each step it overlaps, at a cost that grows
+    with activities plus steps, not with their product.
     """
-    from tprimat.trace.analyze import PRIORITY, sweep
+    from tprimat.trace.analyze import PRIORITY
 
     wanted = set(numbers)
     steps = sorted((s for s in trace.steps if s.number in wanted and s.dur > 0), key=lambda s: s.ts)
     if not steps:
         return None
-    starts = [s.ts for s in steps]
-    ends = [s.ts + s.dur for s in steps]
     prio = {c: i for i, c in enumerate(PRIORITY)}
+    mask = len(PRIORITY)  # the category index of a step's start and end
     category_of: dict[tuple[int, int], int] = {}
     points: list[tuple[float, int, int]] = []
+    for step in steps:
+        points.append((step.ts, 1, mask))
+        points.append((step.ts + step.dur, -1, mask))
     ts, dur, name_id, code = trace.ts, trace.dur, trace.name_id, trace.code
-    first, last = starts[0], ends[-1]
+    first, last = steps[0].ts, max(s.ts + s.dur for s in steps)
     for i in range(len(ts)):
         start = ts[i]
         end = start + dur[i]
@@ -57,17 +62,9 @@ def host_step_breakdown(trace: RankTrace, numbers: Iterable[int]) -> dict[str, A
         if c is None:
             c = prio[classify(trace.names[key[0]], ACTIVITY_CODES[key[1]])]
             category_of[key] = c
-        # the steps this activity overlaps: from the last one starting before its end, back
-        k = bisect_left(starts, end) - 1
-        lowest = max(bisect_right(ends, start), 0)
-        while k >= lowest:
-            lo = max(start, starts[k])
-            hi = min(end, ends[k])
-            if hi > lo:
-                points.append((lo, 1, c))
-                points.append((hi, -1, c))
-            k -= 1
-    exclusive, busy = sweep(points, len(PRIORITY))
+        points.append((start, 1, c))
+        points.append((end, -1, c))
+    exclusive, busy = _sweep_in_steps(points, mask)
     host = sum(s.dur for s in steps)
     return {
         "steps": [s.number for s in steps],
@@ -76,3 +73,30 @@ def host_step_breakdown(trace: RankTrace, numbers: Iterable[int]) -> dict[str, A
         "idle_us": max(host - busy, 0.0),
         "exclusive_us": {PRIORITY[k]: v for k, v in enumerate(exclusive) if v > 0.0},
     }
+
+
+def _sweep_in_steps(points: list[tuple[float, int, int]], ncat: int) -> tuple[list[float], float]:
+    """As :func:`tprimat.trace.analyze.sweep`, counting only time inside a step: points of
+    category ``ncat`` are the steps' starts and ends."""
+    points.sort()
+    active = [0] * ncat
+    exclusive = [0.0] * ncat
+    busy = 0.0
+    running = 0
+    inside = 0
+    previous = 0.0
+    for time, delta, c in points:
+        if running and inside and time > previous:
+            span = time - previous
+            busy += span
+            for k in range(ncat):
+                if active[k]:
+                    exclusive[k] += span
+                    break
+        if c == ncat:
+            inside += delta
+        else:
+            active[c] += delta
+            running += delta
+        previous = time
+    return exclusive, busy

@@ -1,7 +1,7 @@
 """Stream a Kineto (PyTorch profiler) Chrome-trace JSON file into compact per-rank arrays.
 
-A trace is read once, event by event (``ijson`` with its C backend), and only
-what the analysis needs is kept, in typed arrays rather than dicts:
+A trace is read once, in large blocks decoded by :mod:`tprimat.trace.fastread`,
+and only what the analysis needs is kept, in typed arrays rather than dicts:
 
 * GPU-timeline activity (``kernel``, ``gpu_memcpy``, ``gpu_memset``,
   ``cuda_sync``): start, duration, interned name, category, stream and
@@ -15,14 +15,22 @@ Everything else (cpu ops, python functions, flows, args) is dropped as it is
 read, so memory grows with the number of GPU activities and launches, not with
 the file.  Plain and gzip files are recognised by their first bytes, not by
 their names.  Top-level metadata (``distributedInfo``, ``deviceProperties``,
-the runtime versions) is read from the part of the file before
-``traceEvents``, where Kineto writes it.
+the runtime versions) is read from the document's keys before and after
+``traceEvents``.
+
+Every trace is untrusted: the bounds it is read under are in
+:mod:`tprimat.trace.limits`, and a file that is broken or past a bound is one
+:class:`TraceFormatError` naming the file and what is wrong.  An event whose
+fields have the wrong type is skipped and counted (:attr:`RankTrace.malformed`,
+:func:`malformed_note`), unless nothing usable is left.
 """
 
 from __future__ import annotations
 
 import gzip
+import os
 import re
+import zlib
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,11 +40,15 @@ import attrs
 
 from tprimat.errors import TprimatError
 from tprimat.trace.categories import ACTIVITY_CATEGORIES
+from tprimat.trace.limits import INT64, MAX_INFLATION, BrokenTrace, inflation_limit, int_problem
 
-_STEP = re.compile(r"^ProfilerStep\s*#\s*(\d+)")
+#: A profiler step's number: at most 18 digits (a 64-bit integer); a longer one is no step.
+_STEP = re.compile(r"^ProfilerStep\s*#\s*(\d{1,18})(?!\d)")
 #: A rank in a trace file's name: ``rank-3``, ``rank_3``, ``rank3``, Primus's ``rank[3]``.
-_RANK_IN_NAME = re.compile(r"rank[-_\[]?(\d+)", re.IGNORECASE)
-_TAIL = 1 << 18  # bytes of the document end kept to read metadata written after the events
+_RANK_IN_NAME = re.compile(r"rank[-_\[]?(\d{1,9})(?!\d)", re.IGNORECASE)
+_TAIL = 1 << 18  # bytes at the document's end kept clear of range cuts (the metadata after the events)
+#: Longest device name kept from the metadata (a real one is under 64 characters).
+MAX_DEVICE_CHARS = 256
 
 #: Kineto categories of GPU-timeline activity, in a fixed order (index = stored code).
 ACTIVITY_CODES: tuple[str, ...] = tuple(ACTIVITY_CATEGORIES)
@@ -45,7 +57,7 @@ _LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 
 
 class TraceFormatError(TprimatError):
-    """A trace file that cannot be read: not JSON, truncated, not gzip, or not a Chrome trace."""
+    """A trace file that cannot be read: not JSON, truncated, not gzip, not a Chrome trace, or past a limit."""
 
 
 @attrs.define
@@ -78,66 +90,86 @@ class RankTrace:
     launch_ts: array = attrs.Factory(lambda: array("d"))
     steps: list[ProfilerStep] = attrs.Factory(list)
     events: int = 0  # events read in traceEvents
+    # events skipped for malformed fields: how many, the first (index in traceEvents, what is
+    # wrong), and how many of them were GPU activity
+    malformed: int = 0
+    malformed_first: tuple[int, str] | None = None
+    malformed_activities: int = 0
 
     @property
     def label(self) -> str:
         return f"rank {self.rank}" if self.rank is not None else self.path.name
 
 
+def malformed_note(trace: RankTrace) -> str | None:
+    """``"3 events with malformed fields skipped (first: event #12: ts is a string)"``, or None."""
+    if not trace.malformed:
+        return None
+    index, problem = trace.malformed_first or (-1, "?")
+    events = "event" if trace.malformed == 1 else "events"
+    return f"{trace.malformed} {events} with malformed fields skipped (first: event #{index}: {problem})"
+
+
+class _Inflated:
+    """A gzip stream that refuses to inflate past :func:`~tprimat.trace.limits.inflation_limit`
+    of its compressed size, and says what is wrong with corrupt data (never a zlib traceback)."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self._gzip = gzip.GzipFile(fileobj=raw, mode="rb")
+        self.compressed = os.fstat(raw.fileno()).st_size
+        self.limit = inflation_limit(self.compressed)
+        self.inflated = 0
+
+    def read(self, size: int = -1) -> bytes:
+        room = self.limit + 1 - self.inflated
+        try:
+            data = self._gzip.read(room if size < 0 else min(size, room))
+        except EOFError:
+            raise BrokenTrace("the gzip data ends early: a truncated file?", bare=True) from None
+        except (gzip.BadGzipFile, zlib.error) as exc:
+            raise BrokenTrace(f"corrupt gzip data: {_reason(exc)}", bare=True) from None
+        self.inflated += len(data)
+        if self.inflated > self.limit:
+            raise BrokenTrace(
+                f"the gzip data inflates to more than {self.limit} bytes, {MAX_INFLATION} times its "
+                f"{self.compressed} compressed bytes (the limit for a gzip trace)",
+                limit=True,
+                bare=True,
+            )
+        return data
+
+    def seek(self, offset: int) -> int:
+        """Move forward to ``offset`` of the inflated text (read and dropped; the limit holds)."""
+        if offset < self._gzip.tell():
+            self._gzip.seek(0)
+        while (ahead := offset - self._gzip.tell()) > 0:
+            if not self.read(min(ahead, 1 << 20)):
+                break
+        return self._gzip.tell()
+
+    def close(self) -> None:
+        self._gzip.close()
+        self._raw.close()
+
+    def __enter__(self) -> _Inflated:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def open_binary(path: Path) -> IO[bytes]:
-    """Open ``path`` for reading bytes, transparently gunzipping it when it starts with the gzip magic."""
+    """Open ``path`` for reading bytes, transparently gunzipping (within the limit) when it starts
+    with the gzip magic."""
     try:
         raw = open(path, "rb")  # noqa: SIM115 - returned to the caller
+        head = raw.peek(2)[:2]
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot open trace: {exc.strerror or exc}") from None
-    head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
     if head == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        return _Inflated(raw)  # type: ignore[return-value]
     return raw
-
-
-def _json_errors() -> tuple[type[BaseException], ...]:
-    import ijson
-
-    return (ijson.JSONError, ijson.IncompleteJSONError, EOFError, gzip.BadGzipFile, OSError, ValueError)
-
-
-def _read_head(path: Path) -> tuple[str, dict[str, Any]]:
-    """Top-level metadata written before the event array, and the prefix of that array's items."""
-    import ijson
-
-    metadata: dict[str, Any] = {}
-    with open_binary(path) as fh:
-        parser = ijson.parse(fh, use_float=True)
-        builder: Any = None
-        key: str | None = None
-        try:
-            for prefix, event, value in parser:
-                if builder is not None:
-                    if prefix == key and event in ("end_map", "end_array"):
-                        builder.event(event, value)
-                        metadata[key] = builder.value
-                        builder, key = None, None
-                    else:
-                        builder.event(event, value)
-                    continue
-                if prefix == "" and event == "start_array":
-                    return "item", metadata  # a bare array of events
-                if prefix == "" and event in ("start_map", "map_key", "end_map"):
-                    continue
-                if prefix == "traceEvents" and event == "start_array":
-                    return "traceEvents.item", metadata
-                if "." in prefix:
-                    continue
-                if event in ("start_map", "start_array"):
-                    builder = ijson.ObjectBuilder()
-                    builder.event(event, value)
-                    key = prefix
-                elif event not in ("map_key",):
-                    metadata[prefix] = value
-        except _json_errors() as exc:
-            raise TraceFormatError(f"{path}: not a readable JSON trace ({_reason(exc)})") from None
-    raise TraceFormatError(f"{path}: no traceEvents array: not a Chrome/Kineto trace")
 
 
 def _reason(exc: BaseException) -> str:
@@ -145,123 +177,102 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0][:200]
 
 
-class _TailKeeper:
-    """A read-through wrapper that remembers the last bytes read (the metadata after the events)."""
+@attrs.frozen
+class _Head:
+    """Where a trace's event array is: its prefix (``"traceEvents.item"`` or ``"item"``), the
+    metadata before it, and the offset of the byte after its ``[``."""
 
-    def __init__(self, fh: IO[bytes], keep: int = _TAIL) -> None:
-        self._fh = fh
-        self._keep = keep
-        self.tail = b""
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._fh.read(size)
-        if data:
-            self.tail = (self.tail + data)[-self._keep :]
-        return data
+    prefix: str
+    metadata: dict[str, Any]
+    start: int
 
 
-def iter_events(
-    path: Path, prefix: str = "traceEvents.item", tail: list[bytes] | None = None
-) -> Iterator[dict[str, Any]]:
-    """Yield the trace's events one by one; a truncated or malformed file raises :class:`TraceFormatError`.
+def _read_head(path: Path) -> _Head:
+    """The metadata written before the event array, and where the array starts."""
+    from tprimat.trace.fastread import read_head
 
-    When ``tail`` is a list, the last bytes of the document are appended to it at the end.
-    """
-    import ijson
-
-    count = 0
-    with open_binary(path) as fh:
-        keeper = _TailKeeper(fh)
-        try:
-            for event in ijson.items(keeper, prefix, use_float=True):
-                count += 1
-                yield event
-            keeper.read()  # the rest of the document after the events
-        except _json_errors() as exc:
-            raise TraceFormatError(
-                f"{path}: truncated or malformed trace after {count} events ({_reason(exc)})"
-            ) from None
-    if tail is not None:
-        tail.append(keeper.tail)
-
-
-_AFTER_ARRAY = re.compile(rb"\]\s*,\s*\"")
-
-
-def _metadata_after_events(tail: bytes) -> dict[str, Any]:
-    """Parse the top-level keys that follow the event array (``], "key": ... }``) from the file's tail."""
-    import json
-
-    for match in _AFTER_ARRAY.finditer(tail):
-        candidate = b"{" + tail[match.end() - 1 :]
-        try:
-            value = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return {}
+    try:
+        with open_binary(path) as fh:
+            return _Head(*read_head(fh))
+    except BrokenTrace as exc:
+        raise TraceFormatError(f"{path}: {exc.in_head()}") from None
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read trace: {exc.strerror or exc}") from None
 
 
 def read_trace(path: str | Path, workers: int = 1) -> RankTrace:
     """Read one rank's trace file (plain or gzip JSON), streaming.
 
-    Events are decoded in large typed batches (:mod:`tprimat.trace.fastread`); a file that
-    reader cannot take (truncated, malformed, unusual) is read again item by item with ijson,
-    which gives the same arrays or the precise error.  With ``workers`` above 1, a large
-    plain file is cut into that many ranges of its events, read by as many processes and
-    joined in order (:func:`_read_ranges`): the same arrays as one process reads.
+    Events are decoded in large typed batches (:mod:`tprimat.trace.fastread`).  With
+    ``workers`` above 1, a large plain file is cut into that many ranges of its events, read
+    by as many processes and joined in order (:func:`_read_ranges`): the same arrays as one
+    process reads.  A broken file, or one past a limit, raises :class:`TraceFormatError`.
     """
     path = Path(path)
-    prefix, metadata = _read_head(path)
+    head = _read_head(path)
+    trace = None
     if workers > 1:
-        ranges = _event_ranges(path, prefix, workers)
+        ranges = _event_ranges(path, head, workers)
         if ranges is not None:
             try:
-                return _read_ranges(path, prefix, dict(metadata), ranges, workers)
+                trace = _read_ranges(path, head, ranges, workers)
             except Exception:  # noqa: BLE001 - read whole below: the same arrays, or the precise error
-                pass
-    try:
-        return _read_events(path, prefix, dict(metadata), _fast_events(path, prefix))
-    except _FastReadFailed:
-        pass
-    return _read_events(path, prefix, metadata, None)
+                trace = None
+    if trace is None:
+        trace = _read_whole(path, head)
+    _check_usable(trace)
+    return trace
 
 
-class _FastReadFailed(Exception):
-    pass
-
-
-def _fast_events(path: Path, prefix: str) -> tuple[Iterator[Any], list[bytes]]:
+def _read_whole(path: Path, head: _Head) -> RankTrace:
     from tprimat.trace.fastread import fast_events
 
-    tail: list[bytes] = []
+    trace = RankTrace(path=path, metadata=dict(head.metadata))
+    after: dict[str, Any] = {}
+    try:
+        with open_binary(path) as fh:
+            events = fast_events(fh, head.prefix, after, threaded=isinstance(fh, _Inflated), start=head.start)
+            try:
+                _take(trace, events)
+            finally:
+                events.close()  # the reading thread ends before the file closes
+    except BrokenTrace as exc:
+        raise TraceFormatError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read trace: {exc.strerror or exc}") from None
+    return _finished(trace, after)
 
-    def events() -> Iterator[Any]:
-        try:
-            with open_binary(path) as fh:
-                yield from fast_events(fh, prefix, tail, threaded=isinstance(fh, gzip.GzipFile))
-        except Exception as exc:  # any surprise: the item-by-item reader decides
-            raise _FastReadFailed(str(exc)) from None
 
-    return events(), tail
+def _check_usable(trace: RankTrace) -> None:
+    """Refuse a trace whose malformed events leave nothing to analyse, rather than analyse nothing."""
+    if not trace.malformed:
+        return
+    index, problem = trace.malformed_first or (-1, "?")
+    first = f"first: event #{index}: {problem}"
+    if trace.malformed == trace.events:
+        raise TraceFormatError(f"{trace.path}: no usable events: all {trace.events} have malformed fields ({first})")
+    if not len(trace.ts) and trace.malformed_activities:
+        raise TraceFormatError(
+            f"{trace.path}: no usable GPU activity: all {trace.malformed_activities} GPU activities have "
+            f"malformed fields ({first})"
+        )
 
 
-def _read_events(
-    path: Path, prefix: str, metadata: dict[str, Any], fast: tuple[Iterator[Any], list[bytes]] | None
-) -> RankTrace:
-    trace = RankTrace(path=path, metadata=metadata)
-    if fast is None:
-        tail: list[bytes] = []
-        stream = iter_events(path, prefix, tail)
-    else:
-        stream, tail = fast
-    _take(trace, stream)
-    return _finished(trace, prefix, tail)
+def _ints(args: Any) -> tuple[int, int, str | None]:
+    """(stream, correlation, what is wrong) of a GPU activity's ``args`` (-1: not given)."""
+    if args is None:
+        return -1, -1, None
+    stream, correlation = args.stream, args.correlation
+    problem = int_problem("args.stream", stream) or int_problem("args.correlation", correlation)
+    return (-1 if stream is None else stream), (-1 if correlation is None else correlation), problem
 
 
 def _take(trace: RankTrace, stream: Iterator[Any]) -> None:
-    """Add the events of ``stream`` to ``trace``'s arrays (names interned in order of appearance)."""
+    """Add the events of ``stream`` to ``trace``'s arrays (names interned in order of appearance).
+
+    The events are :class:`~tprimat.trace.fastread.Event` (fields of the right types) or
+    :class:`~tprimat.trace.fastread.Malformed` (skipped and counted).
+    """
     from tprimat.trace.fastread import Event
 
     names: dict[str, int] = {name: index for index, name in enumerate(trace.names)}
@@ -271,49 +282,77 @@ def _take(trace: RankTrace, stream: Iterator[Any]) -> None:
     lcorr_a, lts_a = trace.launch_correlation, trace.launch_ts
     activity_index = _ACTIVITY_INDEX
     launch_cats = _LAUNCH_CATEGORIES
-    events = 0
-    for event in stream:
-        events += 1
-        if not isinstance(event, (dict, Event)):
-            continue
-        cat = event.get("cat")
-        code = activity_index.get(cat)  # type: ignore[arg-type]
-        if code is not None:
-            dur = event.get("dur")
-            ts = event.get("ts")
-            if dur is None or ts is None or event.get("ph", "X") != "X":
+    low, high = INT64
+    events = trace.events
+    try:
+        for event in stream:
+            events += 1
+            if type(event) is not Event:
+                _skipped(trace, events - 1, event.problem, event.activity)
                 continue
-            args = event.get("args") or {}
-            name = event.get("name", "")
-            nid = names.get(name)
-            if nid is None:
-                nid = names[name] = len(name_list)
-                name_list.append(name)
-            ts_a.append(float(ts))
-            dur_a.append(float(dur))
-            nid_a.append(nid)
-            code_a.append(code)
-            stream_a.append(_as_int(args.get("stream"), -1))
-            corr_a.append(_as_int(args.get("correlation"), -1))
-        elif cat in launch_cats:
-            args = event.get("args")
-            if args and "correlation" in args and event.get("ts") is not None:
-                lcorr_a.append(_as_int(args["correlation"], -1))
-                lts_a.append(float(event["ts"]))
-        elif cat != "gpu_user_annotation":
-            name = event.get("name")
-            if name and name.startswith("ProfilerStep"):
-                match = _STEP.match(name)
-                if match and event.get("dur") is not None and event.get("ts") is not None:
-                    trace.steps.append(ProfilerStep(int(match.group(1)), float(event["ts"]), float(event["dur"])))
-    trace.events += events
+            cat = event.cat
+            code = activity_index.get(cat)  # type: ignore[arg-type]
+            if code is not None:
+                dur = event.dur
+                ts = event.ts
+                if dur is None or ts is None or (event.ph is not None and event.ph != "X"):
+                    continue
+                args = event.args
+                if args is None:
+                    stream_id = correlation = -1
+                else:
+                    stream_id, correlation = args.stream, args.correlation
+                    if (
+                        type(stream_id) is not int
+                        or type(correlation) is not int
+                        or not (low <= stream_id <= high and low <= correlation <= high)
+                    ):
+                        stream_id, correlation, problem = _ints(args)
+                        if problem:
+                            _skipped(trace, events - 1, problem, True)
+                            continue
+                name = event.name or ""
+                nid = names.get(name)
+                if nid is None:
+                    nid = names[name] = len(name_list)
+                    name_list.append(name)
+                ts_a.append(ts)
+                dur_a.append(dur)
+                nid_a.append(nid)
+                code_a.append(code)
+                stream_a.append(stream_id)
+                corr_a.append(correlation)
+            elif cat in launch_cats:
+                args = event.args
+                if args is not None and args.correlation is not None and event.ts is not None:
+                    correlation = args.correlation
+                    if type(correlation) is not int or not low <= correlation <= high:
+                        _skipped(trace, events - 1, int_problem("args.correlation", correlation) or "?", False)
+                        continue
+                    lcorr_a.append(correlation)
+                    lts_a.append(event.ts)
+            elif cat != "gpu_user_annotation":
+                name = event.name
+                if name and name.startswith("ProfilerStep"):
+                    match = _STEP.match(name)
+                    if match and event.dur is not None and event.ts is not None:
+                        trace.steps.append(ProfilerStep(int(match.group(1)), event.ts, event.dur))
+    finally:
+        trace.events = events
 
 
-def _finished(trace: RankTrace, prefix: str, tail: list[bytes]) -> RankTrace:
+def _skipped(trace: RankTrace, index: int, problem: str, activity: bool) -> None:
+    """Count event ``index`` of ``trace`` as skipped for ``problem``."""
+    trace.malformed += 1
+    trace.malformed_activities += activity
+    if trace.malformed_first is None:
+        trace.malformed_first = (index, problem)
+
+
+def _finished(trace: RankTrace, after: dict[str, Any]) -> RankTrace:
     """``trace`` with the metadata written after its events, its identity, and its steps in time order."""
-    if tail and prefix != "item":
-        for key, value in _metadata_after_events(tail[0]).items():
-            trace.metadata.setdefault(key, value)
+    for key, value in after.items():
+        trace.metadata.setdefault(key, value)
     _identify(trace)
     trace.steps.sort(key=lambda step: step.ts)
     return trace
@@ -327,21 +366,24 @@ SPLIT_MIN_BYTES = 32 * 1024 * 1024
 RANGE_MIN_BYTES = 16 * 1024 * 1024
 
 
-def _event_ranges(path: Path, prefix: str, pieces: int) -> list[tuple[int, int | None]] | None:
+def _event_ranges(path: Path, head: _Head | str, pieces: int) -> list[tuple[int, int | None]] | None:
     """Up to ``pieces`` ranges of the event array of a large plain trace (of
     :data:`RANGE_MIN_BYTES` or more each), as (start, end) offsets (the last one's end None: to
     the end of the array); None for a small or gzip file, or where no boundary between events is
-    found near a cut."""
-    from tprimat.trace.fastread import array_start, element_boundary
+    found near a cut.  ``head``: where the array starts (:func:`_read_head`; its prefix alone
+    reads it)."""
+    from tprimat.trace.fastread import element_boundary
 
     try:
         size = path.stat().st_size
         if size < SPLIT_MIN_BYTES:
             return None
+        if isinstance(head, str):
+            head = _read_head(path)
         with open_binary(path) as fh:
-            if isinstance(fh, gzip.GzipFile):
+            if isinstance(fh, _Inflated):
                 return None  # no offsets into compressed bytes
-            first = start = array_start(fh, prefix)
+            first = start = head.start
             ranges: list[tuple[int, int | None]] = []
             # Cuts stay clear of the document's end, where the metadata after the events is.
             span = size - _TAIL - first
@@ -355,39 +397,37 @@ def _event_ranges(path: Path, prefix: str, pieces: int) -> list[tuple[int, int |
                 end, following = boundary
                 ranges.append((start, end))
                 start = following
-    except (OSError, ValueError):
+    except (OSError, ValueError, TraceFormatError):
         return None
     ranges.append((start, None))
     return ranges
 
 
-def _read_range(job: tuple[Path, str, int, int | None]) -> tuple[RankTrace, list[bytes]]:
-    """One range's events as a trace of their own (names numbered from 0), with the document's
-    end for the last range."""
+def _read_range(job: tuple[Path, str, int, int | None]) -> tuple[RankTrace, dict[str, Any]]:
+    """One range's events as a trace of their own (names numbered from 0, events counted from
+    0), with the document's keys after the events for the last range."""
     from tprimat.trace.fastread import fast_events, range_events
 
     path, prefix, start, end = job
     trace = RankTrace(path=path)
-    tail: list[bytes] = []
+    after: dict[str, Any] = {}
     with open(path, "rb") as fh:
         if end is None:
-            _take(trace, fast_events(fh, prefix, tail, threaded=False, start=start))
+            _take(trace, fast_events(fh, prefix, after, threaded=False, start=start))
         else:
             _take(trace, range_events(fh, start, end))
-    return trace, tail
+    return trace, after
 
 
-def _read_ranges(
-    path: Path, prefix: str, metadata: dict[str, Any], ranges: list[tuple[int, int | None]], workers: int
-) -> RankTrace:
+def _read_ranges(path: Path, head: _Head, ranges: list[tuple[int, int | None]], workers: int) -> RankTrace:
     """The trace from its ranges, read on ``workers`` processes and joined in order."""
     from tprimat.workers import map_files
 
-    parts = map_files(_read_range, [(path, prefix, start, end) for start, end in ranges], workers)
-    trace = RankTrace(path=path, metadata=metadata)
+    parts = map_files(_read_range, [(path, head.prefix, start, end) for start, end in ranges], workers)
+    trace = RankTrace(path=path, metadata=dict(head.metadata))
     names: dict[str, int] = {}
-    tail: list[bytes] = []
-    for part, part_tail in parts:
+    after: dict[str, Any] = {}
+    for part, part_after in parts:
         ids = [names.setdefault(name, len(names)) for name in part.names]
         trace.name_id.extend(map(ids.__getitem__, part.name_id))
         for ours, theirs in (
@@ -401,19 +441,28 @@ def _read_ranges(
         ):
             ours.extend(theirs)
         trace.steps.extend(part.steps)
+        if part.malformed_first is not None and trace.malformed_first is None:
+            index, problem = part.malformed_first
+            trace.malformed_first = (trace.events + index, problem)
+        trace.malformed += part.malformed
+        trace.malformed_activities += part.malformed_activities
         trace.events += part.events
-        tail = part_tail or tail
+        after = part_after or after
     trace.names.extend(names)
-    return _finished(trace, prefix, tail)
+    return _finished(trace, after)
 
 
 def _as_int(value: Any, default: int) -> int:
-    if value is None:
+    """``value`` as a non-negative integer below 2^31 (an integer, or a string of digits), else ``default``."""
+    if isinstance(value, bool):
         return default
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 9:
+        value = int(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and 0 <= value < 2**31:
+        return value
+    return default
 
 
 def rank_of(metadata: dict[str, Any], name: str) -> int | None:
@@ -430,7 +479,7 @@ def rank_of(metadata: dict[str, Any], name: str) -> int | None:
 def trace_rank(path: Path) -> int | None:
     """The rank of the trace file at ``path`` (see :func:`rank_of`), from its header only."""
     try:
-        _, metadata = _read_head(path)
+        metadata = _read_head(path).metadata
     except TraceFormatError:
         metadata = {}
     return rank_of(metadata, path.name)
@@ -446,7 +495,9 @@ def _identify(trace: RankTrace) -> None:
         trace.world_size = world_size if world_size >= 0 else None
     props = meta.get("deviceProperties")
     if isinstance(props, list) and props and isinstance(props[0], dict):
-        trace.device = props[0].get("name") or None
+        device = props[0].get("name")
+        if isinstance(device, str) and device.strip():
+            trace.device = device if len(device) <= MAX_DEVICE_CHARS else device[: MAX_DEVICE_CHARS - 1] + "…"
     if any(k in meta for k in ("roctracer_version", "hip_runtime_version", "hip_driver_version")):
         trace.vendor = "amd"
     elif any(k in meta for k in ("cupti_version", "cuda_runtime_version", "cuda_driver_version")):
@@ -464,7 +515,7 @@ __all__ = [
     "ProfilerStep",
     "RankTrace",
     "TraceFormatError",
-    "iter_events",
+    "malformed_note",
     "open_binary",
     "read_trace",
 ]
