@@ -36,7 +36,7 @@ from tprimat.result.collect import EventCollector, timed_records
 from tprimat.result.convergence import RUN_CLOCK_FACTS
 from tprimat.result.framework import framework_record, read_stated
 from tprimat.result.memory import log_rank_peaks
-from tprimat.result.metrics import _ranges
+from tprimat.result.metrics import nothing_measured
 from tprimat.result.schema import (
     Caveats,
     Hardware,
@@ -48,7 +48,7 @@ from tprimat.result.schema import (
     Software,
 )
 from tprimat.result.spill import RecordSequence, record_fields
-from tprimat.result.workload import Workload, as_int, check_workload_declared
+from tprimat.result.workload import SIZE_LIMITS, Workload, as_int, as_size, check_workload_declared
 from tprimat.running.manifest import Manifest, find_manifest, load_manifest
 from tprimat.settings.config import BenchmarkConfig, default_config_dict
 
@@ -241,13 +241,22 @@ def _result_config(
         return builder.result_config(config, layers=[f"config file {config_label}"])
     return ResultConfig(
         model=workload.model or "unknown",
-        seq_length=workload.seq_length or as_int(facts.get("seq_length")),
-        global_batch_size=workload.global_batch_size or as_int(facts.get("global_batch_size")),
-        micro_batch_size=as_int(facts.get("micro_batch_size")),
-        world_size=workload.world_size or as_int(facts.get("world_size")),
+        seq_length=workload.seq_length or as_size("seq_length", facts.get("seq_length")),
+        global_batch_size=workload.global_batch_size or as_size("global_batch_size", facts.get("global_batch_size")),
+        micro_batch_size=as_size("micro_batch_size", facts.get("micro_batch_size")),
+        world_size=workload.world_size or as_size("world_size", facts.get("world_size")),
         precision=workload.precision or _precision_from_facts(facts),
         methodology="unknown",
     )
+
+
+def _unusable_sizes(facts: dict[str, Any]) -> list[str]:
+    """Notes on the sizes the log states that no run can have (``seq_length -1``, a world of 10**30)."""
+    return [
+        f"the log states {key}={facts[key]!r}, not a size from 1 to {limit}: not used"
+        for key, limit in SIZE_LIMITS.items()
+        if as_int(facts.get(key)) is not None and as_size(key, facts[key]) is None
+    ]
 
 
 def _declared_sources(config: BenchmarkConfig | None, config_label: str, workload: Workload) -> dict[str, str]:
@@ -266,9 +275,10 @@ def _declared_sources(config: BenchmarkConfig | None, config_label: str, workloa
 def _missing_iterations(records: Iterable[IterationRecord], train_iters: int | None) -> list[str]:
     """Notes on the iterations the log leaves out, and on a log that ends before the run's last iteration.
 
-    Counted over the records with a step time or a loss (a memory line alone has neither).
+    Counted over the records with a step time or a loss (a memory line alone has neither).  The
+    gaps are kept as spans, never as lists of numbers: a gap may be a billion iterations long.
     """
-    missing: list[int] = []
+    missing: list[tuple[int, int]] = []  # first and last iteration of each gap
     covered: int | None = None  # the last iteration covered so far
     for iteration, covers, step_time, loss in record_fields(
         records, "iteration", "covers_iterations", "step_time_s", "loss"
@@ -280,14 +290,15 @@ def _missing_iterations(records: Iterable[IterationRecord], train_iters: int | N
             continue
         start = iteration - covers + 1
         if start > covered + 1:
-            missing.extend(range(covered + 1, start))
+            missing.append((covered + 1, start - 1))
         if iteration > covered:
             covered = iteration
     if covered is None:
         return []
     notes = []
     if missing:
-        notes.append(f"iterations missing from the log: {_ranges(missing)}")
+        spans = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in missing)
+        notes.append(f"iterations missing from the log: {spans}")
     if train_iters is not None and covered < train_iters:
         notes.append(f"the log ends at iteration {covered} of {train_iters}")
     return notes
@@ -369,7 +380,13 @@ def parse_logs(
     timed = timed_records(records)
     if not timed:
         shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
-        raise ParseError(f"{shown}: no training iterations found in the log for backend {backend}")
+        refused = collector.issues[0] if collector.issues else None
+        because = (
+            f" ({collector.issue_count} skipped, the first at {refused.source}: {refused.message})"
+            if refused is not None
+            else ""
+        )
+        raise ParseError(f"{shown}: no training iterations found in the log for backend {backend}{because}")
     if not any(r.step_time_s is not None for r in timed):
         shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
         raise ParseError(no_timing_message(shown, backend, timed))
@@ -429,7 +446,11 @@ def parse_logs(
     if facts_shown:
         notes.append("log states: " + ", ".join(f"{k}={v}" for k, v in sorted(facts_shown.items())))
 
-    tensor_parallel = config.parallel.tensor if config is not None else as_int(facts.get("tensor_parallel")) or 1
+    if config is None:
+        notes.extend(_unusable_sizes(facts))
+    tensor_parallel = (
+        config.parallel.tensor if config is not None else as_size("tensor_parallel", facts.get("tensor_parallel")) or 1
+    )
     status = "partial" if missing or truncated else "completed"
     stopped_by = _stopped_after_last_iteration(files, common, timed)
     if stopped_by is not None:
@@ -477,6 +498,14 @@ def parse_logs(
     )
     if stopped_by is not None:
         result = attrs.evolve(result, caveats=Caveats(stopped_by=stopped_by))
+    unmeasured = nothing_measured(result.summary)
+    if unmeasured is not None:
+        # Never "completed": the log holds iterations, but not one that can be measured.
+        status = "partial" if status == "completed" else status
+        warnings.append(f"{unmeasured}; the result is {status}")
+        run = attrs.evolve(result.run, status=status)
+        provenance = attrs.evolve(result.provenance, notes=[*result.provenance.notes, unmeasured])
+        result = attrs.evolve(result, run=run, provenance=provenance)
     run_reported = _run_reported(facts)
     if run_reported and result.summary is not None:
         summary = attrs.evolve(result.summary, reported={**result.summary.reported, **run_reported})
@@ -495,6 +524,8 @@ def _run_reported(facts: dict[str, Any]) -> dict[str, Any]:
     found = {}
     for key, value in facts.items():
         if key.startswith("reported.") and isinstance(value, int | float) and not isinstance(value, bool):
+            if isinstance(value, int) and abs(value) > 2**1023:
+                continue  # past the largest float: not a figure
             stats = describe([float(value)])
             if stats is not None:
                 found[key.removeprefix("reported.") + "_run"] = stats
@@ -603,7 +634,13 @@ def _with_stated_facts(
     for path in files:
         with open(path, encoding="utf-8", errors="replace") as handle:
             head = list(itertools.islice(handle, STATED_LINES))
-        stated, file_notes = reader(head, _display_name(path, common), facts)
+        name = _display_name(path, common)
+        try:
+            stated, file_notes = reader(head, name, facts)
+        except Exception as exc:  # a backend's reader must not lose the parse: noted, its facts left out
+            shown = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            notes.append(f"{name}: what the start of the file states was not read ({shown})")
+            continue
         notes.extend(note for note in file_notes if note not in notes)  # every rank says the same
         for fact in stated:
             if fact.key == "profiled_iterations":

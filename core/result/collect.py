@@ -13,11 +13,18 @@ records are keyed by iteration:
   iteration's memory on a separate line after the iteration line (one per
   rank), so a record holding only memory fields completes the record of its
   iteration, and for each memory field the largest reading is kept.
+
+A record that cannot be physical (:func:`implausible`: a step time that is not
+finite or longer than a day, a negative or absurd count, a memory or energy
+figure that is negative or not finite) is refused here, whichever parser read
+it, and noted as a skipped line with its ``file:line``: one bad number never
+becomes a result that looks valid.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
@@ -27,6 +34,7 @@ import attrs
 from tprimat.contract.records import REPEATED_LINE, EvalRecord, LogFact, ParseIssue, RankPeak, RepeatedLine
 from tprimat.result.schema import IterationRecord
 from tprimat.result.spill import BLOCK_RECORDS, ColdRecords, RecordSequence
+from tprimat.settings.config import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_SEQ_LENGTH
 
 #: How many skipped-line references a result keeps verbatim (the rest are counted).
 MAX_ISSUES_KEPT = 50
@@ -52,6 +60,69 @@ _BODY_FIELDS = tuple(
 
 _get_body = operator.attrgetter(*_BODY_FIELDS)
 _get_memory = operator.attrgetter(*MEMORY_FIELDS)
+
+#: The longest step time a record may hold: a day (86400 s).  Logged steps take milliseconds
+#: to minutes; anything longer is a misread number (or a clock that jumped), never a step.
+MAX_STEP_TIME_S = 86400.0
+#: The most a memory figure may hold, in GiB: 2**20 GiB (1 PiB), above any device or host.
+MAX_MEMORY_GIB = float(2**20)
+#: The most energy one iteration may take, in J: 10**12 (a thousand 1 kW GPUs for a day use 8.64e10).
+MAX_ENERGY_J = 1e12
+_MAX_CONSUMED = MAX_ITERATIONS * MAX_BATCH_SIZE
+_MAX_TOKENS = MAX_BATCH_SIZE * MAX_SEQ_LENGTH
+#: Count fields of a record, and the least and greatest each may hold (the record's own
+#: validators hold the least of iteration, covers_iterations and skipped).
+_COUNT_LIMITS = (
+    ("iteration", 0, MAX_ITERATIONS),
+    ("covers_iterations", 1, MAX_ITERATIONS),
+    ("skipped", 0, MAX_ITERATIONS),
+    ("global_batch_size", 1, MAX_BATCH_SIZE),
+    ("consumed_samples", 0, _MAX_CONSUMED),
+    ("tokens", 0, _MAX_TOKENS),
+)
+_get_counts = operator.attrgetter(*(name for name, _, _ in _COUNT_LIMITS))
+_NO_MEMORY = (None,) * len(MEMORY_FIELDS)
+
+
+def implausible(record: IterationRecord) -> str | None:
+    """Why ``record`` cannot be a physical measurement, or None when it can.
+
+    Refused: a step time that is not finite or longer than :data:`MAX_STEP_TIME_S`; a count
+    (iteration, iterations covered, skipped steps, global batch, consumed samples, tokens) that
+    is negative, not whole or past its limit (the config's limits, :mod:`tprimat.settings.config`);
+    a memory or energy figure that is negative, not finite or past its limit.  Losses, learning
+    rates and gradient norms are kept as they are (a NaN loss is a real measurement), and so are
+    the framework's own ``reported`` figures (secondary, never used for tprimat's numbers).
+    """
+    # Called for every record a log gives: the usual record passes a few comparisons, unrolled.
+    step = record.step_time_s
+    if step is not None and not 0 < step <= MAX_STEP_TIME_S:
+        what = "longer than a day" if math.isfinite(step) else "not a finite number"
+        return f"step time {step:g} s is {what}: not a physical step time"
+    iteration, covers, skipped, batch, consumed, tokens = _get_counts(record)
+    if (
+        type(iteration) is not int
+        or not iteration <= MAX_ITERATIONS
+        or type(covers) is not int
+        or not covers <= MAX_ITERATIONS
+        or type(skipped) is not int
+        or not skipped <= MAX_ITERATIONS
+        or (batch is not None and (type(batch) is not int or not 0 < batch <= MAX_BATCH_SIZE))
+        or (consumed is not None and (type(consumed) is not int or not 0 <= consumed <= _MAX_CONSUMED))
+        or (tokens is not None and (type(tokens) is not int or not 0 <= tokens <= _MAX_TOKENS))
+    ):
+        for (name, least, greatest), value in zip(_COUNT_LIMITS, _get_counts(record), strict=True):
+            if value is not None and (type(value) is not int or not least <= value <= greatest):
+                return f"{name.replace('_', ' ')} {value!r} is not a count from {least} to {greatest}"
+    memory = _get_memory(record)
+    if memory != _NO_MEMORY:
+        for name, value in zip(MEMORY_FIELDS, memory, strict=True):
+            if value is not None and not 0 <= value <= MAX_MEMORY_GIB:
+                return f"{name} {value!r} is not a memory figure from 0 to {MAX_MEMORY_GIB:g} GiB"
+    energy = record.energy_j
+    if energy is not None and not 0 <= energy <= MAX_ENERGY_J:
+        return f"energy {energy!r} J is not an energy from 0 to {MAX_ENERGY_J:g} J"
+    return None
 
 
 def _same(value: Any) -> Any:
@@ -186,6 +257,10 @@ class EventCollector:
         )
 
     def _add_record(self, event: IterationRecord) -> IterationRecord | None:
+        problem = implausible(event)
+        if problem is not None:
+            self.add(ParseIssue(source=event.source or f"iteration {event.iteration}", message=problem))
+            return None
         previous = self.iterations.get(event.iteration)
         if previous is None and self._cold is not None:
             return self._add_to_cold(event)

@@ -25,6 +25,7 @@ from typing import Any, cast
 
 import attrs
 
+from tprimat.result.collect import MAX_STEP_TIME_S
 from tprimat.result.column import Column
 from tprimat.result.flops import flops_per_token, formula_name
 from tprimat.result.peaks import lookup_peak
@@ -41,7 +42,11 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     low = math.floor(position)
     high = min(low + 1, len(sorted_values) - 1)
     fraction = position - low
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
+    below, above = sorted_values[low], sorted_values[high]
+    found = below + (above - below) * fraction
+    if math.isinf(found):  # the difference of two values near the largest float overflows
+        found = below * (1 - fraction) + above * fraction
+    return found
 
 
 def sample_stdev(values: Iterable[float]) -> float:
@@ -78,6 +83,34 @@ def sample_stdev(values: Iterable[float]) -> float:
 _STDEV_BATCH = 65536
 
 
+def _exact_sum(values: Iterable[float]) -> tuple[int, int]:
+    """The exact sum of finite ints and floats, as ``(numerator, scale)``: numerator / 2**scale."""
+    sums: dict[int, int] = defaultdict(int)
+    iterator = iter(values)
+    while batch := list(itertools.islice(iterator, _STDEV_BATCH)):
+        for value, times in Counter(batch).items():
+            numerator, denominator = value.as_integer_ratio()
+            sums[denominator] += times * numerator
+    if not sums:
+        return 0, 0
+    scale = max(sums).bit_length() - 1
+    return sum(part << (scale - denominator.bit_length() + 1) for denominator, part in sums.items()), scale
+
+
+def _exact_mean(values: Iterable[float], count: int) -> float:
+    """``statistics.fmean(values)`` where a partial sum passes the largest float: the same float.
+
+    fmean divides the correctly rounded sum (``math.fsum``) by the count; so does this, from the
+    exact sum, whatever the order of the values.  When the sum itself is past the largest float,
+    the mean (which never is) is the exact sum over the count, rounded once.
+    """
+    numerator, scale = _exact_sum(values)
+    try:
+        return numerator / (1 << scale) / count
+    except OverflowError:
+        return numerator / (count << scale)
+
+
 def _sqrt_of_fraction(numerator: int, denominator: int) -> float:
     """The square root of ``numerator / denominator`` (≥ 0), correctly rounded to a float.
 
@@ -110,14 +143,26 @@ def describe_sorted(ordered: Sequence[float], values: Callable[[], Iterable[floa
     if not ordered:
         return None
     count = len(ordered)
-    mean = statistics.fmean(values())
-    cv = sample_stdev(values()) / mean if count > 1 and mean != 0 else None
+    try:
+        mean = statistics.fmean(values())
+    except OverflowError:  # a partial sum past the largest float, in this order of the values
+        mean = _exact_mean(values(), count)
+    cv = None
+    if count > 1 and mean != 0:
+        try:
+            cv = sample_stdev(values()) / mean
+        except OverflowError:  # a spread past the largest float: no CV rather than a wrong one
+            cv = None
     middle = count // 2
+    median = ordered[middle]
+    if not count % 2:  # statistics.median's value, without sorting the sorted values again
+        median = (ordered[middle - 1] + median) / 2
+        if math.isinf(median):
+            median = ordered[middle - 1] / 2 + ordered[middle] / 2
     return Stats(
         count=count,
         mean=mean,
-        # statistics.median's value, without sorting the sorted values again
-        median=ordered[middle] if count % 2 else (ordered[middle - 1] + ordered[middle]) / 2,
+        median=median,
         p5=percentile(ordered, 5),
         p95=percentile(ordered, 95),
         min=ordered[0],
@@ -190,6 +235,7 @@ class _Selection:
         self.warmup: list[int] = []
         self.profiled: list[int] = []
         self.untimed: list[int] = []
+        self.implausible: list[int] = []
         self.skipped: list[int] = []
 
     def counts(self, record: IterationRecord) -> bool:
@@ -200,6 +246,8 @@ class _Selection:
             self.profiled.append(record.iteration)
         elif record.step_time_s is None:
             self.untimed.append(record.iteration)
+        elif not record.step_time_s <= MAX_STEP_TIME_S:  # not finite, or longer than a day
+            self.implausible.append(record.iteration)
         else:
             if record.skipped:
                 self.skipped.append(record.iteration)
@@ -214,6 +262,11 @@ class _Selection:
             notes.append(f"profiled: left out iterations {_ranges(self.profiled)}")
         if self.untimed:
             notes.append(f"no step time: left out iterations {_ranges(self.untimed)}")
+        if self.implausible:
+            notes.append(
+                f"step time not finite or longer than a day ({MAX_STEP_TIME_S:g} s), not physical: "
+                f"left out iterations {_ranges(self.implausible)}"
+            )
         if self.skipped:
             notes.append(f"optimizer skipped steps in measured iterations {_ranges(self.skipped)} (timed, kept)")
         return notes
@@ -232,6 +285,22 @@ def select_measured(
     selection = _Selection(records, warmup_iterations=warmup_iterations, exclude_profiled=exclude_profiled)
     measured = [record for record in records if selection.counts(record)]
     return measured, selection.notes()
+
+
+def nothing_measured(summary: Summary | None) -> str | None:
+    """Why a result measured nothing (no iteration left after warm-up, profiled, untimed and
+    implausible ones are left out), or None when it measured something.
+
+    Such a result is never ``completed``: a run that finished is ``failed``, a parsed log is
+    ``partial`` (see ``docs/run.md`` and ``docs/parsing.md``).
+    """
+    if summary is not None and summary.measured_iterations > 0:
+        return None
+    warmup = summary.warmup_iterations if summary is not None else 0
+    return (
+        f"nothing measured: no iteration is left for the statistics after the {warmup} warm-up "
+        "iterations and the profiled, untimed and implausible ones are left out (see the notes)"
+    )
 
 
 def _ranges(numbers: Iterable[int]) -> str:
@@ -417,7 +486,10 @@ def summarize(
 
     energy = None
     if measured and found.all_energy and found.total_tokens:
-        energy = math.fsum(found.energy.values()) / found.total_tokens
+        try:
+            energy = math.fsum(found.energy.values()) / found.total_tokens
+        except OverflowError:
+            notes.append("energy per token left out: the energies add up past the largest float")
 
     reported = {}
     for key in sorted(found.reported):

@@ -17,6 +17,32 @@ from typing import Any
 import attrs
 
 from tprimat.contract.records import IterationRecord
+from tprimat.errors import TprimatError
+from tprimat.settings.config import INT_LIMITS, MAX_BATCH_SIZE, MAX_PARALLEL, MAX_PROCS_PER_NODE, MAX_SEQ_LENGTH
+
+#: The most GPUs a run may have: the config's limits on nodes and processes per node.
+MAX_WORLD_SIZE = MAX_PARALLEL * MAX_PROCS_PER_NODE
+
+#: The greatest value of each size a workload holds or a log may state (the config's limits).
+SIZE_LIMITS: dict[str, int] = {
+    "seq_length": MAX_SEQ_LENGTH,
+    "global_batch_size": MAX_BATCH_SIZE,
+    "micro_batch_size": MAX_BATCH_SIZE,
+    "world_size": MAX_WORLD_SIZE,
+    "tensor_parallel": MAX_PARALLEL,
+    "warmup_iterations": INT_LIMITS["benchmark.warmup_iterations"][1],
+}
+
+
+def _within_limit(_: Any, attribute: Any, value: int | None) -> None:
+    """A workload value from the command line: a whole number up to its limit (never past it)."""
+    if value is None:
+        return
+    least = 0 if attribute.name == "warmup_iterations" else 1
+    greatest = SIZE_LIMITS[attribute.name]
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= greatest:
+        option = "--" + attribute.name.replace("_", "-")
+        raise TprimatError(f"{option} {value!r}: must be a whole number from {least} to {greatest}")
 
 
 @attrs.frozen(kw_only=True)
@@ -24,15 +50,23 @@ class Workload:
     """What the user says the run was, from the command line (each may be unknown)."""
 
     model: str | None = None
-    seq_length: int | None = None
-    global_batch_size: int | None = None
-    world_size: int | None = None
+    seq_length: int | None = attrs.field(default=None, validator=_within_limit)
+    global_batch_size: int | None = attrs.field(default=None, validator=_within_limit)
+    world_size: int | None = attrs.field(default=None, validator=_within_limit)
     precision: str | None = None
-    warmup_iterations: int | None = None
+    warmup_iterations: int | None = attrs.field(default=None, validator=_within_limit)
 
 
 def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def as_size(key: str, value: Any) -> int | None:
+    """``value`` when it is a size ``key`` can have (a whole number from 1 to its
+    :data:`SIZE_LIMITS` entry), else None: a log that states ``seq_length -1`` or a sequence
+    length past any real run's states nothing usable."""
+    size = as_int(value)
+    return size if size is not None and 0 < size <= SIZE_LIMITS[key] else None
 
 
 def _samples_off(records: Collection[IterationRecord], gbs: int) -> Iterable[tuple[IterationRecord, IterationRecord]]:

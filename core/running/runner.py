@@ -41,6 +41,7 @@ from tprimat.result.builder import assemble_result, result_config
 from tprimat.result.collect import EventCollector
 from tprimat.result.convergence import RUN_CLOCK_FACTS
 from tprimat.result.framework import framework_record, read_stated
+from tprimat.result.metrics import nothing_measured
 from tprimat.result.schema import IterationRecord, Provenance, Result, RunInfo, RunStatus
 from tprimat.result.schema import write_result as _write_result
 from tprimat.running.manifest import Manifest, capture_manifest, write_manifest
@@ -431,6 +432,9 @@ class Runner:
             assert code is not None
             status, extra = self._status(execution, code, parser_error)
         result = self.build_result(status, final=True, extra_notes=extra)
+        unmeasured = nothing_measured(result.summary) if status == "completed" and self.writes_result else None
+        if unmeasured is not None:  # iterations read, but none left after warm-up: not completed
+            result = self.build_result("failed", final=True, extra_notes=[*extra, unmeasured])
         path = self._write(result)
         if self.view is not None:
             self.view.finished(result, path, p)

@@ -32,7 +32,7 @@ from tprimat.contract.records import REPEATED_LINE, EvalRecord, LogFact, ParseIs
 from tprimat.parse.logfile import newline_count
 from tprimat.plugins.megatron.colour import strip_ansi
 from tprimat.plugins.megatron.memory_lines import MIB_PER_GIB, RankMemory, read_allocator
-from tprimat.result.collect import is_memory_only
+from tprimat.result.collect import MAX_STEP_TIME_S, is_memory_only
 from tprimat.result.schema import IterationRecord
 
 Event = IterationRecord | LogFact | ParseIssue | EvalRecord | RepeatedLine | RankPeak
@@ -173,7 +173,10 @@ def fact_value(text: str) -> Any:
     if value in ("True", "False"):
         return value == "True"
     if _INT_RE.fullmatch(value):
-        return int(value)
+        try:
+            return int(value)
+        except ValueError:  # more digits than Python converts: text, not a number
+            return value
     try:
         return parse_float(value)
     except LineError:
@@ -512,8 +515,11 @@ class MegatronLogParser:
 
     def _iteration(self, clean: str, match: re.Match[str], lineno: int) -> list[Event]:
         events: list[Event] = []
-        iteration = int(match.group(1))
-        total = int(match.group(2))
+        try:
+            iteration = int(match.group(1))
+            total = int(match.group(2))
+        except ValueError:  # thousands of digits: no iteration count
+            return [self.issue(lineno, "iteration number too long to be a count; line skipped")]
         cache = self._segments
         if len(cache) > 8192:
             cache.clear()
@@ -532,8 +538,9 @@ class MegatronLogParser:
             # A value that does not read as its label says: keep nothing from this line.
             return [self.issue(lineno, "unreadable iteration line (" + "; ".join(problems) + "); skipped")]
         step = fields.get("step_time_s")
-        if step is not None and not step > 0:
-            return [self.issue(lineno, f"elapsed time per iteration is {step * 1000:g} ms; line skipped")]
+        if step is not None and not 0 < step <= MAX_STEP_TIME_S:
+            why = "" if step <= 0 else ", not a physical step time (not finite, or longer than a day)"
+            return [self.issue(lineno, f"elapsed time per iteration is {step * 1000:g} ms{why}; line skipped")]
         if self._pending_reported:
             reported = {**self._pending_reported, **reported}
             self._pending_reported = {}
@@ -681,7 +688,10 @@ class MegatronLogParser:
 
     @staticmethod
     def _nan_iterations(value: str, fields: dict, reported: dict) -> None:
-        reported["nan_iterations"] = float(parse_int(value))
+        count = parse_int(value)
+        if not 0 <= count <= 2**53:  # a count of iterations, kept as a float: exactly
+            raise LineError(f"not a count of iterations: {value.strip()[:40]!r}")
+        reported["nan_iterations"] = float(count)
 
     @staticmethod
     def _reported_float(name: str) -> Callable[[str, dict, dict], None]:

@@ -180,7 +180,8 @@ def test_allocator_history_is_recorded_from_before_the_model_is_built(monkeypatc
     monkeypatch.setattr(train_module, "_memory_history", history)
     monkeypatch.setattr(model_module, "build_model", lambda *a: order.append("build") or build(*a))
     args = train_module.parse_args(["--config", "unused", "--memory-snapshot", str(tmp_path)])
-    values = list(train_module.train(tiny_config("llama3.1-tiny", "benchmark.iterations=2"), args, emit=order.append))
+    config = tiny_config("llama3.1-tiny", "benchmark.iterations=2", "benchmark.warmup_iterations=1")
+    values = list(train_module.train(config, args, emit=order.append))
     assert len(values) == 2
     assert order[:2] == [f"record into {tmp_path}", "build"]
     assert order[-1] == "dump" and sum(line.startswith("TPRIMAT_ITER") for line in order) == 2
