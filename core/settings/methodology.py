@@ -88,7 +88,7 @@ class Preset:
 
     name: str
     devices: tuple[str, ...]  # substrings of the device name, matched case-insensitively
-    platform: str  # amd | nvidia
+    platform: str  # amd | nvidia | any (a tune trial's preset, made for the device it runs on)
     source: str  # the public vendor material the values are taken from
     config: dict[str, Any] = attrs.Factory(dict)  # "section.key" -> value
     env: dict[str, str] = attrs.Factory(dict)
@@ -253,7 +253,7 @@ def resolve(
             f"methodology 'tuned' needs a preset for device {device_name or 'unknown'!r}; "
             f'shipped presets: {known}. Use benchmark.methodology = "iso" or add a preset.'
         )
-    if platform in ("amd", "nvidia") and chosen.platform != platform:
+    if platform in ("amd", "nvidia") and chosen.platform not in (platform, "any"):
         raise PresetError(
             f"preset {chosen.name} is for {chosen.platform} devices and backend {backend} runs on {platform}; "
             "a tuned run uses its own vendor's preset"

@@ -72,8 +72,14 @@ stop_after = int(os.environ.get("REPLAY_STOP_AFTER", "0"))
 hang = os.environ.get("REPLAY_HANG") == "1"
 iteration = re.compile(r"iteration\s+\d+", re.I)
 seen = 0
+# REPLAY_WITHOUT_ARGUMENTS=1: leave out the argument dump (a log of another model than the plan's)
+skip_arguments = os.environ.get("REPLAY_WITHOUT_ARGUMENTS") == "1"
+in_arguments = False
 with open(os.environ["REPLAY_LOG"], encoding="utf-8", errors="replace", newline="") as log:
     for line in log:
+        if skip_arguments and ("-- arguments --" in line or in_arguments):
+            in_arguments = "end of arguments" not in line
+            continue
         sys.stdout.write(line)
         sys.stdout.flush()
         if iteration.search(line):

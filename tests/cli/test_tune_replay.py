@@ -129,6 +129,9 @@ def replay(bench, monkeypatch):  # noqa: F811
     chooser = bench.tmp / "stand_in.py"
     chooser.write_text(CHOOSER + STAND_IN)
     monkeypatch.setenv("REPLAY_LOG", str(FULL))
+    # the replayed logs are of Llama 3.2 1B, the plans of Llama 3.1 8B: their argument dump would
+    # (rightly) make every trial disagree with its plan, which test_run_vendor_replay checks
+    monkeypatch.setenv("REPLAY_WITHOUT_ARGUMENTS", "1")
     return bench
 
 
@@ -301,7 +304,9 @@ def test_a_backend_switch_is_tried_through_a_trial_preset_and_written_to_the_pre
         assert turbo or "use_turbo_attention: false" in experiment
         seen.add(turbo)
         deviations = load_result(run / "result.json").config.deviations
-        assert f"amd_primus.use_turbo_attention: unset -> {str(turbo).lower()}" in deviations
+        # a deviation from what the iso launch really has (false): turning it on is one, keeping it off none
+        changed = [d for d in deviations if d.startswith("amd_primus.use_turbo_attention")]
+        assert changed == (["amd_primus.use_turbo_attention: false -> true"] if turbo else [])
     assert seen == {False, True}
     # identical replays: the tie goes to the switch's default
     assert preset["backends"]["amd_primus"]["overrides"] == {"use_turbo_attention": False}
