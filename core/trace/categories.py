@@ -20,7 +20,9 @@ mangled names (``_ZN2ck…``) are read the same way.
 
 Activity that is not a kernel is classified by its Kineto category first:
 ``gpu_memcpy``/``gpu_memset`` are ``memory`` and ``cuda_sync`` (stream and
-context synchronisation as seen by the GPU) is ``sync``.
+context synchronisation as seen by the GPU) is ``sync``.  Categories are matched
+case-insensitively and through :data:`CATEGORY_ALIASES`, the spellings of older
+profilers (``Kernel``, ``Memcpy``, ``Memset``, ``Runtime``, …).
 
 ``docs/traces.md`` prints this table for users.
 """
@@ -254,6 +256,27 @@ ACTIVITY_CATEGORIES: dict[str, str | None] = {
     "cuda_sync": "sync",
 }
 
+#: Event categories as older profilers spelled them (lower-cased), to the current Kineto name.
+#: Kineto wrote these capitalised names until its June 2021 "Refactor trace activities" change
+#: (pytorch/kineto 6f9c0eef), and the TensorBoard profiler plugin reads them the same way.
+#: A category is matched case-insensitively: lower-cased, then looked up here.
+CATEGORY_ALIASES: dict[str, str] = {
+    "kernel": "kernel",  # "Kernel"
+    "memcpy": "gpu_memcpy",  # "Memcpy"
+    "memset": "gpu_memset",  # "Memset"
+    "runtime": "cuda_runtime",  # "Runtime"
+    "operator": "cpu_op",  # "Operator"
+    "user": "gpu_user_annotation",  # "User": annotations on a GPU stream ("stream N user")
+}
+
+
+def canonical_category(cat: object) -> str | None:
+    """The current Kineto spelling of an event category (``"Kernel"`` -> ``"kernel"``), or None if not a string."""
+    if not isinstance(cat, str):
+        return None
+    lowered = cat.lower()
+    return CATEGORY_ALIASES.get(lowered, lowered)
+
 
 #: A kernel name is read (own name, collective, short name) from its first this many characters;
 #: the longest in the test traces has 5123 (a Composable Kernel template).
@@ -268,6 +291,8 @@ MAX_UNWRAP = 8
 def classify(name: str, cat: str = "kernel") -> str:
     """The category of one GPU activity: Kineto category first, then the first matching rule."""
     fixed = ACTIVITY_CATEGORIES.get(cat)
+    if fixed is None and cat not in ACTIVITY_CATEGORIES:
+        fixed = ACTIVITY_CATEGORIES.get(canonical_category(cat) or "")
     if fixed is not None:
         return fixed
     own = own_name(name)[:MAX_OWN_CHARS]

@@ -36,7 +36,7 @@ from typing import IO, Annotated, Any
 
 import msgspec
 
-from tprimat.trace.categories import ACTIVITY_CATEGORIES
+from tprimat.trace.categories import ACTIVITY_CATEGORIES, canonical_category
 from tprimat.trace.limits import (
     MAX_ABS_TS_US,
     MAX_DUR_US,
@@ -374,7 +374,7 @@ def _malformed(raw: msgspec.Raw) -> Malformed:
     except msgspec.ValidationError:
         return Malformed("a number is beyond the range of a double")
     cat = value.get("cat") if isinstance(value, dict) else None
-    return Malformed(describe_event(value), activity=isinstance(cat, str) and cat in ACTIVITY_CATEGORIES)
+    return Malformed(describe_event(value), activity=canonical_category(cat) in ACTIVITY_CATEGORIES)
 
 
 def _members_after(text: bytes, offset: int) -> dict[str, Any]:

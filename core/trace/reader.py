@@ -14,7 +14,7 @@ and only what the analysis needs is kept, in typed arrays rather than dicts:
 Everything else (cpu ops, python functions, flows, args) is dropped as it is
 read, so memory grows with the number of GPU activities and launches, not with
 the file.  Plain and gzip files are recognised by their first bytes, not by
-their names.  Top-level metadata (``distributedInfo``, ``deviceProperties``,
+their names.  Top-level metadata (``distributedInfo``, ``deviceProperties`` (once ``computeProperties``),
 the runtime versions) is read from the document's keys before and after
 ``traceEvents``.
 
@@ -39,7 +39,7 @@ from typing import IO, Any
 import attrs
 
 from tprimat.errors import TprimatError
-from tprimat.trace.categories import ACTIVITY_CATEGORIES
+from tprimat.trace.categories import ACTIVITY_CATEGORIES, canonical_category
 from tprimat.trace.limits import INT64, MAX_INFLATION, BrokenTrace, inflation_limit, int_problem
 
 #: A profiler step's number: at most 18 digits (a 64-bit integer); a longer one is no step.
@@ -54,6 +54,33 @@ MAX_DEVICE_CHARS = 256
 ACTIVITY_CODES: tuple[str, ...] = tuple(ACTIVITY_CATEGORIES)
 _ACTIVITY_INDEX = {cat: i for i, cat in enumerate(ACTIVITY_CODES)}
 _LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
+#: What an event's category makes it, besides an activity (a code >= 0): a launch, a GPU-side
+#: annotation (never a profiler step), or anything else.
+_LAUNCH, _GPU_ANNOTATION, _OTHER = -1, -2, -3
+#: Distinct category spellings remembered per read (a real trace has a few dozen).
+_MAX_KINDS = 4096
+
+
+def _kind(cat: object) -> int:
+    """What an event of category ``cat`` is (an activity code, or ``_LAUNCH``/``_GPU_ANNOTATION``/``_OTHER``),
+    in any spelling Kineto has used (see :data:`~tprimat.trace.categories.CATEGORY_ALIASES`)."""
+    canonical = canonical_category(cat)
+    code = _ACTIVITY_INDEX.get(canonical)
+    if code is not None:
+        return code
+    if canonical in _LAUNCH_CATEGORIES:
+        return _LAUNCH
+    return _GPU_ANNOTATION if canonical == "gpu_user_annotation" else _OTHER
+
+
+class _Kinds(dict[Any, int]):
+    """Category spelling -> :func:`_kind`, filled as spellings are met: one lookup an event."""
+
+    def __missing__(self, cat: Any) -> int:
+        kind = _kind(cat)
+        if len(self) < _MAX_KINDS:
+            self[cat] = kind
+        return kind
 
 
 class TraceFormatError(TprimatError):
@@ -280,8 +307,7 @@ def _take(trace: RankTrace, stream: Iterator[Any]) -> None:
     ts_a, dur_a, nid_a, code_a = trace.ts, trace.dur, trace.name_id, trace.code
     stream_a, corr_a = trace.stream, trace.correlation
     lcorr_a, lts_a = trace.launch_correlation, trace.launch_ts
-    activity_index = _ACTIVITY_INDEX
-    launch_cats = _LAUNCH_CATEGORIES
+    kinds = _Kinds()
     low, high = INT64
     events = trace.events
     try:
@@ -290,9 +316,8 @@ def _take(trace: RankTrace, stream: Iterator[Any]) -> None:
             if type(event) is not Event:
                 _skipped(trace, events - 1, event.problem, event.activity)
                 continue
-            cat = event.cat
-            code = activity_index.get(cat)  # type: ignore[arg-type]
-            if code is not None:
+            code = kinds[event.cat]
+            if code >= 0:
                 dur = event.dur
                 ts = event.ts
                 if dur is None or ts is None or (event.ph is not None and event.ph != "X"):
@@ -322,7 +347,7 @@ def _take(trace: RankTrace, stream: Iterator[Any]) -> None:
                 code_a.append(code)
                 stream_a.append(stream_id)
                 corr_a.append(correlation)
-            elif cat in launch_cats:
+            elif code == _LAUNCH:
                 args = event.args
                 if args is not None and args.correlation is not None and event.ts is not None:
                     correlation = args.correlation
@@ -331,7 +356,7 @@ def _take(trace: RankTrace, stream: Iterator[Any]) -> None:
                         continue
                     lcorr_a.append(correlation)
                     lts_a.append(event.ts)
-            elif cat != "gpu_user_annotation":
+            elif code != _GPU_ANNOTATION:
                 name = event.name
                 if name and name.startswith("ProfilerStep"):
                     match = _STEP.match(name)
@@ -494,6 +519,8 @@ def _identify(trace: RankTrace) -> None:
         world_size = _as_int(info.get("world_size"), -1)
         trace.world_size = world_size if world_size >= 0 else None
     props = meta.get("deviceProperties")
+    if props is None:  # the name before Kineto's June 2021 refactor
+        props = meta.get("computeProperties")
     if isinstance(props, list) and props and isinstance(props[0], dict):
         device = props[0].get("name")
         if isinstance(device, str) and device.strip():
