@@ -189,6 +189,11 @@ def _bridge_value(dump: dict[str, Any], key: str) -> Any:
     return dump.get(key)
 
 
+#: The longest stated profiler window taken as one (a trace of more steps is impractical to
+#: write; a larger stated window would only cost memory to mark).
+MAX_PROFILED_ITERATIONS = 10_000
+
+
 def profiled_iterations(facts: dict[str, Any]) -> tuple[tuple[int, ...], str | None]:
     """The iterations a stated profiler window disturbed, and a note on what was read."""
     start, end = facts.get("profile_step_start"), facts.get("profile_step_end")
@@ -201,6 +206,11 @@ def profiled_iterations(facts: dict[str, Any]) -> tuple[tuple[int, ...], str | N
         )
     if end <= start:
         return (), f"the log states an empty profiler window ({start}-{end}): nothing left out"
+    if end - start > MAX_PROFILED_ITERATIONS:
+        return (), (
+            f"the log states a profiler window of {end - start} iterations ({start}-{end}), more than the "
+            f"{MAX_PROFILED_ITERATIONS} any profiler trace holds: taken as not a window, nothing left out"
+        )
     from tprimat.contract.window import ProfileWindow
 
     window = ProfileWindow(first_recorded=start, last_recorded=end - 1, warmup=1, ranks=())

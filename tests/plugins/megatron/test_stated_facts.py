@@ -92,3 +92,13 @@ def test_bridge_dumps_that_do_not_match_the_iteration_lines_are_not_used():
     head = bridge.read_text(encoding="utf-8").splitlines()[:5000]
     found, note = bridge_config_facts(head, "b.txt", {"train_iters": 20, "global_batch_size": 16})
     assert found == {} and "none with train_iters 20 and global_batch_size 16" in note
+
+
+def test_a_stated_profiler_window_beyond_any_trace_is_not_marked_and_costs_nothing():
+    from tprimat.plugins.megatron.stated import MAX_PROFILED_ITERATIONS, profiled_iterations
+
+    facts = {"profile": True, "profile_step_start": 6, "profile_step_end": 99_999_999_999_999_999}
+    marked, note = profiled_iterations(facts)
+    assert marked == () and "taken as not a window" in note
+    facts["profile_step_end"] = 6 + MAX_PROFILED_ITERATIONS
+    assert len(profiled_iterations(facts)[0]) == MAX_PROFILED_ITERATIONS + 2
