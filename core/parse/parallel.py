@@ -600,7 +600,9 @@ def _read_in_pool(registry: Any, backend: str, units: list[_Unit], workers: int)
         # without other threads (the pool's) can do safely.
         pool.shutdown(wait=True)
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        # Ranges not started are cancelled; those under way are waited for, or they could write
+        # into the spool directory while it is being removed and leave it behind.
+        pool.shutdown(wait=True, cancel_futures=True)
         _CONTEXT.clear()
         shutil.rmtree(spool, ignore_errors=True)
 
