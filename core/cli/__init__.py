@@ -83,11 +83,22 @@ class LazyGroup(click.Group):
         return getattr(importlib.import_module(module_name), attribute)
 
     def invoke(self, ctx: click.Context):
-        """Turn expected errors into one line and exit code 2 (``--debug`` shows the traceback)."""
+        """Turn expected errors into one line and exit code 2 (``--debug`` shows the traceback).
+
+        A bad value for an option or argument (a missing file, an unknown model) is such an
+        error too: the line names the option and what is wrong, without the usage block that
+        click prints for a command line it cannot parse (a missing argument, an unknown option).
+        """
         from tprimat.errors import TprimatError
 
         try:
             return super().invoke(ctx)
+        except click.BadParameter as exc:
+            if isinstance(exc, click.MissingParameter) or (ctx.obj or {}).get("debug"):
+                raise
+            error = click.ClickException(exc.format_message())
+            error.exit_code = exc.exit_code
+            raise error from None
         except TprimatError as exc:
             if (ctx.obj or {}).get("debug"):
                 raise

@@ -90,3 +90,13 @@ def test_unknown_model_is_an_error_not_a_silent_missing_mfu():
     result = run(str(FULL15), "--model", "llama-3.1-8B")
     assert result.exit_code == 2
     assert "unknown model 'llama-3.1-8B'" in result.stderr and "llama3.1-8b" in result.stderr
+
+
+def test_a_missing_log_file_is_one_error_line_without_the_usage_block(tmp_path):
+    missing = tmp_path / "missing.log"
+    result = run(str(missing))
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [f"Error: Invalid value for 'PATHS...': Path '{missing}' does not exist."]
+    # A command line click cannot parse still shows how to call the command.
+    no_paths = run()
+    assert no_paths.exit_code == 2 and "Usage: " in no_paths.output and "Missing argument" in no_paths.output

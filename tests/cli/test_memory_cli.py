@@ -49,6 +49,7 @@ def test_bad_input_is_one_line_and_exit_code_2():
     assert unknown_device.exit_code == 2 and "no memory capacity known for device 'TPU v5'" in unknown_device.output
     unknown_model = _run("--model", "gpt-5")
     assert unknown_model.exit_code == 2 and "unknown model 'gpt-5'" in unknown_model.output
+    assert len(unknown_model.output.splitlines()) == 1 and "Usage:" not in unknown_model.output
     bad_key = _run("--set", "training.recompute=sometimes")
     assert bad_key.exit_code == 2 and "recompute" in bad_key.output
 

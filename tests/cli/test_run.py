@@ -207,18 +207,18 @@ def test_sigint_midway_leaves_an_interrupted_result(tmp_path):
     assert any("interrupted by the user" in n for n in result.provenance.notes)
 
 
-def test_no_arguments_on_a_cpu_machine_trains_a_tiny_model_within_a_minute(tmp_path):
+def test_no_arguments_on_a_cpu_machine_trains_a_tiny_model(tmp_path):
+    # What keeps the default run short is asserted (the tiny model, the CPU preset's
+    # iterations), not how long it took: that depends on the machine and its load.
     from tprimat.contract.registry import Registry
 
     if Registry.from_environment().detect_platform().platform != "cpu":
         pytest.skip("the no-argument default differs on a GPU machine")
-    started = time.monotonic()
     out = invoke("--output", str(tmp_path), "--run-id", "default")
-    elapsed = time.monotonic() - started
     assert out.exit_code == 0, out.output
     result = load_result(tmp_path / "default" / "result.json")
     assert result.run.status == "completed" and result.run.model == "llama3.1-tiny"
+    assert result.config.settings["benchmark"]["iterations"] == 12  # the CPU preset's
     assert len(result.iterations) == result.config.settings["benchmark"]["iterations"]
     assert result.summary.tokens_per_s_per_gpu is not None
     assert any("CPU preset" in layer for layer in result.config.layers), result.config.layers
-    assert elapsed < 60

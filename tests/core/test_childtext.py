@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 
@@ -37,14 +38,23 @@ def test_no_child_is_forked_beside_another_thread():
         thread.join()
 
 
-def test_an_unused_child_is_ended_and_reaped():
+def test_an_unused_child_is_ended_and_reaped(monkeypatch):
     if threading.active_count() > 1:
         pytest.skip("another thread runs in this test process: no child is forked")
     child = TextInChild.start(lambda: [str(time.sleep(60))])
     assert child is not None
     pid = child._pid
-    began = time.monotonic()
+    statuses = []
+    real_waitpid = os.waitpid
+
+    def recording_waitpid(waited, options):
+        found = real_waitpid(waited, options)
+        statuses.append(found)
+        return found
+
+    monkeypatch.setattr(os, "waitpid", recording_waitpid)
     child.close()
-    assert time.monotonic() - began < 10
+    # Ended by close (killed), not waited for until its work was done.
+    assert [(p, os.waitstatus_to_exitcode(status)) for p, status in statuses] == [(pid, -signal.SIGKILL)]
     with pytest.raises(ChildProcessError):  # reaped: no longer this process's child
         os.waitpid(pid, os.WNOHANG)
