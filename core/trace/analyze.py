@@ -106,25 +106,33 @@ def _exclusive(indices: Sequence[int], ts, dur, cats: Sequence[int]) -> tuple[li
     return sweep(points, len(PRIORITY))
 
 
-def sweep(points: list[tuple[float, int, int]], ncat: int) -> tuple[list[float], float]:
+def sweep(points: list[tuple[float, int, int]], ncat: int, *, windowed: bool = False) -> tuple[list[float], float]:
     """Exclusive µs per category index (the first active one in PRIORITY order wins) and busy µs of
-    a list of (time, +1 or -1, category index) interval ends; sorts ``points``."""
+    a list of (time, +1 or -1, category index) interval ends; sorts ``points``.
+
+    ``windowed``: points of category ``ncat`` open and close the windows (host steps) that time
+    is counted in; without it every moment counts.
+    """
     points.sort()
     active = [0] * ncat
     exclusive = [0.0] * ncat
     busy = 0.0
     running = 0
+    inside = 0 if windowed else 1
     previous = 0.0
     for time, delta, c in points:
-        if running and time > previous:
+        if running and inside and time > previous:
             span = time - previous
             busy += span
             for k in range(ncat):
                 if active[k]:
                     exclusive[k] += span
                     break
-        active[c] += delta
-        running += delta
+        if c == ncat:
+            inside += delta
+        else:
+            active[c] += delta
+            running += delta
         previous = time
     return exclusive, busy
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from tprimat.trace.analyze import sweep
 from tprimat.trace.categories import classify
 from tprimat.trace.reader import ACTIVITY_CODES, RankTrace
 
@@ -64,7 +65,7 @@ def host_step_breakdown(trace: RankTrace, numbers: Iterable[int]) -> dict[str, A
             category_of[key] = c
         points.append((start, 1, c))
         points.append((end, -1, c))
-    exclusive, busy = _sweep_in_steps(points, mask)
+    exclusive, busy = sweep(points, mask, windowed=True)
     host = sum(s.dur for s in steps)
     return {
         "steps": [s.number for s in steps],
@@ -73,30 +74,3 @@ def host_step_breakdown(trace: RankTrace, numbers: Iterable[int]) -> dict[str, A
         "idle_us": max(host - busy, 0.0),
         "exclusive_us": {PRIORITY[k]: v for k, v in enumerate(exclusive) if v > 0.0},
     }
-
-
-def _sweep_in_steps(points: list[tuple[float, int, int]], ncat: int) -> tuple[list[float], float]:
-    """As :func:`tprimat.trace.analyze.sweep`, counting only time inside a step: points of
-    category ``ncat`` are the steps' starts and ends."""
-    points.sort()
-    active = [0] * ncat
-    exclusive = [0.0] * ncat
-    busy = 0.0
-    running = 0
-    inside = 0
-    previous = 0.0
-    for time, delta, c in points:
-        if running and inside and time > previous:
-            span = time - previous
-            busy += span
-            for k in range(ncat):
-                if active[k]:
-                    exclusive[k] += span
-                    break
-        if c == ncat:
-            inside += delta
-        else:
-            active[c] += delta
-            running += delta
-        previous = time
-    return exclusive, busy
