@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from tprimat.cli.output import echo_json, print_table, registry_from
+from tprimat.contract.version import CONTRACT_VERSION
 
 
 @click.command()
@@ -29,6 +30,7 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
             "version": p.version,
             "hooks": list(p.hooks),
             "backends": backends_by_plugin.get(p.name, []),
+            "contract": p.contract,
         }
         for p in registry.plugins()
     ]
@@ -38,15 +40,16 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
         for e in registry.hook_errors
     ]
     if as_json:
-        echo_json({"plugins": loaded, "errors": errors, "skipped_hooks": skipped})
+        echo_json({"contract": CONTRACT_VERSION, "plugins": loaded, "plugin_errors": errors, "skipped_hooks": skipped})
         return
     print_table(
-        "Plugins",
-        ["name", "distribution", "backends", "hooks"],
+        f"Plugins (plugin contract {CONTRACT_VERSION})",
+        ["name", "distribution", "contract", "backends", "hooks"],
         [
             [
                 p["name"],
                 f"{p['distribution'] or '?'} {p['version'] or ''}".strip(),
+                p["contract"] or "-",
                 ", ".join(p["backends"]),
                 ", ".join(p["hooks"]),
             ]

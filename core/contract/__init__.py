@@ -10,7 +10,9 @@ BackendSpec, LaunchPlan, ...``) and the ``@tprimat.hookimpl`` marker:
   :class:`PreparedDataset`, :class:`PlatformInfo`;
 * profiling: :class:`ProfileWindow` and :func:`check_profile_config`;
 * what ``parse_metrics`` yields: :class:`IterationRecord`, :class:`LogFact`,
-  :class:`EvalRecord`, :class:`ParseIssue`.
+  :class:`EvalRecord`, :class:`ParseIssue`;
+* :data:`CONTRACT_VERSION`, the version of this contract; a plugin states the one it
+  needs with ``tprimat_contract = "1.0"`` (:mod:`tprimat.contract.version`).
 
 The hook specs are :mod:`tprimat.contract.hookspecs`; the registry that
 loads plugins and routes hooks is :mod:`tprimat.contract.registry`.  The
@@ -49,6 +51,7 @@ _EXPORTS = {
     "RankPeak": "records",
     "REPEATED_LINE": "records",
     "RepeatedLine": "records",
+    "CONTRACT_VERSION": "version",
 }
 
 __all__ = [*_EXPORTS, "PlatformInfo", "hookimpl"]

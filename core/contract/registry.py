@@ -40,6 +40,7 @@ import pluggy
 
 from tprimat.contract import hookspecs
 from tprimat.contract.backend import Availability, BackendSpec, LogMatch, check_availability
+from tprimat.contract.version import CONTRACT_ATTRIBUTE, unmet_requirement
 from tprimat.errors import TprimatError
 from tprimat.hardware.platform import BuiltinPlatformPlugin, PlatformInfo
 
@@ -93,6 +94,8 @@ class LoadedPlugin:
     distribution: str | None
     version: str | None
     hooks: tuple[str, ...]
+    #: The plugin contract the plugin declares it needs (``tprimat_contract``), if it declares one.
+    contract: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -182,10 +185,23 @@ class Registry:
             )
 
     def register(self, plugin: Any, *, name: str, distribution: str | None = None, version: str | None = None) -> bool:
-        """Register one plugin object; a bad one is recorded, not raised (unless strict)."""
+        """Register one plugin object; a bad one is recorded, not raised (unless strict).
+
+        A plugin is refused when it needs another plugin contract than this tprimat's
+        (:func:`~tprimat.contract.version.unmet_requirement`), when a hook's signature does not
+        match its spec, or when it implements a hook no spec declares (a misspelt name would
+        otherwise register silently and never be called: ``check_pending``, as pytest and tox do).
+        """
+        unmet = unmet_requirement(getattr(plugin, CONTRACT_ATTRIBUTE, None))
+        if unmet is not None:
+            self._record_error(name, distribution, unmet)
+            return False
         try:
             self.pm.register(plugin, name=name)
+            self.pm.check_pending()
         except Exception as exc:
+            if self.pm.get_plugin(name) is plugin:
+                self.pm.unregister(plugin, name=name)
             self._record_error(name, distribution, f"invalid hooks: {_describe(exc)}")
             return False
         self._origins[name] = (distribution, version)
@@ -207,7 +223,16 @@ class Registry:
                 continue
             hooks = tuple(sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or ()))
             distribution, version = self._origins[name]
-            loaded.append(LoadedPlugin(name=name, distribution=distribution, version=version, hooks=hooks))
+            contract = getattr(plugin, CONTRACT_ATTRIBUTE, None)
+            loaded.append(
+                LoadedPlugin(
+                    name=name,
+                    distribution=distribution,
+                    version=version,
+                    hooks=hooks,
+                    contract=str(contract) if contract is not None else None,
+                )
+            )
         return loaded
 
     def backends(self) -> dict[str, RegisteredBackend]:

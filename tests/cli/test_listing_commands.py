@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from tprimat import __version__
 from tprimat.cli import COMMANDS, cli
 from tprimat.contract.registry import Registry
+from tprimat.contract.version import CONTRACT_VERSION
 from tprimat.hardware.platform import PlatformInfo
 
 
@@ -64,6 +65,12 @@ def test_plugins_json_shows_hooks_and_errors():
     names = {p["name"]: p for p in data["plugins"]}
     assert "register_backends" in names["megatron"]["hooks"]
     assert sorted(names["megatron"]["backends"]) == ["amd_megatron", "amd_primus", "nvd_megatron"]
+    assert data["contract"] == CONTRACT_VERSION and isinstance(data["plugin_errors"], list)
+
+
+def test_backends_and_plugins_spell_the_load_errors_key_alike():
+    assert "plugin_errors" in json.loads(invoke("backends", "--json").output)
+    assert "plugin_errors" in json.loads(invoke("plugins", "--json").output)
 
 
 def test_models_json_has_parameters_and_flops():

@@ -210,6 +210,49 @@ def test_import_failure_and_bad_hooks_are_recorded_not_raised(plugin_dir):
     assert "BackendSpec" in errors["plug_badreturn"]
 
 
+def test_a_misspelt_hook_is_a_load_error_and_the_plugin_is_not_half_registered(plugin_dir):
+    (plugin_dir / "plug_typo.py").write_text(
+        "import tprimat\nfrom tprimat.contract.backend import BackendSpec\n"
+        "@tprimat.hookimpl\ndef register_backends():\n"
+        "    return [BackendSpec(name='typo', platform='any', framework='x', description='x')]\n"
+        "@tprimat.hookimpl\ndef lauch(backend, context):\n    pass\n"
+    )
+    good = write_plugin(plugin_dir, "plug_fine2", ["fine2"])
+    registry = registry_with(EntryPoint(name="plug_typo", value="plug_typo", group="tprimat"), good)
+    errors = {e.name: e.error for e in registry.load_errors}
+    assert "unknown hook 'lauch'" in errors["plug_typo"]
+    assert list(registry.backends()) == ["fine2"]  # its register_backends did not stay behind
+    assert registry.pm.get_plugin("plug_typo") is None
+    registry.pm.check_pending()  # what is loaded is consistent
+
+
+@pytest.mark.parametrize(
+    ("declared", "refused"),
+    [
+        ('"1.0"', None),
+        ('"1.99"', "upgrade tprimat"),
+        ('"2.0"', "needs plugin contract 2.0"),
+        ('"0.9"', "written for an older tprimat"),
+        ('"one"', "MAJOR.MINOR"),
+        ("1.0", "must be a string"),
+    ],
+)
+def test_a_plugin_states_the_contract_it_needs(plugin_dir, declared, refused):
+    name = "plug_contract_" + "".join(c if c.isalnum() else "_" for c in declared)
+    (plugin_dir / f"{name}.py").write_text(
+        f"import tprimat\nfrom tprimat.contract.backend import BackendSpec\ntprimat_contract = {declared}\n"
+        "@tprimat.hookimpl\ndef register_backends():\n"
+        "    return [BackendSpec(name='versioned', platform='any', framework='x', description='x')]\n"
+    )
+    registry = registry_with(EntryPoint(name=name, value=name, group="tprimat"))
+    errors = {e.name: e.error for e in registry.load_errors}
+    if refused is None:
+        assert not errors and list(registry.backends()) == ["versioned"]
+        assert next(p for p in registry.plugins() if p.name == name).contract == "1.0"
+    else:
+        assert refused in errors[name] and registry.backends() == {}
+
+
 def test_strict_mode_re_raises_for_plugin_authors(plugin_dir):
     (plugin_dir / "plug_crash2.py").write_text("raise RuntimeError('boom')\n")
     registry = Registry(strict=True)
