@@ -2,8 +2,8 @@
 
 Tests build launch contexts the way ``tprimat run`` does (the core's
 :func:`tprimat.running.prepare.prepare`: config layers, methodology, options),
-on a registry whose ``detect_platform`` answers with the target GPU, so a
-``tuned`` run gets the target's preset.  Framework checkouts are stand-ins
+on a registry whose ``detect_platform`` answers with the target GPU
+(:func:`tprimat.testing.registry_on`), so a ``tuned`` run gets the target's preset.  Framework checkouts are stand-ins
 that pass the launchers' path checks: a Megatron-LM core 0.15 tree, and the
 real Primus config tree (fixture) with an empty ``primus-cli``.
 """
@@ -13,34 +13,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tprimat import hookimpl
-from tprimat.contract.registry import Registry
 from tprimat.hardware.platform import PlatformInfo
 from tprimat.running.prepare import PreparedRun, RunRequest, prepare
+from tprimat.testing import H100, MI300X, registry_on
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
-MI300X = PlatformInfo(platform="amd", device_name="AMD Instinct MI300X", device_count=8, stack="rocm", source="test")
-H100 = PlatformInfo(platform="nvidia", device_name="NVIDIA H100 80GB HBM3", device_count=8, stack="cuda", source="test")
 #: The GPU each backend is planned for.
 TARGETS = {"amd_primus": MI300X, "amd_megatron": MI300X, "nvd_megatron": H100, "nvd_nemo": H100, "torch": MI300X}
-
-
-class Machine:
-    """A plugin whose ``detect_platform`` says this machine is ``info``."""
-
-    def __init__(self, info: PlatformInfo) -> None:
-        self.info = info
-
-    @hookimpl(tryfirst=True)
-    def detect_platform(self) -> PlatformInfo:
-        return self.info
-
-
-def registry_on(info: PlatformInfo) -> Registry:
-    registry = Registry.from_environment({})
-    registry.register(Machine(info), name="test-machine")
-    return registry
 
 
 def fake_megatron(root: Path) -> Path:
