@@ -31,7 +31,7 @@ from tprimat.compare.document import (
 )
 from tprimat.compare.model import Comparison
 from tprimat.compare.stats import Aggregate, aggregate
-from tprimat.mlperf.reader import olympic_mean
+from tprimat.convergence.olympic import olympic_mean
 
 
 @attrs.frozen(kw_only=True)
@@ -100,7 +100,8 @@ def convergence_blocks(c: Comparison, plots: dict[str, Path]) -> list[Block]:
             "Time to target = wall time from run start to the first evaluation at or below the target "
             "eval log-perplexity (MLPerf's clock: evaluation included, initialisation reported apart). "
             "The median is over the runs that reached the target; the interval is the 95% bootstrap "
-            "interval of that median.  The olympic mean is MLPerf's score: drop the fastest and the "
+            "interval of that median, or the range of the runs when they are too few for one.  "
+            "The olympic mean is MLPerf's score: drop the fastest and the "
             "slowest run (a run that missed the target counting as the slowest) and average the rest."
         ),
         Table(
@@ -109,7 +110,7 @@ def convergence_blocks(c: Comparison, plots: dict[str, Path]) -> list[Block]:
                 "runs at target",
                 "target",
                 "time to target (s, median)",
-                "95% CI",
+                "interval over runs",
                 "olympic mean (s)",
                 "samples to target",
                 "tokens to target",

@@ -11,6 +11,13 @@ BackendSpec, LaunchPlan, ...``) and the ``@tprimat.hookimpl`` marker:
 * profiling: :class:`ProfileWindow` and :func:`check_profile_config`;
 * what ``parse_metrics`` yields: :class:`IterationRecord`, :class:`LogFact`,
   :class:`EvalRecord`, :class:`ParseIssue`;
+* declaring an experiment-tracker exporter: :class:`ExporterSpec`, and what it
+  receives: :class:`TrackerRun`, :class:`ExportTarget`;
+* the final config and model a hook renders: :class:`BenchmarkConfig`, :class:`ModelSpec`,
+  :func:`get_model`, :func:`load_config`, :class:`ConfigError`; the error to raise for an
+  expected failure, :class:`TprimatError`;
+* services for a backend's own training program (prepared data, the held-out split, the
+  MLLOG writer): :mod:`tprimat.contract.services`;
 * :data:`CONTRACT_VERSION`, the version of this contract; a plugin states the one it
   needs with ``tprimat_contract = "1.0"`` (:mod:`tprimat.contract.version`).
 
@@ -24,7 +31,36 @@ Names are resolved on first use so that importing one of them stays cheap.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names as type checkers see them; at run time they load on first use
+    # ruff: noqa: F401
+    from tprimat import hookimpl
+    from tprimat.contract.backend import SNIFF_LINES, BackendSpec, LaunchOption, LogMatch, Requirements, WarmupRule
+    from tprimat.contract.plans import (
+        DataArguments,
+        FrameworkSettings,
+        LaunchContext,
+        LaunchPlan,
+        PreparedDataset,
+        ProfilePlan,
+    )
+    from tprimat.contract.readback import Disagreement, SettingsReadback, StatedSettings
+    from tprimat.contract.records import (
+        REPEATED_LINE,
+        EvalRecord,
+        IterationRecord,
+        LogFact,
+        ParseIssue,
+        RankPeak,
+        RepeatedLine,
+    )
+    from tprimat.contract.version import CONTRACT_VERSION
+    from tprimat.contract.window import ProfileWindow, check_profile_config
+    from tprimat.errors import TprimatError
+    from tprimat.hardware.platform import PlatformInfo
+    from tprimat.settings.config import BenchmarkConfig, ConfigError, load_config
+    from tprimat.settings.models import ModelSpec, get_model
 
 _EXPORTS = {
     "BackendSpec": "backend",
@@ -51,7 +87,17 @@ _EXPORTS = {
     "RankPeak": "records",
     "REPEATED_LINE": "records",
     "RepeatedLine": "records",
+    "ExporterSpec": "exporter",
+    "ExportTarget": "exporter",
+    "TrackerRun": "exporter",
     "CONTRACT_VERSION": "version",
+    # the final config and the model a hook renders, and the error a plugin raises
+    "BenchmarkConfig": "tprimat.settings.config",
+    "ConfigError": "tprimat.settings.config",
+    "load_config": "tprimat.settings.config",
+    "ModelSpec": "tprimat.settings.models",
+    "get_model": "tprimat.settings.models",
+    "TprimatError": "tprimat.errors",
 }
 
 __all__ = [*_EXPORTS, "PlatformInfo", "hookimpl"]
@@ -59,7 +105,8 @@ __all__ = [*_EXPORTS, "PlatformInfo", "hookimpl"]
 
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
-        return getattr(importlib.import_module(f"tprimat.contract.{_EXPORTS[name]}"), name)
+        module = _EXPORTS[name]
+        return getattr(importlib.import_module(module if "." in module else f"tprimat.contract.{module}"), name)
     if name == "PlatformInfo":
         from tprimat.hardware.platform import PlatformInfo
 

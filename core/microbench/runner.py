@@ -15,6 +15,7 @@ from typing import Any, Literal
 import attrs
 
 from tprimat import __version__
+from tprimat.hardware.environment import performance_environment
 from tprimat.microbench.formulas import ATTENTION_FORMULA, GEMM_FORMULA
 from tprimat.microbench.shapes import ShapeError, model_gemm_shapes, sweep_shapes
 from tprimat.microbench.store import (
@@ -26,7 +27,6 @@ from tprimat.microbench.store import (
     case_spread,
     summarize,
 )
-from tprimat.running.manifest import performance_environment
 from tprimat.settings.models import ModelSpec
 
 What = Literal["gemm", "attention", "all"]

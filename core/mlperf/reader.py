@@ -18,13 +18,13 @@ benchmark has no score.  The scaling factor MLPerf applies on top (a folder's
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from tprimat.convergence.olympic import olympic_mean
 from tprimat.errors import TprimatError
 
 MARKER = ":::MLLOG"
@@ -244,22 +244,6 @@ class OlympicScore:
     @property
     def score_min(self) -> float | None:
         return self.score_s / 60 if self.score_s is not None else None
-
-
-def olympic_mean(times: list[float | None], *, max_dropped: int = 1) -> tuple[float | None, list[int], str | None]:
-    """MLPerf's olympic mean of run times (None: the run did not converge, counted as the slowest).
-
-    Returns the score, the indices of the dropped runs, and why there is no score.
-    """
-    failed = sum(t is None for t in times)
-    if failed > max_dropped:
-        return None, [], f"{failed} runs did not converge; MLPerf allows {max_dropped}"
-    order = sorted(range(len(times)), key=lambda i: math.inf if times[i] is None else times[i])
-    kept = order[max_dropped : len(order) - max_dropped]
-    if not kept:
-        return None, [], f"{len(times)} runs leave none after dropping the fastest and the slowest"
-    dropped = order[:max_dropped] + order[len(order) - max_dropped :]
-    return sum(times[i] for i in kept) / len(kept), dropped, None  # type: ignore[misc]
 
 
 def olympic_score(runs: list[MlperfRun], *, max_dropped: int = 1) -> OlympicScore:

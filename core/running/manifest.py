@@ -22,38 +22,11 @@ import cattrs
 from tprimat import __version__
 from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError
+from tprimat.hardware.environment import performance_environment
 from tprimat.hardware.platform import PlatformInfo
 from tprimat.result.schema import Hardware, Software
-from tprimat.secrets import redact_env
 
 MANIFEST_NAME = "manifest.json"
-
-#: Environment variables that change performance; recorded when set.
-PERFORMANCE_ENV_PREFIXES = (
-    "NCCL_",
-    "RCCL_",
-    "HSA_",
-    "HIP_",
-    "ROCM_",
-    "CUDA_",
-    "TORCH_",
-    "PYTORCH_",
-    "NVTE_",
-    "TE_",
-    "OMP_",
-    "GPU_MAX_HW_QUEUES",
-    "PRIMUS_",
-    "MEGATRON_",
-    "NEMO_",
-    "HF_",
-    "TOKENIZERS_",
-    "NVIDIA_",
-    "MIOPEN_",
-    "ROCBLAS_",
-    "HIPBLASLT_",
-    "TORCHINDUCTOR_",
-    "UB_",
-)
 
 
 class ManifestError(TprimatError):
@@ -73,13 +46,6 @@ class Manifest:
 
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
-
-
-def performance_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment variables that affect performance, secrets redacted."""
-    env = os.environ if environ is None else environ
-    chosen = {k: v for k, v in env.items() if k.startswith(PERFORMANCE_ENV_PREFIXES)}
-    return redact_env(dict(sorted(chosen.items())))
 
 
 def hardware_from_platform(info: PlatformInfo, *, nodes: int = 1) -> Hardware:

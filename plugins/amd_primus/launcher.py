@@ -25,14 +25,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tprimat.contract import FrameworkSettings, LaunchContext, LaunchPlan
+from tprimat.contract import BenchmarkConfig, FrameworkSettings, LaunchContext, LaunchPlan, ModelSpec
 from tprimat.errors import TprimatError
 from tprimat.plugins.amd_primus.configtree import experiment_values
 from tprimat.plugins.megatron.framework import shared_values
 from tprimat.plugins.megatron.pretrain import target_version
 from tprimat.plugins.megatron.settings import ARGS, SNAPSHOT_FILE, build_settings, memory_snapshot, to_overrides
-from tprimat.settings.config import BenchmarkConfig
-from tprimat.settings.models import ModelSpec
 
 EXPERIMENT_FILE = "primus_experiment.yaml"
 #: Primus experiment names for the registry's models.

@@ -25,10 +25,10 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
+from tprimat.contract import IterationRecord
 from tprimat.contract.records import ParseIssue
 from tprimat.plugins.megatron.colour import strip_ansi
 from tprimat.plugins.megatron.logparse import Event, LineError, parse_float
-from tprimat.result.schema import IterationRecord
 
 STEP_RE = re.compile(
     r"\bstep:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>\S+)\s+(?:grad_norm:\s*(?P<grad_norm>\S+)\s+)?"

@@ -31,13 +31,13 @@ from tprimat import hookimpl
 if TYPE_CHECKING:
     from tprimat.contract import (
         BackendSpec,
+        BenchmarkConfig,
         DataArguments,
         LaunchContext,
         LaunchPlan,
         PreparedDataset,
         ProfilePlan,
     )
-    from tprimat.settings.config import BenchmarkConfig
 
 #: The backends this plugin serves (each a package ``tprimat.plugins.<name>``).
 BACKENDS = ("amd_primus", "amd_megatron", "nvd_megatron")

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tprimat.contract import DataArguments, PreparedDataset
+from tprimat.contract import BenchmarkConfig, DataArguments, PreparedDataset, get_model
 from tprimat.errors import TprimatError
 from tprimat.plugins.megatron.settings import VOCAB_DIVISIBLE_BY
-from tprimat.settings.config import BenchmarkConfig
-from tprimat.settings.models import get_model
 
 #: Throughput runs: every token trains, nothing is held out (convergence runs: megatron_split).
 SPLIT = "100,0,0"

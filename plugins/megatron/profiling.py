@@ -17,9 +17,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tprimat.contract import LaunchContext, ProfilePlan, ProfileWindow, check_profile_config
+from tprimat.contract import (
+    BenchmarkConfig,
+    ConfigError,
+    LaunchContext,
+    ProfilePlan,
+    ProfileWindow,
+    check_profile_config,
+)
 from tprimat.plugins.megatron.settings import to_argv
-from tprimat.settings.config import BenchmarkConfig, ConfigError
 
 #: Where Megatron-LM's torch profiler writes, relative to the run directory (tensorboard dir = run_dir/tensorboard):
 #: older Megatron writes traces into the tensorboard dir, newer into <tensorboard dir>/../torch_profile.

@@ -34,11 +34,10 @@ from typing import Any, Literal
 
 import attrs
 
+from tprimat.contract import BenchmarkConfig, ModelSpec
 from tprimat.contract.plans import DataArguments
 from tprimat.errors import TprimatError
 from tprimat.plugins.megatron.owned import OWNER, RENDERED_AS_IS
-from tprimat.settings.config import BenchmarkConfig
-from tprimat.settings.models import ModelSpec
 
 #: Megatron-core version assumed when none can be read from a checkout.
 DEFAULT_VERSION: tuple[int, int] = (0, 15)

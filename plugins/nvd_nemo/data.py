@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from tprimat.contract import BenchmarkConfig, get_model
 from tprimat.contract.plans import DataArguments, PreparedDataset
 from tprimat.plugins.megatron.data import SPLIT, dataset_tokenizer, megatron_split
-from tprimat.settings.config import BenchmarkConfig
-from tprimat.settings.models import get_model
 
 
 def data_arguments(dataset: PreparedDataset, config: BenchmarkConfig) -> DataArguments:

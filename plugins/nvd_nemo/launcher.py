@@ -15,12 +15,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tprimat.contract import BenchmarkConfig, ModelSpec
 from tprimat.contract.plans import FrameworkSettings, LaunchContext, LaunchPlan
 from tprimat.contract.torchrun import torchrun_argv
 from tprimat.errors import TprimatError
 from tprimat.plugins.megatron.pretrain import refuse_attention_conflicts
-from tprimat.settings.config import BenchmarkConfig
-from tprimat.settings.models import ModelSpec
 
 SCRIPT = "nemo_pretrain.py"
 SETTINGS = "nemo_settings.json"

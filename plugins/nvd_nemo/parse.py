@@ -29,6 +29,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from tprimat.contract import IterationRecord
 from tprimat.contract.records import EvalRecord, LogFact, ParseIssue
 from tprimat.plugins.megatron.colour import strip_ansi
 from tprimat.plugins.megatron.logparse import (
@@ -40,7 +41,6 @@ from tprimat.plugins.megatron.logparse import (
 )
 from tprimat.plugins.nvd_nemo.expconfig import MARK
 from tprimat.plugins.nvd_nemo.nemo1 import TFLOPS, TIMER_RESET, Nemo1Reader
-from tprimat.result.schema import IterationRecord
 
 Event = IterationRecord | LogFact | ParseIssue | EvalRecord
 

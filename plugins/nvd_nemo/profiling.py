@@ -24,8 +24,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tprimat.contract import LaunchContext, ProfilePlan, ProfileWindow, check_profile_config
-from tprimat.settings.config import BenchmarkConfig, ConfigError
+from tprimat.contract import (
+    BenchmarkConfig,
+    ConfigError,
+    LaunchContext,
+    ProfilePlan,
+    ProfileWindow,
+    check_profile_config,
+)
 
 PYTORCH_CALLBACK = "nemo.lightning.pytorch.callbacks.PytorchProfilerCallback"
 NSYS_CALLBACK = "nemo.lightning.pytorch.callbacks.NsysCallback"

@@ -19,9 +19,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from tprimat.convergence import iteration_budget
+from tprimat.contract import BenchmarkConfig
+from tprimat.contract.services import iteration_budget
 from tprimat.plugins.torch.protocol import format_eval, format_info
-from tprimat.settings.config import BenchmarkConfig
 
 
 class Evaluator:
@@ -84,7 +84,7 @@ class ConvergenceRun:
         self.global_batch_size = t.global_batch_size
         self.mlperf = None
         if mlperf_path and rank == 0:
-            from tprimat.mlperf.writer import MlperfLog
+            from tprimat.contract.services import MlperfLog
 
             self.mlperf = MlperfLog(mlperf_path)
             self.mlperf.init_start()
@@ -198,8 +198,8 @@ def begin_run(
     """
     import torch
 
-    from tprimat.convergence.split import training_sample_count, training_sequences, validation_sequences
-    from tprimat.mlperf.writer import hyperparameters
+    from tprimat.contract.services import mlperf_hyperparameters as hyperparameters
+    from tprimat.contract.services import training_sample_count, training_sequences, validation_sequences
 
     v, t = config.convergence, config.training
     if v.enabled and not data_prefix:
@@ -207,7 +207,7 @@ def begin_run(
     if v.enabled:
         train_count = training_sample_count(data_prefix, t.seq_length, v.validation_fraction)
     elif data_prefix:
-        from tprimat.data.indexed import IndexedReader
+        from tprimat.contract.services import IndexedReader
 
         train_count = max((IndexedReader(data_prefix).token_count - 1) // t.seq_length, 0)
     else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from tprimat.contract import BenchmarkConfig
 from tprimat.contract.plans import (
     DataArguments,
     FrameworkSettings,
@@ -23,7 +24,6 @@ from tprimat.contract.plans import (
 )
 from tprimat.errors import TprimatError
 from tprimat.plugins.torch.schedule import profiled_iterations
-from tprimat.settings.config import BenchmarkConfig
 
 TRAIN_MODULE = "tprimat.plugins.torch.train"
 TRACE_DIR = "torch_profile"  # the runner collects traces into traces/
@@ -122,7 +122,8 @@ def plan(context: LaunchContext) -> LaunchPlan:
     missing: tuple[str, ...] = ()
     convergence = context.config.convergence
     if convergence.mlperf_log == "always" or (convergence.enabled and convergence.mlperf_log == "convergence"):
-        from tprimat.mlperf.writer import LOG_NAME, available
+        from tprimat.contract.services import MLPERF_LOG_NAME as LOG_NAME
+        from tprimat.contract.services import mlperf_available as available
 
         if available():
             argv += ["--mlperf-log", str(context.run_dir / LOG_NAME)]

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tprimat.contract import BenchmarkConfig, ModelSpec
 from tprimat.errors import TprimatError
-from tprimat.settings.config import BenchmarkConfig
-from tprimat.settings.models import ModelSpec
 
 #: kernels.attention_backend -> transformers attention implementation.
 ATTENTION_IMPLEMENTATION = {"flash": "sdpa", "fused": "sdpa", "auto": "sdpa", "unfused": "eager"}

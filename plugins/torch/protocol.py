@@ -22,8 +22,8 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from tprimat.contract import IterationRecord
 from tprimat.contract.records import EvalRecord, LogFact, ParseEvent, ParseIssue
-from tprimat.result.schema import IterationRecord
 
 ITER_MARKER = "TPRIMAT_ITER "
 INFO_MARKER = "TPRIMAT_INFO "

@@ -27,10 +27,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
+from tprimat.contract import BenchmarkConfig, get_model, load_config
 from tprimat.plugins.torch.protocol import format_info, format_iteration
 from tprimat.plugins.torch.schedule import lr_at, profiled_iterations
-from tprimat.settings.config import BenchmarkConfig, load_config
-from tprimat.settings.models import get_model
 
 GIB = 2**30
 
@@ -116,7 +115,7 @@ class DatasetBatches:
         device: Any,
         samples: Any = None,
     ) -> None:
-        from tprimat.data.sequences import PackedSequences
+        from tprimat.contract.services import PackedSequences
 
         # ``samples``: the training side of a held-out split (convergence runs)
         self.samples = samples if samples is not None else PackedSequences(path_prefix, seq_length, seed)

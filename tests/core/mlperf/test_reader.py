@@ -111,7 +111,7 @@ def test_two_runs_leave_no_olympic_score():
 
 
 def test_olympic_mean_of_plain_times():
-    from tprimat.mlperf.reader import olympic_mean
+    from tprimat.convergence.olympic import olympic_mean
 
     assert olympic_mean([5.0, 1.0, 3.0, 4.0]) == (3.5, [1, 0], None)
     assert olympic_mean([2.0, None, 1.0, 3.0]) == (2.5, [2, 1], None)  # the miss is the slowest
