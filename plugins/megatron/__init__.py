@@ -22,7 +22,6 @@ and hand over to that folder.  Submodules are never named after a hook
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -39,19 +38,13 @@ if TYPE_CHECKING:
         ProfilePlan,
     )
 
-#: The backends this plugin serves (each a package ``tprimat.plugins.<name>``).
-BACKENDS = ("amd_primus", "amd_megatron", "nvd_megatron")
-#: Each backend's log parser: (module, function).
-_PARSERS = {
-    "amd_primus": ("tprimat.plugins.amd_primus.parse", "parse_primus"),
-    "amd_megatron": ("tprimat.plugins.amd_megatron.parse", "parse_rocm_megatron"),
-    "nvd_megatron": ("tprimat.plugins.nvd_megatron.parse", "parse_megatron"),
-}
-
-
 @hookimpl
 def register_backends() -> list[BackendSpec]:
-    return [importlib.import_module(f"tprimat.plugins.{name}").BACKEND for name in BACKENDS]
+    from tprimat.plugins.amd_megatron import BACKEND as AMD_MEGATRON
+    from tprimat.plugins.amd_primus import BACKEND as AMD_PRIMUS
+    from tprimat.plugins.nvd_megatron import BACKEND as NVD_MEGATRON
+
+    return [AMD_PRIMUS, AMD_MEGATRON, NVD_MEGATRON]
 
 
 @hookimpl
@@ -81,10 +74,23 @@ def profile(backend: str, context: LaunchContext) -> ProfilePlan:
 
 @hookimpl
 def launch(backend: str, context: LaunchContext) -> LaunchPlan:
-    return importlib.import_module(f"tprimat.plugins.{backend}.launcher").plan(context)
+    """The plan of the backend's own launcher (its folder's ``launcher.py``), imported only when asked."""
+    if backend == "amd_primus":
+        from tprimat.plugins.amd_primus.launcher import plan
+    elif backend == "amd_megatron":
+        from tprimat.plugins.amd_megatron.launcher import plan
+    else:
+        from tprimat.plugins.nvd_megatron.launcher import plan
+    return plan(context)
 
 
 @hookimpl
 def parse_metrics(backend: str, lines: Iterable[str], source: str) -> Iterator[Any]:
-    module, function = _PARSERS[backend]
-    return getattr(importlib.import_module(module), function)(lines, source)
+    """The backend's own log parser (its folder's ``parse.py``: the family parser and its extensions)."""
+    if backend == "amd_primus":
+        from tprimat.plugins.amd_primus.parse import parse_primus as parse
+    elif backend == "amd_megatron":
+        from tprimat.plugins.amd_megatron.parse import parse_rocm_megatron as parse
+    else:
+        from tprimat.plugins.nvd_megatron.parse import parse_megatron as parse
+    return parse(lines, source)
