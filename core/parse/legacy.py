@@ -39,7 +39,7 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -56,6 +56,7 @@ from tprimat.result.schema import (
     ResultConfig,
     RunInfo,
     Software,
+    Summary,
 )
 from tprimat.settings.fairness import config_fingerprint, fair_values
 
@@ -192,35 +193,28 @@ def _run_id(path: Path) -> str:
     return "legacy-" + re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-")
 
 
-def convert_legacy(
-    path: str | Path, options: LegacyOptions | None = None, *, data: dict[str, Any] | None = None
-) -> Result:
-    """The tprimat :class:`Result` of the legacy file at ``path``."""
-    options = options or LegacyOptions()
-    path = Path(path)
-    origin = str(path)
-    data = load_legacy(path) if data is None else data
-    ident = identify(path, data)
-    notes: list[str] = []
+def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """The legacy file's block ``key`` when it is an object, else an empty one."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
 
-    gpu = data.get("gpu_info") if isinstance(data.get("gpu_info"), dict) else {}
-    training = data.get("training_config") if isinstance(data.get("training_config"), dict) else {}
-    performance = data.get("performance_metrics") if isinstance(data.get("performance_metrics"), dict) else {}
-    parallel = data.get("parallelism_config") if isinstance(data.get("parallelism_config"), dict) else {}
-    memory = data.get("memory_metrics") if isinstance(data.get("memory_metrics"), dict) else {}
 
-    step_key = "raw_step_times" if ident["kind"] == "benchmark" else "step_times"
-    step_times = _float_list(data, step_key, origin)
-    if not step_times:
-        raise LegacyError(f"{origin}: no {step_key}: nothing to import")
-    losses = _float_list(data, "loss_values", origin) or []
-    lrs = _float_list(data, "learning_rates", origin) or []
+def _text(data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    return value if isinstance(value, str) else None
 
-    # What the training process (callback) wrote vs what a log extractor wrote afterwards.
-    stack = gpu.get("software_stack")
-    extractor = ident["kind"] == "train" and stack in ("rocm", "cuda")
 
-    # --- configuration -------------------------------------------------------------------
+@attrs.frozen(kw_only=True)
+class _Sizes:
+    """The workload sizes the import uses (after the user's corrections) and what the file recorded."""
+
+    gbs: int | None
+    seq: int | None
+    world: int | None
+    recorded: dict[str, int | None]
+
+
+def _sizes(training: dict[str, Any], options: LegacyOptions, notes: list[str]) -> _Sizes:
     gbs = _int(training, "global_batch_size")
     seq = _int(training, "sequence_length")
     recorded = {"sequence_length": seq, "global_batch_size": gbs}
@@ -229,17 +223,22 @@ def convert_legacy(
             notes.append(
                 f"{key} {given} given on import (--{key.replace('_', '-')}); the legacy file records {recorded[key]!r}"
             )
-    seq = options.sequence_length or seq
-    gbs = options.global_batch_size or gbs
-    mbs = _int(training, "micro_batch_size")
-    world = _int(training, "num_gpus")
-    max_steps = _int(training, "max_steps")
-    for key, value in (("global_batch_size", gbs), ("sequence_length", seq), ("num_gpus", world)):
+    sizes = _Sizes(
+        gbs=options.global_batch_size or gbs,
+        seq=options.sequence_length or seq,
+        world=_int(training, "num_gpus"),
+        recorded=recorded,
+    )
+    for key, value in (("global_batch_size", sizes.gbs), ("sequence_length", sizes.seq), ("num_gpus", sizes.world)):
         if value is None:
             notes.append(
                 f"legacy training_config.{key} is {training.get(key)!r}: no tokens/s can be computed without it"
             )
+    return sizes
 
+
+def _model_and_dataset(ident: dict[str, str | None], options: LegacyOptions, notes: list[str]) -> tuple[str, str]:
+    """The model and dataset names, each noted with where it came from (and precision, which no file records)."""
     model = options.model
     if model is None:
         key = ident["model_key"]
@@ -262,36 +261,48 @@ def convert_legacy(
         notes.append("dataset not recorded by the legacy file: 'unknown'")
     else:
         notes.append(f"dataset {dataset!r} given on import (--dataset)")
+    return model, dataset
 
+
+def _result_config(
+    model: str,
+    dataset: str,
+    sizes: _Sizes,
+    training: dict[str, Any],
+    parallel: dict[str, Any],
+    options: LegacyOptions,
+) -> ResultConfig:
     fair = fair_values(
         model=model,
         methodology=options.methodology,
         dataset=dataset,
-        seq_length=seq,
-        global_batch_size=gbs,
+        seq_length=sizes.seq,
+        global_batch_size=sizes.gbs,
         precision=options.precision,
     )
-    tp = _int(parallel, "tensor_model_parallel_size")
-    settings: dict[str, Any] = {
-        "legacy": {
-            "training_config": training,
-            "parallelism_config": parallel,
-        }
-    }
-    config = ResultConfig(
+    return ResultConfig(
         model=model,
-        seq_length=seq,
-        global_batch_size=gbs,
-        micro_batch_size=mbs,
-        world_size=world,
+        seq_length=sizes.seq,
+        global_batch_size=sizes.gbs,
+        micro_batch_size=_int(training, "micro_batch_size"),
+        world_size=sizes.world,
         precision=options.precision,
         methodology=options.methodology,
         dataset_fingerprint=None,
         config_fingerprint=config_fingerprint(fair),
-        settings=settings,
+        settings={"legacy": {"training_config": training, "parallelism_config": parallel}},
     )
 
-    # --- iterations ----------------------------------------------------------------------
+
+def _iterations(
+    data: dict[str, Any], step_key: str, origin: str, name: str, extractor: bool, notes: list[str]
+) -> tuple[list[float], list[IterationRecord]]:
+    """The step times and one record per step time, with losses and rates only where they align."""
+    step_times = _float_list(data, step_key, origin)
+    if not step_times:
+        raise LegacyError(f"{origin}: no {step_key}: nothing to import")
+    losses = _float_list(data, "loss_values", origin) or []
+    lrs = _float_list(data, "learning_rates", origin) or []
     n = len(step_times)
     align_loss = len(losses) == n
     align_lr = len(lrs) == n
@@ -313,7 +324,6 @@ def convert_legacy(
         )
     records = []
     bad_times = []
-    name = path.name
     for index, seconds in enumerate(step_times):
         valid = math.isfinite(seconds) and seconds > 0
         if not valid:
@@ -332,8 +342,22 @@ def convert_legacy(
     nan_losses = [r.iteration for r in records if r.loss is not None and not math.isfinite(r.loss)]
     if nan_losses:
         notes.append(f"non-finite loss kept at iterations {nan_losses}")
+    return step_times, records
 
-    # --- run info, hardware, software ----------------------------------------------------
+
+def _run_info(
+    path: Path,
+    data: dict[str, Any],
+    ident: dict[str, str | None],
+    stack: Any,
+    extractor: bool,
+    training: dict[str, Any],
+    steps: int,
+    model: str,
+    dataset: str,
+    notes: list[str],
+) -> RunInfo:
+    """Backend and framework from the file's name or stack, and a status from ``max_steps``."""
     backend, framework = None, None
     if ident["framework_key"]:
         backend, framework = LEGACY_FRAMEWORKS.get(ident["framework_key"], (None, None))
@@ -347,47 +371,55 @@ def convert_legacy(
             f"backend {backend} and framework {framework} from the source the legacy "
             "file names (its file name or gpu_info.software_stack)"
         )
-
+    max_steps = _int(training, "max_steps")
+    status: Literal["completed", "partial"] = "partial"
     if max_steps is None:
-        status = "partial"
         notes.append(
             f"legacy training_config.max_steps is {training.get('max_steps')!r}: "
             "steps configured unknown, status partial"
         )
-    elif max_steps == n:
+    elif max_steps == steps:
         status = "completed"
     else:
-        status = "partial"
-        notes.append(f"{n} step times recorded for max_steps {max_steps}: status partial")
+        notes.append(f"{steps} step times recorded for max_steps {max_steps}: status partial")
     if extractor:
         notes.append(
             "legacy training_config.max_steps was written by the earlier log extractor as the "
             "number of step times it found, not read from the training config"
         )
-
-    timestamp = data.get("timestamp") if isinstance(data.get("timestamp"), str) else None
+    timestamp = _text(data, "timestamp")
     if timestamp:
         notes.append(f"finished_at {timestamp} is the legacy timestamp (local time, zone unknown)")
-    run = RunInfo(
+    return RunInfo(
         id=_run_id(path),
         backend=backend or "legacy",
         platform=ident["platform"],
         framework=framework,
         model=model,
         dataset=dataset,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         started_at=None,
         finished_at=timestamp,
         tprimat_version=__version__,
     )
 
+
+def _hardware_and_software(
+    gpu: dict[str, Any],
+    parallel: dict[str, Any],
+    ident: dict[str, str | None],
+    world: int | None,
+    timestamp: str | None,
+    extractor: bool,
+    notes: list[str],
+) -> tuple[Hardware, Software]:
     device_count = _int(gpu, "device_count")
     total_gb = _number(gpu, "total_memory_gb")
     nodes = None
     if device_count and world and world % device_count == 0:
         nodes = world // device_count
     hardware = Hardware(
-        device_name=gpu.get("device_name") if isinstance(gpu.get("device_name"), str) else None,
+        device_name=_text(gpu, "device_name"),
         device_count_per_node=device_count,
         nodes=nodes,
         memory_per_device_gib=total_gb * GB / GIB if total_gb is not None else None,
@@ -398,15 +430,16 @@ def convert_legacy(
         notes.append(
             f"gpu_info.total_memory_gb {_fmt(total_gb)} is in GB (10^9 bytes): {_fmt(total_gb * GB / GIB)} GiB"
         )
+    stack = gpu.get("software_stack")
     if extractor:
         notes.append(
             f"gpu_info (software_stack {stack!r}) was detected by the earlier log extractor, "
             "which ran on the training machine right after training, not by the training process"
         )
-    version = gpu.get("software_version") if isinstance(gpu.get("software_version"), str) else None
+    version = _text(gpu, "software_version")
     is_rocm = ident["platform"] == "amd"
     software = Software(
-        torch=gpu.get("pytorch_version") if isinstance(gpu.get("pytorch_version"), str) else None,
+        torch=_text(gpu, "pytorch_version"),
         rocm=version if is_rocm else None,
         cuda=version if not is_rocm else None,
         extra={
@@ -415,19 +448,45 @@ def convert_legacy(
             if v is not None
         },
     )
+    return hardware, software
 
-    provenance = Provenance(
-        inputs=[str(path)],
-        parser=PARSER_NAME,
-        parser_version=__version__,
-        notes=notes,
+
+def convert_legacy(
+    path: str | Path, options: LegacyOptions | None = None, *, data: dict[str, Any] | None = None
+) -> Result:
+    """The tprimat :class:`Result` of the legacy file at ``path``."""
+    options = options or LegacyOptions()
+    path = Path(path)
+    data = load_legacy(path) if data is None else data
+    ident = identify(path, data)
+    notes: list[str] = []
+    gpu, training = _section(data, "gpu_info"), _section(data, "training_config")
+    performance, parallel = _section(data, "performance_metrics"), _section(data, "parallelism_config")
+
+    step_key = "raw_step_times" if ident["kind"] == "benchmark" else "step_times"
+    # What the training process (callback) wrote vs what a log extractor wrote afterwards.
+    stack = gpu.get("software_stack")
+    extractor = ident["kind"] == "train" and stack in ("rocm", "cuda")
+    if not _float_list(data, step_key, str(path)):
+        raise LegacyError(f"{path}: no {step_key}: nothing to import")
+    sizes = _sizes(training, options, notes)
+    model, dataset = _model_and_dataset(ident, options, notes)
+    config = _result_config(model, dataset, sizes, training, parallel, options)
+    step_times, records = _iterations(data, step_key, str(path), path.name, extractor, notes)
+    run = _run_info(path, data, ident, stack, extractor, training, len(step_times), model, dataset, notes)
+    hardware, software = _hardware_and_software(gpu, parallel, ident, sizes.world, run.finished_at, extractor, notes)
+
+    memory_notes, peaks = _memory(_section(data, "memory_metrics"), str(ident["kind"]), extractor, run.platform)
+    caveats, factor_notes = _factor_check(
+        performance, step_times, sizes.recorded, sizes.gbs, sizes.seq, sizes.world, options
     )
-    memory_notes, peaks = _memory(memory, ident["kind"], extractor, run.platform)
-    caveats, factor_notes = _factor_check(performance, step_times, recorded, gbs, seq, world, options)
-    provenance = attrs.evolve(provenance, notes=[*provenance.notes, *memory_notes])
+    provenance = Provenance(
+        inputs=[str(path)], parser=PARSER_NAME, parser_version=__version__, notes=[*notes, *memory_notes]
+    )
 
-    def audit(summary: Any, finished: list[IterationRecord]) -> list[str]:
-        return [*_check_performance(summary, finished, performance, step_times, gbs, seq, world), *factor_notes]
+    def audit(summary: Summary, finished: Sequence[IterationRecord]) -> list[str]:
+        checks = _check_performance(summary, finished, performance, step_times, sizes.gbs, sizes.seq, sizes.world)
+        return [*checks, *factor_notes]
 
     return assemble_result(
         run=run,
@@ -437,7 +496,7 @@ def convert_legacy(
         software=software,
         provenance=provenance,
         warmup_iterations=options.warmup_iterations,
-        tensor_parallel=tp or 1,
+        tensor_parallel=_int(parallel, "tensor_model_parallel_size") or 1,
         run_peaks=peaks,
         caveats=caveats,
         audit=audit,
@@ -528,7 +587,7 @@ def _memory(
     return notes, updates
 
 
-def _after_first(step_times: list[float]) -> list[float]:
+def _after_first(step_times: Sequence[float]) -> list[float]:
     """The step times the earlier scripts averaged: iterations 2-N (the first is warm-up), finite ones."""
     return [t for t in step_times[1:] if math.isfinite(t) and t > 0]
 
@@ -539,8 +598,8 @@ def _legacy_mean(after_first: list[float]) -> float | None:
 
 
 def _check_performance(
-    summary: Any,
-    iterations: list[IterationRecord],
+    summary: Summary,
+    iterations: Sequence[IterationRecord],
     performance: dict[str, Any],
     step_times: Sequence[float],
     gbs: int | None,
@@ -594,7 +653,7 @@ def _check_performance(
         )
         check(
             "steps_per_second",
-            len(measured) / sum(r.step_time_s for r in measured),
+            len(measured) / sum(r.step_time_s or 0.0 for r in measured),
             f"measured iterations / their total step time over {span}",
             len(after_first) / sum(after_first) if after_first else None,
         )
