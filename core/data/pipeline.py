@@ -30,16 +30,22 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from tprimat.data.clean import CleanOptions, CleanStats, clean_documents
 from tprimat.data.tokenizer import sha256_file
 from tprimat.errors import TprimatError
+
+if TYPE_CHECKING:
+    from tprimat.contract.plans import PreparedDataset
+    from tprimat.data.tokenizer import TokenizerInfo
+    from tprimat.settings.models import ModelSpec
 
 STEPS = ("fetch", "clean", "tokenize", "write", "verify", "fingerprint")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -218,7 +224,7 @@ def _max_documents(options: PrepareOptions) -> int | None:
     return HUB_CORPORA[options.dataset].default_documents
 
 
-def dataset_directory(options: PrepareOptions, model, tokenizer_info) -> Path:
+def dataset_directory(options: PrepareOptions, model: ModelSpec, tokenizer_info: TokenizerInfo) -> Path:
     """``<output>/<dataset>/<family>`` (see the module docstring)."""
     family = model.family
     default = model.tokenizer
@@ -227,44 +233,8 @@ def dataset_directory(options: PrepareOptions, model, tokenizer_info) -> Path:
     return Path(options.output) / options.dataset_name() / family
 
 
-def prepare(options: PrepareOptions, reporter: Reporter | None = None):
-    """Run the pipeline; returns the :class:`~tprimat.contract.plans.PreparedDataset` it made."""
-    from tprimat import __version__
-    from tprimat.data.indexed import (
-        IndexedDatasetError,
-        bin_path,
-        idx_path,
-        token_dtype_for_vocab,
-    )
-    from tprimat.data.prepared import load_prepared, write_dataset_json
-    from tprimat.data.tokenize import tokenize_to_parts, write_parts
-    from tprimat.data.tokenizer import copy_tokenizer, load_tokenizer
-    from tprimat.data.verify import fingerprint_inputs, fingerprint_of, verify_dataset
-    from tprimat.settings.models import UnknownModelError, get_model
-
-    reporter = reporter or Reporter()
-    for module in ("numpy", "tokenizers"):
-        if importlib.util.find_spec(module) is None:
-            raise PrepareError(f"prepare-data needs {module}: pip install 'tprimat[data]'")
-    try:
-        model = get_model(options.model)
-    except UnknownModelError as exc:
-        raise PrepareError(str(exc)) from None
-    tokenizer_source = options.tokenizer or model.tokenizer
-    if not tokenizer_source:
-        raise PrepareError(f"model {model.name} names no tokenizer; pass one with --tokenizer")
-    tokenizer, info = load_tokenizer(tokenizer_source)
-    if info.vocab_size > model.vocab_size:
-        raise PrepareError(
-            f"tokenizer {tokenizer_source} has {info.vocab_size} tokens but {model.name} embeds "
-            f"only {model.vocab_size}; use a tokenizer with at most {model.vocab_size} tokens"
-        )
-    dtype = token_dtype_for_vocab(info.vocab_size)
-    root = dataset_directory(options, model, info)
-    name = options.dataset_name()
-    raw_dir, clean_dir, tok_dir = root / "raw", root / "clean", root / "tokenized"
-
-    # 1. fetch
+def _fetch(options: PrepareOptions, raw_dir: Path, reporter: Reporter) -> dict[str, Any]:
+    """Step 1: the source's documents as JSON lines (skipped when the same source was fetched)."""
     source = _source_description(options)
     max_documents = _max_documents(options)
     fetch_key = _digest({"source": source, "max_documents": max_documents})
@@ -272,155 +242,197 @@ def prepare(options: PrepareOptions, reporter: Reporter | None = None):
     record = _read_step(raw_dir)
     if _output_ok(raw_dir, record, fetch_key, raw_file):
         reporter.step("fetch", "skipped", f"{record['documents']} documents already fetched")
-    else:
-        reporter.step("fetch", "start")
-        count, digest = _write_jsonl(raw_file, _documents(options), lambda n: reporter.documents_done("fetch", n))
-        if count == 0:
-            raise PrepareError("the source yielded no documents")
-        record = {
-            "step": "fetch",
-            "inputs_digest": fetch_key,
-            "source": source,
-            "max_documents": max_documents,
-            "documents": count,
-            "bytes": raw_file.stat().st_size,
-            "sha256": digest,
-        }
-        _write_step(raw_dir, record)
-        reporter.step("fetch", "done", f"{count} documents")
-    fetch_record = record
+        return record
+    reporter.step("fetch", "start")
+    count, digest = _write_jsonl(raw_file, _documents(options), lambda n: reporter.documents_done("fetch", n))
+    if count == 0:
+        raise PrepareError("the source yielded no documents")
+    record = {
+        "step": "fetch",
+        "inputs_digest": fetch_key,
+        "source": source,
+        "max_documents": max_documents,
+        "documents": count,
+        "bytes": raw_file.stat().st_size,
+        "sha256": digest,
+    }
+    _write_step(raw_dir, record)
+    reporter.step("fetch", "done", f"{count} documents")
+    return record
 
-    # 2. clean
-    clean_key = _digest({"raw": fetch_record["sha256"], "clean": options.clean.to_dict()})
+
+def _clean(
+    options: PrepareOptions, fetched: dict[str, Any], raw_dir: Path, clean_dir: Path, reporter: Reporter
+) -> dict[str, Any]:
+    """Step 2: the documents the filters keep (skipped when the same documents were cleaned alike)."""
+    clean_key = _digest({"raw": fetched["sha256"], "clean": options.clean.to_dict()})
     clean_file = clean_dir / "documents.jsonl"
     record = _read_step(clean_dir)
     if _output_ok(clean_dir, record, clean_key, clean_file):
         reporter.step("clean", "skipped", f"{record['stats']['kept']} documents already clean")
-    else:
-        reporter.step("clean", "start")
-        stats = CleanStats()
-        count, digest = _write_jsonl(
-            clean_file,
-            clean_documents(_iter_jsonl(raw_file), options.clean, stats),
-            lambda n: reporter.documents_done("clean", n),
-        )
-        if count == 0:
-            raise PrepareError(f"every document was dropped by the filters: {stats.dropped}")
-        record = {
-            "step": "clean",
-            "inputs_digest": clean_key,
-            "options": options.clean.to_dict(),
-            "stats": stats.to_dict(),
-            "bytes": clean_file.stat().st_size,
-            "sha256": digest,
-        }
-        _write_step(clean_dir, record)
-        dropped = ", ".join(f"{k} {v}" for k, v in stats.dropped.items() if v) or "none"
-        reporter.step("clean", "done", f"kept {stats.kept} of {stats.read}; dropped: {dropped}")
-    clean_record = record
-    documents_expected = int(clean_record["stats"]["kept"])
+        return record
+    reporter.step("clean", "start")
+    stats = CleanStats()
+    count, digest = _write_jsonl(
+        clean_file,
+        clean_documents(_iter_jsonl(raw_dir / "documents.jsonl"), options.clean, stats),
+        lambda n: reporter.documents_done("clean", n),
+    )
+    if count == 0:
+        raise PrepareError(f"every document was dropped by the filters: {stats.dropped}")
+    record = {
+        "step": "clean",
+        "inputs_digest": clean_key,
+        "options": options.clean.to_dict(),
+        "stats": stats.to_dict(),
+        "bytes": clean_file.stat().st_size,
+        "sha256": digest,
+    }
+    _write_step(clean_dir, record)
+    dropped = ", ".join(f"{k} {v}" for k, v in stats.dropped.items() if v) or "none"
+    reporter.step("clean", "done", f"kept {stats.kept} of {stats.read}; dropped: {dropped}")
+    return record
 
-    # 3. tokenize, 4. write
+
+def _tokenize(
+    options: PrepareOptions,
+    cleaned: dict[str, Any],
+    clean_dir: Path,
+    tok_dir: Path,
+    prefix: Path,
+    info: TokenizerInfo,
+    dtype: str,
+    reporter: Reporter,
+) -> tuple[dict[str, Any], bool]:
+    """Steps 3 and 4: tokenize in resumable parts and write the ``.bin``/``.idx`` pair.
+
+    Returns the step's record and whether it was already done (skipped).
+    """
+    from tprimat.data.indexed import bin_path, idx_path
+    from tprimat.data.tokenize import tokenize_to_parts, write_parts
+
+    documents_expected = int(cleaned["stats"]["kept"])
     token_key = _digest(
         {
-            "clean": clean_record["sha256"],
+            "clean": cleaned["sha256"],
             "tokenizer": info.fingerprint,
             "dtype": dtype,
             "eos_id": info.eos_id,
             "special_tokens": "tokenizer post-processor, then eos",
         }
     )
-    prefix = tok_dir / f"{name}_text_document"
     record = _read_step(tok_dir)
-    done = (
+    if (
         record.get("inputs_digest") == token_key
         and bin_path(prefix).is_file()
         and idx_path(prefix).is_file()
         and bin_path(prefix).stat().st_size == record.get("bin_bytes")
-    )
-    if done:
+    ):
         reporter.step("tokenize", "skipped", f"{record['tokens']} tokens already made")
         reporter.step("write", "skipped", str(prefix))
-    else:
-        # parts are only valid for the same inputs cut into the same chunks
-        parts_key = _digest({"tokens": token_key, "chunk_documents": options.chunk_documents})
-        parts_dir = tok_dir / f"parts-{parts_key[:16]}"
-        if tok_dir.is_dir():
-            import shutil
-
-            for stale in tok_dir.glob("parts-*"):
-                if stale != parts_dir:
-                    shutil.rmtree(stale)
-        reporter.step("tokenize", "start")
-        reporter.tokenize_start(documents_expected)
-        try:
-            started = time.perf_counter()
-            counts = tokenize_to_parts(
-                clean_file,
-                parts_dir,
-                tokenizer_json=info.directory / "tokenizer.json",
-                eos_id=info.eos_id,
-                dtype=dtype,
-                workers=options.workers,
-                chunk_documents=options.chunk_documents,
-                progress=reporter.tokenize_advance,
-            )
-            seconds = time.perf_counter() - started
-        finally:
-            reporter.tokenize_end()
-        chunks = -(-documents_expected // options.chunk_documents)
-        resumed = counts["chunks_resumed"]
-        reporter.step(
-            "tokenize",
-            "done",
-            f"{chunks} chunks ({resumed} kept from an earlier run) in {seconds:.1f} s",
+        return record, True
+    # parts are only valid for the same inputs cut into the same chunks
+    parts_key = _digest({"tokens": token_key, "chunk_documents": options.chunk_documents})
+    parts_dir = tok_dir / f"parts-{parts_key[:16]}"
+    if tok_dir.is_dir():
+        for stale in tok_dir.glob("parts-*"):
+            if stale != parts_dir:
+                shutil.rmtree(stale)
+    reporter.step("tokenize", "start")
+    reporter.tokenize_start(documents_expected)
+    try:
+        started = time.perf_counter()
+        counts = tokenize_to_parts(
+            clean_dir / "documents.jsonl",
+            parts_dir,
+            tokenizer_json=info.directory / "tokenizer.json",
+            eos_id=info.eos_id,
+            dtype=dtype,
+            workers=options.workers,
+            chunk_documents=options.chunk_documents,
+            progress=reporter.tokenize_advance,
         )
-        reporter.step("write", "start")
-        documents, tokens = write_parts(parts_dir, chunks, prefix, dtype)
-        if documents != documents_expected:
-            raise PrepareError(f"wrote {documents} documents, expected {documents_expected}")
-        import shutil
+        seconds = time.perf_counter() - started
+    finally:
+        reporter.tokenize_end()
+    chunks = -(-documents_expected // options.chunk_documents)
+    resumed = counts["chunks_resumed"]
+    reporter.step("tokenize", "done", f"{chunks} chunks ({resumed} kept from an earlier run) in {seconds:.1f} s")
+    reporter.step("write", "start")
+    documents, tokens = write_parts(parts_dir, chunks, prefix, dtype)
+    if documents != documents_expected:
+        raise PrepareError(f"wrote {documents} documents, expected {documents_expected}")
+    shutil.rmtree(parts_dir)
+    record = {
+        "step": "tokenize",
+        "inputs_digest": token_key,
+        "tokenizer": info.source,
+        "tokenizer_fingerprint": info.fingerprint,
+        "dtype": dtype,
+        "eos_id": info.eos_id,
+        "documents": documents,
+        "tokens": tokens,
+        "bin_bytes": bin_path(prefix).stat().st_size,
+        "workers": options.workers,
+        "chunk_documents": options.chunk_documents,
+        "tokenize_seconds": round(seconds, 3),
+    }
+    _write_step(tok_dir, record)
+    reporter.step("write", "done", f"{documents} documents, {tokens} tokens ({dtype})")
+    return record, False
 
-        shutil.rmtree(parts_dir)
-        record = {
-            "step": "tokenize",
-            "inputs_digest": token_key,
-            "tokenizer": info.source,
-            "tokenizer_fingerprint": info.fingerprint,
-            "dtype": dtype,
-            "eos_id": info.eos_id,
-            "documents": documents,
-            "tokens": tokens,
-            "bin_bytes": bin_path(prefix).stat().st_size,
-            "workers": options.workers,
-            "chunk_documents": options.chunk_documents,
-            "tokenize_seconds": round(seconds, 3),
-        }
-        _write_step(tok_dir, record)
-        reporter.step("write", "done", f"{documents} documents, {tokens} tokens ({dtype})")
-    tok_record = record
 
-    # 5. verify
+def _verify(
+    prefix: Path,
+    info: TokenizerInfo,
+    tokenizer: Any,
+    tokenized: dict[str, Any],
+    tok_dir: Path,
+    skipped: bool,
+    reporter: Reporter,
+) -> dict[str, Any]:
+    """Step 5: every check of the written pair; a pair changed since it was written says how to remake it."""
+    from tprimat.data.indexed import IndexedDatasetError
+    from tprimat.data.verify import verify_dataset
+
     reporter.step("verify", "start")
     try:
         summary = verify_dataset(
             prefix,
             vocab_size=info.vocab_size,
             eos_id=info.eos_id,
-            documents=tok_record["documents"],
-            tokens=tok_record["tokens"],
+            documents=tokenized["documents"],
+            tokens=tokenized["tokens"],
             decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=False),
         )
     except IndexedDatasetError as exc:
         raise PrepareError(
             f"{exc} (the data was changed after it was written; remove {tok_dir} to make it again)"
-            if done
+            if skipped
             else str(exc)
         ) from None
     sample = (summary["sample"] or "")[:60]
     reporter.step("verify", "done", f"all checks passed; document 0 begins {sample!r}")
+    return summary
 
-    # 6. fingerprint
+
+def _fingerprint(
+    root: Path,
+    name: str,
+    prefix: Path,
+    model: ModelSpec,
+    info: TokenizerInfo,
+    summary: dict[str, Any],
+    fetched: dict[str, Any],
+    cleaned: dict[str, Any],
+    reporter: Reporter,
+) -> None:
+    """Step 6: the tokenizer copied beside the data and ``dataset.json`` with the dataset's fingerprint."""
+    from tprimat import __version__
+    from tprimat.data.prepared import write_dataset_json
+    from tprimat.data.tokenizer import copy_tokenizer
+    from tprimat.data.verify import fingerprint_inputs, fingerprint_of
+
     reporter.step("fingerprint", "start")
     copy_tokenizer(info, root / "tokenizer")
     inputs = fingerprint_inputs(
@@ -449,13 +461,50 @@ def prepare(options: PrepareOptions, reporter: Reporter | None = None):
             "tokens": summary["tokens"],
             "fingerprint": fingerprint,
             "fingerprint_inputs": inputs,
-            "source": fetch_record["source"],
-            "max_documents": fetch_record["max_documents"],
-            "clean": {"options": clean_record["options"], "stats": clean_record["stats"]},
+            "source": fetched["source"],
+            "max_documents": fetched["max_documents"],
+            "clean": {"options": cleaned["options"], "stats": cleaned["stats"]},
             "sample": summary["sample"],
             "created_by": f"tprimat {__version__}",
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         },
     )
     reporter.step("fingerprint", "done", fingerprint)
+
+
+def prepare(options: PrepareOptions, reporter: Reporter | None = None) -> PreparedDataset:
+    """Run the pipeline; returns the :class:`~tprimat.contract.plans.PreparedDataset` it made."""
+    from tprimat.data.indexed import token_dtype_for_vocab
+    from tprimat.data.prepared import load_prepared
+    from tprimat.data.tokenizer import load_tokenizer
+    from tprimat.settings.models import UnknownModelError, get_model
+
+    reporter = reporter or Reporter()
+    for module in ("numpy", "tokenizers"):
+        if importlib.util.find_spec(module) is None:
+            raise PrepareError(f"prepare-data needs {module}: pip install 'tprimat[data]'")
+    try:
+        model = get_model(options.model)
+    except UnknownModelError as exc:
+        raise PrepareError(str(exc)) from None
+    tokenizer_source = options.tokenizer or model.tokenizer
+    if not tokenizer_source:
+        raise PrepareError(f"model {model.name} names no tokenizer; pass one with --tokenizer")
+    tokenizer, info = load_tokenizer(tokenizer_source)
+    if info.vocab_size > model.vocab_size:
+        raise PrepareError(
+            f"tokenizer {tokenizer_source} has {info.vocab_size} tokens but {model.name} embeds "
+            f"only {model.vocab_size}; use a tokenizer with at most {model.vocab_size} tokens"
+        )
+    dtype = token_dtype_for_vocab(info.vocab_size)
+    root = dataset_directory(options, model, info)
+    name = options.dataset_name()
+    raw_dir, clean_dir, tok_dir = root / "raw", root / "clean", root / "tokenized"
+    prefix = tok_dir / f"{name}_text_document"
+
+    fetched = _fetch(options, raw_dir, reporter)
+    cleaned = _clean(options, fetched, raw_dir, clean_dir, reporter)
+    tokenized, skipped = _tokenize(options, cleaned, clean_dir, tok_dir, prefix, info, dtype, reporter)
+    summary = _verify(prefix, info, tokenizer, tokenized, tok_dir, skipped, reporter)
+    _fingerprint(root, name, prefix, model, info, summary, fetched, cleaned, reporter)
     return load_prepared(root)
