@@ -10,10 +10,21 @@ launched by torchrun; its per-iteration lines are read back by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from tprimat import hookimpl
 from tprimat.contract import BackendSpec, LogMatch, Requirements
+
+if TYPE_CHECKING:
+    from tprimat.contract import (
+        BenchmarkConfig,
+        DataArguments,
+        LaunchContext,
+        LaunchPlan,
+        PreparedDataset,
+        ProfilePlan,
+    )
 
 
 def sniff_torch(lines: Sequence[str], source: str) -> LogMatch | None:
@@ -53,28 +64,28 @@ def register_backends() -> list[BackendSpec]:
 
 
 @hookimpl
-def prepare_data(backend, dataset, config):
+def prepare_data(backend: str, dataset: PreparedDataset, config: BenchmarkConfig) -> DataArguments:
     from tprimat.plugins.torch.launcher import data_arguments
 
     return data_arguments(dataset, config)
 
 
 @hookimpl
-def profile(backend, context):
+def profile(backend: str, context: LaunchContext) -> ProfilePlan:
     from tprimat.plugins.torch.launcher import profile_plan
 
     return profile_plan(context)
 
 
 @hookimpl
-def launch(backend, context):
+def launch(backend: str, context: LaunchContext) -> LaunchPlan:
     from tprimat.plugins.torch.launcher import plan
 
     return plan(context)
 
 
 @hookimpl
-def parse_metrics(backend, lines, source):
+def parse_metrics(backend: str, lines: Iterable[str], source: str) -> Iterator[object]:
     from tprimat.plugins.torch.protocol import parse_lines
 
     return parse_lines(lines, source)

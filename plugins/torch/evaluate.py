@@ -204,7 +204,7 @@ def begin_run(
     v, t = config.convergence, config.training
     if v.enabled and not data_prefix:
         raise SystemExit("convergence runs need a prepared dataset (--data-prefix)")
-    if v.enabled:
+    if v.enabled and data_prefix:
         train_count = training_sample_count(data_prefix, t.seq_length, v.validation_fraction)
     elif data_prefix:
         from tprimat.contract.services import IndexedReader
@@ -220,7 +220,7 @@ def begin_run(
         ),
     )
     run.start_run()  # MLPerf init_stop + run_start: no token was read before this
-    if not v.enabled:
+    if not v.enabled or not data_prefix:
         return None
     samples = training_sequences(data_prefix, t.seq_length, config.benchmark.seed, v.validation_fraction)
     run.evaluator = Evaluator(

@@ -47,7 +47,7 @@ def profiled_iterations(*, wait: int, warmup: int, active: int, repeat: int, ite
     cycle = wait + warmup + active
     if active <= 0 or cycle <= 0:
         return ()
-    marked = []
+    marked: list[int] = []
     cycles = repeat if repeat > 0 else iterations // cycle + 1
     for k in range(cycles):
         start = k * cycle + wait + 1

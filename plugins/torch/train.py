@@ -27,7 +27,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
-from tprimat.contract import BenchmarkConfig, get_model, load_config
+import attrs
+
+from tprimat.contract import BenchmarkConfig, ModelSpec, get_model, load_config
 from tprimat.plugins.torch.protocol import format_info, format_iteration
 from tprimat.plugins.torch.schedule import lr_at, profiled_iterations
 
@@ -164,8 +166,10 @@ class Environment:
         if self.distributed:
             import torch.distributed as dist
 
-            kwargs = {"device_id": self.device} if self.gpu else {}
-            dist.init_process_group(self.dist_backend, **kwargs)
+            if self.gpu:
+                dist.init_process_group(self.dist_backend, device_id=self.device)
+            else:
+                dist.init_process_group(self.dist_backend)
 
     def close(self) -> None:
         if self.distributed:
@@ -220,7 +224,8 @@ def _optimizer(model: Any, config: BenchmarkConfig, env: Environment) -> Any:
     import torch
 
     t = config.training
-    decay, no_decay = [], []
+    decay: list[Any] = []
+    no_decay: list[Any] = []
     for parameter in model.parameters():
         if parameter.requires_grad:
             # Norm weights and biases are not decayed (as Megatron does).
@@ -316,10 +321,113 @@ def _memory_history(env: Any, folder: str | None) -> Iterator[None]:
 # -- the loop -----------------------------------------------------------------------------
 
 
+def _batches(
+    config: BenchmarkConfig,
+    args: argparse.Namespace,
+    spec: ModelSpec,
+    env: Environment,
+    micro_batches: int,
+    train_samples: Any,
+) -> Any:
+    """This rank's micro-batches: from the prepared dataset when one is given, else mock tokens."""
+    t = config.training
+    if args.data_prefix:
+        return DatasetBatches(
+            path_prefix=args.data_prefix,
+            micro_batch_size=t.micro_batch_size,
+            seq_length=t.seq_length,
+            seed=config.benchmark.seed,
+            dp_rank=env.rank,
+            micro_batches=micro_batches,
+            global_batch_size=t.global_batch_size,
+            device=env.device,
+            samples=train_samples,
+        )
+    return MockBatches(
+        vocab_size=spec.vocab_size,
+        micro_batch_size=t.micro_batch_size,
+        seq_length=t.seq_length,
+        seed=config.benchmark.seed,
+        rank=env.rank,
+        device=env.device,
+        fixed=args.fixed_batch,
+        micro_batches=micro_batches,
+    )
+
+
+def _run_info(
+    config: BenchmarkConfig, args: argparse.Namespace, env: Environment, micro_batches: int, use_bf16: bool
+) -> dict[str, Any]:
+    """What rank 0 states before the first iteration (read back by the parser as facts)."""
+    import torch
+
+    return {
+        "torch_version": torch.__version__,
+        "transformers_version": metadata.version("transformers"),
+        "world_size": env.world_size,
+        "device_name": torch.cuda.get_device_name(env.device) if env.gpu else "cpu",
+        "collectives": _collectives_version(env),
+        "strategy": config.parallel.strategy if env.distributed else "single process",
+        "dtype": "bf16 autocast" if use_bf16 else "fp32",
+        "attention": model_attention(config, env),
+        "dataset": args.data_prefix or "mock",
+        "micro_batches_per_rank": micro_batches,
+    }
+
+
+@attrs.define(kw_only=True)
+class _Step:
+    """What one optimizer step needs, built once before the loop."""
+
+    model: Any
+    optimizer: Any
+    params: list[Any]
+    batches: Any
+    autocast: Any
+    micro_batches: int
+    clip: float
+    loss_sum: Any
+
+
+def _step(step: _Step, env: Environment, lr: float) -> tuple[float, float]:
+    """One optimizer step over ``micro_batches`` micro-batches; the summed loss and the gradient norm."""
+    import torch
+    import torch.nn.functional as F
+
+    no_sync = getattr(step.model, "no_sync", None)
+    set_sync = getattr(step.model, "set_requires_gradient_sync", None)
+    step.loss_sum.zero_()
+    for micro in range(step.micro_batches):
+        last = micro == step.micro_batches - 1
+        sync: Any = contextlib.nullcontext()
+        if no_sync is not None and not last:
+            sync = no_sync()
+        elif set_sync is not None:
+            set_sync(last)
+        tokens = step.batches.next()
+        with sync:
+            with step.autocast:
+                logits = step.model(input_ids=tokens[:, :-1]).logits
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+            (loss / step.micro_batches).backward()
+        step.loss_sum += loss.detach()
+    grad_norm = torch.nn.utils.clip_grad_norm_(step.params, step.clip)
+    for group in step.optimizer.param_groups:
+        group["lr"] = lr
+    step.optimizer.step()
+    step.optimizer.zero_grad(set_to_none=True)
+    if env.distributed:
+        torch.distributed.all_reduce(step.loss_sum)
+    if env.gpu:
+        torch.cuda.synchronize(env.device)  # the one sync, at the boundary
+    if hasattr(grad_norm, "full_tensor"):
+        grad_norm = grad_norm.full_tensor()
+    return step.loss_sum.item(), float(grad_norm.item())
+
+
 def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -> Iterator[dict[str, Any]]:
     """Run the configured iterations; yield each iteration's measurements (on every rank)."""
     import torch
-    import torch.nn.functional as F
 
     from tprimat.plugins.torch.model import build_model
 
@@ -341,8 +449,7 @@ def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -
             )
         spec = get_model(config.benchmark.model)
         t = config.training
-        dp = env.world_size  # data parallel only
-        micro_batches = t.global_batch_size // (t.micro_batch_size * dp)
+        micro_batches = t.global_batch_size // (t.micro_batch_size * env.world_size)  # data parallel only
         # Recorded from before the model is built: the snapshot then knows the parameters (and
         # the optimizer's states) by the stacks that allocated them, not as blocks of unknown origin.
         history.enter_context(_memory_history(env, args.memory_snapshot))
@@ -350,7 +457,6 @@ def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -
         model.train()
         model = _wrap(model, config, env)
         optimizer = _optimizer(model, config, env)
-        params = [p for p in model.parameters() if p.requires_grad]
         iterations = config.benchmark.iterations
         train_samples = None
         if convergence is not None:
@@ -360,32 +466,18 @@ def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -
             train_samples = begin_run(
                 convergence, config, data_prefix=args.data_prefix, config_name=Path(args.config).name, env=env
             )
-        if args.data_prefix:
-            batches: Any = DatasetBatches(
-                path_prefix=args.data_prefix,
-                micro_batch_size=t.micro_batch_size,
-                seq_length=t.seq_length,
-                seed=config.benchmark.seed,
-                dp_rank=env.rank,
-                micro_batches=micro_batches,
-                global_batch_size=t.global_batch_size,
-                device=env.device,
-                samples=train_samples,
-            )
-        else:
-            batches = MockBatches(
-                vocab_size=spec.vocab_size,
-                micro_batch_size=t.micro_batch_size,
-                seq_length=t.seq_length,
-                seed=config.benchmark.seed,
-                rank=env.rank,
-                device=env.device,
-                fixed=args.fixed_batch,
-                micro_batches=micro_batches,
-            )
         use_bf16 = config.precision.dtype == "bf16"
-        autocast = torch.autocast(env.device.type, dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
-        profiled = set()
+        step = _Step(
+            model=model,
+            optimizer=optimizer,
+            params=[p for p in model.parameters() if p.requires_grad],
+            batches=_batches(config, args, spec, env, micro_batches, train_samples),
+            autocast=torch.autocast(env.device.type, dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext(),
+            micro_batches=micro_batches,
+            clip=t.clip_grad if t.clip_grad > 0 else math.inf,
+            loss_sum=torch.zeros((), device=env.device),
+        )
+        profiled: set[int] = set()
         if args.profile_dir:
             p = config.profile
             profiled = set(
@@ -394,27 +486,8 @@ def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -
                 )
             )
         if env.rank == 0:
-            emit(
-                format_info(
-                    {
-                        "torch_version": torch.__version__,
-                        "transformers_version": metadata.version("transformers"),
-                        "world_size": env.world_size,
-                        "device_name": torch.cuda.get_device_name(env.device) if env.gpu else "cpu",
-                        "collectives": _collectives_version(env),
-                        "strategy": config.parallel.strategy if env.distributed else "single process",
-                        "dtype": "bf16 autocast" if use_bf16 else "fp32",
-                        "attention": model_attention(config, env),
-                        "dataset": args.data_prefix or "mock",
-                        "micro_batches_per_rank": micro_batches,
-                    }
-                )
-            )
-        no_sync = getattr(model, "no_sync", None)
-        set_sync = getattr(model, "set_requires_gradient_sync", None)
-        clip = t.clip_grad if t.clip_grad > 0 else math.inf
+            emit(format_info(_run_info(config, args, env, micro_batches, use_bf16)))
         decay_iterations = t.lr_decay_iterations or iterations
-        loss_sum = torch.zeros((), device=env.device)
         with (
             _profiler(config, env, args.profile_dir) as prof,
             _attention_context(config, env),
@@ -431,40 +504,15 @@ def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -
                 if env.gpu:
                     torch.cuda.reset_peak_memory_stats(env.device)
                 start = time.perf_counter()
-                loss_sum.zero_()
-                for micro in range(micro_batches):
-                    last = micro == micro_batches - 1
-                    sync = contextlib.nullcontext()
-                    if no_sync is not None and not last:
-                        sync = no_sync()
-                    elif set_sync is not None:
-                        set_sync(last)
-                    tokens = batches.next()
-                    with sync:
-                        with autocast:
-                            logits = model(input_ids=tokens[:, :-1]).logits
-                        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
-                        (loss / micro_batches).backward()
-                    loss_sum += loss.detach()
-                grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                if env.distributed:
-                    torch.distributed.all_reduce(loss_sum)
-                if env.gpu:
-                    torch.cuda.synchronize(env.device)  # the one sync, at the boundary
+                loss_sum, grad_norm = _step(step, env, lr)
                 step_time = time.perf_counter() - start
                 finished = datetime.now(UTC)
-                if hasattr(grad_norm, "full_tensor"):
-                    grad_norm = grad_norm.full_tensor()
                 values = {
                     "iteration": iteration,
                     "step_time_s": step_time,
-                    "loss": loss_sum.item() / (micro_batches * env.world_size),
+                    "loss": loss_sum / (micro_batches * env.world_size),
                     "lr": lr,
-                    "grad_norm": float(grad_norm.item()),
+                    "grad_norm": grad_norm,
                     "global_batch_size": t.global_batch_size,
                     "consumed_samples": iteration * t.global_batch_size,
                     "profiled": iteration in profiled,
@@ -475,7 +523,7 @@ def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -
                     emit(format_iteration(values))
                 if prof is not None and hasattr(prof, "step"):
                     prof.step()
-                stop = convergence is not None and convergence.after_iteration(iteration, model, autocast)
+                stop = convergence is not None and convergence.after_iteration(iteration, model, step.autocast)
                 yield values
                 if stop:
                     break
