@@ -28,6 +28,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 RECIPES = {"llama31_8b": "llama31_8b", "qwen25_7b": "qwen25_7b"}
 #: The resolved recipe, written by rank 0 beside the settings before training starts.
@@ -60,7 +61,7 @@ def load_settings(path: str) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def scheduler(run, s: dict):
+def scheduler(run: Any, s: dict[str, Any]) -> Any:
     from nemo.lightning.pytorch.optim import (
         CosineAnnealingScheduler,
         WarmupAnnealingScheduler,
@@ -92,7 +93,7 @@ def scheduler(run, s: dict):
     raise SystemExit(f"unsupported lr decay style {style!r}")
 
 
-def precision_plugin(s: dict):
+def precision_plugin(s: dict[str, Any]) -> Any:
     from nemo.collections.llm.recipes.precision.mixed_precision import (
         bf16_mixed,
         bf16_with_fp8_mixed,
@@ -110,24 +111,10 @@ def precision_plugin(s: dict):
     return None  # fp32: no mixed-precision plugin
 
 
-def build_recipe(s: dict):
-    """NeMo's recipe for the model with every setting from ``s`` applied."""
-    import nemo_run as run
-    from nemo.collections import llm
-    from nemo.collections.common.tokenizers.null_tokenizer import NullTokenizer
-    from nemo.collections.llm.gpt.data.mock import MockDataModule
-    from nemo.collections.llm.gpt.data.pre_training import PreTrainingDataModule
-    from nemo.lightning import NeMoLogger
+def _apply_model(recipe: Any, s: dict[str, Any]) -> None:
+    """Architecture pinned from the model registry (the recipe's values must agree), kernels, recompute."""
+    from megatron.core.transformer.enums import AttnBackend
 
-    module = getattr(llm, RECIPES[s["recipe"]])
-    recipe = module.pretrain_recipe(
-        name=s["name"],
-        dir=s["dir"],
-        num_nodes=s["num_nodes"],
-        num_gpus_per_node=s["num_gpus_per_node"],
-    )
-
-    # Architecture, pinned from the model registry (the recipe's values must agree).
     model = recipe.model.config
     for key, value in s["architecture"].items():
         setattr(model, key, value)
@@ -135,8 +122,6 @@ def build_recipe(s: dict):
     model.init_method_std = s["init_method_std"]
     model.vocab_size = s["padded_vocab_size"]  # used as given: no further padding
     k = s["kernels"]
-    from megatron.core.transformer.enums import AttnBackend
-
     model.attention_backend = AttnBackend[k["attention_backend"]]
     model.apply_rope_fusion = k["fused_rope"]
     model.bias_activation_fusion = k["fused_swiglu"]
@@ -146,7 +131,9 @@ def build_recipe(s: dict):
     model.recompute_method = r["method"]
     model.recompute_num_layers = r["num_layers"]
 
-    # Parallelism and data-parallel communication.
+
+def _apply_parallel(run: Any, recipe: Any, s: dict[str, Any]) -> None:
+    """Parallelism and data-parallel communication."""
     p = s["parallel"]
     strategy = recipe.trainer.strategy
     strategy.tensor_model_parallel_size = p["tensor"]
@@ -173,7 +160,11 @@ def build_recipe(s: dict):
     strategy.ddp.use_distributed_optimizer = p["distributed_optimizer"]
     strategy.ckpt_async_save = False
 
-    # Schedule: fixed steps, every step logged, no checkpoints; validation only in convergence runs.
+
+def _apply_schedule(run: Any, recipe: Any, s: dict[str, Any]) -> None:
+    """Fixed steps, every step logged, no checkpoints; validation only in convergence runs."""
+    from nemo.lightning import NeMoLogger
+
     trainer = recipe.trainer
     trainer.max_steps = s["max_steps"]
     trainer.log_every_n_steps = 1
@@ -190,7 +181,9 @@ def build_recipe(s: dict):
     recipe.log = run.Config(NeMoLogger, name=s["name"], log_dir=s["dir"], ckpt=None, tensorboard=None, wandb=None)
     recipe.resume = None
 
-    # Optimizer and learning-rate schedule.
+
+def _apply_optimizer(run: Any, recipe: Any, s: dict[str, Any]) -> None:
+    """Adam with the settings' values, and the learning-rate schedule."""
     o = s["optimizer"]
     opt = recipe.optim.config
     opt.optimizer = "adam"
@@ -201,12 +194,18 @@ def build_recipe(s: dict):
     opt.adam_beta2 = o["adam_beta2"]
     opt.adam_eps = o["adam_eps"]
     opt.clip_grad = o["clip_grad"]
-    opt.use_distributed_optimizer = p["distributed_optimizer"]
+    opt.use_distributed_optimizer = s["parallel"]["distributed_optimizer"]
     opt.bf16 = s["precision"] != "fp32"
     recipe.optim.lr_scheduler = scheduler(run, s)
 
-    # Data: synthetic tokens from a tokenizer of the model's real vocabulary, or a
-    # prepared Megatron dataset with the tokenizer it was made with.
+
+def _apply_data(run: Any, recipe: Any, s: dict[str, Any]) -> None:
+    """Synthetic tokens from a tokenizer of the model's real vocabulary, or a prepared
+    Megatron dataset with the tokenizer it was made with."""
+    from nemo.collections.common.tokenizers.null_tokenizer import NullTokenizer
+    from nemo.collections.llm.gpt.data.mock import MockDataModule
+    from nemo.collections.llm.gpt.data.pre_training import PreTrainingDataModule
+
     batch = dict(
         seq_length=s["seq_length"], micro_batch_size=s["micro_batch_size"], global_batch_size=s["global_batch_size"]
     )
@@ -215,22 +214,41 @@ def build_recipe(s: dict):
         # NeMo's NullTokenizer reports vocab_size + 1 (an EOD token).
         tokenizer = run.Config(NullTokenizer, vocab_size=s["vocab_size"] - 1)
         recipe.data = run.Config(MockDataModule, tokenizer=tokenizer, **batch)
-    else:
-        from nemo.collections.common.tokenizers.huggingface.auto_tokenizer import AutoTokenizer
+        return
+    from nemo.collections.common.tokenizers.huggingface.auto_tokenizer import AutoTokenizer
 
-        recipe.data = run.Config(
-            PreTrainingDataModule,
-            paths=data["paths"],
-            split=data["split"],
-            seed=s["seed"],
-            tokenizer=run.Config(AutoTokenizer, pretrained_model_name=data["tokenizer"]),
-            **batch,
-        )
+    recipe.data = run.Config(
+        PreTrainingDataModule,
+        paths=data["paths"],
+        split=data["split"],
+        seed=s["seed"],
+        tokenizer=run.Config(AutoTokenizer, pretrained_model_name=data["tokenizer"]),
+        **batch,
+    )
+
+
+def build_recipe(s: dict[str, Any]) -> Any:
+    """NeMo's recipe for the model with every setting from ``s`` applied."""
+    import nemo_run as run
+    from nemo.collections import llm
+
+    module = getattr(llm, RECIPES[s["recipe"]])
+    recipe = module.pretrain_recipe(
+        name=s["name"],
+        dir=s["dir"],
+        num_nodes=s["num_nodes"],
+        num_gpus_per_node=s["num_gpus_per_node"],
+    )
+    _apply_model(recipe, s)
+    _apply_parallel(run, recipe, s)
+    _apply_schedule(run, recipe, s)
+    _apply_optimizer(run, recipe, s)
+    _apply_data(run, recipe, s)
     add_callbacks(run, recipe, (s.get("profile") or {}).get("callbacks", []))
     return recipe
 
 
-def add_callbacks(run, recipe, callbacks: list) -> None:
+def add_callbacks(run: Any, recipe: Any, callbacks: list[dict[str, Any]]) -> None:
     """Append the settings' callbacks (``{"target": "module.Class", "kwargs": {...}}``) to the trainer.
 
     NeMo's profiler callback refuses a trace directory that does not exist yet,
@@ -252,7 +270,7 @@ def add_callbacks(run, recipe, callbacks: list) -> None:
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
-def _jsonable(value):
+def _jsonable(value: Any) -> Any:
     """A JSON value that reads the same on every machine: enums by name, functions and classes by path."""
     import enum
 
@@ -273,7 +291,7 @@ def _jsonable(value):
     return _ADDRESS.sub("", repr(value))
 
 
-def config_values(cfg) -> dict:
+def config_values(cfg: Any) -> dict[str, Any]:
     """Every field of a dataclass config: the value set on it, else the class default.
 
     Read without constructing the dataclass, whose checks need GPU libraries
@@ -292,7 +310,7 @@ def config_values(cfg) -> dict:
     return values
 
 
-def call_values(cfg, skip: tuple[str, ...] = ()) -> dict:
+def call_values(cfg: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
     """Every named parameter of a configured call (a class or a function): the value given, else its default."""
     import inspect
 
@@ -311,7 +329,7 @@ def call_values(cfg, skip: tuple[str, ...] = ()) -> dict:
     return values
 
 
-def field_values(obj) -> dict:
+def field_values(obj: Any) -> dict[str, Any]:
     """Every field of a built dataclass, as it is now."""
     return {field.name: getattr(obj, field.name) for field in dataclasses.fields(obj)}
 
@@ -334,7 +352,7 @@ class Setup:
         self.ddp = None  # megatron-core DistributedDataParallelConfig, likewise
         self.lr_max_steps: int | None = None  # what NeMo gives the learning-rate schedule
 
-    def attempt(self, what: str, build):
+    def attempt(self, what: str, build: Any) -> Any:
         """``build()``, recorded as checked, or as a problem with the error it raised."""
         try:
             result = build()
@@ -353,7 +371,7 @@ class Setup:
         }
 
 
-def _attention_rule(model_config, environ: Mapping[str, str] | None) -> None:
+def _attention_rule(model_config: Any, environ: Mapping[str, str] | None) -> None:
     """megatron-core's own rule for the attention backend and the NVTE_* variables, under ``environ``.
 
     ``LanguageModule._set_attention_backend`` asserts that the variables agree
@@ -373,7 +391,7 @@ def _attention_rule(model_config, environ: Mapping[str, str] | None) -> None:
         os.environ.update(saved)
 
 
-def configure(recipe, environ: Mapping[str, str] | None = None, *, build_trainer: bool = False) -> Setup:
+def configure(recipe: Any, environ: Mapping[str, str] | None = None, *, build_trainer: bool = False) -> Setup:
     """Build NeMo's and megatron-core's configuration objects for ``recipe`` and run their own checks.
 
     The steps follow what NeMo does before the first training step, with NeMo's
@@ -446,7 +464,7 @@ def configure(recipe, environ: Mapping[str, str] | None = None, *, build_trainer
     return setup
 
 
-def _model_config(setup: Setup, config, strategy, dtype_config):
+def _model_config(setup: Setup, config: Any, strategy: Any, dtype_config: Any) -> Any:
     """The model's TransformerConfig: built, given the strategy's parallel layout, then the plugin's dtypes.
 
     megatron-core's ``__post_init__`` checks run at the build and again with the
@@ -490,7 +508,7 @@ def _model_config(setup: Setup, config, strategy, dtype_config):
     return model
 
 
-def _micro_batches(setup: Setup, data, strategy, world_size: int) -> None:
+def _micro_batches(setup: Setup, data: Any, strategy: Any, world_size: int) -> None:
     """megatron-core's micro-batch calculator, as NeMo's data sampler sets it up (no batch-size ramp-up)."""
     from megatron.core.num_microbatches_calculator import ConstantNumMicroBatchesCalculator
 
@@ -516,7 +534,7 @@ def _micro_batches(setup: Setup, data, strategy, world_size: int) -> None:
     )
 
 
-def _trainer(setup: Setup, trainer_cfg, *, build: bool) -> None:
+def _trainer(setup: Setup, trainer_cfg: Any, *, build: bool) -> None:
     """NeMo's Trainer (Lightning, accelerator "gpu"): built only on request; on a machine without CUDA it cannot be."""
     import fiddle as fdl
 
@@ -532,7 +550,7 @@ def _trainer(setup: Setup, trainer_cfg, *, build: bool) -> None:
         setup.checked.append(f"{what} (Lightning, with the strategy, plugins and callbacks)")
 
 
-def set_at_setup(recipe, setup: Setup) -> dict:
+def set_at_setup(recipe: Any, setup: Setup) -> dict[str, Any]:
     """The values NeMo's start-up gives that differ from the recipe's: ``section.field`` → value.
 
     Derived by megatron-core's ``__post_init__`` (initialisation methods, the
@@ -569,7 +587,7 @@ def machine() -> dict:
 
     import torch
 
-    versions = {}
+    versions: dict[str, str | None] = {}
     for dist in DISTRIBUTIONS:
         try:
             versions[dist] = metadata.version(dist)
@@ -588,7 +606,7 @@ def framework_environment(environ: Mapping[str, str]) -> dict:
     return {k: environ[k] for k in sorted(environ) if k.startswith(FRAMEWORK_ENV)}
 
 
-def resolve(recipe, environ: Mapping[str, str] | None = None, *, build_trainer: bool = False) -> dict:
+def resolve(recipe: Any, environ: Mapping[str, str] | None = None, *, build_trainer: bool = False) -> dict:
     """The recipe as it will run: every field of every config, what NeMo changes at start-up, and the checks.
 
     Sections ``model``, ``optimizer``, ``ddp``, ``lr_scheduler``, ``strategy``,
@@ -675,7 +693,7 @@ def write_json_atomically(path: Path, value: dict) -> None:
 RESOLVED_MARKER = "TPRIMAT_NEMO_RESOLVED"
 
 
-def record_resolved(recipe, path: Path) -> Path | None:
+def record_resolved(recipe: Any, path: Path) -> Path | None:
     """Rank 0 (``RANK`` unset or 0) writes the resolved recipe to ``path`` and prints it on one log
     line (``TPRIMAT_NEMO_RESOLVED {...}``), so the log says what NeMo ran with; other ranks do nothing."""
     if os.environ.get("RANK", "0") not in ("", "0"):
