@@ -25,6 +25,13 @@ def _no_user_presets(tmp_path_factory, monkeypatch) -> None:
     monkeypatch.setenv("TPRIMAT_PRESET_DIR", str(tmp_path_factory.mktemp("user-presets")))
 
 
+@pytest.fixture(autouse=True)
+def _idle_cpus(monkeypatch) -> None:
+    """The pre-flight checks see idle CPUs: the load of a shared test machine is no finding of a test's run
+    (the CPU-load check's own tests give it their load)."""
+    monkeypatch.setattr("tprimat.running.doctor._load_average", lambda: None)
+
+
 def _missing(modules: tuple[str, ...]) -> list[str]:
     """The modules that cannot be imported here, found without importing them."""
     missing = []

@@ -34,7 +34,9 @@ def doctor(config_file: str | None, overrides: tuple[str, ...], output_dir: Path
 
     Other processes on the GPUs, a lowered power cap, NUMA auto-balancing,
     launch-blocking and debug-logging variables, TunableOp tuning during a
-    timed run, low disk space, and a missing HF_TOKEN for gated tokenizers.
+    timed run, a heavily loaded CPU (load average above the core count), low
+    disk space, and a missing HF_TOKEN when the run's tokenizer comes from a
+    gated Hugging Face repository (not when it is a local directory).
     """
     from tprimat.running.doctor import findings_to_dicts, run_checks, tokenizer_needed
     from tprimat.settings.config import load_config

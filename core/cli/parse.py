@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from tprimat.cli.jobs import jobs_option
-from tprimat.cli.output import echo_json, registry_from
+from tprimat.cli.output import echo_json, make_console, registry_from
 
 
 def _shortcut_overrides(model, seq_length, global_batch_size, precision, warmup) -> list[str]:
@@ -58,6 +58,13 @@ def _shortcut_overrides(model, seq_length, global_batch_size, precision, warmup)
     help="Run manifest with hardware and software (default: manifest.json near the log).",
 )
 @click.option(
+    "--hardware",
+    "hardware_file",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Saved nvidia-smi or rocm-smi output of the machine that ran the log: the device (for MFU), "
+    "recorded as read from this file.",
+)
+@click.option(
     "--allow-mismatch", is_flag=True, help="Keep the declared workload when the log disagrees (recorded in the result)."
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON here.")
@@ -77,6 +84,7 @@ def parse(
     precision: str | None,
     warmup_iterations: int | None,
     manifest_path: str | None,
+    hardware_file: str | None,
     allow_mismatch: bool,
     output: str | None,
     as_json: bool,
@@ -95,6 +103,10 @@ def parse(
     benchmark config, checked against the log), or else by --model,
     --seq-length, --global-batch-size, --world-size and --precision, each
     falling back to what the log itself states.
+
+    The device (for MFU) comes from the run's manifest (--manifest, or
+    manifest.json near the log), or from a saved `nvidia-smi`/`rocm-smi`
+    output of the machine that ran it (--hardware); never from this machine.
     """
     from tprimat.errors import TprimatError
     from tprimat.mlperf.reader import mllog_files
@@ -107,6 +119,11 @@ def parse(
         return
 
     _check_model(model)
+    saved_hardware = None
+    if hardware_file is not None:
+        from tprimat.parse.saved_hardware import read_saved_hardware
+
+        saved_hardware = read_saved_hardware(hardware_file)
     config = None
     label = "the command line"
     if config_file or overrides:
@@ -139,6 +156,7 @@ def parse(
             manifest_path=manifest_path,
             allow_mismatch=allow_mismatch,
             workers=jobs,
+            saved_hardware=saved_hardware,
         )
         result = outcome.result
         if outcome.detected:
@@ -167,8 +185,6 @@ def _check_model(model: str | None) -> None:
 
 
 def _parse_mlperf(paths: tuple[str, ...], output: str | None, as_json: bool) -> None:
-    from rich.console import Console
-
     from tprimat.atomic import atomic_write_text
     from tprimat.mlperf.summary import print_summary, summarize_paths, summary_to_dict
 
@@ -179,7 +195,7 @@ def _parse_mlperf(paths: tuple[str, ...], output: str | None, as_json: bool) -> 
     if as_json:
         echo_json(data)
         return
-    print_summary(systems, Console())
+    print_summary(systems, make_console())
     if output:
         click.echo(f"wrote {output}")
 
@@ -217,10 +233,9 @@ def _echo_warnings(warnings: list[str]) -> None:
 
 
 def _print_summary(result: Any, outcome: Any) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = make_console()
     s, c, run = result.summary, result.config, result.run
     records = result.iterations
     console.print(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -14,9 +15,9 @@ class _ConsoleReporter:
     """Step lines and a tokenization progress bar (documents, tokens/s) on stderr."""
 
     def __init__(self, quiet: bool) -> None:
-        from rich.console import Console
+        from tprimat.cli.output import make_console
 
-        self.console = Console(stderr=True, quiet=quiet)
+        self.console = make_console(stderr=True, quiet=quiet)
         self._progress = None
         self._task = None
         self._tokens = 0
@@ -240,3 +241,99 @@ def prepare_data(
 
     print_table("Prepared dataset", ["field", "value"], list(summary.items()))
     click.echo(f"use it with: --set data.dataset={directory}")
+
+
+@click.command("make-tokenizer")
+@click.option(
+    "--input",
+    "input_path",
+    required=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="The corpus to learn from: a local .jsonl/.json/.parquet/.txt file or a directory of them.",
+)
+@click.option(
+    "--model",
+    required=True,
+    help="The model it is for: its family decides the special tokens, its vocabulary the largest size.",
+)
+@click.option(
+    "--output",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory to write tokenizer.json, tokenizer_config.json and special_tokens_map.json into.",
+)
+@click.option(
+    "--vocab-size",
+    type=click.IntRange(min=1),
+    help="Tokens at most, special tokens included (default: the model's vocabulary).",
+)
+@click.option("--text-field", default="text", show_default=True, help="JSON/Parquet field holding the document text.")
+@click.option(
+    "--text-unit",
+    type=click.Choice(["line", "paragraph", "file"]),
+    default="line",
+    show_default=True,
+    help="How plain-text files split into documents.",
+)
+@click.option(
+    "--max-documents", type=click.IntRange(min=1), help="Learn from the first this many documents (default: all)."
+)
+def make_tokenizer(
+    input_path: Path,
+    model: str,
+    output: Path,
+    vocab_size: int | None,
+    text_field: str,
+    text_unit: str,
+    max_documents: int | None,
+) -> None:
+    """Train a small byte-level BPE tokenizer for MODEL from a local corpus, offline.
+
+    For the tiny models (llama3.1-tiny, qwen2.5-tiny), whose data needs a
+    tokenizer of at most 4096 tokens, and for machines that cannot download
+    the models' own (gated) tokenizers.  The result is a Hugging Face fast
+    tokenizer directory: give it to `tprimat prepare-data --tokenizer DIR`.
+    It is how tprimat's own tests make their tokenizers.
+    """
+    import itertools
+
+    from tprimat.data.fetch import iter_local_documents
+    from tprimat.data.tokenizer import FAMILY_SPECIAL_TOKENS, TokenizerError, load_tokenizer, train_tokenizer
+    from tprimat.errors import TprimatError
+    from tprimat.settings.models import UnknownModelError, get_model
+
+    try:
+        spec = get_model(model)
+    except UnknownModelError as exc:
+        raise TprimatError(f"--model: {exc}") from None
+    size = vocab_size or spec.vocab_size
+    if size > spec.vocab_size:
+        raise TprimatError(f"--vocab-size {size}: {spec.name} has a vocabulary of {spec.vocab_size} tokens at most")
+    bos, eos = FAMILY_SPECIAL_TOKENS.get(spec.family, FAMILY_SPECIAL_TOKENS["llama"])
+    documents = itertools.islice(
+        iter_local_documents(input_path, text_field=text_field, text_unit=text_unit), max_documents
+    )
+    first = next(documents, None)
+    if first is None:
+        raise TokenizerError(f"--input {input_path}: no documents to learn from")
+    counted = _Counted(itertools.chain([first], documents))
+    train_tokenizer(output, counted, vocab_size=size, bos=bos, eos=eos)
+    _, info = load_tokenizer(output)
+    click.echo(
+        f"wrote a {info.vocab_size}-token tokenizer for {spec.name} to {output} "
+        f"(learned from {counted.count:,} documents; end of text {info.eos_token!r})"
+    )
+    click.echo(f"use it with: tprimat prepare-data --model {spec.name} --tokenizer {output} --input ...")
+
+
+class _Counted:
+    """An iterable of documents that counts what it gave."""
+
+    def __init__(self, documents: Any) -> None:
+        self.documents = documents
+        self.count = 0
+
+    def __iter__(self) -> Any:
+        for document in self.documents:
+            self.count += 1
+            yield document

@@ -8,6 +8,10 @@ written anywhere).  Tokens are made by the ``tokenizers`` library with the
 tokenizer's own post-processor, exactly as ``AutoTokenizer(text).input_ids``
 (and so Megatron-LM's ``HuggingFaceTokenizer``) makes them; the end-of-text
 token is appended by the caller.
+
+:func:`train_tokenizer` makes a small byte-level BPE tokenizer from a corpus, offline, in the
+same format (``tprimat make-tokenizer``): what the tiny models need on a laptop or in CI,
+where the models' own tokenizers are too large or gated.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +186,62 @@ def copy_tokenizer(info: TokenizerInfo, destination: Path) -> None:
         tmp = destination / f".{name}.tmp"
         shutil.copyfile(info.directory / name, tmp)
         os.replace(tmp, target)
+
+
+#: Special tokens of a model family: (beginning-of-text added in front of every document or None, end-of-text).
+FAMILY_SPECIAL_TOKENS: dict[str, tuple[str | None, str]] = {
+    "llama": ("<|begin_of_text|>", "<|end_of_text|>"),
+    "qwen2": (None, "<|endoftext|>"),
+}
+
+
+def train_tokenizer(
+    directory: Path,
+    documents: Iterable[str],
+    *,
+    vocab_size: int,
+    bos: str | None = "<|begin_of_text|>",
+    eos: str = "<|end_of_text|>",
+    extra_special_tokens: int = 0,
+) -> Path:
+    """Train a byte-level BPE tokenizer on ``documents`` and save it in ``directory`` (Hugging Face fast format).
+
+    At most ``vocab_size`` tokens, the special ones included (a small corpus gives fewer: no
+    merge is left).  ``bos``, when given, is put in front of every document by the
+    post-processor, as Llama 3's tokenizer does; ``eos`` is what the data pipeline appends.
+    Deterministic: the same documents give the same files.
+    """
+    try:
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    except ImportError:
+        raise TokenizerError("training a tokenizer needs the tokenizers package: pip install 'tprimat[data]'") from None
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    specials = [token for token in (bos, eos) if token]
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(documents, trainer=trainer)
+    if extra_special_tokens:
+        tokenizer.add_special_tokens([f"<|reserved_{i}|>" for i in range(extra_special_tokens)])
+    if bos:
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A",
+            pair=f"{bos} $A {bos} $B",
+            special_tokens=[(bos, tokenizer.token_to_id(bos))],
+        )
+    else:
+        tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(directory / "tokenizer.json"))
+    config: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": eos, "model_max_length": 2048}
+    if bos:
+        config["bos_token"] = bos
+    (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
+    (directory / "special_tokens_map.json").write_text(json.dumps({"eos_token": eos}))
+    return directory

@@ -7,21 +7,33 @@ every sniffer, first a short head and, when nobody recognises it, a long one
 iteration).  The highest confidence wins; two backends at the same
 confidence are an error that names both, since guessing would pick a
 platform.
+
+A log copied out of a terminal or a web page may be hard-wrapped at a fixed
+width, its iteration lines split mid-token; a sniffer can still recognise the
+first piece.  :func:`hard_wrapped_files` tells such a file from a log that is
+merely narrow by reading the start of it both ways with the backend's parser:
+the wraps are joined only when that reads more timed iterations.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from tprimat.contract.backend import SNIFF_LINES, LogMatch
+from tprimat.contract.records import IterationRecord
 from tprimat.contract.registry import Registry
 from tprimat.parse.errors import ParseError
-from tprimat.parse.logkind import unwrap_lines
+from tprimat.parse.logfile import LogFile
+from tprimat.parse.logkind import MAX_WRAP_WIDTH, unwrap_lines, width_of
 
 #: How many lines are read when the short head (``SNIFF_LINES``) shows nothing known.
 LONG_HEAD_LINES = 200_000
+
+#: Timed iterations that settle the comparison of a file read as it is and read joined.
+WRAP_PROBE_RECORDS = 5
 
 
 def _head(path: Path, limit: int, width: int | None = None) -> list[str]:
@@ -81,3 +93,62 @@ def detect_backend(files: Sequence[Path], registry: Registry, wraps: dict[Path, 
         f"{shown}: no training iterations that an installed backend recognises (backends that read logs: {known}); "
         "give --backend if you know which framework wrote it"
     )
+
+
+def hard_wrapped_files(files: Sequence[Path], registry: Registry, backend: str) -> dict[Path, int]:
+    """The files among ``files`` whose lines are hard-wrapped, with the width: read them joined.
+
+    A file counts as wrapped at width W (:func:`~tprimat.parse.logkind.width_of` its first
+    :data:`LONG_HEAD_LINES` lines, at most :data:`MAX_WRAP_WIDTH`) when those lines, read by
+    ``backend``'s parser with every W-character line joined to the next, give more timed
+    iterations (then more iterations) than the same lines as they are.  A narrow log is never
+    joined, since joining its lines loses iterations instead, and a file that reads
+    :data:`WRAP_PROBE_RECORDS` timed iterations as it is is not looked at further.  The files
+    of one run are captured the same way, so the others are looked at only when the first
+    file is wrapped.
+    """
+    found: dict[Path, int] = {}
+    for index, path in enumerate(files):
+        try:
+            width = _joined_width(path, registry, backend)
+        except OSError as exc:
+            raise ParseError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        if width is not None:
+            found[path] = width
+        elif index == 0:
+            break
+    return found
+
+
+def _joined_width(path: Path, registry: Registry, backend: str) -> int | None:
+    if any(len(line.rstrip("\r\n")) > MAX_WRAP_WIDTH for line in _head(path, SNIFF_LINES)):
+        return None  # a line longer than any wrap: not wrapped (most logs; no parse needed to tell)
+    lengths: Counter[int] = Counter()
+
+    def measured(lines: Iterable[str]) -> Iterator[str]:
+        for line in lines:
+            if line.strip():
+                lengths[len(line.rstrip("\r\n"))] += 1
+            yield line
+
+    as_is = _iterations(measured(itertools.islice(LogFile(path), LONG_HEAD_LINES)), registry, backend, path.name)
+    if as_is[0] >= WRAP_PROBE_RECORDS:
+        return None
+    width = width_of(lengths)
+    if width is None or width > MAX_WRAP_WIDTH:
+        return None
+    lines = itertools.islice(LogFile(path), LONG_HEAD_LINES)
+    joined = _iterations(unwrap_lines(lines, width), registry, backend, path.name)
+    return width if joined > as_is else None
+
+
+def _iterations(lines: Iterable[str], registry: Registry, backend: str, source: str) -> tuple[int, int]:
+    """(timed iterations, iterations) ``backend`` reads from ``lines``, up to :data:`WRAP_PROBE_RECORDS` timed."""
+    timed = records = 0
+    for event in registry.parse_metrics(backend, lines=lines, source=source):
+        if isinstance(event, IterationRecord):
+            records += 1
+            timed += event.step_time_s is not None
+            if timed >= WRAP_PROBE_RECORDS:
+                break
+    return timed, records

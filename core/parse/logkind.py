@@ -7,8 +7,10 @@ kind of file it most likely is (what each installed backend recognises of its ow
 result, a crash before the first iteration), the evidence, and what to do instead.
 
 Logs copied out of a terminal or a web page are sometimes hard-wrapped at a fixed width
-(80 columns), splitting iteration lines mid-token.  :func:`wrap_width` detects that and
-:func:`unwrap_lines` joins the pieces again so the parsers can read such a log.
+(80 columns, or whatever the window was), splitting iteration lines mid-token.
+:func:`wrap_width` finds the width and :func:`unwrap_lines` joins the pieces again so the
+parsers can read such a log (:func:`tprimat.parse.detect.hard_wrapped_files` decides when);
+a refusal of a wrapped file says what the joined lines are, or that the file looks wrapped.
 """
 
 from __future__ import annotations
@@ -37,6 +39,12 @@ JSON_MAX_BYTES = 64 * 1024 * 1024
 
 #: Shortest line length taken for a hard wrap (shorter fixed widths are tables, not wraps).
 MIN_WRAP_WIDTH = 60
+#: Widest hard wrap looked for (terminals and web pages are narrower; logs are often wider).
+MAX_WRAP_WIDTH = 512
+#: Characters at the start of a log line that the next line repeats when it starts a new line.
+RECORD_PREFIX = 16
+#: Share of a file's first lines exactly as long as its longest that a refusal calls hard-wrapped.
+WRAP_HINT_SHARE = 0.1
 
 
 def read_head(path: Path, count: int = HEAD_LINES) -> list[str]:
@@ -57,7 +65,11 @@ def wrap_width(lines: Sequence[str]) -> int | None:
     long (every piece of a split line but the last).  This alone could be a narrow log, so
     ``tprimat parse`` joins the wraps only when the file as it is has no iteration lines.
     """
-    lengths = Counter(len(line.rstrip("\r\n")) for line in lines if line.strip())
+    return width_of(Counter(len(line.rstrip("\r\n")) for line in lines if line.strip()))
+
+
+def width_of(lengths: Counter[int]) -> int | None:
+    """:func:`wrap_width` from how many non-blank lines there are of each length."""
     if not lengths:
         return None
     width = max(lengths)
@@ -67,16 +79,30 @@ def wrap_width(lines: Sequence[str]) -> int | None:
 
 
 def unwrap_lines(lines: Iterable[str], width: int) -> Iterator[str]:
-    """``lines`` with every line exactly ``width`` characters long joined to the one after it."""
+    """``lines`` with every line exactly ``width`` characters long joined to the one after it.
+
+    A line whose length is a multiple of ``width`` was not cut at its end, yet looks like it
+    was: the line after it is taken as a new line when it starts as the held line does (the
+    same first :data:`RECORD_PREFIX` characters, not all blank: a log's lines share a prefix,
+    a piece cut mid-line does not).
+    """
     held: list[str] = []
     for raw in lines:
         line = raw.rstrip("\r\n")
+        if held and _starts_alike(held[0], line):
+            yield "".join(held) + "\n"
+            held = []
         held.append(line)
         if len(line) != width:
             yield "".join(held) + ("\n" if raw.endswith("\n") else "")
             held = []
     if held:
         yield "".join(held)
+
+
+def _starts_alike(first: str, line: str) -> bool:
+    prefix = first[:RECORD_PREFIX]
+    return bool(prefix.strip()) and len(prefix) == RECORD_PREFIX and line.startswith(prefix)
 
 
 def _json_kind(path: Path, head: Sequence[str]) -> str | None:
@@ -199,20 +225,24 @@ def describe_unreadable(path: Path, head_lines: Sequence[str], registry: Any = N
         return kind + _stopped(path)
     specs = [e.spec for e in registry.backends().values() if not e.conflict] if registry is not None else []
     width = wrap_width(head)
-    if width is not None:
-        joined = list(unwrap_lines(head, width))
-        if any(s.sniff is not None and s.sniff(joined, path.name) for s in specs):
-            return (
-                f"a log hard-wrapped at {width} columns (iteration lines split across lines); "
-                "parse it without --backend to have the wraps joined"
-            )
+    if width is not None and width > MAX_WRAP_WIDTH:
+        width = None
+    joined = [line.rstrip("\r\n") for line in unwrap_lines(head, width)] if width is not None else head
+    if width is not None and any(s.sniff is not None and s.sniff(joined, path.name) for s in specs):
+        return (
+            f"a log hard-wrapped at {width} columns (iteration lines split across lines) that has no "
+            "iteration line tprimat can join again; parse the original log file, not a copy from a "
+            "terminal or a web page"
+        )
     ending = _ending(path)
-    known = _explained(head, ending, [s.explain for s in specs if s.explain is not None])
+    explainers = [s.explain for s in specs if s.explain is not None]
+    known = _known_kind(head, ending, explainers)
+    if known is None and joined is not head:
+        known = _known_kind(joined, attrs.evolve(ending, tail=list(unwrap_lines(ending.tail, width))), explainers)
+        if known is not None:
+            return f"{known} (hard-wrapped at {width} columns: its lines are read joined)"
     if known is not None:
         return known
-    for kind in (_dllogger(head), _line_kinds(head)):
-        if kind is not None:
-            return kind + (f"; the run was stopped by {ending.stopped}" if ending.stopped else "")
     crash = _crash(ending)
     if crash is not None:
         return crash
@@ -220,5 +250,31 @@ def describe_unreadable(path: Path, head_lines: Sequence[str], registry: Any = N
     readers = ", ".join(sorted({s.framework for s in specs if s.sniff is not None})) or "none installed"
     return (
         f"no line of a training log format an installed backend reads ({readers}) in "
-        f"its first {len(head)} lines (first line: {first[:100]!r})"
+        f"its first {len(head)} lines (first line: {first[:100]!r}){_wrap_hint(head, width)}"
+    )
+
+
+def _known_kind(head: Sequence[str], ending: _Ending, explainers: Sequence[Explainer]) -> str | None:
+    """What a backend or a well-known format says ``head`` is, with how the file ends."""
+    known = _explained(head, ending, explainers)
+    if known is not None:
+        return known
+    for kind in (_dllogger(head), _line_kinds(head)):
+        if kind is not None:
+            return kind + (f"; the run was stopped by {ending.stopped}" if ending.stopped else "")
+    return None
+
+
+def _wrap_hint(head: Sequence[str], width: int | None) -> str:
+    """Why the lines may be hard-wrapped and what to do, when many are exactly ``width`` long."""
+    if width is None:
+        return ""
+    lines = [line for line in head if line.strip()]
+    cut = sum(len(line) == width for line in lines)
+    if cut < max(3, len(lines) * WRAP_HINT_SHARE):
+        return ""
+    return (
+        f"; it looks hard-wrapped at {width} columns ({cut} of its {len(lines)} lines are exactly "
+        f"{width} characters long, none longer) and its lines joined again are no known log either: "
+        "parse the original log file, not a copy from a terminal or a web page"
     )

@@ -25,11 +25,12 @@ import attrs
 
 from tprimat import __version__
 from tprimat.contract.backend import STATED_LINES
-from tprimat.parse.detect import detect_backend
+from tprimat.parse.detect import detect_backend, hard_wrapped_files
 from tprimat.parse.errors import ParseError
 from tprimat.parse.logfile import LogFile, count_lines
 from tprimat.parse.logkind import unwrap_lines
 from tprimat.parse.parallel import LogReadError, read_events
+from tprimat.parse.saved_hardware import SavedHardware
 from tprimat.result import builder
 from tprimat.result.builder import assemble_result
 from tprimat.result.collect import EventCollector, timed_records
@@ -201,8 +202,22 @@ def unreadable_message(files: Sequence[Path], registry: Any = None) -> str:
     return "; ".join(parts) + more
 
 
-def no_timing_message(shown: str, backend: str, records: Collection[IterationRecord]) -> str:
+def no_timing_message(
+    shown: str, backend: str, records: Collection[IterationRecord], stopped_by: str | None = None
+) -> str:
     """Why a log whose iterations carry no step time gives no result, and what to do."""
+    if stopped_by is not None:  # e.g. out of memory after the first step: not a log without timing
+        from tprimat.parse.stopreason import OUT_OF_MEMORY
+
+        fix = (
+            "lower the memory per GPU (micro batch size, activation recomputation, more model parallelism)"
+            if stopped_by.startswith(OUT_OF_MEMORY)
+            else "fix what stopped it"
+        )
+        return (
+            f"{shown}: no step timing found: the run was stopped by {stopped_by} after {len(records)} "
+            f"iteration line(s) ({backend} format), before any step time was logged; {fix} and run again"
+        )
     what = sorted(
         {
             name
@@ -319,8 +334,12 @@ def parse_logs(
     manifest_path: str | Path | None = None,
     allow_mismatch: bool = False,
     workers: int | None = None,
+    saved_hardware: SavedHardware | None = None,
 ) -> ParseOutcome:
     """Parse ``paths`` into a :class:`~tprimat.result.schema.Result` (see the module docstring).
+
+    ``saved_hardware``: the device as a saved nvidia-smi/rocm-smi output states it (``--hardware``),
+    recorded with that file as its source, in place of the manifest's.
 
     ``workers``: processes reading the files (default: every CPU this process may use; 1 reads
     in this process); the result is the same for any number.
@@ -340,11 +359,12 @@ def parse_logs(
                 backend, detected = detect_backend(files, registry, wraps)
             except ParseError:
                 raise ParseError(unreadable_message(files, registry)) from None
-            notes.extend(
-                f"{p.name}: hard-wrapped at {w} columns; read with the wraps joined (line numbers count joined lines)"
-                for p, w in wraps.items()
-            )
         notes.append(f"format detected: {backend} ({detected})")
+    wraps = wraps or hard_wrapped_files(files, registry, backend)  # iteration lines split mid-line
+    notes.extend(
+        f"{p.name}: hard-wrapped at {w} columns; read with the wraps joined (line numbers count joined lines)"
+        for p, w in wraps.items()
+    )
     entry = registry.backend(backend)
     warnings = [] if detected else _platform_warnings(files, backend, entry.spec.platform)
     notes.extend(warnings)
@@ -389,7 +409,7 @@ def parse_logs(
         raise ParseError(f"{shown}: no training iterations found in the log for backend {backend}{because}")
     if not any(r.step_time_s is not None for r in timed):
         shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
-        raise ParseError(no_timing_message(shown, backend, timed))
+        raise ParseError(no_timing_message(shown, backend, timed, _stopped_after_last_iteration(files, common, timed)))
     facts = {key: fact.value for key, fact in collector.facts.items()}
     starts = [path for path, goes_on in zip(files, continues, strict=True) if not goes_on]
     facts, stated_notes, stated_records = _with_stated_facts(starts, common, facts, records, entry.spec.stated_facts)
@@ -416,9 +436,14 @@ def parse_logs(
     notes.extend(f"mismatch overridden with --allow-mismatch: {p}" for p in problems)
 
     manifest, manifest_note = _manifest(manifest_path, files)
-    if manifest_note:
+    if manifest_note and (manifest is not None or saved_hardware is None):
         notes.append(manifest_note)
     hardware = manifest.hardware if manifest else Hardware()
+    if saved_hardware is not None:
+        if hardware.device_name and hardware.device_name != saved_hardware.hardware.device_name:
+            notes.append(f"--hardware replaces the manifest's device ({hardware.device_name})")
+        hardware = saved_hardware.hardware
+        notes.append(saved_hardware.note)
     software = manifest.software if manifest else Software()
     software, software_note = _software_from_facts(software, facts)
     if software_note:
@@ -460,7 +485,7 @@ def parse_logs(
     run = RunInfo(
         id=_run_id(backend, files),
         backend=backend,
-        platform=manifest.platform if manifest else None,
+        platform=saved_hardware.platform if saved_hardware else manifest.platform if manifest else None,
         framework=entry.spec.framework,
         model=result_config.model,
         dataset=config.data.dataset if config is not None else "unknown",
@@ -468,6 +493,9 @@ def parse_logs(
         started_at=None,
         finished_at=None,
         tprimat_version=__version__,
+        launcher=manifest.launcher if manifest else None,
+        deployment=manifest.deployment if manifest else None,
+        tags=manifest.tags if manifest else {},
     )
     provenance = Provenance(
         inputs=[str(p) for p in files],

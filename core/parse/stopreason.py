@@ -1,4 +1,4 @@
-"""What ended a run early, read from the end of its log: a watchdog, a straggler detector, a signal.
+"""What ended a run early, read from the end of its log: a watchdog, a straggler detector, a signal, OOM.
 
 Training frameworks print why they stop.  A result keeps that reason (``caveats.stopped_by``)
 so a short run is not mistaken for a complete one.  Only the last part of each file is read
@@ -15,6 +15,9 @@ from tprimat.parse.logfile import count_lines
 
 #: How much of the end of a file is searched for a stop reason.
 TAIL_BYTES = 256 * 1024
+
+#: What stopped a run that ran out of device memory (the start of its stop reason).
+OUT_OF_MEMORY = "an out-of-memory error on the GPU"
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _LINE_END_TEXT = re.compile(r"\r\n|\r|\n")
@@ -45,6 +48,9 @@ STOP_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"exiting program (?:at iteration|after) "),
     ),
     ("early stop", re.compile(r"\[EarlyStop\]")),
+    # PyTorch's allocator: torch.OutOfMemoryError (torch.cuda.OutOfMemoryError before 2.5),
+    # "CUDA out of memory" on NVIDIA, "HIP out of memory" on ROCm.
+    (OUT_OF_MEMORY, re.compile(r"OutOfMemoryError|\b(?:CUDA|HIP) out of memory")),
     ("preemption signal (graceful stop)", re.compile(r"Received signal \d+, initiating graceful stop")),
     (
         "signal",
@@ -60,7 +66,17 @@ _ARGUMENT_RE = re.compile(r"\w \.{3,} \S")
 
 #: Text that every line matching a stop pattern holds (one of them): the patterns are tried only
 #: on lines that hold one, and on no line of a tail that holds none.
-_STOP_WORDS = ("atchdog", "stragglers", "eartbeat", "exiting program", "[EarlyStop]", "Received", "closing signal")
+_STOP_WORDS = (
+    "atchdog",
+    "stragglers",
+    "eartbeat",
+    "exiting program",
+    "[EarlyStop]",
+    "Received",
+    "closing signal",
+    "OutOfMemoryError",
+    " out of memory",
+)
 
 
 def tail_text(path: Path, size: int = TAIL_BYTES) -> tuple[int, list[str]]:

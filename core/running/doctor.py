@@ -58,6 +58,15 @@ class Probe:
     read_file: Callable[[str], str | None] = _read_file
     run_tool: Callable[[list[str]], str | None] = _run_tool
     free_disk_bytes: Callable[[Path], int] = lambda path: shutil.disk_usage(path).free
+    load_average: Callable[[], tuple[float, float, float] | None] = lambda: _load_average()
+    cpu_count: Callable[[], int | None] = lambda: os.cpu_count()
+
+
+def _load_average() -> tuple[float, float, float] | None:
+    try:
+        return os.getloadavg()
+    except OSError:  # not available on this system
+        return None
 
 
 def _truthy(value: str | None) -> bool:
@@ -217,6 +226,29 @@ def check_free_disk(probe: Probe, output_dir: Path) -> list[Finding]:
     return []
 
 
+#: Load average per CPU core above which other work competes with the run's data loading and launches.
+MAX_LOAD_PER_CORE = 1.0
+
+
+def check_cpu_load(probe: Probe) -> list[Finding]:
+    """Other work on the CPUs: the one-minute load average above the core count."""
+    load, cores = probe.load_average(), probe.cpu_count()
+    if load is None or not cores:
+        return []
+    one, five, _ = load
+    if one <= MAX_LOAD_PER_CORE * cores:
+        return []
+    return [
+        Finding(
+            check="cpu-load",
+            severity="warning",
+            message=f"the CPUs are heavily loaded: load average {one:.2f} (1 min), {five:.2f} (5 min) on {cores} "
+            "core(s); other processes compete with data loading, kernel launches and collectives",
+            fix="wait for the other work to finish (top/htop shows it) or run on an idle machine",
+        )
+    ]
+
+
 #: Hugging Face repositories that need an accepted licence and a token to download.
 GATED_PREFIXES = ("meta-llama/",)
 
@@ -251,6 +283,7 @@ def run_checks(
     findings += check_launch_blocking(probe)
     findings += check_tunableop(probe)
     findings += check_debug_logging(probe)
+    findings += check_cpu_load(probe)
     if output_dir is not None:
         findings += check_free_disk(probe, output_dir)
     findings += check_hf_token(probe, tokenizer)
@@ -258,17 +291,24 @@ def run_checks(
 
 
 def tokenizer_needed(config) -> str | None:
-    """The tokenizer a run of ``config`` must load (None for mock data without one)."""
-    from tprimat.settings.models import UnknownModelError, get_model
+    """The tokenizer a run of ``config`` loads (None for mock data without one, or when unknown).
+
+    As the backends choose it: ``data.tokenizer``, else the prepared dataset's own tokenizer
+    (the local copy next to its data, or the hub id it was made with).  The model's default
+    hub tokenizer is never assumed: a dataset made with a local tokenizer does not need it.
+    """
+    from tprimat.data.prepared import PreparedDatasetError, dataset_json_path, read_dataset_json
 
     if config.data.tokenizer:
         return config.data.tokenizer
     if config.data.dataset == "mock":
         return None
     try:
-        return get_model(config.benchmark.model).tokenizer or None
-    except UnknownModelError:
-        return None
+        json_path, data = read_dataset_json(config.data.dataset)
+    except PreparedDatasetError:
+        return None  # the run refuses the dataset itself, naming what is wrong
+    local = dataset_json_path(json_path).parent / data["tokenizer"]
+    return str(local) if local.is_dir() else data["tokenizer"]
 
 
 def findings_to_dicts(findings: list[Finding]) -> list[dict[str, str]]:

@@ -44,6 +44,9 @@ class LiveView:
             highlight=False,
         )
         self.console.print(f"run directory: {prepared.run_dir}", highlight=False)
+        for layer in prepared.layers:
+            if layer.startswith("tuned preset "):  # a user preset is shared by every run of this user
+                self.console.print(layer, highlight=False, markup=False)
         if self.console.is_terminal:
             self.progress = Progress(
                 TextColumn("[bold]training"),

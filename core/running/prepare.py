@@ -38,7 +38,7 @@ from tprimat.contract.registry import PluginError, Registry
 from tprimat.errors import TprimatError
 from tprimat.hardware.platform import PlatformInfo, vendor_of_device
 from tprimat.settings.config import BenchmarkConfig, ConfigError, default_config_dict, load_config
-from tprimat.settings.methodology import Deviation, PresetError, Resolved, resolve
+from tprimat.settings.methodology import Deviation, PresetError, Resolved, resolve, user_preset_dir
 from tprimat.settings.models import ModelSpec, UnknownModelError, get_model
 from tprimat.settings.trainers import Trainer
 
@@ -78,6 +78,8 @@ class RunRequest:
     device: str | None = None
     #: Ask the backend's framework to record its allocator history and write snapshots into memory/.
     memory_snapshot: bool = False
+    #: The user's labels of the run (``--tag KEY=VALUE``), recorded in the manifest and the result.
+    tags: dict[str, str] = attrs.Factory(dict)
 
     def flag_overrides(self) -> list[str]:
         """The dedicated flags as ``section.key=value`` overrides (they win over ``--set``)."""
@@ -231,6 +233,16 @@ def layered_config(request: RunRequest, target: PlatformInfo) -> tuple[Benchmark
     return load_config(request.config_file, [*request.overrides, *flags], base=base), layers
 
 
+def preset_origin(methodology: Resolved) -> str:
+    """Where a tuned preset was read from: a user preset is a file every run of this user shares."""
+    if methodology.preset_file is None:
+        return ", shipped with tprimat"
+    return (
+        f", from {methodology.preset_file}: the per-user preset directory ({user_preset_dir()}), "
+        "shared by every tprimat run of this user"
+    )
+
+
 def resolve_options(spec: BackendSpec, given: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     """The backend's launch options: the ones given, else the variables they stand for."""
     known = {option.name: option for option in spec.options}
@@ -298,7 +310,7 @@ def prepare(request: RunRequest, registry: Registry, environ: Mapping[str, str] 
     except PresetError as exc:
         raise RunError(f"{exc} (for a dry run elsewhere, name the target with --device)") from None
     if methodology.preset:
-        layers.append(f"tuned preset {methodology.preset} ({methodology.source})")
+        layers.append(f"tuned preset {methodology.preset} ({methodology.source}){preset_origin(methodology)}")
     config = methodology.config
     options = resolve_options(spec, request.options, env)
     output = Path(request.output)

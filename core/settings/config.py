@@ -219,7 +219,7 @@ class ConvergenceSection:
 def _non_negative_prices(_: Any, attribute: Any, value: dict[str, float]) -> None:
     for device, price in value.items():
         if price < 0:
-            raise ValueError(f"{attribute.name}[{device!r}] must not be negative, got {price}")
+            raise ValueError(f"cost.{attribute.name}.{device}: must not be negative, got {price}")
 
 
 @attrs.frozen(kw_only=True)
@@ -565,15 +565,58 @@ def config_from_dict(data: dict[str, Any], *, origins: Mapping[str, str] | None 
     try:
         config = _get_converter().structure(data, BenchmarkConfig)
     except cattrs.BaseValidationError as exc:
-        raise ConfigError("invalid config: " + "; ".join(cattrs.transform_error(exc))) from None
+        problems = _structure_problems(exc, origins or {})
+        raise ConfigError(("" if origins else "invalid config: ") + "; ".join(problems)) from None
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"invalid config: {exc}") from None
     config.check_consistency(origins)
     return config
 
 
+def _structure_problems(exc: BaseException, origins: Mapping[str, str]) -> list[str]:
+    """Each problem cattrs found, as ``section.key: rule, got value`` after where it was set.
+
+    cattrs places a validator's error at the section (``$.cost``), not at the key; the key
+    is in the error itself (:func:`_structure_problem`).
+    """
+    import cattrs
+
+    problems = []
+    for line in cattrs.transform_error(exc, path="$", format_exception=_structure_problem):
+        message, _, where = line.rpartition(" @ $")
+        path = where.lstrip(".")
+        name, colon, rest = message.partition(": ")
+        if colon and name.isidentifier() and path and "." not in path:  # a key of the section at path
+            key, text = f"{path}.{name}", f"{path}.{name}: {rest}"
+        elif path and message.startswith(path + "."):  # the message names its key
+            key, text = message.split()[0], message
+        else:
+            key, text = path, (f"{path}: {message}" if path else message)
+        problems.append(_at(origins, key, text))
+    return problems
+
+
+def _structure_problem(exc: BaseException, type_: Any) -> str:
+    """One structuring error as ``rule, got value`` (with ``key:`` first when the error knows it)."""
+    from typing import get_args, get_origin
+
+    from cattrs.v import format_exception
+
+    if get_origin(type_) is Literal:
+        choices = ", ".join(repr(choice) for choice in get_args(type_))
+        got = re.match(r"(.*) not in literal ", str(exc))
+        return f"must be one of {choices}" + (f", got {got.group(1)!r}" if got else "")
+    if isinstance(exc, ValueError | TypeError):
+        found = re.match(r"'(\w+)' (must [^:]*): (.*)$", str(exc))  # attrs.validators: "'x' must be > 0: -1"
+        if found:
+            return f"{found.group(1)}: {found.group(2)}, got {found.group(3)}"
+    if isinstance(exc, ValueError) and exc.args:
+        return str(exc)
+    return format_exception(exc, type_)
+
+
 def dump_toml(config: BenchmarkConfig) -> str:
     """The config as TOML text (what ``tprimat config show`` prints and runs store)."""
-    from tprimat.settings.tomltext import toml_table
+    from tprimat.settings.tomltext import toml_document
 
-    return "\n".join(line for section, values in config.to_dict().items() for line in toml_table(section, values))
+    return toml_document(config.to_dict())

@@ -96,6 +96,7 @@ class Preset:
     models: dict[str, Tuning] = attrs.Factory(dict)  # model -> what applies to it alone
     backend: str | None = None  # a user preset found for one backend and model applies only to them
     model: str | None = None
+    file: str | None = None  # the user preset file it was read from (None: shipped with tprimat)
 
     def applies_to(self, device_name: str, backend: str | None, model: str | None) -> bool:
         name = device_name.lower()
@@ -126,6 +127,7 @@ class Resolved:
     config: BenchmarkConfig
     preset: str | None = None
     source: str | None = None
+    preset_file: str | None = None  # a user preset's file (None: shipped or no preset)
     env: dict[str, str] = attrs.Factory(dict)
     args: tuple[str, ...] = ()
     overrides: dict[str, Any] = attrs.Factory(dict)
@@ -145,7 +147,7 @@ def _tuning(data: dict[str, Any]) -> Tuning:
     )
 
 
-def _parse(name: str, data: dict[str, Any]) -> Preset:
+def _parse(name: str, data: dict[str, Any], file: str | None = None) -> Preset:
     head = data.get("preset", {})
     common = _tuning(data)
     try:
@@ -160,6 +162,7 @@ def _parse(name: str, data: dict[str, Any]) -> Preset:
             models={model: _tuning(table) for model, table in data.get("models", {}).items()},
             backend=head.get("backend"),
             model=head.get("model"),
+            file=file,
         )
     except KeyError as exc:
         raise PresetError(f"preset {name}: missing [preset] key {exc.args[0]}") from None
@@ -199,7 +202,7 @@ def user_presets() -> list[Preset]:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise PresetError(f"user preset {path} cannot be read: {exc}; fix or remove it") from None
-        found.append(_parse(str(path), data))
+        found.append(_parse(str(path), data, file=str(path)))
     return found
 
 
@@ -295,6 +298,7 @@ def resolve(
         config=tuned_config,
         preset=chosen.name,
         source=chosen.source,
+        preset_file=chosen.file,
         env=env,
         args=args,
         overrides=overrides,

@@ -88,8 +88,10 @@ def test_gated_tokenizer_needs_a_token(tmp_path):
 
 def test_tokenizer_needed_only_for_real_data():
     assert tokenizer_needed(load_config()) is None
-    real = load_config(None, ["data.dataset=/data/bc"])
-    assert tokenizer_needed(real) == "meta-llama/Llama-3.1-8B"
+    # no prepared dataset there: the run refuses it, and no tokenizer is assumed for it
+    assert tokenizer_needed(load_config(None, ["data.dataset=/data/bc"])) is None
+    named = load_config(None, ["data.dataset=/data/bc", "data.tokenizer=meta-llama/Llama-3.1-8B"])
+    assert tokenizer_needed(named) == "meta-llama/Llama-3.1-8B"
 
 
 def test_cli_strict_exits_2(monkeypatch, tmp_path):

@@ -36,38 +36,12 @@ def train_tokenizer(
     eos: str = "<|end_of_text|>",
     extra_special_tokens: int = 0,
 ) -> Path:
-    """Train a byte-level BPE tokenizer and save it as a Hugging Face fast tokenizer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    """A byte-level BPE tokenizer in Hugging Face format, made as `tprimat make-tokenizer` makes one."""
+    from tprimat.data.tokenizer import train_tokenizer as train
 
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    specials = [t for t in (bos, eos) if t]
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
+    return train(
+        directory, documents, vocab_size=vocab_size, bos=bos, eos=eos, extra_special_tokens=extra_special_tokens
     )
-    tokenizer.train_from_iterator(documents, trainer=trainer)
-    if extra_special_tokens:
-        tokenizer.add_special_tokens([f"<|reserved_{i}|>" for i in range(extra_special_tokens)])
-    if bos:
-        tokenizer.post_processor = processors.TemplateProcessing(
-            single=f"{bos} $A",
-            pair=f"{bos} $A {bos} $B",
-            special_tokens=[(bos, tokenizer.token_to_id(bos))],
-        )
-    else:
-        tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    directory.mkdir(parents=True, exist_ok=True)
-    tokenizer.save(str(directory / "tokenizer.json"))
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": eos, "model_max_length": 2048}
-    if bos:
-        config["bos_token"] = bos
-    (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
-    (directory / "special_tokens_map.json").write_text(json.dumps({"eos_token": eos}))
-    return directory
 
 
 def write_jsonl(path: Path, documents: list[str]) -> Path:
