@@ -5,6 +5,8 @@ the job needs: the run directory, the resources and the rendezvous port.
 Everything else (the backend, the platform, the effective config, the launch
 plan) is decided on the allocated nodes by the same ``tprimat run`` that a
 user would start there, so a login node's missing GPU never shapes the run.
+With ``--container-image`` that ``tprimat run`` is the image's, started in the
+image on each node (``tprimat.running.container``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from pathlib import Path
 import click
 
 from tprimat.running.prepare import RunRequest
+
+#: What a node runs in an image: the ``tprimat`` the image installs (docker/*.Dockerfile).
+IMAGE_PROGRAM = "tprimat"
 
 
 def node_run_arguments(request: RunRequest, *, run_id: str, strict: bool) -> list[str]:
@@ -47,8 +52,38 @@ def node_run_arguments(request: RunRequest, *, run_id: str, strict: bool) -> lis
         args.append("--strict")
     for name, value in sorted(request.options.items()):
         args += ["--" + name.replace("_", "-"), str(value)]
+    for key, value in request.tags.items():
+        args += ["--tag", f"{key}={value}"]
     args += ["--output", str(Path(request.output).absolute()), "--run-id", run_id, "--slurm-node"]
     return args
+
+
+def gpu_vendor_for(registry, backend: str | None, given: str | None) -> str:
+    """The GPUs a container gets: ``--gpu-vendor``, else the platform of the chosen backend."""
+    from tprimat.errors import TprimatError
+
+    if given:
+        return given
+    entry = registry.backends().get(backend) if backend else None
+    if entry is not None and entry.spec.platform in ("amd", "nvidia"):
+        return entry.spec.platform
+    raise TprimatError(
+        f"the backend {backend or '(chosen on the nodes)'} runs on either vendor's GPUs: "
+        "say which the container gets with --gpu-vendor amd|nvidia|none"
+    )
+
+
+def node_mounts(request: RunRequest, dataset: str, extra: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Same-path mounts for the output, the working directory, the config, the data and the checkouts."""
+    from tprimat.running import container
+
+    paths: list[str | Path] = [Path(request.output).absolute(), Path.cwd()]
+    if request.config_file:
+        paths.append(Path(request.config_file).absolute().parent)
+    if dataset != "mock":
+        paths.append(Path(dataset).absolute())
+    paths += [value for value in request.options.values() if isinstance(value, str) and value.startswith("/")]
+    return container.same_path_mounts(paths, [container.parse_mount(m) for m in extra])
 
 
 def submit_and_follow(
@@ -62,6 +97,10 @@ def submit_and_follow(
     time_limit: str | None,
     account: str | None,
     dry_run: bool,
+    image: str | None = None,
+    runtime: str = "auto",
+    mounts: tuple[str, ...] = (),
+    gpu_vendor: str | None = None,
 ) -> None:
     from tprimat.result.schema import load_result
     from tprimat.running import runner, slurm
@@ -84,20 +123,42 @@ def submit_and_follow(
                 "sbatch not found on PATH: run --slurm on a SLURM login node (--dry-run prints the job script anywhere)"
             )
     args = node_run_arguments(request, run_id=run_id, strict=strict)
-    # The job runs this very installation: the interpreter that submitted it.
-    command = [sys.executable, "-m", *slurm.tprimat_node_command(args, program="tprimat.cli")]
+    spec = None
+    if image:
+        from tprimat.cli.output import registry_from
+        from tprimat.running import container
+
+        spec = container.ContainerSpec(
+            image=image,
+            runtime=runtime,
+            gpu_vendor=gpu_vendor_for(registry_from(ctx), request.backend, gpu_vendor),
+            mounts=node_mounts(request, config.data.dataset, mounts),
+            workdir=str(Path.cwd()),
+            env_names=container.passed_env_names(),
+        )
+        command = slurm.tprimat_node_command(args, program=IMAGE_PROGRAM)
+    else:
+        # The job runs this very installation: the interpreter that submitted it.
+        command = [sys.executable, "-m", *slurm.tprimat_node_command(args, program="tprimat.cli")]
     job_options = slurm.SlurmOptions(
         nodes=nodes, gpus_per_node=gpus_per_node, partition=partition, time=time_limit, account=account
     )
     if dry_run:
         click.echo(f"# SLURM job for run {run_id} (nothing submitted)")
         click.echo(f"# --- {run_dir / slurm.SBATCH_FILE}")
-        click.echo(slurm.render_sbatch(run_dir=run_dir, options=job_options, master_port=port), nl=False)
+        click.echo(
+            slurm.render_sbatch(run_dir=run_dir, options=job_options, master_port=port, container=spec), nl=False
+        )
         click.echo(f"# --- {run_dir / slurm.NODE_FILE}")
         click.echo(slurm.render_node_script(command, cwd=Path.cwd()), nl=False)
+        if spec is not None and spec.runtime != "pyxis":
+            from tprimat.running import container
+
+            click.echo(f"# --- {run_dir / container.CONTAINER_FILE}")
+            click.echo(container.render_container_script(spec, ["bash", str(run_dir / slurm.NODE_FILE)]), nl=False)
         return
     submission = slurm.submit_run(
-        node_command=command, run_dir=run_dir, options=job_options, master_port=port, cwd=Path.cwd()
+        node_command=command, run_dir=run_dir, options=job_options, master_port=port, cwd=Path.cwd(), container=spec
     )
     job_id = submission.job_id
     assert job_id is not None
@@ -118,11 +179,10 @@ def submit_and_follow(
         click.echo(f"job {job_id} ended {ended.state} (exit code {ended.exit_code}) without a result")
         ctx.exit(1)
     result = load_result(result_path)
-    from rich.console import Console
-
+    from tprimat.cli.output import make_console
     from tprimat.running.live import summary_table
 
-    Console().print(summary_table(result))
+    make_console().print(summary_table(result))
     click.echo(f"job {job_id} ended {ended.state} (exit code {ended.exit_code}); result: {result_path}")
     if result.run.status != "completed" or not ended.ok:
         ctx.exit(1)

@@ -18,6 +18,12 @@ multi-node path (one ``primus-cli direct`` per node under ``srun``, reading
 Secrets are never written into the scripts: ``sbatch`` exports the submitting
 environment (``--export=ALL``), so ``HF_TOKEN`` reaches the job from the
 environment it was submitted from.
+
+With a :class:`~tprimat.running.container.ContainerSpec` the node script runs
+inside an image: through pyxis (``srun --container-image=…``), through a
+runtime started on each node (``slurm_container.sh``), or, with runtime
+``auto``, pyxis where ``srun --help`` lists ``--container-image`` and the
+first runtime found on the node elsewhere.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import attrs
 
 from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError
+from tprimat.running import container as containers
 from tprimat.secrets import is_secret_name
 
 SBATCH_FILE = "slurm_job.sbatch"
@@ -88,6 +95,8 @@ class SlurmSubmission:
     node_path: Path
     script: str
     node_script: str
+    container_path: Path | None = None
+    container_script: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -134,8 +143,12 @@ def render_sbatch(
     options: SlurmOptions,
     master_port: int,
     env: dict[str, str] | None = None,
+    container: containers.ContainerSpec | None = None,
 ) -> str:
-    """The batch script: resources, rendezvous from the allocation, one srun task per node."""
+    """The batch script: resources, rendezvous from the allocation, one srun task per node.
+
+    With ``container`` each task runs the node script inside the image (module docstring).
+    """
     run_dir = Path(run_dir)
     directives = [
         f"--job-name={options.job_name}",
@@ -171,13 +184,35 @@ def render_sbatch(
         if is_secret_name(key):
             raise SlurmError(f"{key} looks like a secret: pass it through the environment, not the job script")
         lines.append(f"export {key}={shlex.quote(value)}")
-    lines += [
-        'echo "tprimat: job ${SLURM_JOB_ID} on ${SLURM_JOB_NODELIST}," "master ${MASTER_ADDR}:${MASTER_PORT}"',
-        "srun --ntasks-per-node=1 --kill-on-bad-exit=1 "
-        f"--output={shlex.quote(str(run_dir))}/slurm-%j-node%n.log "
-        f"bash {shlex.quote(str(run_dir / NODE_FILE))}",
+    lines.append('echo "tprimat: job ${SLURM_JOB_ID} on ${SLURM_JOB_NODELIST}," "master ${MASTER_ADDR}:${MASTER_PORT}"')
+    return "\n".join(lines + _step_lines(run_dir, container)) + "\n"
+
+
+def _step_lines(run_dir: Path, container: containers.ContainerSpec | None) -> list[str]:
+    """The job step: the node script on the host, in pyxis's container, or under a per-node runtime."""
+    srun = f"srun --ntasks-per-node=1 --kill-on-bad-exit=1 --output={shlex.quote(str(run_dir))}/slurm-%j-node%n.log"
+    node = f"bash {shlex.quote(str(run_dir / NODE_FILE))}"
+    if container is None:
+        return [f"{srun} {node}"]
+    pyxis = [
+        'echo "tprimat: pyxis runs each node in the image"',
+        *containers.digest_lines(container, "pyxis"),
+        f"{srun} {shlex.join(containers.pyxis_srun_options(container))} {node}",
     ]
-    return "\n".join(lines) + "\n"
+    per_node = [f"{srun} bash {shlex.quote(str(run_dir / containers.CONTAINER_FILE))}"]
+    if container.runtime == "pyxis":
+        return pyxis
+    if container.runtime != "auto":
+        return per_node
+    return [
+        "# pyxis where srun has it, else a container runtime on each node (slurm_container.sh).",
+        # grep reads all of the help (no -q): srun killed by SIGPIPE would fail the test under pipefail.
+        "if srun --help 2>&1 | grep -- --container-image >/dev/null; then",
+        *("    " + line for line in pyxis),
+        "else",
+        *("    " + line for line in per_node),
+        "fi",
+    ]
 
 
 def tprimat_node_command(run_args: Sequence[str], *, program: str = "tprimat") -> list[str]:
@@ -212,20 +247,33 @@ def submit_run(
     master_port: int = 29500,
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
+    container: containers.ContainerSpec | None = None,
     dry_run: bool = False,
 ) -> SlurmSubmission:
     """Write the job scripts into ``run_dir`` and submit them with ``sbatch`` (unless a dry run)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     node_script = render_node_script(node_command, cwd=cwd)
-    script = render_sbatch(run_dir=run_dir, options=options, master_port=master_port, env=env)
+    script = render_sbatch(run_dir=run_dir, options=options, master_port=master_port, env=env, container=container)
     node_path, sbatch_path = run_dir / NODE_FILE, run_dir / SBATCH_FILE
+    container_path = container_script = None
+    if container is not None and container.runtime != "pyxis":
+        container_path = run_dir / containers.CONTAINER_FILE
+        container_script = containers.render_container_script(container, ["bash", str(node_path)])
+        atomic_write_text(container_path, container_script)
     atomic_write_text(node_path, node_script)
     atomic_write_text(sbatch_path, script)
+    written = SlurmSubmission(
+        job_id=None,
+        sbatch_path=sbatch_path,
+        node_path=node_path,
+        script=script,
+        node_script=node_script,
+        container_path=container_path,
+        container_script=container_script,
+    )
     if dry_run:
-        return SlurmSubmission(
-            job_id=None, sbatch_path=sbatch_path, node_path=node_path, script=script, node_script=node_script
-        )
+        return written
     done = subprocess.run(
         [_require("sbatch"), "--parsable", str(sbatch_path)],
         capture_output=True,
@@ -238,9 +286,7 @@ def submit_run(
     job_id = done.stdout.strip().split(";")[0]
     if not job_id.isdigit():
         raise SlurmError(f"sbatch returned no job id: {done.stdout.strip()!r}")
-    return SlurmSubmission(
-        job_id=job_id, sbatch_path=sbatch_path, node_path=node_path, script=script, node_script=node_script
-    )
+    return attrs.evolve(written, job_id=job_id)
 
 
 def parse_scontrol_job(text: str) -> tuple[str | None, int | None]:

@@ -193,3 +193,44 @@ def test_ctrl_c_while_following_cancels_the_job(slurm_cluster, tmp_path):
     while job_state(job_id)[0] != "CANCELLED":  # the cluster keeps ended jobs (MinJobAge)
         assert time.monotonic() < deadline, job_state(job_id)
         time.sleep(0.3)
+
+
+def test_dry_run_with_an_image_runs_the_images_tprimat_with_everything_mounted(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "configs" / "bench.toml"
+    config.parent.mkdir()
+    config.write_text("[training]\nseq_length = 32\n")
+    base = ["run", "--slurm", "--run-id", "j", "--backend", "nvd_nemo", "--config", str(config), "--dry-run"]
+    out = CliRunner().invoke(
+        cli,
+        [*base, "--container-image", "nvcr.io/nvidia/nemo:25.09", "--container-mount", "/lustre/hf:/root/.cache/hf"],
+        catch_exceptions=False,
+    )
+    assert out.exit_code == 0, out.output
+    text = out.output
+    node = [line for line in text.splitlines() if line.startswith("exec ")]
+    assert node == [line for line in node if line.startswith("exec tprimat run --backend nvd_nemo --config ")]
+    assert f"--container-mounts={tmp_path}:{tmp_path},/lustre/hf:/root/.cache/hf" in text  # cwd holds the rest
+    assert f"--container-workdir={tmp_path}" in text
+    assert f"# --- {tmp_path / 'runs' / 'j' / 'slurm_container.sh'}" in text  # auto: the fallback is written too
+    assert "--gpus all" in text and "--nv " in text  # the backend's platform: NVIDIA
+    pyxis = CliRunner().invoke(cli, [*base, "--container-image", "/images/nemo.sqsh", "--container-runtime", "pyxis"])
+    assert pyxis.exit_code == 0, pyxis.output
+    assert "slurm_container.sh" not in pyxis.output and "--container-image=/images/nemo.sqsh" in pyxis.output
+    assert "sha256sum /images/nemo.sqsh" in pyxis.output
+    assert not (tmp_path / "runs").exists()
+
+
+def test_container_options_need_a_scheduler_and_a_vendor():
+    out = CliRunner().invoke(cli, ["run", "--container-image", "x", "--dry-run"])
+    assert (out.exit_code, out.output.strip()) == (2, "Error: --container-image: only with --slurm or --k8s")
+    out = CliRunner().invoke(cli, ["run", "--container-runtime", "podman", "--dry-run"])
+    assert (out.exit_code, out.output.strip()) == (2, "Error: --container-runtime: only with --slurm")
+    out = CliRunner().invoke(cli, ["run", "--slurm", "--container-image", "x", "--backend", "torch", "--dry-run"])
+    assert out.exit_code == 2
+    assert out.output.strip() == (
+        "Error: the backend torch runs on either vendor's GPUs: say which the container gets with "
+        "--gpu-vendor amd|nvidia|none"
+    )
+    out = CliRunner().invoke(cli, ["run", "--slurm", "--k8s", "--dry-run"])
+    assert (out.exit_code, out.output.strip()) == (2, "Error: --slurm or --k8s: one scheduler per run")

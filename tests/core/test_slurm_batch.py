@@ -263,3 +263,28 @@ def test_one_node_command_runs_with_the_allocation_rendezvous(slurm_cluster, tmp
         f"--master-addr {host} --master-port 29613"
     ) in text
     assert "NODE_RANK=0" in text
+
+
+def test_a_container_submission_writes_the_per_node_runtime_script(tmp_path):
+    from tprimat.running.container import ContainerSpec
+
+    spec = ContainerSpec(image="rocm/primus:v26.5", runtime="apptainer", gpu_vendor="amd", workdir=str(tmp_path))
+    submission = submit_run(
+        node_command=["tprimat", "run"], run_dir=tmp_path / "run", options=SlurmOptions(), container=spec, dry_run=True
+    )
+    assert submission.container_path == tmp_path / "run" / "slurm_container.sh"
+    assert submission.container_path.read_text() == submission.container_script
+    assert submission.script.splitlines()[-1].endswith(f"bash {tmp_path}/run/slurm_container.sh")
+    run_line = submission.container_script.splitlines()[-1]
+    assert run_line == (
+        f"exec apptainer exec --rocm --pwd {tmp_path} docker://rocm/primus:v26.5 bash {tmp_path}/run/slurm_node.sh"
+    )
+    pyxis = submit_run(
+        node_command=["tprimat", "run"],
+        run_dir=tmp_path / "pyxis",
+        options=SlurmOptions(),
+        container=ContainerSpec(image="rocm/primus:v26.5", runtime="pyxis", gpu_vendor="amd"),
+        dry_run=True,
+    )
+    assert pyxis.container_path is None and not (tmp_path / "pyxis" / "slurm_container.sh").exists()
+    assert "--container-image=rocm/primus:v26.5 bash " in pyxis.script

@@ -1,0 +1,101 @@
+"""``tprimat run --k8s``: one run as a Kubernetes JobSet, applied, followed and collected.
+
+As with ``--slurm``, the submitting machine decides only the run directory,
+the resources and the rendezvous port; each pod runs the image's
+``tprimat run`` with the options given (``tprimat.running.k8s``).
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from pathlib import Path
+
+import click
+
+from tprimat.cli.slurm_run import IMAGE_PROGRAM, gpu_vendor_for, node_run_arguments
+from tprimat.running.prepare import RunRequest
+
+
+def submit_and_follow_k8s(
+    ctx: click.Context,
+    request: RunRequest,
+    *,
+    strict: bool,
+    nodes: int,
+    gpus_per_node: int | None,
+    image: str | None,
+    gpu_vendor: str | None,
+    namespace: str | None,
+    volume_claim: str | None,
+    secret: str | None,
+    dry_run: bool,
+) -> None:
+    from tprimat.cli.output import registry_from
+    from tprimat.result.schema import load_result
+    from tprimat.running import k8s, runner
+    from tprimat.running.prepare import RunError, new_run_id
+    from tprimat.running.slurm import tprimat_node_command
+    from tprimat.settings.config import load_config
+
+    if not image:
+        raise k8s.K8sError("--k8s runs the image's tprimat on every node: give the image with --container-image")
+    config = load_config(request.config_file, [*request.overrides, *request.flag_overrides()])
+    port = request.master_port or config.launch.master_port
+    output = Path(request.output)
+    run_id = request.run_id or new_run_id(request.backend or "default", config.benchmark.model, output)
+    run_dir = (output / run_id).absolute()
+    if not dry_run:
+        if run_dir.exists():
+            raise RunError(f"run directory {run_dir} already exists; choose another --run-id")
+        if shutil.which("kubectl") is None:
+            raise k8s.K8sError(
+                "kubectl not found on PATH: install it and point it at the cluster (--dry-run prints the manifest)"
+            )
+    options = k8s.K8sOptions(
+        run_id=run_id,
+        image=image,
+        gpu_vendor=gpu_vendor_for(registry_from(ctx), request.backend, gpu_vendor),
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        namespace=namespace,
+        volume_claim=volume_claim,
+        secret=secret,
+    )
+    command = tprimat_node_command(node_run_arguments(request, run_id=run_id, strict=strict), program=IMAGE_PROGRAM)
+    config_file = Path(request.config_file).absolute() if request.config_file else None
+    documents = k8s.render_manifests(
+        command, options=options, run_dir=run_dir, master_port=port, config_file=config_file
+    )
+    if dry_run:
+        click.echo(f"# Kubernetes JobSet for run {run_id} (nothing applied): {run_dir / k8s.MANIFEST_FILE}")
+        click.echo(k8s.dump_manifests(documents), nl=False)
+        return
+    run_dir.mkdir(parents=True)
+    k8s.apply(documents, run_dir=run_dir, namespace=namespace)
+    name = options.name
+    click.echo(f"applied JobSet {name}; run directory {run_dir}")
+    click.echo(f"each pod runs: {shlex.join(command)}")
+    try:
+        ended = k8s.follow(
+            name, run_dir=run_dir, namespace=namespace, on_state=lambda state: click.echo(f"JobSet {name}: {state}")
+        )
+    except KeyboardInterrupt:
+        k8s.delete(name, namespace)
+        click.echo(f"JobSet {name} deleted (kubectl delete jobset); what it wrote stays on its volume")
+        ctx.exit(1)
+    for log in ended.logs:
+        click.echo(f"log: {log}")
+    result_path = run_dir / runner.RESULT_NAME
+    if ended.result_path is None or not result_path.exists():
+        click.echo(f"JobSet {name} ended {ended.state} without a result in node 0's log")
+        ctx.exit(1)
+    result = load_result(result_path)
+    from rich.console import Console
+
+    from tprimat.running.live import summary_table
+
+    Console().print(summary_table(result))
+    click.echo(f"JobSet {name} ended {ended.state}; result: {result_path}")
+    if result.run.status != "completed" or not ended.ok:
+        ctx.exit(1)
