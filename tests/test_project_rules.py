@@ -91,6 +91,7 @@ def test_hookspecs_are_the_documented_lifecycle():
         "profile",
         "launch",
         "parse_metrics",
+        "register_exporters",
     }
 
 

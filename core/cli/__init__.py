@@ -18,7 +18,9 @@ COMMANDS: dict[str, str] = {
     "run": "tprimat.cli.run:run",
     "parse": "tprimat.cli.parse:parse",
     "compare": "tprimat.cli.compare:compare",
+    "export": "tprimat.cli.export:export",
     "prepare-data": "tprimat.cli.prepare_data:prepare_data",
+    "make-tokenizer": "tprimat.cli.prepare_data:make_tokenizer",
     "profile": "tprimat.cli.profile:profile",
     "trace": "tprimat.cli.trace:trace",
     "microbench": "tprimat.cli.microbench:microbench",
@@ -34,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "detect": "tprimat.cli.detect:detect",
     "config": "tprimat.cli.config:config",
     "memory": "tprimat.cli.memory:memory",
+    "schema": "tprimat.cli.schema:schema",
 }
 
 
@@ -43,7 +46,9 @@ SUMMARIES: dict[str, str] = {
     "run": "Train a model for N iterations, measure every one, write a result.",
     "parse": "Parse Primus, Megatron-LM, Megatron-Bridge or NeMo logs into a result.",
     "compare": "Compare results (files or directories of them) in one report.",
+    "export": "Write results (files, run or suite directories) to experiment trackers.",
     "prepare-data": "Fetch, clean, tokenize and fingerprint a corpus for MODEL.",
+    "make-tokenizer": "Train a small byte-level BPE tokenizer for MODEL from a local corpus, offline.",
     "profile": "Profile a run and analyse its traces.",
     "trace": "Analyse PyTorch-profiler (Kineto) traces: where GPU time goes, and why two runs differ.",
     "microbench": "Time the model's GEMMs and attention; find the maximum achievable matmul FLOP/s.",
@@ -59,6 +64,7 @@ SUMMARIES: dict[str, str] = {
     "models": "List registered models with parameter count and training FLOPs per token.",
     "detect": "Show the platform, devices, memory, driver and stack versions of this machine.",
     "config": "Inspect benchmark configs (TOML).",
+    "schema": "Print the JSON Schemas of the documents tprimat writes.",
 }
 
 

@@ -13,7 +13,9 @@ from typing import Any
 
 import click
 
-from tprimat.cli.output import registry_from
+from tprimat.cli.export import report_destinations, report_result, report_to_option
+from tprimat.cli.output import make_console, registry_from
+from tprimat.cli.tags import tag_option
 
 
 def backend_option_params(ctx: click.Context) -> list[click.Option]:
@@ -113,17 +115,60 @@ def backend_options(registry: Any, given: dict[str, Any]) -> dict[str, Any]:
     is_flag=True,
     help="Submit the run as a SLURM batch job (one task per node), follow it, collect its logs and result.",
 )
-@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="--slurm: nodes to allocate.")
+@click.option(
+    "--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="--slurm/--k8s: nodes to allocate."
+)
 @click.option(
     "--gpus-per-node",
     type=click.IntRange(min=1),
-    help="--slurm: GPUs to allocate per node (also the processes per node).",
+    help="--slurm/--k8s: GPUs to allocate per node (also the processes per node).",
 )
 @click.option("--partition", help="--slurm: partition.")
 @click.option("--time", "time_limit", metavar="TIME", help="--slurm: time limit, e.g. 01:00:00.")
 @click.option("--account", help="--slurm: account to charge.")
 @click.option(
-    "--slurm-node", is_flag=True, hidden=True, help="Internal: this is one node's run inside a submitted SLURM job."
+    "--container-image",
+    metavar="IMAGE",
+    help="--slurm: run each node in this image (its own tprimat); --k8s: the pods' image.",
+)
+@click.option(
+    "--container-runtime",
+    type=click.Choice(["auto", "pyxis", "apptainer", "singularity", "podman", "docker"]),
+    default="auto",
+    show_default=True,
+    help="--slurm --container-image: pyxis (srun --container-image), or a runtime started on each node; "
+    "auto: pyxis where srun has it, else the first of apptainer, singularity, podman, docker on the node.",
+)
+@click.option(
+    "--container-mount",
+    "container_mounts",
+    multiple=True,
+    metavar="SRC[:DST]",
+    help="--slurm --container-image: a further mount (repeatable); the output, working directory, config, "
+    "data and framework checkouts are mounted at their own paths already.",
+)
+@click.option(
+    "--gpu-vendor",
+    type=click.Choice(["amd", "nvidia", "none"]),
+    help="--container-image/--k8s: whose GPUs the container gets (default: the backend's platform).",
+)
+@click.option(
+    "--k8s",
+    is_flag=True,
+    help="Run on Kubernetes as a JobSet (one pod per node, --container-image), follow it, collect node 0's result.",
+)
+@click.option("--namespace", help="--k8s: namespace (default: kubectl's).")
+@click.option(
+    "--k8s-volume",
+    metavar="CLAIM",
+    help="--k8s: PersistentVolumeClaim that holds the run directories (mounted at --output); default: each pod's own.",
+)
+@click.option("--k8s-secret", metavar="NAME", help="--k8s: Secret whose keys the pods get as variables (HF_TOKEN).")
+@click.option(
+    "--slurm-node",
+    is_flag=True,
+    hidden=True,
+    help="Internal: this is one node's run inside a submitted SLURM or Kubernetes job.",
 )
 @click.option(
     "--strict",
@@ -131,6 +176,8 @@ def backend_options(registry: Any, given: dict[str, Any]) -> dict[str, Any]:
     help="Refuse to start (exit code 2) if the pre-flight checks (`tprimat doctor`) find a problem "
     "(a memory estimate within the estimator's error is a note, not a problem).",
 )
+@report_to_option
+@tag_option
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -158,7 +205,17 @@ def run(
     account,
     slurm_node,
     strict,
+    container_image=None,
+    container_runtime="auto",
+    container_mounts=(),
+    gpu_vendor=None,
+    k8s=False,
+    namespace=None,
+    k8s_volume=None,
+    k8s_secret=None,
     system_profiler=None,
+    report_to=(),
+    tags=None,
     **backend_given,
 ) -> None:
     """Train a model for N iterations, measure every one, write a result.
@@ -175,9 +232,12 @@ def run(
         raise TprimatError(
             "--device plans for another device: use it with --dry-run (a real run measures the device it runs on)"
         )
-    if slurm and (nnodes is not None or node_rank != 0 or master_addr is not None):
+    scheduled = slurm or k8s
+    if slurm and k8s:
+        raise TprimatError("--slurm or --k8s: one scheduler per run")
+    if scheduled and (nnodes is not None or node_rank != 0 or master_addr is not None):
         raise TprimatError(
-            "--slurm takes the nodes, node ranks and master address from the "
+            f"{'--slurm' if slurm else '--k8s'} takes the nodes, node ranks and master address from the "
             "allocation: use --nodes instead of --nnodes/--node-rank/--master-addr"
         )
     submit_only = {
@@ -187,12 +247,28 @@ def run(
         "--time": time_limit is not None,
         "--account": account is not None,
     }
-    if not slurm and any(submit_only.values()):
+    if not scheduled and any(submit_only.values()):
         given = ", ".join(name for name, used in submit_only.items() if used)
         raise TprimatError(
             f"{given}: only with --slurm (without it, use --nproc-per-node and "
             "--nnodes/--node-rank/--master-addr on each node)"
         )
+    check_scheduler_options(
+        slurm=slurm,
+        k8s=k8s,
+        used={
+            "--partition": partition is not None,
+            "--time": time_limit is not None,
+            "--account": account is not None,
+            "--container-image": container_image is not None,
+            "--container-runtime": container_runtime != "auto",
+            "--container-mount": bool(container_mounts),
+            "--gpu-vendor": gpu_vendor is not None,
+            "--namespace": namespace is not None,
+            "--k8s-volume": k8s_volume is not None,
+            "--k8s-secret": k8s_secret is not None,
+        },
+    )
     request = prepare.RunRequest(
         backend=backend,
         model=model,
@@ -201,7 +277,7 @@ def run(
         iterations=iterations,
         output=output,
         run_id=run_id,
-        nproc_per_node=nproc_per_node or (gpus_per_node if slurm else None),
+        nproc_per_node=nproc_per_node or (gpus_per_node if scheduled else None),
         nnodes=nnodes,
         node_rank=node_rank,
         master_addr=master_addr,
@@ -212,7 +288,33 @@ def run(
         system_profiler=system_profiler,
         memory_snapshot=memory_snapshot,
         device=device,
+        tags=tags or {},
     )
+    if report_to and slurm:
+        raise TprimatError(
+            "--report-to: not with --slurm; export the result when the job has ended: "
+            "tprimat export RUN_DIR --to TRACKER (a suite of SLURM runs takes --report-to)"
+        )
+    reporting = report_destinations(ctx, report_to) if not dry_run else []
+    if k8s:
+        if report_to:
+            raise TprimatError("--report-to: not with --k8s; export the result when the job has ended")
+        from tprimat.cli.k8s_run import submit_and_follow_k8s
+
+        submit_and_follow_k8s(
+            ctx,
+            request,
+            strict=strict,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            image=container_image,
+            gpu_vendor=gpu_vendor,
+            namespace=namespace,
+            volume_claim=k8s_volume,
+            secret=k8s_secret,
+            dry_run=dry_run,
+        )
+        return
     if slurm:
         from tprimat.cli.slurm_run import submit_and_follow
 
@@ -226,6 +328,10 @@ def run(
             time_limit=time_limit,
             account=account,
             dry_run=dry_run,
+            image=container_image,
+            runtime=container_runtime,
+            mounts=tuple(container_mounts),
+            gpu_vendor=gpu_vendor,
         )
         return
     prepared = prepare.prepare(request, registry)
@@ -236,10 +342,27 @@ def run(
     findings = preflight(prepared, strict=strict)
     from tprimat.running.live import LiveView
 
-    outcome = runner.run(prepared, registry, view=LiveView(), manifest_extra={"doctor": findings})
+    outcome = runner.run(prepared, registry, view=LiveView(make_console()), manifest_extra={"doctor": findings})
     ctx.meta["tprimat.run_outcome"] = outcome
+    report_result(outcome.result_path, reporting)
     if outcome.result is not None and outcome.result.run.status != "completed":
         ctx.exit(1)
+
+
+def check_scheduler_options(*, slurm: bool, k8s: bool, used: dict[str, bool]) -> None:
+    """Refuse the options of a scheduler that is not used (one line, exit code 2)."""
+    from tprimat.errors import TprimatError
+
+    only = {
+        "--slurm": ("--partition", "--time", "--account", "--container-runtime", "--container-mount"),
+        "--k8s": ("--namespace", "--k8s-volume", "--k8s-secret"),
+        "--slurm or --k8s": ("--container-image", "--gpu-vendor"),
+    }
+    allowed = {"--slurm": slurm, "--k8s": k8s, "--slurm or --k8s": slurm or k8s}
+    for needs, names in only.items():
+        given = [name for name in names if used[name]]
+        if given and not allowed[needs]:
+            raise TprimatError(f"{', '.join(given)}: only with {needs}")
 
 
 def preflight(prepared, *, strict: bool) -> list[dict[str, str]]:

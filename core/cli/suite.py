@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
+from tprimat.cli.export import report_destinations, report_result, report_to_option
 from tprimat.cli.output import echo_json, print_table
+from tprimat.cli.tags import tag_option
 
 
 @click.group()
@@ -46,8 +48,8 @@ def slurm_options(function):
     return function
 
 
-def _launch(directory: Path | None, strict: bool, slurm: bool, scheduler: dict, *, reuse: bool):
-    """The launch options: given ones, else (``reuse``) those the suite was started with."""
+def _launch(directory: Path | None, strict: bool, slurm: bool, scheduler: dict, *, reuse: bool, tags=()):
+    """The launch options: given ones, else (``reuse``) those the suite was started with (its tags too)."""
     from tprimat.suite.campaign import SuiteLaunch, slurm_launch
 
     given = {k: v for k, v in scheduler.items() if v is not None}
@@ -55,11 +57,13 @@ def _launch(directory: Path | None, strict: bool, slurm: bool, scheduler: dict, 
         names = ", ".join("--" + k.replace("_", "-") for k in given)
         raise click.UsageError(f"{names} only apply with --slurm")
     if slurm:
-        return slurm_launch(given, strict=strict)
+        return slurm_launch(given, strict=strict, tags=tags)
     if reuse and directory is not None:
         saved = SuiteLaunch.load(directory)
-        return SuiteLaunch(slurm=saved.slurm, slurm_options=saved.slurm_options, strict=strict or saved.strict)
-    return SuiteLaunch(strict=strict)
+        return SuiteLaunch(
+            slurm=saved.slurm, slurm_options=saved.slurm_options, strict=strict or saved.strict, tags=saved.tags
+        )
+    return SuiteLaunch(strict=strict, tags=tags)
 
 
 def _announce(event: str, run, totals: dict[str, int]) -> None:
@@ -99,15 +103,20 @@ def _locked(directory: Path, wait: bool):
     return lock
 
 
-def _run(directory: Path, launch, lock) -> None:
-    from tprimat.suite.campaign import SUITE_FILE, load_suite, run_suite, suite_overview
+def _run(directory: Path, launch, lock, reporting: list | None = None) -> None:
+    from tprimat.suite.campaign import RUNS_DIR, SUITE_FILE, load_suite, run_suite, suite_overview
+
+    def announce(event: str, run, totals: dict[str, int]) -> None:
+        _announce(event, run, totals)
+        if event != "start":  # the run ended: its result (if it wrote one) is exported
+            report_result(directory / RUNS_DIR / run.id / "result.json", reporting or [])
 
     spec = load_suite(directory / SUITE_FILE)
     _print_doctor(launch.strict, directory)
     launch.save(directory)
     if launch.slurm:
         click.echo("suite: each run is submitted as a SLURM job: " + " ".join(launch.run_args()), err=True)
-    totals = run_suite(spec, directory, announce=_announce, launch=launch, lock=lock)
+    totals = run_suite(spec, directory, announce=announce, launch=launch, lock=lock)
     _print_overview(suite_overview(spec, directory))
     if totals.get("completed", 0) != sum(totals.values()):
         raise click.ClickException(
@@ -140,7 +149,11 @@ def _print_overview(rows: list[dict]) -> None:
 )
 @wait_option
 @slurm_options
+@report_to_option
+@tag_option
+@click.pass_context
 def run(
+    ctx: click.Context,
     suite_file: Path,
     output_dir: Path | None,
     dry_run: bool,
@@ -152,6 +165,8 @@ def run(
     partition,
     time_limit,
     account,
+    report_to: tuple[str, ...],
+    tags: dict[str, str],
 ) -> None:
     """Run every run of SUITE_FILE that has not completed yet (re-running resumes).
 
@@ -174,16 +189,18 @@ def run(
             "account": account,
         },
         reuse=False,
+        tags=tuple(tags.items()),
     )
     if dry_run:
         for item in expand(spec):
             argv = run_command(spec, item, directory / RUNS_DIR, launch)
             click.echo(f"{item.id}\n  {shlex.join(argv)}")
         return
+    reporting = report_destinations(ctx, report_to)
     directory.mkdir(parents=True, exist_ok=True)
     with _locked(directory, wait) as lock:
         init_suite_dir(suite_file, directory)
-        _run(directory, launch, lock)
+        _run(directory, launch, lock, reporting)
 
 
 @suite.command("resume")
@@ -191,8 +208,20 @@ def run(
 @click.option("--strict", is_flag=True, help="Refuse to start (exit code 2) if `tprimat doctor` finds anything.")
 @wait_option
 @slurm_options
+@report_to_option
+@click.pass_context
 def resume(
-    directory: Path, strict: bool, wait: bool, slurm: bool, nodes, gpus_per_node, partition, time_limit, account
+    ctx: click.Context,
+    directory: Path,
+    strict: bool,
+    wait: bool,
+    slurm: bool,
+    nodes,
+    gpus_per_node,
+    partition,
+    time_limit,
+    account,
+    report_to: tuple[str, ...],
 ) -> None:
     """Continue the suite in DIRECTORY: skip completed runs, retry the rest.
 
@@ -217,8 +246,9 @@ def resume(
         },
         reuse=True,
     )
+    reporting = report_destinations(ctx, report_to)
     with _locked(directory, wait) as lock:
-        _run(directory, launch, lock)
+        _run(directory, launch, lock, reporting)
 
 
 @suite.command("status")

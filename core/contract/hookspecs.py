@@ -11,7 +11,9 @@ decided the final config (:mod:`tprimat.running.prepare`); hooks render it and
 never change it.  Everything else the core needs to know of a backend (launch
 options, default platforms, log recognition, warm-up) is declared in its
 :class:`~tprimat.contract.backend.BackendSpec`, not in hooks.  Heavy imports
-(torch, frameworks) belong inside hook bodies.  The reference with examples is
+(torch, frameworks) belong inside hook bodies.  After a run, results can be
+written to experiment trackers: :func:`register_exporters` declares them, and the
+core calls the one the user names.  The reference with examples is
 ``docs/plugins.md``.
 """
 
@@ -24,6 +26,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from tprimat.contract.backend import BackendSpec
+    from tprimat.contract.exporter import ExporterSpec
     from tprimat.contract.plans import (
         DataArguments,
         LaunchContext,
@@ -120,4 +123,20 @@ def parse_metrics(backend: str, lines: Iterable[str], source: str) -> Iterator[P
     read from the log), :class:`tprimat.contract.records.EvalRecord` (held-out
     evaluations) and :class:`tprimat.contract.records.ParseIssue` (lines skipped and
     why).  Must be a pure function of the lines: no torch, no hardware.
+    """
+
+
+# -- after a run: exporting results ------------------------------------------------------
+
+
+@hookspec
+def register_exporters() -> list[ExporterSpec]:
+    """Declare the experiment trackers this plugin can write results to.
+
+    Called once per plugin when ``tprimat export --to NAME`` or ``--report-to NAME``
+    needs the exporters.  Return a list of
+    :class:`tprimat.contract.exporter.ExporterSpec` (name, description, the function
+    that writes one :class:`~tprimat.contract.exporter.TrackerRun`, requirements).
+    A name may be claimed by one installed plugin only; a second claim is reported
+    as an error naming both distributions.
     """

@@ -40,6 +40,7 @@ import pluggy
 
 from tprimat.contract import hookspecs
 from tprimat.contract.backend import Availability, BackendSpec, LogMatch, check_availability
+from tprimat.contract.exporter import ExporterSpec
 from tprimat.contract.version import CONTRACT_ATTRIBUTE, unmet_requirement
 from tprimat.errors import TprimatError
 from tprimat.hardware.platform import BuiltinPlatformPlugin, PlatformInfo
@@ -54,6 +55,10 @@ ENTRY_POINT_GROUP = "tprimat"
 
 class BackendError(TprimatError):
     """A backend that is unknown, claimed twice, or has no implementation of a hook."""
+
+
+class ExporterError(TprimatError):
+    """An exporter that is unknown or claimed twice."""
 
 
 class PluginError(TprimatError):
@@ -114,6 +119,16 @@ class RegisteredBackend:
         return check_availability(self.spec)
 
 
+@attrs.frozen(kw_only=True)
+class RegisteredExporter:
+    """An experiment-tracker exporter, the plugin that provides it, and the distribution that installed it."""
+
+    spec: ExporterSpec
+    plugin_name: str
+    distribution: str | None
+    conflict: str | None = None  # set when another distribution claims the same name
+
+
 def _split_env_list(value: str | None) -> frozenset[str]:
     return frozenset(item.strip() for item in (value or "").split(",") if item.strip())
 
@@ -140,6 +155,7 @@ class Registry:
         self.warn: Callable[[str], None] = _write_stderr
         self._origins: dict[str, tuple[str | None, str | None]] = {}
         self._backends: dict[str, RegisteredBackend] | None = None
+        self._exporters: dict[str, RegisteredExporter] | None = None
         if trace:
             self.pm.trace.root.setwriter(_write_stderr)
             self.pm.enable_tracing()
@@ -206,6 +222,7 @@ class Registry:
             return False
         self._origins[name] = (distribution, version)
         self._backends = None
+        self._exporters = None
         return True
 
     def _record_error(self, name: str, distribution: str | None, error: str) -> None:
@@ -281,6 +298,48 @@ class Registry:
         if entry.conflict:
             raise BackendError(entry.conflict)
         return entry
+
+    def exporters(self) -> dict[str, RegisteredExporter]:
+        """Every declared experiment-tracker exporter by name; names claimed twice carry a conflict."""
+        if self._exporters is None:
+            self._exporters = self._collect_exporters()
+        return self._exporters
+
+    def _collect_exporters(self) -> dict[str, RegisteredExporter]:
+        found: dict[str, RegisteredExporter] = {}
+        for impl in self.pm.hook.register_exporters.get_hookimpls():
+            distribution = self._origins.get(impl.plugin_name, (None, None))[0]
+            try:
+                answer: Any = impl.function()
+                specs = list(answer or [])
+                if not all(isinstance(spec, ExporterSpec) for spec in specs):
+                    raise TypeError("register_exporters must return ExporterSpec objects")
+            except Exception as exc:
+                self._record_error(impl.plugin_name, distribution, f"register_exporters failed: {_describe(exc)}")
+                continue
+            for spec in specs:
+                entry = RegisteredExporter(spec=spec, plugin_name=impl.plugin_name, distribution=distribution)
+                previous = found.get(spec.name)
+                if previous is not None and previous.plugin_name != impl.plugin_name:
+                    conflict = (
+                        f"exporter {spec.name!r} is claimed by both "
+                        f"{previous.distribution or previous.plugin_name} "
+                        f"and {distribution or impl.plugin_name}; uninstall one"
+                    )
+                    entry = attrs.evolve(previous, conflict=conflict)
+                found[spec.name] = entry
+        return dict(sorted(found.items()))
+
+    def exporter(self, name: str) -> ExporterSpec:
+        """The exporter called ``name``; unknown or conflicting names are errors."""
+        exporters = self.exporters()
+        entry = exporters.get(name)
+        if entry is None:
+            known = ", ".join(exporters) or "none"
+            raise ExporterError(f"unknown tracker {name!r}; installed exporters: {known}")
+        if entry.conflict:
+            raise ExporterError(entry.conflict)
+        return entry.spec
 
     # -- typed facade over the hooks -------------------------------------------------------
 
