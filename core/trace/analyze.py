@@ -40,7 +40,7 @@ from tprimat.trace.categories import (
     collective_kind,
     own_name,
 )
-from tprimat.trace.reader import ACTIVITY_CODES, RankTrace, malformed_note, read_trace
+from tprimat.trace.reader import ACTIVITY_CODES, RankTrace, load_trace, malformed_note
 
 #: Order in which overlapping activity claims time (compute first: what overlaps it is hidden).
 PRIORITY: tuple[str, ...] = (
@@ -412,6 +412,8 @@ def analyze_trace(
         "world_size": trace.world_size,
         "vendor": trace.vendor,
         "device": trace.device,
+        "format": trace.format,
+        "runtime_api": trace.runtime_api,
         "window": window,
         "activities": len(indices),
         "activities_in_file": len(trace.ts),
@@ -471,7 +473,7 @@ def analyze_paths(
 def _analyze_file(
     path: str, steps: tuple[int | None, int | None] | None, top: int, hta_rounding: bool, workers: int = 1
 ) -> dict[str, Any]:
-    trace = read_trace(path, workers=workers)
+    trace = load_trace(path, workers=workers)
     if hta_rounding:
         trace = hta_rounded(trace)
     result = analyze_trace(trace, steps=steps, top=top)

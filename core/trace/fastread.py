@@ -199,7 +199,11 @@ class _ArrayEnds(Exception):
 
 class _EventArray:
     """The elements of an event array from blocks of its text: cut at event boundaries, decoded
-    in batches, with the bytes kept between two boundaries bounded."""
+    in batches, with the bytes kept between two boundaries bounded.  A subclass that sets
+    :attr:`block_decoder` and :attr:`event_decoder` decodes other fields of the same events."""
+
+    block_decoder: msgspec.json.Decoder = _BLOCK  # "[" + events + "]" -> list of structs
+    event_decoder: msgspec.json.Decoder = _EVENT  # one event -> struct
 
     def __init__(self, offset: int) -> None:
         self.pending = bytearray(b"[")  # "[" and the text after the last cut
@@ -273,7 +277,7 @@ class _EventArray:
     def _decode(self, text: memoryview | bytes) -> list[Any]:
         """The elements of the JSON array ``text`` (a block's "[" + events + "]")."""
         try:
-            events = _BLOCK.decode(text)
+            events = self.block_decoder.decode(text)
         except (msgspec.ValidationError, UnicodeDecodeError):
             events = self._one_by_one(bytes(text))
         except msgspec.DecodeError as exc:
@@ -293,7 +297,7 @@ class _EventArray:
         events: list[Any] = []
         for raw in raws:
             try:
-                events.append(_EVENT.decode(raw))
+                events.append(self.event_decoder.decode(raw))
             except (msgspec.ValidationError, UnicodeDecodeError):
                 events.append(_malformed(raw))
             except msgspec.DecodeError as exc:
@@ -393,16 +397,24 @@ def _members_after(text: bytes, offset: int) -> dict[str, Any]:
     return value
 
 
-def fast_events(fh: IO[bytes], prefix: str, after: dict[str, Any], threaded: bool, start: int) -> Iterator[Any]:
+def fast_events(
+    fh: IO[bytes],
+    prefix: str,
+    after: dict[str, Any],
+    threaded: bool,
+    start: int,
+    array_type: type[_EventArray] = _EventArray,
+) -> Iterator[Any]:
     """The elements of the event array of the open trace ``fh``: :class:`Event` or :class:`Malformed`.
 
     ``start``: the offset of the byte after the array's ``[`` (:func:`read_head`), or of the
     byte after an element's ``,`` (see :func:`element_boundary`) to read from there on.
     ``prefix``: ``"traceEvents.item"`` when the array is the document's ``traceEvents``
     (its keys after the array go to ``after``), ``"item"`` when the document is the array.
+    ``array_type``: an :class:`_EventArray` subclass that decodes other fields.
     Raises :class:`BrokenTrace` where the text is not such an array, or is past a limit.
     """
-    array = _EventArray(start)
+    array = array_type(start)
     try:
         fh.seek(start)
         for block in _blocks(fh, threaded):

@@ -116,6 +116,10 @@ class RankTrace:
     launch_correlation: array = attrs.Factory(lambda: array("q"))
     launch_ts: array = attrs.Factory(lambda: array("d"))
     steps: list[ProfilerStep] = attrs.Factory(list)
+    #: the file's format: "kineto", "nsys-sqlite" or "rocprofv3-csv" (see :func:`load_trace`)
+    format: str = "kineto"
+    #: host time in runtime calls, from a vendor profiler's API trace (:mod:`tprimat.trace.runtime_calls`)
+    runtime_api: dict[str, Any] | None = None
     events: int = 0  # events read in traceEvents
     # events skipped for malformed fields: how many, the first (index in traceEvents, what is
     # wrong), and how many of them were GPU activity
@@ -268,6 +272,55 @@ def _read_whole(path: Path, head: _Head) -> RankTrace:
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot read trace: {exc.strerror or exc}") from None
     return _finished(trace, after)
+
+
+#: How many bytes from a file's start (inflated) tell its format.
+SNIFF_BYTES = 4096
+
+
+def sniff_format(path: str | Path) -> str:
+    """A profile's format from its first bytes: ``"nsys-sqlite"`` (any SQLite database),
+    ``"rocprofv3-csv"``, ``"rocprofv3-json"`` or ``"kineto"`` (anything else)."""
+    from tprimat.trace.nsys import SQLITE_MAGIC
+    from tprimat.trace.rocprof import sniff_csv
+
+    try:
+        with open_binary(Path(path)) as fh:
+            head = fh.read(SNIFF_BYTES)
+    except (BrokenTrace, OSError, TraceFormatError):
+        return "kineto"  # the Kineto reader says precisely what is wrong
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys-sqlite"
+    if sniff_csv(head) is not None:
+        return "rocprofv3-csv"
+    if b'"rocprofiler-sdk-tool"' in head:
+        return "rocprofv3-json"
+    return "kineto"
+
+
+def load_trace(path: str | Path, workers: int = 1) -> RankTrace:
+    """Read a profile of one rank in whichever format its content shows (:func:`sniff_format`).
+
+    An SQLite database is an Nsight Systems export (:mod:`tprimat.trace.nsys`); a CSV file
+    with rocprofv3's columns a rocprofv3 trace (:mod:`tprimat.trace.rocprof`); anything
+    else a Kineto trace (:func:`read_trace`).  rocprofv3's JSON and rocpd database
+    outputs are recognised and refused with what to do instead.
+    """
+    from tprimat.trace.nsys import read_nsys
+    from tprimat.trace.rocprof import read_rocprof_csv
+
+    path = Path(path)
+    kind = sniff_format(path)
+    if kind == "nsys-sqlite":
+        return read_nsys(path)
+    if kind == "rocprofv3-csv":
+        return read_rocprof_csv(path)
+    if kind == "rocprofv3-json":
+        raise TraceFormatError(
+            f"{path}: rocprofv3's JSON output is not read; profile with `rocprofv3 --kernel-trace "
+            "--hip-trace --output-format csv` and give the *_kernel_trace.csv file"
+        )
+    return read_trace(path, workers=workers)
 
 
 def _check_usable(trace: RankTrace) -> None:
@@ -542,7 +595,9 @@ __all__ = [
     "ProfilerStep",
     "RankTrace",
     "TraceFormatError",
+    "load_trace",
     "malformed_note",
     "open_binary",
     "read_trace",
+    "sniff_format",
 ]
