@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tprimat.cli.output import echo_json, print_table
+from tprimat.cli.output import echo_json, make_console, print_table
 
 
 @click.command()
@@ -30,6 +30,16 @@ from tprimat.cli.output import echo_json, print_table
     default=None,
     help="System the ratios are relative to (label, device, platform, backend or "
     "framework; default: the system of the first result given).",
+)
+@click.option(
+    "--group-by",
+    "group_by",
+    default=None,
+    metavar="KEY[,KEY]",
+    help="Pool runs into systems by these keys (platform, device, backend, framework, gpus, "
+    "methodology, preset, micro_batch_size, a dotted config key such as "
+    "settings.training.micro_batch_size, or a run tag as tags.KEY); default: runs that differ "
+    "in any launched setting are different systems.",
 )
 @click.option(
     "--format",
@@ -58,6 +68,7 @@ def compare(
     output_dir: Path,
     allow_mismatch: bool,
     baseline: str | None,
+    group_by: str | None,
     formats: str,
     config_path: Path | None,
     overrides: tuple[str, ...],
@@ -70,13 +81,16 @@ def compare(
 
     Runs are grouped by the fields a fair comparison needs (model, dataset,
     sequence length, global batch, precision, methodology, iterations
-    measured); mismatched runs are refused unless --allow-mismatch.
+    measured); mismatched runs are refused unless --allow-mismatch.  Within
+    a group, runs are repeats of one system only when they launched the same
+    settings, unless --group-by says how to pool them.
     """
     from tprimat.mlperf.reader import mllog_files
 
     if mllog_files(paths):  # published MLPerf result files: their own side-by-side report
         _compare_mlperf(paths, output_dir, as_json)
         return
+    from tprimat.compare.group import parse_group_by
     from tprimat.compare.model import MismatchError, build_comparison
     from tprimat.compare.report import parse_formats, systems_for_terminal, write_report
     from tprimat.settings.config import load_config
@@ -84,7 +98,9 @@ def compare(
     chosen = parse_formats(formats)
     cost = load_config(config_path, list(overrides)).cost
     try:
-        comparison = build_comparison(paths, cost=cost, allow_mismatch=allow_mismatch, baseline=baseline)
+        comparison = build_comparison(
+            paths, cost=cost, allow_mismatch=allow_mismatch, baseline=baseline, group_by=parse_group_by(group_by)
+        )
     except MismatchError as exc:
         if not as_json:
             print_table(
@@ -105,7 +121,7 @@ def compare(
         return
     print_table(
         "Comparison (tokens/s/GPU)",
-        ["system", "runs", "tokens/s/GPU", "95% CI", "ratio", "MFU", "MAMF util."],
+        ["system", "runs", "tokens/s/GPU", "interval over runs", "ratio", "MFU", "MAMF util."],
         systems_for_terminal(comparison),
     )
     if any(not s.same_config_as_baseline for s in comparison.systems):
@@ -114,14 +130,18 @@ def compare(
             "groups compare different workloads; the report lists every differing field",
             err=True,
         )
+    for label, rows in comparison.within_system.items():
+        click.echo(
+            f"warning: the runs of {label} launched different settings ({', '.join(name for name, _ in rows)}); "
+            "they are pooled only because of --group-by",
+            err=True,
+        )
     for skipped in comparison.skipped:
         click.echo(f"skipped {skipped.path}: {skipped.reason}", err=True)
     click.echo(f"report written to {output_dir}: {', '.join(sorted(written))}")
 
 
 def _compare_mlperf(paths: tuple[Path, ...], output_dir: Path, as_json: bool) -> None:
-    from rich.console import Console
-
     from tprimat.mlperf.report import write_mlperf_report
     from tprimat.mlperf.summary import print_summary, summarize_paths
 
@@ -130,5 +150,5 @@ def _compare_mlperf(paths: tuple[Path, ...], output_dir: Path, as_json: bool) ->
     if as_json:
         echo_json({"files": {name: str(path) for name, path in written.items()}})
         return
-    print_summary(systems, Console())
+    print_summary(systems, make_console())
     click.echo(f"report written to {output_dir}: {', '.join(sorted(written))}")

@@ -97,6 +97,8 @@ def tune(
     backend's own tunables), prunes what cannot fit in memory, runs short
     benchmarks in rounds of successive halving, and writes the winner as a
     preset that `benchmark.methodology = "tuned"` uses.  Every trial is kept.
+    When the measurements cannot tell the finalists apart the tune is
+    undecided: it says so, writes no preset and exits with code 1.
     """
     from tprimat import tune as tuning
     from tprimat.settings.methodology import user_preset_dir
@@ -149,6 +151,10 @@ def tune(
     write_summary(directory, plan.spec, outcome, {"device": plan.device, "notes": list(plan.notes), "pruned": pruned})
     if not as_json:
         _print_outcome(plan, outcome)
+    if outcome.undecided:  # measured, but not told apart: no preset names a winner it could not find
+        if as_json:
+            echo_json({"preset": None, "winner": None, "decision": outcome.decision, "directory": str(directory)})
+        raise click.ClickException(f"{outcome.decision}; no preset written; see {directory}/summary.json")
     if outcome.winner is None:
         raise click.ClickException(
             f"no configuration completed a run ({outcome.decision}); see {directory}/summary.json"
@@ -222,8 +228,12 @@ def _print_outcome(plan, outcome) -> None:
     for candidate in plan.spec.candidates:
         stats = outcome.statistics.get(candidate.id)
         median = f"{stats['median']:.1f}" if stats else ""
-        interval = f"[{stats['ci_low']:.1f}, {stats['ci_high']:.1f}]" if stats and stats["ci_low"] is not None else ""
+        interval = (
+            f"[{stats['ci_low']:.1f}, {stats['ci_high']:.1f}] ({stats.get('interval')})"
+            if stats and stats["ci_low"] is not None
+            else ""
+        )
         rows.append(
             [candidate.id, candidate.describe(plan.base), outcome.status.get(candidate.id, "not run"), median, interval]
         )
-    print_table("Tune", ["candidate", "changes", "status", "tokens/s/GPU", "95% interval"], rows)
+    print_table("Tune", ["candidate", "changes", "status", "tokens/s/GPU", "interval over runs"], rows)

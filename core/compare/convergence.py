@@ -31,7 +31,9 @@ from tprimat.compare.document import (
 )
 from tprimat.compare.model import Comparison
 from tprimat.compare.stats import Aggregate, aggregate
+from tprimat.compare.styles import broken, legend_outside, run_styles
 from tprimat.convergence.olympic import olympic_mean
+from tprimat.result.metrics import iteration_gaps
 
 
 @attrs.frozen(kw_only=True)
@@ -183,15 +185,20 @@ def training_loss_by_tokens(result: Any) -> list[tuple[float, float]]:
     were trained; a record without consumed samples falls back to iteration × the
     iteration's tokens.
     """
+    return [(x, y) for _, x, y in _loss_by_tokens(result)]
+
+
+def _loss_by_tokens(result: Any) -> list[tuple[int, float, float]]:
+    """(iteration, tokens trained, training loss): :func:`training_loss_by_tokens` with the iteration."""
     seq_length = result.config.seq_length
     points = []
     for r in result.iterations:
         if r.loss is None or not math.isfinite(r.loss):
             continue
         if r.consumed_samples is not None and seq_length:
-            points.append((float(r.consumed_samples * seq_length), r.loss))
+            points.append((r.iteration, float(r.consumed_samples * seq_length), r.loss))
         elif r.tokens:
-            points.append((float(r.tokens * r.iteration), r.loss))
+            points.append((r.iteration, float(r.tokens * r.iteration), r.loss))
     return points
 
 
@@ -199,27 +206,27 @@ def plot_loss_vs_tokens(plt: Any, c: Comparison, path: Path) -> Path | None:
     if not any(r.result.evaluations for r in c.runs):
         return None
     fig, ax = plt.subplots(figsize=(10.0, 5.625), dpi=160)
-    seen: set[str] = set()
+    styles = run_styles(c)
     for system in c.systems:
         for run in c.runs_of(system.label):
             result = run.result
-            train = training_loss_by_tokens(result)
+            colour, marker = styles[run.key]
+            train = _loss_by_tokens(result)
             if train:
-                ax.plot(*zip(*train, strict=True), color=system.colour, lw=0.8, alpha=0.45)
+                ax.plot(*broken(train, iteration_gaps(result.iterations)), color=colour, lw=0.8, alpha=0.45)
             evals = [
                 (p.tokens, p.eval_loss)
                 for p in result.evaluations
                 if p.tokens is not None and p.eval_loss is not None and math.isfinite(p.eval_loss)
             ]
             if evals:
-                label = f"{system.label} (eval)" if system.label not in seen else None
-                seen.add(system.label)
-                ax.plot(*zip(*evals, strict=True), color=system.colour, lw=1.6, marker="o", ms=4, label=label)
+                label = f"{run.key}: {system.label.replace(' · ', chr(10))} (eval)"
+                ax.plot(*zip(*evals, strict=True), color=colour, lw=1.6, marker=marker, ms=4, label=label)
     _target_line(ax, c)
     ax.set_xlabel("tokens trained")
     ax.set_ylabel("loss (nats per token)")
     ax.set_title("Loss against tokens (thin: training; markers: eval)")
-    ax.legend(loc="upper right")
+    legend_outside(ax)
     fig.tight_layout()
     fig.savefig(path, dpi=160)
     plt.close(fig)
@@ -228,12 +235,17 @@ def plot_loss_vs_tokens(plt: Any, c: Comparison, path: Path) -> Path | None:
 
 def _training_on_clock(result: Any) -> list[tuple[float, float]]:
     """Training loss at each iteration's end, in seconds since run start (when both are logged)."""
+    return [(x, y) for _, x, y in _clocked_loss(result)]
+
+
+def _clocked_loss(result: Any) -> list[tuple[int, float, float]]:
+    """(iteration, seconds since run start, training loss): :func:`_training_on_clock` with the iteration."""
     started = result.convergence.run_started_at if result.convergence else None
     if not started:
         return []
     zero = datetime.fromisoformat(started)
     return [
-        ((datetime.fromisoformat(r.timestamp) - zero).total_seconds(), r.loss)
+        (r.iteration, (datetime.fromisoformat(r.timestamp) - zero).total_seconds(), r.loss)
         for r in result.iterations
         if r.timestamp and r.loss is not None and math.isfinite(r.loss)
     ]
@@ -244,7 +256,7 @@ def plot_eval_vs_time(plt: Any, c: Comparison, path: Path) -> Path | None:
     if not timed:
         return None
     fig, ax = plt.subplots(figsize=(10.0, 5.625), dpi=160)
-    seen: set[str] = set()
+    styles = run_styles(c)
     for system in c.systems:
         for run in c.runs_of(system.label):
             points = [
@@ -254,17 +266,17 @@ def plot_eval_vs_time(plt: Any, c: Comparison, path: Path) -> Path | None:
             ]
             if not points:
                 continue
-            label = system.label if system.label not in seen else None
-            seen.add(system.label)
-            train = _training_on_clock(run.result)
+            colour, marker = styles[run.key]
+            train = _clocked_loss(run.result)
             if train:
-                ax.plot(*zip(*train, strict=True), color=system.colour, lw=0.8, alpha=0.45)
-            ax.plot(*zip(*points, strict=True), color=system.colour, lw=1.6, marker="o", ms=4, label=label)
+                ax.plot(*broken(train, iteration_gaps(run.result.iterations)), color=colour, lw=0.8, alpha=0.45)
+            label = f"{run.key}: {system.label.replace(' · ', chr(10))}"
+            ax.plot(*zip(*points, strict=True), color=colour, lw=1.6, marker=marker, ms=4, label=label)
     _target_line(ax, c)
     ax.set_xlabel("wall time since run start (s)")
     ax.set_ylabel("loss (nats per token)")
     ax.set_title("Loss against time to train (thin: training; markers: eval)")
-    ax.legend(loc="upper right")
+    legend_outside(ax)
     fig.tight_layout()
     fig.savefig(path, dpi=160)
     plt.close(fig)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 if TYPE_CHECKING:
-    from tprimat.compare.stats import Aggregate
+    from tprimat.compare.stats import Aggregate, Ratio
 
 
 @attrs.frozen
@@ -181,9 +181,18 @@ def format_median(agg: Aggregate | None, spec: str, unit: str = "") -> str:
 
 
 def format_interval(agg: Aggregate | None, spec: str) -> str:
-    """An aggregate's 95 % interval, or why there is none."""
+    """An aggregate's interval and what it is ("95% CI" or "range of 2 runs"), or why there is none."""
     if agg is None:
         return DASH
-    if agg.ci_low is None:
+    if agg.ci_low is None or agg.ci_high is None:
         return "single run: no interval"
-    return f"{agg.ci_low:{spec}} {DASH} {agg.ci_high:{spec}}"
+    return f"{agg.ci_low:{spec}} {DASH} {agg.ci_high:{spec}} ({agg.interval or 'bootstrap interval'})"
+
+
+def format_ratio_interval(ratio: Ratio | None) -> str:
+    """A ratio's interval and what it is, or why there is none."""
+    if ratio is None:
+        return DASH
+    if ratio.ci_low is None or ratio.ci_high is None:
+        return ratio.note or DASH
+    return f"{ratio.ci_low:.3f} {DASH} {ratio.ci_high:.3f} ({ratio.interval or 'bootstrap interval'})"

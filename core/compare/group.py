@@ -6,8 +6,14 @@ sequence length, global batch size, precision — and they measured the same
 number of iterations.  Runs that share those fields are grouped under the
 fingerprint :func:`tprimat.settings.config.config_fingerprint` gives them.
 
-Within a group, runs on the same device model, with the same framework and
-GPU count, are repeats of one *system* and are aggregated.
+Within a group, runs are repeats of one *system* only when they launched the
+same thing: the same device, backend, framework, software, and every recorded
+setting (:func:`launch_settings`; the seed, which repeats vary on purpose, and
+the cost table, which is not launched, are left out).  Runs that differ in any
+of these are different systems, each labelled by what sets it apart
+(``1× AMD EPYC · pytorch · micro_batch_size=2``).  ``--group-by KEY[,KEY]``
+pools runs by the keys named instead; the report then lists every setting that
+differs inside a system (:func:`differences_within`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any
 import attrs
 
 from tprimat.compare.load import LoadedRun
+from tprimat.errors import TprimatError
 from tprimat.result.peaks import find_device
 from tprimat.result.schema import Result
 from tprimat.settings import fairness
@@ -102,10 +109,150 @@ def system_label(result: Result) -> str:
     return f"{count}{device_key(result)} · {framework}{tuned}"
 
 
-def group_runs(loaded: Sequence[LoadedRun]) -> tuple[list[Run], list[Group]]:
-    """Runs keyed R1.. and grouped A.. by their fair fields."""
+#: Recorded values that are not launched settings: where the config came from, fingerprints and
+#: tuned-deviation texts (the settings themselves are compared), the seed (repeats vary it on
+#: purpose), the price table (read only by reports) and the commit of tprimat itself (the
+#: harness, not what was trained).
+NOT_LAUNCH_SETTINGS = (
+    "config.layers",
+    "config.config_fingerprint",
+    "config.deviations",
+    "settings.benchmark.seed",
+    "settings.cost",
+    "software.tprimat_commit",
+)
+
+#: Short names ``--group-by`` accepts, and the launch-setting key each stands for.
+GROUP_BY_NAMES = {
+    "platform": "run.platform",
+    "device": "device",
+    "backend": "run.backend",
+    "framework": "run.framework",
+    "gpus": "config.world_size",
+    "world_size": "config.world_size",
+    "methodology": "config.methodology",
+    "preset": "config.preset",
+    "micro_batch_size": "config.micro_batch_size",
+}
+
+
+def launch_settings(result: Result) -> dict[str, Any]:
+    """What a run launched, as dotted keys: device, backend, framework, software, the recorded
+    config and framework settings; two runs are repeats of one system only when these are equal."""
+    config = result.config
+    data = {
+        "device": device_key(result),
+        "run": {"platform": result.run.platform, "backend": result.run.backend, "framework": result.run.framework},
+        "config": {k: v for k, v in attrs.asdict(config).items() if k not in ("settings", "framework")},
+        "settings": config.settings,
+        "framework": config.framework.shared if config.framework is not None else {},
+        "software": attrs.asdict(result.software),
+    }
+    return {
+        key: value
+        for key, value in flatten(data).items()
+        if not any(key == skip or key.startswith(skip + ".") for skip in NOT_LAUNCH_SETTINGS)
+    }
+
+
+def parse_group_by(text: str | None) -> list[str] | None:
+    """``--group-by`` as a list of keys (None: group by every launched setting)."""
+    if text is None:
+        return None
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    if not keys:
+        raise TprimatError(f"--group-by {text!r}: name one or more keys, e.g. --group-by platform,device")
+    return keys
+
+
+def _resolve(key: str, available: set[str]) -> list[str]:
+    """The launch-setting keys ``key`` names: a short name, a dotted key, or a unique dotted tail."""
+    if key in GROUP_BY_NAMES:
+        return [GROUP_BY_NAMES[key]]
+    if key in available:
+        return [key]
+    tails = sorted(k for k in available if k.endswith("." + key))
+    if len(tails) == 1:
+        return tails
+    if tails:
+        raise TprimatError(f"--group-by {key!r} is ambiguous: give one of {', '.join(tails)}")
+    raise TprimatError(
+        f"--group-by {key!r} names no recorded setting; use {', '.join(GROUP_BY_NAMES)}, "
+        "a dotted key of the config (e.g. settings.training.micro_batch_size) or a run tag (tags.KEY)"
+    )
+
+
+def _short(key: str) -> str:
+    return key.rsplit(".", 1)[-1]
+
+
+def _distinguishing(identities: list[dict[str, Any]]) -> list[list[str]]:
+    """For systems that would share a label, ``key=value`` texts of what sets each apart."""
+    keys = [k for k in dict.fromkeys(k for i in identities for k in i) if len({repr(i.get(k)) for i in identities}) > 1]
+    keys.sort(key=lambda k: (not k.startswith("settings."), k))  # the config's own names first
+    texts = []
+    for identity in identities:
+        shown = list(dict.fromkeys(f"{_short(k)}={_text(identity.get(k))}" for k in keys))
+        texts.append(shown if len(shown) <= 3 else [*shown[:3], f"+{len(shown) - 3} more"])
+    return texts
+
+
+def _text(value: Any) -> str:
+    return "–" if value is None else str(value)
+
+
+def _label_systems(
+    members: dict[tuple[Any, ...], list[int]],
+    loaded: Sequence[LoadedRun],
+    identities: list[dict[str, Any]],
+    group_by: list[list[str]] | None,
+) -> dict[tuple[Any, ...], str]:
+    """A label per system key: the device · framework label, with what sets it apart from the
+    systems that share it; or, for a user grouping, the grouping's own values."""
+    labels: dict[tuple[Any, ...], str] = {}
+    if group_by is not None:
+        for key, indices in members.items():
+            identity = identities[indices[0]]
+            parts = []
+            for names in group_by:
+                values = {repr(identity.get(n)): identity.get(n) for n in names}
+                shown = "/".join(_text(v) for v in values.values())
+                parts.append(f"{_short(names[0])}={shown}")
+            labels[key] = " · ".join(parts)
+        return labels
+    by_base: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
+    for key, indices in members.items():  # key: (fair group, launched settings)
+        by_base.setdefault((key[0], system_label(loaded[indices[0]].result)), []).append(key)
+    for (_, base), keys in by_base.items():
+        if len(keys) == 1:
+            labels[keys[0]] = base
+            continue
+        apart = _distinguishing([identities[members[k][0]] for k in keys])
+        for key, texts in zip(keys, apart, strict=True):
+            labels[key] = " · ".join([base, *texts])
+    seen: dict[tuple[str, str], int] = {}
+    for key, label in labels.items():  # what sets systems apart may be cut short: never one label twice
+        count = seen[key[0], label] = seen.get((key[0], label), 0) + 1  # per group: [A], [B] tell groups apart
+        if count > 1:
+            labels[key] = f"{label} #{count}"
+    return labels
+
+
+def group_runs(loaded: Sequence[LoadedRun], group_by: Sequence[str] | None = None) -> tuple[list[Run], list[Group]]:
+    """Runs keyed R1.. and grouped A.. by their fair fields; within a group, systems by every
+    launched setting, or by the ``group_by`` keys (see :data:`GROUP_BY_NAMES`)."""
+    identities = [launch_settings(item.result) for item in loaded]
+    resolved = None
+    if group_by is not None:  # the user's run tags (`tprimat run --tag KEY=VALUE`) may group runs too
+        identities = [
+            {**identity, **{f"tags.{k}": v for k, v in item.result.run.tags.items()}}
+            for identity, item in zip(identities, loaded, strict=True)
+        ]
+        available = {k for identity in identities for k in identity}
+        resolved = [_resolve(key, available) for key in group_by]
     groups: dict[str, Group] = {}
     runs: list[Run] = []
+    group_of: list[str] = []
     for index, item in enumerate(loaded, start=1):
         fields = fair_fields_of(item.result)
         fingerprint = config_fingerprint(fields)
@@ -120,8 +267,25 @@ def group_runs(loaded: Sequence[LoadedRun]) -> tuple[list[Run], list[Group]]:
             groups[fingerprint] = group
         key = f"R{index}"
         group.run_keys.append(key)
+        group_of.append(group.id)
+    members: dict[tuple[Any, ...], list[int]] = {}
+    for index, identity in enumerate(identities):
+        if resolved is None:
+            system = tuple(sorted((k, repr(v)) for k, v in identity.items()))
+        else:
+            system = tuple(repr(identity.get(k)) for names in resolved for k in names)
+        members.setdefault((group_of[index], system), []).append(index)
+    labels = _label_systems(members, loaded, identities, resolved)
+    system_of = {index: labels[key] for key, indices in members.items() for index in indices}
+    for index, item in enumerate(loaded):
         runs.append(
-            Run(key=key, path=str(item.path), result=item.result, group=group.id, system=system_label(item.result))
+            Run(
+                key=f"R{index + 1}",
+                path=str(item.path),
+                result=item.result,
+                group=group_of[index],
+                system=system_of[index],
+            )
         )
     ordered = list(groups.values())
     if len(ordered) > 1:
@@ -147,6 +311,20 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
             out.update(flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
         return out
     return {prefix: value}
+
+
+def differences_within(runs: Sequence[Run]) -> dict[str, list[tuple[str, list[Any]]]]:
+    """System label -> the launched settings that are not the same in all its runs (one value per
+    run); empty unless ``--group-by`` pooled runs that launched different things."""
+    found = {}
+    for label in dict.fromkeys(r.system for r in runs):
+        members = [r for r in runs if r.system == label]
+        identities = [launch_settings(r.result) for r in members]
+        keys = dict.fromkeys(k for i in identities for k in i)
+        rows = [(k, [i.get(k) for i in identities]) for k in keys if len({repr(i.get(k)) for i in identities}) > 1]
+        if rows:
+            found[label] = rows
+    return found
 
 
 def config_diff(runs: Sequence[Run]) -> list[tuple[str, list[Any]]]:

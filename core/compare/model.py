@@ -22,6 +22,7 @@ from tprimat.compare.group import (
     Run,
     config_diff,
     device_key,
+    differences_within,
     differing_fields,
     group_runs,
 )
@@ -201,6 +202,10 @@ class Comparison:
     unchecked_settings: list[str] = attrs.Factory(list)
     #: Rendered settings a run's framework stated with another value.
     disagreements: list[frameworks.StatedDisagreement] = attrs.Factory(list)
+    #: ``--group-by`` keys (None: systems are defined by every launched setting).
+    group_by: list[str] | None = None
+    #: System label -> launched settings that differ between its runs (only with ``group_by``).
+    within_system: dict[str, list[tuple[str, list[Any]]]] = attrs.Factory(dict)
 
     def system(self, label: str) -> SystemSummary:
         return next(s for s in self.systems if s.label == label)
@@ -381,13 +386,17 @@ def build_comparison(
     cost: CostSection,
     allow_mismatch: bool = False,
     baseline: str | None = None,
+    group_by: Sequence[str] | None = None,
 ) -> Comparison:
-    """Load, group, gate and aggregate the results under ``paths``."""
+    """Load, group, gate and aggregate the results under ``paths``.
+
+    ``group_by``: keys that define a system (``--group-by``); by default every launched setting does.
+    """
     loaded = load_runs(paths)
     if not loaded.runs:
         reasons = "; ".join(f"{s.path}: {s.reason}" for s in loaded.skipped[:5])
         raise TprimatError("no valid tprimat results to compare" + (f" ({reasons})" if reasons else ""))
-    runs, groups = group_runs(loaded.runs)
+    runs, groups = group_runs(loaded.runs, group_by)
     mismatched = differing_fields(groups)
     if len(groups) > 1 and not allow_mismatch and not differ_only_in_methodology(groups, mismatched):
         names = ", ".join(name for name, _ in mismatched)
@@ -507,13 +516,20 @@ def build_comparison(
         shared_settings=frameworks.shared_rows(runs),
         unchecked_settings=frameworks.unknown_math(runs) if len(runs) > 1 else [],
         disagreements=frameworks.disagreements(runs),
+        group_by=list(group_by) if group_by is not None else None,
+        within_system=differences_within(runs),
         skipped=loaded.skipped,
         cost_settings=cost,
         flops=flops,
         method={
             "per_run_value": "each run's own median over its measured iterations "
             "(tprimat.result.metrics; warm-up and profiled iterations left out)",
-            "interval": f"{CONFIDENCE:.0%} percentile bootstrap of the median over runs",
+            "systems": "runs are repeats of one system when they launched the same thing (device, backend, "
+            "framework, software, every recorded setting but the seed)"
+            if group_by is None
+            else f"runs pooled by --group-by {','.join(group_by)}",
+            "interval": f"{CONFIDENCE:.0%} percentile bootstrap of the median over runs; called the range "
+            "of N runs when it is the observed range (too few runs for a confidence interval)",
             "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
             "bootstrap_seed": BOOTSTRAP_SEED,
             "ratio": "median tokens/s/GPU of a system over the baseline's; interval from "
@@ -573,6 +589,13 @@ def comparison_to_dict(comparison: Comparison) -> dict[str, Any]:
         for row in comparison.shared_settings
     ]
     data["unchecked_settings"] = list(comparison.unchecked_settings)
+    data["within_system"] = {
+        label: [
+            {"key": name, "values_by_run": dict(zip(comparison.system(label).run_keys, _plain(values), strict=True))}
+            for name, values in rows
+        ]
+        for label, rows in comparison.within_system.items()
+    }
     data["disagreements"] = [attrs.asdict(d) for d in comparison.disagreements]
     data["schema"] = "tprimat.compare/1"
     return data

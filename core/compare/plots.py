@@ -2,18 +2,23 @@
 
 matplotlib is imported inside :func:`render_plots` only.  Every figure is a
 1600 × 900 pixel PNG (16:9) with large type, and each system keeps the same
-colour in every figure (a colour-blind-safe palette, not vendor colours).
+colour in every figure (a colour-blind-safe palette, not vendor colours); in
+the per-iteration figures each run has its own shade of it and marker, its own
+warm-up caption, and a line broken where its log has no record
+(:mod:`tprimat.compare.styles`).  Legends sit beside the axes, off the data.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from tprimat.compare.convergence import plot_eval_vs_time, plot_loss_vs_tokens
 from tprimat.compare.model import MEMORY_FIELDS, Comparison
-from tprimat.result.metrics import select_measured
+from tprimat.compare.styles import broken, legend_outside, run_styles
+from tprimat.result.metrics import iteration_gaps
 
 FIGSIZE = (10.0, 5.625)
 DPI = 160
@@ -50,7 +55,8 @@ def _save(plt: Any, fig: Any, path: Path) -> Path:
 
 
 def _wrap(label: str) -> str:
-    return label.replace(" · ", "\n")
+    """A system label on several short lines (one per part, long parts broken between words)."""
+    return "\n".join(textwrap.fill(part, 20) for part in label.split(" · "))
 
 
 def plot_throughput(plt: Any, comparison: Comparison, path: Path) -> Path | None:
@@ -66,7 +72,7 @@ def plot_throughput(plt: Any, comparison: Comparison, path: Path) -> Path | None
         if agg.ci_low is not None:
             low.append(agg.median - agg.ci_low)
             high.append(agg.ci_high - agg.median)
-            kinds.add("95% CI over runs")
+            kinds.add(agg.interval if agg.interval and agg.interval.startswith("range") else "95% CI over runs")
         else:
             run = comparison.runs_of(s.label)[0].result.summary.tokens_per_s_per_gpu
             low.append(agg.median - run.p5)
@@ -104,102 +110,144 @@ def _caption(ax: Any, text: str) -> None:
     ax.set_xlabel(text, fontsize=11, color="#444444", labelpad=10)
 
 
-def plot_step_time(plt: Any, comparison: Comparison, path: Path) -> Path | None:
+def _spans(text_by_run: dict[str, str]) -> str:
+    """``R1: 1–2; R2: 9–10``, per run; ``1–2 in every run`` when they all have the same."""
+    distinct = set(text_by_run.values())
+    if len(distinct) == 1 and len(text_by_run) > 1:
+        return f"{distinct.pop()} in every run"
+    return "; ".join(f"{key}: {text}" for key, text in text_by_run.items())
+
+
+def _captions(ax: Any, lines: list[str]) -> None:
+    """Notes under the axis label, smaller than it: they never cover the data or the legend."""
+    if lines:
+        ax.annotate(
+            "\n".join(lines),
+            (0.5, 0.0),
+            xycoords="axes fraction",
+            xytext=(0, -62),
+            textcoords="offset points",
+            ha="center",
+            va="top",
+            fontsize=11,
+            color="#444444",
+        )
+
+
+def _iteration_text(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}–{last}"
+
+
+def _run_lines(
+    plt: Any, comparison: Comparison, value: str
+) -> tuple[Any, Any, dict[str, list[tuple[int, int]]], list[float]] | None:
+    """One line per run of ``value`` (``step_time_s`` or ``loss``) over iterations, broken at
+    gaps, in the run's shade of its system's colour; None when no run has any."""
     fig, ax = _figure(plt)
-    tops, clipped, spans, drawn = [], 0, set(), False
-    seen_labels = set()
+    styles = run_styles(comparison)
+    gaps_by_run: dict[str, list[tuple[int, int]]] = {}
+    drawn: list[float] = []
     for system in comparison.systems:
         for run in comparison.runs_of(system.label):
-            records = [r for r in run.result.iterations if r.step_time_s is not None]
-            if not records:
+            points = [(r.iteration, getattr(r, value)) for r in run.result.iterations if getattr(r, value) is not None]
+            finite = [(i, v) for i, v in points if math.isfinite(v)]
+            if not finite:
                 continue
-            measured, _ = select_measured(run.result.iterations, warmup_iterations=run.result.summary.warmup_iterations)
-            if run.result.summary.step_time_s is not None:
-                tops.append(run.result.summary.step_time_s.p95)
-            first = min(r.iteration - r.covers_iterations + 1 for r in run.result.iterations)
-            warm = run.result.summary.warmup_iterations
-            if warm:
-                spans.add((first - 0.5, first + warm - 0.5))
-            label = system.label if system.label not in seen_labels else None
-            seen_labels.add(system.label)
+            gaps = iteration_gaps(run.result.iterations)
+            if gaps:
+                gaps_by_run[run.key] = gaps
+            colour, marker = styles[run.key]
+            label = f"{run.key}: {_wrap(system.label)}"
+            if len(points) > len(finite):
+                label += f"\n({len(points) - len(finite)} non-finite not drawn)"
             ax.plot(
-                [r.iteration for r in records],
-                [r.step_time_s for r in records],
-                color=system.colour,
-                lw=1.2,
+                *broken([(i, i, v) for i, v in finite], gaps),
+                color=colour,
+                lw=1.3,
                 alpha=0.9,
                 label=label,
-                marker="." if len(records) <= 60 else None,
+                marker=marker,
+                markersize=5,
+                markevery=max(1, len(finite) // 30),
             )
-            drawn = True
+            drawn.extend(v for _, v in finite)
     if not drawn:
         plt.close(fig)
         return None
+    return fig, ax, gaps_by_run, drawn
+
+
+def _gap_caption(gaps_by_run: dict[str, list[tuple[int, int]]]) -> str | None:
+    if not gaps_by_run:
+        return None
+    spans = {key: ", ".join(_iteration_text(a, b) for a, b in gaps) for key, gaps in gaps_by_run.items()}
+    return "line broken where the log has no record: iterations " + _spans(spans)
+
+
+def _warmup_end(run: Any, first: int) -> int:
+    """The last iteration of the records left out as warm-up (a record covering iterations 1–100
+    is warm-up as a whole when the warm-up is 2 iterations)."""
+    end = first + run.result.summary.warmup_iterations - 1
+    for record in run.result.iterations:
+        if record.iteration - record.covers_iterations + 1 <= end:
+            end = max(end, record.iteration)
+    return end
+
+
+def plot_step_time(plt: Any, comparison: Comparison, path: Path) -> Path | None:
+    found = _run_lines(plt, comparison, "step_time_s")
+    if found is None:
+        return None
+    fig, ax, gaps_by_run, _ = found
+    tops, clipped = [], 0
+    warmups: dict[str, tuple[int, int]] = {}  # per run: its own warm-up, never merged with another's
+    for run in comparison.runs:
+        summary = run.result.summary
+        if summary.step_time_s is not None:
+            tops.append(summary.step_time_s.p95)
+        if summary.warmup_iterations and run.result.iterations:
+            first = min(r.iteration - r.covers_iterations + 1 for r in run.result.iterations)
+            warmups[run.key] = (first, _warmup_end(run, first))
+    for first, last in sorted(set(warmups.values())):
+        ax.axvspan(first - 0.5, last + 0.5, color="#999999", alpha=0.25, lw=0)
     top = max(tops) * 1.5 if tops else None
     if top:
         for run in comparison.runs:
             clipped += sum(1 for r in run.result.iterations if r.step_time_s is not None and r.step_time_s > top)
         ax.set_ylim(0, top)
-    for i, (start, end) in enumerate(sorted(spans)):
-        ax.axvspan(start, end, color="#999999", alpha=0.35, label="warm-up (left out)" if i == 0 else None)
-    if spans:
-        start, end = min(s for s, _ in spans), max(e for _, e in spans)
-        ax.annotate(
-            f"warm-up: iterations {start + 0.5:g}–{end - 0.5:g}",
-            (end, 0.04),
-            xycoords=("data", "axes fraction"),
-            xytext=(8, 0),
-            textcoords="offset points",
-            fontsize=11,
-            color="#444444",
-        )
+    captions = []
+    if warmups:
+        spans = {key: _iteration_text(*span) for key, span in warmups.items()}
+        captions.append("shaded: warm-up, left out of the statistics: iterations " + _spans(spans))
+    gap = _gap_caption(gaps_by_run)
+    if gap:
+        captions.append(gap)
+    if clipped:
+        captions.append(f"{clipped} iteration(s) above {top:.2f} s not shown (see the step-time table)")
     ax.set_xlabel("iteration")
+    _captions(ax, captions)
     ax.set_ylabel("step time (s)")
     ax.set_title("Step time per iteration")
-    if clipped:
-        ax.text(
-            0.99,
-            0.98,
-            f"{clipped} iteration(s) above {top:.2f} s not shown (see the step-time table)",
-            transform=ax.transAxes,
-            ha="right",
-            va="top",
-            fontsize=11,
-            color="#444444",
-        )
-    ax.legend(loc="lower right")
+    legend_outside(ax)
     return _save(plt, fig, path)
 
 
 def plot_loss(plt: Any, comparison: Comparison, path: Path) -> Path | None:
-    fig, ax = _figure(plt)
-    finite_all, drawn, seen = [], False, set()
-    for system in comparison.systems:
-        for run in comparison.runs_of(system.label):
-            points = [(r.iteration, r.loss) for r in run.result.iterations if r.loss is not None]
-            finite = [(i, v) for i, v in points if math.isfinite(v)]
-            if not finite:
-                continue
-            bad = len(points) - len(finite)
-            label = system.label if system.label not in seen else None
-            if label and bad:
-                label += f" ({bad} non-finite not drawn)"
-            seen.add(system.label)
-            ax.plot(*zip(*finite, strict=True), color=system.colour, lw=1.4, label=label)
-            finite_all.extend(v for _, v in finite)
-            drawn = True
-    if not drawn:
-        plt.close(fig)
+    found = _run_lines(plt, comparison, "loss")
+    if found is None:
         return None
+    fig, ax, gaps_by_run, finite_all = found
     positive = [v for v in finite_all if v > 0]
     if positive and len(positive) == len(finite_all) and max(positive) / min(positive) > 100:
         ax.set_yscale("log")
         ax.set_ylabel("training loss (log scale)")
     else:
         ax.set_ylabel("training loss")
+    gap = _gap_caption(gaps_by_run)
     ax.set_xlabel("iteration")
+    _captions(ax, [gap] if gap else [])
     ax.set_title("Training loss")
-    ax.legend(loc="upper right")
+    legend_outside(ax)
     return _save(plt, fig, path)
 
 
@@ -221,7 +269,7 @@ def plot_memory(plt: Any, comparison: Comparison, path: Path) -> Path | None:
             else:
                 values.append(s.memory[field].median if field in s.memory else 0.0)
         xs = [c + (i - (len(comparison.systems) - 1) / 2) * width for c in range(len(categories))]
-        bars = ax.bar(xs, values, width=width * 0.95, color=s.colour, label=s.label)
+        bars = ax.bar(xs, values, width=width * 0.95, color=s.colour, label=_wrap(s.label))
         for bar, value in zip(bars, values, strict=True):
             ax.annotate(
                 f"{value:.1f}" if value else "not\nrecorded",
@@ -237,7 +285,7 @@ def plot_memory(plt: Any, comparison: Comparison, path: Path) -> Path | None:
     ax.set_ylabel("GiB (2^30 bytes)")
     ax.set_title("Memory per GPU")
     ax.grid(axis="x", visible=False)
-    ax.legend(loc="upper left")
+    legend_outside(ax)
     return _save(plt, fig, path)
 
 

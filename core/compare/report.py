@@ -25,6 +25,7 @@ from tprimat.compare.document import (
     format_interval,
     format_median,
     format_number,
+    format_ratio_interval,
     to_html,
     to_markdown,
 )
@@ -54,6 +55,14 @@ CSV_COLUMNS = (
     "gpu_architecture",
     "status",
     "dataname",
+    # MAD's provenance columns (madengine's perf.csv names), filled where the run recorded them
+    "tags",
+    "docker_image",
+    "docker_sha",
+    "base_docker",
+    "git_commit",
+    "deployment_type",
+    "launcher",
     "platform",
     "device_name",
     "backend",
@@ -74,6 +83,8 @@ CSV_COLUMNS = (
     "config_fingerprint",
     "group",
     "system",
+    "framework_commits",
+    "energy_source",
 )
 CSV_METRIC = "tokens_per_s_per_gpu"
 
@@ -129,7 +140,7 @@ def _summary_lines(c: Comparison) -> list[str]:
         if s.ratio is None:
             continue
         if s.ratio.ci_low is not None:
-            interval = f"95% CI {s.ratio.ci_low:.3f} {DASH} {s.ratio.ci_high:.3f}"
+            interval = f"{s.ratio.interval} {s.ratio.ci_low:.3f} {DASH} {s.ratio.ci_high:.3f}"
         else:
             interval = s.ratio.note or "no interval"
         caveat = "" if s.same_config_as_baseline else " — configurations differ (see above)"
@@ -154,11 +165,7 @@ def _tuning_blocks(c: Comparison) -> list[Block]:
                 format_median(gain.iso, ",.1f"),
                 format_median(gain.tuned, ",.1f"),
                 DASH if ratio is None else f"{ratio.value:.3f}×",
-                DASH
-                if ratio is None
-                else (
-                    f"{ratio.ci_low:.3f} {DASH} {ratio.ci_high:.3f}" if ratio.ci_low is not None else ratio.note or DASH
-                ),
+                format_ratio_interval(ratio),
                 ", ".join(gain.presets) or DASH,
                 "; ".join(gain.deviations) or DASH,
             ]
@@ -169,8 +176,37 @@ def _tuning_blocks(c: Comparison) -> list[Block]:
             "For each system measured both ways: median tokens/s/GPU of its iso runs and of its tuned "
             "runs, and the speed-up tuning gave it (tuned over iso, with the bootstrap interval)."
         ),
-        Table(["system", "iso tokens/s/GPU", "tuned tokens/s/GPU", "speed-up", "95% CI", "preset", "deviations"], rows),
+        Table(
+            ["system", "iso tokens/s/GPU", "tuned tokens/s/GPU", "speed-up", "interval", "preset", "deviations"], rows
+        ),
     ]
+
+
+def _systems_blocks(c: Comparison) -> list[Block]:
+    """How runs were pooled into systems, and every setting that differs inside one."""
+    if c.group_by is None:
+        text = (
+            "Runs are repeats of one system only when they launched the same thing: device, backend, "
+            "framework, software and every recorded setting (the seed aside). Runs that differ in any "
+            "of these are different systems, labelled by what sets them apart."
+        )
+    else:
+        text = (
+            f"Runs are pooled into systems by `--group-by {','.join(c.group_by)}`, as asked: runs of one "
+            "system are treated as repeats even where they launched different settings (listed below)."
+        )
+    blocks: list[Block] = [Heading(2, "Systems"), Paragraph(text)]
+    blocks.append(Table(["system", "runs"], [[s.label, ", ".join(s.run_keys)] for s in c.systems]))
+    for label, rows in c.within_system.items():
+        keys = c.system(label).run_keys
+        blocks.append(
+            Paragraph(
+                f"Settings that differ inside {label}: its runs are not repeats of one setup, so its "
+                "median and interval mix them."
+            )
+        )
+        blocks.append(Table(["setting", *keys], [[name, *[_value(v) for v in values]] for name, values in rows]))
+    return blocks
 
 
 def _group_table(c: Comparison) -> Table:
@@ -301,6 +337,8 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
         blocks.append(Heading(2, "Summary"))
         blocks.append(Bullets(lines))
 
+    blocks.extend(_systems_blocks(c))
+
     blocks.append(Heading(2, "What was compared"))
     blocks.append(Paragraph("Fields that must match for a fair comparison (and do within a group):"))
     blocks.append(_group_table(c))
@@ -318,7 +356,8 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
         Paragraph(
             "tokens/s/GPU = global batch × sequence length / step time / GPUs, per iteration; each "
             "run contributes its median over the measured iterations; a system's value is the "
-            "median over its runs."
+            "median over its runs. The interval is the 95% bootstrap interval of that median, or, "
+            "with too few runs for one (always with two), the range of the runs, and says which."
         )
     )
     blocks.append(
@@ -328,9 +367,9 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
                 "runs",
                 "tokens/s/GPU (median)",
                 "min – max over runs",
-                "95% CI (bootstrap)",
+                "interval over runs",
                 f"ratio vs {c.baseline}",
-                "ratio 95% CI",
+                "ratio interval",
             ],
             [
                 [
@@ -340,13 +379,7 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
                     _range(s.tokens_per_s_per_gpu, ",.1f"),
                     format_interval(s.tokens_per_s_per_gpu, ",.1f"),
                     "baseline" if s.ratio is None else f"{s.ratio.value:.3f}×",
-                    DASH
-                    if s.ratio is None
-                    else (
-                        f"{s.ratio.ci_low:.3f} {DASH} {s.ratio.ci_high:.3f}"
-                        if s.ratio.ci_low is not None
-                        else s.ratio.note or DASH
-                    ),
+                    format_ratio_interval(s.ratio),
                 ]
                 for s in c.systems
             ],
@@ -466,7 +499,7 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
         blocks.append(Heading(2, "Energy"))
         blocks.append(
             Table(
-                ["system", "energy per token (J)", "95% CI"],
+                ["system", "energy per token (J)", "interval over runs"],
                 [
                     [s.label, format_median(s.energy_per_token_j, ".4g"), format_interval(s.energy_per_token_j, ".4g")]
                     for s in c.systems
@@ -639,6 +672,7 @@ def results_csv(c: Comparison) -> str:
                 "gpu_architecture": system.device,
                 "status": "SUCCESS" if r.run.status == "completed" else r.run.status.upper(),
                 "dataname": r.run.dataset,
+                **_provenance_cells(r),
                 "platform": r.run.platform or "",
                 "device_name": hw.device_name or "",
                 "backend": r.run.backend,
@@ -662,6 +696,26 @@ def results_csv(c: Comparison) -> str:
             }
         )
     return buffer.getvalue()
+
+
+def _provenance_cells(r: Any) -> dict[str, str]:
+    """MAD's provenance columns and tprimat's framework commits, from the result ("" where unknown).
+
+    ``tags`` is comma-separated ``key=value`` (madengine joins a list of tags with commas);
+    ``git_commit`` is tprimat's commit; ``framework_commits`` is ``directory=commit`` pairs joined by ";".
+    """
+    sw = r.software
+    return {
+        "tags": ",".join(f"{key}={value}" for key, value in sorted(r.run.tags.items())),
+        "docker_image": sw.container_image or "",
+        "docker_sha": sw.container_digest or "",
+        "base_docker": sw.container_base_image or "",
+        "git_commit": sw.tprimat_commit or "",
+        "deployment_type": r.run.deployment or "",
+        "launcher": r.run.launcher or "",
+        "framework_commits": ";".join(f"{path}={commit}" for path, commit in sorted(sw.framework_commits.items())),
+        "energy_source": r.summary.energy_source or "",
+    }
 
 
 def _csv(value: float | None) -> str:

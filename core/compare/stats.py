@@ -6,8 +6,10 @@ The 95% interval is the percentile bootstrap of the median over runs
 (resampling runs with replacement, a fixed seed so that a report is
 reproducible).  The ratio between two systems resamples each system's runs
 independently and takes the ratio of the two medians.  With a single run
-there is no interval, and the report says so.  With two or three runs an
-interval exists but is coarse: it cannot be wider than the observed range.
+there is no interval, and the report says so.  With few runs the bootstrap
+interval is the observed range itself (with two runs it always is): it is then
+called what it is, "range of N runs", never a 95% confidence interval
+(:func:`interval_kind`).
 """
 
 from __future__ import annotations
@@ -37,10 +39,23 @@ class Aggregate:
     ci_low: float | None  # None for a single run
     ci_high: float | None
     values: tuple[float, ...]
+    #: What ``ci_low``–``ci_high`` is: "95% CI", or "range of N runs" when the bootstrap
+    #: interval is just the observed range (too few runs); None without an interval.
+    interval: str | None = None
 
     @property
     def single_run(self) -> bool:
         return self.n == 1
+
+
+def interval_kind(bounds: tuple[float, float], extremes: tuple[float, float], runs: str) -> str:
+    """ "95% CI" for a bootstrap interval narrower than the ``extremes`` the runs reach, else
+    "range of ``runs``": with two runs (and often three to five) the percentile bootstrap
+    returns the observed range, which is no confidence interval and is not called one."""
+    low, high = bounds
+    if low <= extremes[0] and high >= extremes[1]:
+        return f"range of {runs}"
+    return f"{CONFIDENCE:.0%} CI"
 
 
 def _finite(values: Sequence[float | None]) -> list[float]:
@@ -80,6 +95,7 @@ def aggregate(values: Sequence[float | None], *, interval: bool = True) -> Aggre
         ci_low=ci[0] if ci else None,
         ci_high=ci[1] if ci else None,
         values=tuple(data),
+        interval=interval_kind(ci, (min(data), max(data)), f"{len(data)} runs") if ci else None,
     )
 
 
@@ -91,6 +107,8 @@ class Ratio:
     ci_low: float | None
     ci_high: float | None
     note: str | None = None
+    #: "95% CI", or "range of the runs' ratios" when the bootstrap reaches the extreme ratios.
+    interval: str | None = None
 
 
 def ratio_of_medians(
@@ -120,4 +138,6 @@ def ratio_of_medians(
         if b:
             samples.append(t / b)
     low, high = _bounds(samples)
-    return Ratio(value=value, ci_low=low, ci_high=high)
+    extremes = (min(top) / max(bottom), max(top) / min(bottom))
+    kind = interval_kind((low, high), extremes, f"the runs' ratios ({len(top)} vs {len(bottom)} runs)")
+    return Ratio(value=value, ci_low=low, ci_high=high, interval=kind)

@@ -224,12 +224,73 @@ def _fill_throughput(record: IterationRecord, *, tokens: int | None, world_size:
     return record
 
 
+def _scan(pairs: Iterable[tuple[int, int]]) -> tuple[int | None, list[tuple[int, int]]]:
+    """The first iteration any record covers, and the iterations no record covers (see
+    :func:`iteration_gaps`), from each record's ``(iteration, covers_iterations)`` in order.
+
+    A record that says how many iterations it covers (a line logged every k iterations
+    covers k) must start right after the one before; a record that says nothing (covers 1)
+    is one log interval after the one before, the interval being the most common distance
+    between such records (1 when every iteration is logged).  An iteration logged again
+    (a restart from an earlier checkpoint) overlaps and is no gap.  One pass, so that the
+    records a summary reads anyway (:class:`_Selection`) cost little more to check.
+    """
+    iterator = iter(pairs)
+    head = next(iterator, None)
+    if head is None:
+        return None, []
+    previous = head[0]
+    first = head[0] - head[1] + 1
+    ones = 0  # consecutive records that say nothing and are one iteration apart
+    jumps: list[tuple[int, int, int]] = []  # (previous, iteration, covers) past previous + 1
+    for iteration, covers in iterator:
+        start = iteration - covers + 1
+        if start < first:
+            first = start
+        if iteration > previous:
+            if start > previous + 1:
+                jumps.append((previous, iteration, covers))
+            elif covers == 1:
+                ones += 1
+            previous = iteration
+    distances = Counter(iteration - before for before, iteration, covers in jumps if covers == 1)
+    if ones:
+        distances[1] = ones
+    interval = min(distances, key=lambda d: (-distances[d], d)) if distances else 1
+    gaps = []
+    for before, iteration, covers in jumps:
+        last = iteration - (covers if covers > 1 else interval)
+        if last > before:
+            gaps.append((before + 1, last))
+    return first, gaps
+
+
+def iteration_gaps(records: Iterable[IterationRecord]) -> list[tuple[int, int]]:
+    """``(first, last)`` of each range of iterations missing between the records (in iteration
+    order): lines cut out of an excerpt, or lost when a job died and was restarted later on.
+
+    With a log interval of k, consecutive records 100 and 200 (each covering 100 iterations,
+    or both covering 1 and the log interval 100) leave nothing out; 100 and 400 leave out
+    201-300 (k = 100, covers 1) or 101-300 (covers 100).  Figures break their lines there.
+    """
+    return _scan(record_fields(records, "iteration", "covers_iterations"))[1]
+
+
+def gaps_note(gaps: Sequence[tuple[int, int]]) -> str:
+    """The provenance note naming the iterations no record covers."""
+    spans = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in gaps)
+    return (
+        f"gap in the iterations: no record of iterations {spans} (an excerpt, or a restart that lost "
+        "them); the statistics use the iterations recorded, figures leave the gap blank"
+    )
+
+
 class _Selection:
     """Which records count for statistics, and what was left out and why (see :func:`select_measured`)."""
 
     def __init__(self, records: Iterable[IterationRecord], *, warmup_iterations: int, exclude_profiled: bool) -> None:
-        starts = record_fields(records, "iteration", "covers_iterations")
-        self.first = min((iteration - covers + 1 for iteration, covers in starts), default=0)
+        first, self.gaps = _scan(record_fields(records, "iteration", "covers_iterations"))
+        self.first = 0 if first is None else first
         self.warmup_end = self.first + warmup_iterations
         self.exclude_profiled = exclude_profiled
         self.warmup: list[int] = []
@@ -255,7 +316,7 @@ class _Selection:
         return False
 
     def notes(self) -> list[str]:
-        notes = []
+        notes = [gaps_note(self.gaps)] if self.gaps else []
         if self.warmup:
             notes.append(f"warm-up: left out iterations {_ranges(self.warmup)}")
         if self.profiled:

@@ -132,6 +132,12 @@ def prepare(
             f"the model, {len(pruned)} pruned by the memory estimator; widen --space "
             "or change --device-capacity"
         )
+    if len(kept) == 1:
+        raise TuneError(
+            f"only one candidate is left to try ({kept[0].describe(base)}): {len(invalid)} refused by the "
+            f"config or the model, {len(pruned)} pruned by the memory estimator; a tune compares "
+            "candidates, so widen --space or change --device-capacity"
+        )
     eta, finalists, repeats = 2, 2, final_repeats
     chosen, dropped = fit_budget(kept, budget, eta=eta, finalists=finalists, final_repeats=repeats)
     notes = [*notes, *prune_notes]

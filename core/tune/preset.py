@@ -10,7 +10,6 @@ every trial's result; tprimat itself does not read it.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 from tprimat import __version__
 from tprimat.atomic import atomic_write_text
 from tprimat.settings.config import BenchmarkConfig
-from tprimat.settings.tomltext import toml_table, toml_value
+from tprimat.settings.tomltext import toml_document
 from tprimat.tune.search import Outcome, TuneSpec
 
 
@@ -45,91 +44,79 @@ def render_preset(
     name = preset_name(device, spec.backend, spec.model)
     finished = datetime.now(UTC).isoformat(timespec="seconds")
     counted = sum(1 for t in outcome.trials if t.status != "pending")
-    lines = [
-        f"# Written by `tprimat tune` on {finished}: the configuration of {spec.model} on",
-        f"# {spec.backend} that measured fastest on {device or 'this device'}, and how it was found.",
-        '# benchmark.methodology = "tuned" applies [config] for this device, backend and model.',
-        "",
-        *toml_table(
-            "preset",
-            {
-                "name": name,
-                "devices": [device or "unknown"],
-                "platform": platform,
-                "backend": spec.backend,
-                "model": spec.model,
-                "source": f"tprimat tune {__version__}: {counted} trial run(s), successive halving over "
-                f"{len(spec.candidates)} candidate(s), budget {spec.budget}; "
-                f"{outcome.decision}",
-            },
-        ),
-        *toml_table("config", outcome.winner.config_settings()),  # every knob, so a changed base cannot shift it
+    comments = [
+        f"Written by `tprimat tune` on {finished}: the configuration of {spec.model} on",
+        f"{spec.backend} that measured fastest on {device or 'this device'}, and how it was found.",
+        'benchmark.methodology = "tuned" applies [config] for this device, backend and model.',
     ]
-    for backend, values in outcome.winner.switches().items():
-        lines += toml_table(f"backends.{backend}.overrides", values)
+    preset = {
+        "name": name,
+        "devices": [device or "unknown"],
+        "platform": platform,
+        "backend": spec.backend,
+        "model": spec.model,
+        "source": f"tprimat tune {__version__}: {counted} trial run(s), successive halving over "
+        f"{len(spec.candidates)} candidate(s), budget {spec.budget}; "
+        f"{outcome.decision}",
+    }
     software: dict[str, Any] = {}
     for trial in outcome.trials:
         if trial.candidate == outcome.winner.id and trial.software:
             software = trial.software
-    lines += toml_table(
-        "tune",
-        {
-            "started_at": started_at,
-            "finished_at": finished,
-            "tprimat_version": __version__,
-            "precision": spec.precision,
-            "base_overrides": list(spec.overrides),
-            "budget": str(spec.budget),
-            "budget_spent": outcome.budget_spent,
-            "trial_seconds": round(outcome.seconds, 1),
-            "min_iterations": spec.min_iterations,
-            "eta": spec.eta,
-            "finalists": spec.finalists,
-            "final_repeats": spec.final_repeats,
-            "winner": outcome.winner.id,
-            "winner_settings": outcome.winner.as_dict(),
-            "decision": outcome.decision,
-            "notes": notes,
+    tune = {
+        "started_at": started_at,
+        "finished_at": finished,
+        "tprimat_version": __version__,
+        "precision": spec.precision,
+        "base_overrides": list(spec.overrides),
+        "budget": str(spec.budget),
+        "budget_spent": outcome.budget_spent,
+        "trial_seconds": round(outcome.seconds, 1),
+        "min_iterations": spec.min_iterations,
+        "eta": spec.eta,
+        "finalists": spec.finalists,
+        "final_repeats": spec.final_repeats,
+        "winner": outcome.winner.id,
+        "winner_settings": outcome.winner.as_dict(),
+        "decision": outcome.decision,
+        "notes": notes,
+        "software": software,
+        "space": {k: list(v) for k, v in space.items()},
+        "statistics": {
+            cid: {k: v for k, v in stats.items() if k != "ratio_to"} for cid, stats in outcome.statistics.items()
         },
-    )
-    lines += toml_table("tune.software", software)
-    lines += toml_table("tune.space", {k: list(v) for k, v in space.items()})
-    for cid, stats in outcome.statistics.items():
-        lines += toml_table(
-            f"tune.statistics.{json.dumps(cid)}", {k: v for k, v in stats.items() if k != "ratio_to_winner"}
-        )
-    for candidate in spec.candidates:
-        lines += [
-            "[[tune.candidates]]",
-            f"id = {toml_value(candidate.id)}",
-            f"settings = {toml_value(candidate.as_dict())}",
-            f"status = {toml_value(outcome.status.get(candidate.id, 'not run'))}",
-            "",
-        ]
-    for item in pruned:
-        lines += ["[[tune.pruned]]", *(f"{k} = {toml_value(v)}" for k, v in item.items() if v is not None), ""]
-    for trial in outcome.trials:
-        lines += [
-            "[[tune.trials]]",
-            *(
-                f"{k} = {toml_value(v)}"
-                for k, v in (
-                    ("id", trial.id),
-                    ("candidate", trial.candidate),
-                    ("round", trial.round),
-                    ("iterations", trial.iterations),
-                    ("repeat", trial.repeat),
-                    ("status", trial.status),
-                    ("tokens_per_s_per_gpu", trial.tokens_per_s_per_gpu),
-                    ("started_at", trial.started_at),
-                    ("finished_at", trial.finished_at),
-                    ("evidence", trial.evidence),
-                )
-                if v is not None
-            ),
-            "",
-        ]
-    return "\n".join(lines)
+        "candidates": [
+            {
+                "id": candidate.id,
+                "settings": candidate.as_dict(),
+                "status": outcome.status.get(candidate.id, "not run"),
+            }
+            for candidate in spec.candidates
+        ],
+        "pruned": list(pruned),
+        "trials": [
+            {
+                "id": trial.id,
+                "candidate": trial.candidate,
+                "round": trial.round,
+                "iterations": trial.iterations,
+                "repeat": trial.repeat,
+                "status": trial.status,
+                "tokens_per_s_per_gpu": trial.tokens_per_s_per_gpu,
+                "started_at": trial.started_at,
+                "finished_at": trial.finished_at,
+                "evidence": trial.evidence,
+            }
+            for trial in outcome.trials
+        ],
+    }
+    data = {
+        "preset": preset,
+        "config": outcome.winner.config_settings(),  # every knob, so a changed base cannot shift it
+        "backends": {backend: {"overrides": values} for backend, values in outcome.winner.switches().items()},
+        "tune": tune,
+    }
+    return toml_document(data, comments=comments)
 
 
 def write_preset(text: str, folder: Path, name: str) -> Path:

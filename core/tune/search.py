@@ -4,10 +4,11 @@ Round 0 runs every candidate once for a few iterations; each later round keeps
 the faster half (never fewer than ``finalists``) and doubles the iterations;
 the last round runs the finalists ``final_repeats`` times, so the winner is
 chosen on the core's statistics: the median tokens/s/GPU over runs with its
-bootstrap interval (:mod:`tprimat.compare.stats`).  A finalist simpler than
-the fastest (fewer settings changed from the config as written) wins when the
-95% interval of the speed ratio between them includes 1: a difference the
-measurements cannot tell from noise does not buy a more exotic setup.
+bootstrap interval (:mod:`tprimat.compare.stats`).  The finalist with the
+highest median wins when the interval of its speed ratio to every other
+finalist lies above 1; when one includes 1 the measurements cannot tell them
+apart, the tune is *undecided* and names no winner (:func:`_decide`).  A trial
+budget too small to compare two candidates is refused before anything runs.
 
 Every trial is a run of the suite machinery (:mod:`tprimat.suite.campaign`): a stable
 id that covers what it runs, one ``tprimat run`` child at a time that dies
@@ -38,7 +39,7 @@ from tprimat.atomic import atomic_write_text
 from tprimat.compare.stats import aggregate, ratio_of_medians
 from tprimat.errors import TprimatError
 from tprimat.result.schema import ResultError, load_result
-from tprimat.settings.tomltext import toml_table
+from tprimat.settings.tomltext import toml_document
 from tprimat.suite.campaign import RUNS_DIR, STATE_FILE, SuiteSpec, SuiteState, expand, run_status, run_suite
 from tprimat.tune.oom import oom_in_run
 from tprimat.tune.space import Candidate
@@ -118,11 +119,12 @@ def fit_budget(
     n = len(found)
     while n > 0 and worst_case_trials(n, eta=eta, finalists=finalists, final_repeats=final_repeats) > budget.trials:
         n -= 1
-    if n == 0 and found:
-        need = worst_case_trials(1, eta=eta, finalists=finalists, final_repeats=final_repeats)
+    if n < 2 <= len(found):
+        need = worst_case_trials(2, eta=eta, finalists=finalists, final_repeats=final_repeats)
         raise TuneError(
-            f"--budget {budget.trials} trials is too small: even one candidate needs "
-            f"{need} trial runs; give --budget {need} or more"
+            f"--budget {budget.trials} trials is too small to compare two candidates: the "
+            f"simplest (the config as written, when it is valid) and one other, {final_repeats} "
+            f"runs each, need {need} trial runs; give --budget {need} or more"
         )
     return list(found[:n]), list(found[n:])
 
@@ -154,6 +156,7 @@ class Outcome:
     winner: Candidate | None
     decision: str
     statistics: dict[str, dict[str, Any]]  # candidate id -> median/interval of the deciding round
+    undecided: bool = False  # measured, but the intervals could not tell the finalists apart
     budget_spent: bool = False
     seconds: float = 0.0
 
@@ -237,20 +240,19 @@ def trial_presets(spec: TuneSpec, candidate: Candidate, directory: Path) -> Iter
     from tprimat.settings.methodology import PRESET_DIR_ENV
 
     folder = directory / TRIAL_PRESETS_DIR / candidate.id / "preset"  # beside its base-config.toml
-    lines = toml_table(
-        "preset",
-        {
-            "name": f"trial-{candidate.id}",
-            "devices": [spec.device or ""],
-            "platform": "any",
-            "source": f"tprimat tune trial of {candidate.id}",
-            "backend": spec.backend,
-            "model": spec.model,
-        },
+    preset = {
+        "name": f"trial-{candidate.id}",
+        "devices": [spec.device or ""],
+        "platform": "any",
+        "source": f"tprimat tune trial of {candidate.id}",
+        "backend": spec.backend,
+        "model": spec.model,
+    }
+    backends = {backend: {"overrides": values} for backend, values in candidate.switches().items()}
+    atomic_write_text(
+        folder / "trial.toml",
+        toml_document({"preset": preset, "backends": backends} if backends else {"preset": preset}),
     )
-    for backend, values in candidate.switches().items():
-        lines += toml_table(f"backends.{backend}.overrides", values)
-    atomic_write_text(folder / "trial.toml", "\n".join(lines))
     before = os.environ.get(PRESET_DIR_ENV)
     os.environ[PRESET_DIR_ENV] = str(folder.absolute())
     try:
@@ -363,7 +365,9 @@ def tune(
             search.status[cid] = f"eliminated in round {round_}"
         alive = [by_id[cid] for cid in ranked[:keep]]
         round_ += 1
-    winner, decision, statistics = _decide(deciding, order, by_id)
+    others = [search.status.get(c.id, "") for c in spec.candidates if c.id not in deciding]
+    rest_infeasible = bool(others) and all(status.startswith("infeasible") for status in others)
+    winner, decision, statistics = _decide(deciding, order, by_id, rest_infeasible=rest_infeasible)
     for cid in deciding:
         search.status[cid] = "winner" if winner and cid == winner.id else "finalist"
     if search.budget_spent:
@@ -376,6 +380,7 @@ def tune(
         rounds=tuple(rounds),
         status=search.status,
         winner=winner,
+        undecided=decision.startswith(UNDECIDED),
         decision=decision,
         statistics=statistics,
         budget_spent=search.budget_spent,
@@ -389,10 +394,26 @@ def _median(values: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
+#: The decision when the measurements cannot tell the finalists apart: no winner, no preset.
+UNDECIDED = "undecided — rerun with more repeats or on a quiet machine"
+
+
 def _decide(
-    values: dict[str, list[float]], order: dict[str, int], by_id: dict[str, Candidate]
+    values: dict[str, list[float]],
+    order: dict[str, int],
+    by_id: dict[str, Candidate],
+    *,
+    rest_infeasible: bool = False,
 ) -> tuple[Candidate | None, str, dict[str, dict[str, Any]]]:
-    """The winner among ``values`` (candidate id -> tokens/s/GPU per run), and why."""
+    """The winner among ``values`` (candidate id -> tokens/s/GPU per run), and why.
+
+    The only possible winner is the candidate with the highest median; it wins when the
+    interval of its speed ratio to every other measured candidate lies above 1.  When an
+    interval includes 1 (or there is none: single runs) the measurements cannot tell them
+    apart and nothing wins (:data:`UNDECIDED`): a wide interval never hands the win to a
+    slower median.  A candidate measured alone wins only when every other one could not
+    run at all (``rest_infeasible``: out of memory), which is a finding, not a comparison.
+    """
     statistics: dict[str, dict[str, Any]] = {}
     for cid, runs in values.items():
         agg = aggregate(runs)
@@ -402,35 +423,50 @@ def _decide(
             "median": agg.median,
             "ci_low": agg.ci_low,
             "ci_high": agg.ci_high,
+            "interval": agg.interval,
             "values": list(agg.values),
         }
     if not values:
         return None, "no candidate completed a run: nothing to choose", statistics
     fastest = min(values, key=lambda cid: (-statistics[cid]["median"], order[cid]))
-    for cid in sorted(values, key=order.__getitem__):
-        if order[cid] >= order[fastest]:
-            break
-        ratio = ratio_of_medians(values[fastest], values[cid])
-        if ratio is not None and ratio.ci_low is not None and ratio.ci_low <= 1.0:
-            statistics[fastest]["ratio_to_winner"] = [ratio.value, ratio.ci_low, ratio.ci_high]
+    best = statistics[fastest]
+    if len(values) == 1:
+        if rest_infeasible:
             return (
-                by_id[cid],
-                (
-                    f"{cid} wins: the fastest, {fastest}, is {ratio.value:.3f}x its median tokens/s/GPU, "
-                    f"but the 95% interval of that ratio [{ratio.ci_low:.3f}, {ratio.ci_high:.3f}] "
-                    f"includes 1, and {cid} changes fewer settings"
-                ),
+                by_id[fastest],
+                f"{fastest} wins: the only candidate that ran (every other one ran out of memory); "
+                f"median tokens/s/GPU {best['median']:.1f} over {best['n']} run(s)",
                 statistics,
             )
-    best = statistics[fastest]
-    interval = (
-        "no interval (single run)"
-        if best["ci_low"] is None
-        else f"95% interval [{best['ci_low']:.1f}, {best['ci_high']:.1f}]"
-    )
+        return None, f"{UNDECIDED}: only {fastest} completed its runs, there is nothing to compare it with", statistics
+    apart = []
+    for cid in sorted(values, key=order.__getitem__):
+        if cid == fastest:
+            continue
+        ratio = ratio_of_medians(values[fastest], values[cid])
+        assert ratio is not None  # medians of positive throughputs
+        if ratio.ci_low is None or ratio.ci_high is None:
+            return (
+                None,
+                f"{UNDECIDED}: {fastest} has the highest median, {ratio.value:.3f}x that of {cid}, "
+                f"but {ratio.note or 'there is no interval'}",
+                statistics,
+            )
+        bounds = f"[{ratio.ci_low:.3f}, {ratio.ci_high:.3f}] ({ratio.interval})"
+        if ratio.ci_low <= 1.0:
+            statistics[fastest].setdefault("ratio_to", {})[cid] = [ratio.value, ratio.ci_low, ratio.ci_high]
+            return (
+                None,
+                f"{UNDECIDED}: {fastest} has the highest median, {ratio.value:.3f}x that of {cid}, "
+                f"but the interval of that ratio, {bounds}, includes 1",
+                statistics,
+            )
+        statistics[fastest].setdefault("ratio_to", {})[cid] = [ratio.value, ratio.ci_low, ratio.ci_high]
+        apart.append(f"{ratio.value:.3f}x {cid}, interval {bounds}")
     return (
         by_id[fastest],
-        (f"{fastest} wins: highest median tokens/s/GPU {best['median']:.1f} over {best['n']} run(s), {interval}"),
+        f"{fastest} wins: highest median tokens/s/GPU {best['median']:.1f} over {best['n']} run(s), "
+        f"and its speed ratio to every other finalist lies above 1 ({'; '.join(apart)})",
         statistics,
     )
 
@@ -443,6 +479,7 @@ def write_summary(directory: Path, spec: TuneSpec, outcome: Outcome, extra: dict
         "winner": outcome.winner.as_dict() if outcome.winner else None,
         "winner_id": outcome.winner.id if outcome.winner else None,
         "decision": outcome.decision,
+        "undecided": outcome.undecided,
         "budget_spent": outcome.budget_spent,
         "trial_seconds": outcome.seconds,
         "rounds": [list(r) for r in outcome.rounds],

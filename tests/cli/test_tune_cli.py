@@ -43,6 +43,25 @@ def test_bad_input_is_one_line_and_exit_code_2(args, words):
     assert words in out.output and "Traceback" not in out.output
 
 
+def test_a_budget_too_small_to_compare_two_candidates_is_refused_with_the_minimum(tmp_path):
+    # 6 candidates; 5 trials fit only the config as written (3 repeats): nothing would be compared
+    out = invoke("--budget", "5", "--output", str(tmp_path / "t"))
+    assert out.exit_code == 2, out.output
+    assert "too small to compare two candidates" in out.output and "give --budget 6 or more" in out.output
+    assert not (tmp_path / "t").exists()  # refused before anything ran
+    out = invoke("--budget", "6", "--dry-run")
+    assert out.exit_code == 0 and "2 candidate(s)" in out.output and "4 beyond the budget" in out.output
+    # the minimum follows the repeats the last round needs
+    out = invoke("--budget", "7", "--repeats", "4", "--dry-run")
+    assert out.exit_code == 2 and "give --budget 8 or more" in out.output
+
+
+def test_a_space_with_a_single_candidate_is_refused():
+    out = invoke("--space", "training.micro_batch_size=1", "--space", "training.recompute=none", "--dry-run")
+    assert out.exit_code == 2, out.output
+    assert "only one candidate is left" in out.output and "Traceback" not in out.output
+
+
 def test_a_directory_holding_another_search_is_refused(tmp_path):
     registry = Registry.from_environment()
     first = prepare(registry, backend="torch", model="llama3.1-tiny", budget=Budget(trials=24), estimator=None)

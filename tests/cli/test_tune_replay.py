@@ -6,9 +6,10 @@ program at the end of the command is the replay stand-in of
 ``tests/cli/test_run_vendor_replay.py``.  Here it replays the complete GH200 log for
 micro-batch sizes below 4, and the real out-of-memory traceback of the same GH200
 setup (exit 1) from micro-batch 4 up, so the infeasible path sees a real OOM log.
-Every replayed run measures the same step times, so the search ends in a tie and the
-tie rule decides: deterministic, which lets a killed-and-resumed tune be compared with
-an uninterrupted one exactly.
+Every replayed run measures the same step times, so a search among feasible candidates
+cannot tell them apart and ends undecided (no preset): deterministic, which lets a
+killed-and-resumed tune be compared with an uninterrupted one exactly.  A search in which
+every other candidate runs out of memory names the one that runs, and writes its preset.
 """
 
 from __future__ import annotations
@@ -95,7 +96,10 @@ class Trials:
         return code
 
 
-def _tune(tmp: Path, trials: Trials, *extra: str):
+SPACE = ("training.micro_batch_size=1,2,4", "training.recompute=none,full")
+
+
+def _tune(tmp: Path, trials: Trials, *extra: str, space: tuple[str, ...] = SPACE):
     config = tmp / "bench.toml"
     config.write_text(BASE)
     args = [
@@ -106,10 +110,7 @@ def _tune(tmp: Path, trials: Trials, *extra: str):
         "llama3.1-8b",
         "--config",
         str(config),
-        "--space",
-        "training.micro_batch_size=1,2,4",
-        "--space",
-        "training.recompute=none,full",
+        *(f"--space={item}" for item in space),
         "--output",
         str(tmp / "tune"),
         "--preset-dir",
@@ -140,6 +141,10 @@ def _preset(tmp: Path) -> dict:
     return tomllib.loads(path.read_text())
 
 
+def _summary(tmp: Path) -> dict:
+    return json.loads((tmp / "tune" / "summary.json").read_text())
+
+
 def _completed(tmp: Path) -> dict[str, tuple[int, int]]:
     done = {}
     for path in (tmp / "tune" / "runs").glob("*/result.json"):
@@ -148,13 +153,15 @@ def _completed(tmp: Path) -> dict[str, tuple[int, int]]:
     return done
 
 
-def test_oom_trials_are_infeasible_and_the_tie_goes_to_the_simplest(replay, monkeypatch):
+def test_oom_trials_are_infeasible_and_a_tie_is_undecided_without_a_preset(replay, monkeypatch):
     out = _tune(replay.tmp, Trials(monkeypatch))
-    assert out.exit_code == 0, out.output
-    preset = _preset(replay.tmp)
-    tune = preset["tune"]
-    assert preset["preset"]["backend"] == "nvd_megatron" and preset["preset"]["model"] == "llama3.1-8b"
-    status = {c["id"]: (c["settings"], c["status"]) for c in tune["candidates"]}
+    assert out.exit_code == 1, out.output
+    assert "undecided — rerun with more repeats or on a quiet machine" in out.output
+    assert "no preset written" in out.output
+    assert not (replay.tmp / "presets").exists() or not list((replay.tmp / "presets").glob("*.toml"))
+    tune = _summary(replay.tmp)
+    assert tune["undecided"] and tune["winner"] is None and tune["winner_id"] is None
+    status = {cid: (c["settings"], c["status"]) for cid, c in tune["candidates"].items()}
     infeasible = [s for s, st in status.values() if st.startswith("infeasible")]
     assert sorted(s["training.recompute"] for s in infeasible) == ["full", "none"]
     assert all(s["training.micro_batch_size"] == 4 for s in infeasible)
@@ -164,10 +171,20 @@ def test_oom_trials_are_infeasible_and_the_tie_goes_to_the_simplest(replay, monk
     # round 0: 6 runs; 4 feasible -> 2 finalists x 3 runs at twice the iterations
     assert len(tune["trials"]) == 6 + 2 * 3
     assert {t["iterations"] for t in tune["trials"] if t["round"] == 1} == {10}
-    # identical replayed step times: every interval includes 1, the simplest finalist wins
-    assert tune["decision"].startswith(f"{tune['winner']} wins: highest median tokens/s/GPU")
-    assert preset["config"] == {"training.micro_batch_size": 1, "training.recompute": "none"}
-    assert tune["space"] == {"training.micro_batch_size": [1, 2, 4], "training.recompute": ["none", "full"]}
+    # identical replayed step times: the ratio's interval is [1, 1], which includes 1
+    assert "includes 1" in tune["decision"]
+    assert [c["status"] for c in tune["candidates"].values()].count("finalist") == 2
+
+
+def test_the_only_candidate_that_fits_wins_and_the_tuned_run_uses_it(replay, monkeypatch):
+    # micro-batch 4 (the config as written) runs out of memory; micro-batch 1 is what runs
+    out = _tune(replay.tmp, Trials(monkeypatch), space=("training.micro_batch_size=1,4", "training.recompute=none"))
+    assert out.exit_code == 0, out.output
+    preset = _preset(replay.tmp)
+    tune = preset["tune"]
+    assert preset["preset"]["backend"] == "nvd_megatron" and preset["preset"]["model"] == "llama3.1-8b"
+    assert "the only candidate that ran (every other one ran out of memory)" in tune["decision"]
+    assert preset["config"]["training.micro_batch_size"] == 1
     assert tune["software"]["tprimat"] and tune["budget"] == "24 trials"
     winner = tune["statistics"][tune["winner"]]
     assert winner["n"] == 3 and winner["ci_low"] == winner["median"] == winner["ci_high"]
@@ -208,8 +225,8 @@ def _case():
 def test_a_tune_killed_at_random_points_resumes_to_the_same_trials_and_winner(replay, monkeypatch, seed):
     reference = replay.tmp / "reference"
     reference.mkdir()
-    assert _tune(reference, Trials(monkeypatch)).exit_code == 0
-    expected = _preset(reference)["tune"]
+    assert _tune(reference, Trials(monkeypatch)).exit_code == 1  # undecided: identical replays
+    expected = _summary(reference)
     rng = random.Random(seed)
     killed = replay.tmp / "killed"
     killed.mkdir()
@@ -229,19 +246,19 @@ def test_a_tune_killed_at_random_points_resumes_to_the_same_trials_and_winner(re
             assert all(now.get(k) == v for k, v in seen.items()), "a completed trial was run again"
             seen = now
             continue
-        assert out.exit_code == 0, out.output
+        assert out.exit_code == 1 and "undecided" in out.output, out.output
         break
     else:
         trials.kills = {}
-        assert _tune(killed, trials).exit_code == 0
+        assert _tune(killed, trials).exit_code == 1
     assert kills >= 1
-    got = _preset(killed)["tune"]
+    got = _summary(killed)
 
     def trial_set(tune):
         return sorted((t["id"], t["candidate"], t["round"], t["status"]) for t in tune["trials"])
 
     assert trial_set(got) == trial_set(expected)
-    assert got["winner"] == expected["winner"] and got["decision"] == expected["decision"]
+    assert got["winner_id"] == expected["winner_id"] and got["decision"] == expected["decision"]
     assert all(_completed(killed).get(k) == v for k, v in seen.items())
     if "during" in kinds[:kills]:  # the cut-short attempt was set aside, not counted, and run again
         assert list((killed / "tune" / "runs" / ".attempts").iterdir())
@@ -259,7 +276,7 @@ PRIMUS_FIXED = [
 ]
 
 
-def test_a_backend_switch_is_tried_through_a_trial_preset_and_written_to_the_preset(bench, monkeypatch):  # noqa: F811
+def test_a_backend_switch_is_tried_through_a_trial_preset_both_ways(bench, monkeypatch):  # noqa: F811
     from tests.cli.test_run_vendor_replay import CASES, MACHINES
 
     case = CASES["amd_primus"]
@@ -289,12 +306,17 @@ def test_a_backend_switch_is_tried_through_a_trial_preset_and_written_to_the_pre
     user_presets = os.environ["TPRIMAT_PRESET_DIR"]
     trials = Trials(monkeypatch)
     out = CliRunner().invoke(cli, args, obj={"trial_launcher": trials}, catch_exceptions=False)
-    assert out.exit_code == 0, out.output + "\n".join(trials.outputs)
-    preset = _preset(bench.tmp)
+    # identical replays both ways: the switch's two values cannot be told apart, so no preset
+    assert out.exit_code == 1, out.output + "\n".join(trials.outputs)
     printed = json.loads(out.stdout)  # --json: only the outcome on stdout
-    assert printed["winner"] == {"amd_primus.use_turbo_attention": False}
-    assert Path(printed["preset"]).parent == bench.tmp / "presets" and printed["directory"].endswith("tune")
-    assert preset["tune"]["space"] == {"amd_primus.use_turbo_attention": [False, True]}
+    assert printed["winner"] is None and printed["preset"] is None and printed["directory"].endswith("tune")
+    assert printed["decision"].startswith("undecided")
+    assert not list((bench.tmp / "presets").glob("*.toml")) if (bench.tmp / "presets").exists() else True
+    summary = json.loads((bench.tmp / "tune" / "summary.json").read_text())
+    assert summary["definition"]["candidates"] == [
+        {"amd_primus.use_turbo_attention": False},
+        {"amd_primus.use_turbo_attention": True},
+    ]
     runs = sorted((bench.tmp / "tune" / "runs").glob("amd_primus-*"))
     assert len(runs) == 2 * 3 and all("-tuned-" in r.name for r in runs)
     seen = set()
@@ -308,6 +330,4 @@ def test_a_backend_switch_is_tried_through_a_trial_preset_and_written_to_the_pre
         changed = [d for d in deviations if d.startswith("amd_primus.use_turbo_attention")]
         assert changed == (["amd_primus.use_turbo_attention: false -> true"] if turbo else [])
     assert seen == {False, True}
-    # identical replays: the tie goes to the switch's default
-    assert preset["backends"]["amd_primus"]["overrides"] == {"use_turbo_attention": False}
     assert os.environ["TPRIMAT_PRESET_DIR"] == user_presets  # the trial presets were only in force during trials

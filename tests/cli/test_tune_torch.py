@@ -3,8 +3,10 @@
 Two candidates (DDP and FSDP2 over 2 processes), two runs each: the smallest search
 that still has a final round with intervals.  The tuner is killed while a trial's
 workers train; nothing of it survives, the resumed tuner keeps the completed trial
-(same file), finishes, writes the preset with every trial, and ``tprimat run --set
-benchmark.methodology=tuned`` then trains the winner's configuration.
+(same file) and finishes.  When the runs tell the two apart it writes the preset with every
+trial, and ``tprimat run --set benchmark.methodology=tuned`` then trains the winner's
+configuration; when this shared machine's noise does not let them be told apart, the tune
+is undecided and writes no preset.
 """
 
 from __future__ import annotations
@@ -99,10 +101,16 @@ def test_torch_tune_survives_kill_9_and_the_tuned_run_uses_the_winner(tmp_path):
     before = _completed(tmp_path)
     assert len(before) == 1
     done = subprocess.run(_command(tmp_path), stdout=log, stderr=subprocess.STDOUT, env=env, timeout=300)
-    assert done.returncode == 0, (tmp_path / "tune.log").read_text()
     after = _completed(tmp_path)
     assert all(after[k] == v for k, v in before.items()), "a completed trial was run again"
     assert len(after) == 4
+    summary = json.loads((tmp_path / "tune" / "summary.json").read_text())
+    assert sorted(t["id"] for t in summary["trials"]) == sorted(after)
+    if summary["undecided"]:  # a busy machine's two runs each could not tell DDP from FSDP2
+        assert done.returncode == 1 and "no preset written" in (tmp_path / "tune.log").read_text()
+        assert not (tmp_path / "presets").exists() or not list((tmp_path / "presets").glob("*.toml"))
+        return
+    assert done.returncode == 0, (tmp_path / "tune.log").read_text()
     [preset_path] = (tmp_path / "presets").glob("*.toml")
     preset = tomllib.loads(preset_path.read_text())
     tune = preset["tune"]
@@ -110,8 +118,7 @@ def test_torch_tune_survives_kill_9_and_the_tuned_run_uses_the_winner(tmp_path):
     assert all(t["status"] == "completed" and t["tokens_per_s_per_gpu"] > 0 for t in tune["trials"])
     winner = preset["config"]["parallel.strategy"]
     assert winner in ("ddp", "fsdp2") and tune["winner_settings"]["parallel.strategy"] == winner
-    summary = json.loads((tmp_path / "tune" / "summary.json").read_text())
-    assert summary["winner_id"] == tune["winner"]
+    assert summary["winner_id"] == tune["winner"] and "lies above 1" in tune["decision"]
     # The tuned methodology trains the winner: base strategy is the other one.
     other = "fsdp2" if winner == "ddp" else "ddp"
     run = [
@@ -180,9 +187,10 @@ def test_torch_tune_over_micro_batch_and_recompute_trains_each_candidate_as_sear
     ):
         argv += ["--set", setting]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stdout + out.stderr
-    printed = json.loads(out.stdout)
     summary = json.loads((tmp_path / "tune" / "summary.json").read_text())
+    # decided (exit 0) or, when the busy machine's runs cannot tell the finalists apart, undecided (exit 1)
+    assert out.returncode == (1 if summary["undecided"] else 0), out.stdout + out.stderr
+    printed = json.loads(out.stdout)
     assert summary["definition"]["candidates"] == [
         {"training.micro_batch_size": 2, "training.recompute": "none"},  # the config as written first
         {"training.micro_batch_size": 1, "training.recompute": "none"},
@@ -202,4 +210,7 @@ def test_torch_tune_over_micro_batch_and_recompute_trains_each_candidate_as_sear
         assert config["benchmark"]["iterations"] == trial["iterations"]
         micro_batches = 2 // wanted["training.micro_batch_size"]
         assert f'"micro_batches_per_rank":{micro_batches}' in (run_dir / "logs" / "launcher.log").read_text()
-    assert printed["winner"] == settings[summary["winner_id"]]
+    if summary["undecided"]:
+        assert printed["winner"] is None and printed["preset"] is None
+    else:
+        assert printed["winner"] == settings[summary["winner_id"]]

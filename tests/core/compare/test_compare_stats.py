@@ -19,6 +19,17 @@ def test_two_runs_interval_is_their_range():
     agg = aggregate([5000.0, 5200.0])
     assert agg.median == 5100.0
     assert (agg.ci_low, agg.ci_high) == (5000.0, 5200.0)
+    assert agg.interval == "range of 2 runs"  # so it is never called a confidence interval
+
+
+def test_only_an_interval_narrower_than_the_range_is_called_a_95_percent_ci():
+    few = aggregate([10.0, 11.0, 12.5])
+    assert few.interval == "range of 3 runs" and (few.ci_low, few.ci_high) == (few.min, few.max)
+    many = aggregate([10.0, 11.0, 12.5, 9.5, 10.2, 10.8, 11.4, 9.9, 10.5, 10.1, 12.0, 9.7])
+    assert many.interval == "95% CI" and many.min < many.ci_low <= many.ci_high < many.max
+    ratio = ratio_of_medians([110.0, 112.0], [100.0, 101.0])
+    assert ratio.interval == "range of the runs' ratios (2 vs 2 runs)"
+    assert ratio.ci_low == pytest.approx(110.0 / 101.0) and ratio.ci_high == pytest.approx(112.0 / 100.0)
 
 
 def test_interval_lies_within_range_and_is_reproducible():

@@ -1,4 +1,4 @@
-"""Out-of-memory detection on a real log, the winner's statistics and the tie rule, pruning."""
+"""Out-of-memory detection on a real log, the winner's statistics and the undecided rule, pruning."""
 
 from __future__ import annotations
 
@@ -62,21 +62,49 @@ def test_the_fastest_wins_when_the_interval_excludes_a_tie():
     assert stats[fast]["median"] == 150.0 and stats[fast]["ci_low"] <= 150.0 <= stats[fast]["ci_high"]
 
 
-def test_a_tie_within_the_interval_goes_to_the_simpler_configuration():
+def test_a_tie_within_the_interval_is_undecided_and_names_no_winner():
     by_id = _candidates(2)
     simple, fast = list(by_id)
     order = {simple: 0, fast: 1}
     # the faster median is 1 % ahead but the runs overlap: the ratio's interval includes 1
     winner, decision, _ = _decide({simple: [100.0, 97.0, 104.0], fast: [101.0, 96.0, 105.0]}, order, by_id)
-    assert winner.id == simple
-    assert "includes 1" in decision and "changes fewer settings" in decision
+    assert winner is None
+    assert decision.startswith("undecided — rerun with more repeats or on a quiet machine")
+    assert f"{fast} has the highest median" in decision and "includes 1" in decision
 
 
-def test_single_runs_have_no_interval_and_the_fastest_wins():
+def test_a_wide_interval_never_hands_the_win_to_a_slower_median():
+    # a noisy machine: the simpler configuration's repeats spread over [318.9, 7344.5], its median
+    # 7x below the other's; the old tie rule kept it as the winner because the interval includes 1
+    by_id = _candidates(2)
+    simple, fast = list(by_id)
+    order = {simple: 0, fast: 1}
+    values = {simple: [318.9, 1001.2, 7344.5], fast: [7010.0, 6950.0, 7105.0]}
+    winner, decision, stats = _decide(values, order, by_id)
+    assert stats[simple]["median"] * 6 < stats[fast]["median"]
+    assert winner is None and decision.startswith("undecided")
+    # the same runs with the noise gone: the faster median wins on its interval
+    values[simple] = [1001.2, 998.0, 1003.5]
+    winner, decision, _ = _decide(values, order, by_id)
+    assert winner.id == fast and "lies above 1" in decision
+
+
+def test_single_runs_have_no_interval_and_are_undecided():
     by_id = _candidates(2)
     simple, fast = list(by_id)
     winner, decision, _ = _decide({simple: [100.0], fast: [100.5]}, {simple: 0, fast: 1}, by_id)
-    assert winner.id == fast and "no interval" in decision
+    assert winner is None and decision.startswith("undecided") and "single run" in decision
+
+
+def test_a_candidate_measured_alone_wins_only_when_the_others_could_not_run():
+    by_id = _candidates(2)
+    simple, _ = list(by_id)
+    winner, decision, _ = _decide({simple: [100.0, 101.0]}, {c: i for i, c in enumerate(by_id)}, by_id)
+    assert winner is None and "nothing to compare" in decision
+    winner, decision, _ = _decide(
+        {simple: [100.0, 101.0]}, {c: i for i, c in enumerate(by_id)}, by_id, rest_infeasible=True
+    )
+    assert winner.id == simple and "out of memory" in decision
 
 
 @attrs.frozen
