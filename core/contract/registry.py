@@ -258,34 +258,47 @@ class Registry:
             self._backends = self._collect_backends()
         return self._backends
 
-    def _collect_backends(self) -> dict[str, RegisteredBackend]:
-        found: dict[str, RegisteredBackend] = {}
-        for impl in self.pm.hook.register_backends.get_hookimpls():
-            distribution, version = self._origins.get(impl.plugin_name, (None, None))
+    def _declarations(self, hook: str, kind: type) -> Iterator[tuple[str, Any]]:
+        """(plugin name, spec) for each spec a declaration hook (``register_backends``,
+        ``register_exporters``) answers; a plugin whose hook fails or answers with something
+        other than ``kind`` is recorded as a load error and skipped."""
+        for impl in getattr(self.pm.hook, hook).get_hookimpls():
+            distribution = self._origins.get(impl.plugin_name, (None, None))[0]
             try:
                 answer: Any = impl.function()
                 specs = list(answer or [])
-                if not all(isinstance(spec, BackendSpec) for spec in specs):
-                    raise TypeError("register_backends must return BackendSpec objects")
+                if not all(isinstance(spec, kind) for spec in specs):
+                    raise TypeError(f"{hook} must return {kind.__name__} objects")
             except Exception as exc:
-                self._record_error(impl.plugin_name, distribution, f"register_backends failed: {_describe(exc)}")
+                self._record_error(impl.plugin_name, distribution, f"{hook} failed: {_describe(exc)}")
                 continue
             for spec in specs:
-                entry = RegisteredBackend(
-                    spec=self._guarded_recognisers(spec, impl.plugin_name),
-                    plugin_name=impl.plugin_name,
-                    distribution=distribution,
-                    version=version,
-                )
-                previous = found.get(spec.name)
-                if previous is not None and previous.plugin_name != impl.plugin_name:
-                    conflict = (
-                        f"backend {spec.name!r} is claimed by both "
-                        f"{previous.distribution or previous.plugin_name} "
-                        f"and {distribution or impl.plugin_name}; uninstall one"
-                    )
-                    entry = attrs.evolve(previous, conflict=conflict)
-                found[spec.name] = entry
+                yield impl.plugin_name, spec
+
+    def _conflict(self, what: str, name: str, previous_plugin: str, plugin_name: str) -> str | None:
+        """The error of a name two plugins claim (None when the same plugin declares it again)."""
+        if previous_plugin == plugin_name:
+            return None
+        first = self._origins.get(previous_plugin, (None, None))[0] or previous_plugin
+        second = self._origins.get(plugin_name, (None, None))[0] or plugin_name
+        return f"{what} {name!r} is claimed by both {first} and {second}; uninstall one"
+
+    def _collect_backends(self) -> dict[str, RegisteredBackend]:
+        found: dict[str, RegisteredBackend] = {}
+        for plugin_name, spec in self._declarations("register_backends", BackendSpec):
+            distribution, version = self._origins.get(plugin_name, (None, None))
+            entry = RegisteredBackend(
+                spec=self._guarded_recognisers(spec, plugin_name),
+                plugin_name=plugin_name,
+                distribution=distribution,
+                version=version,
+            )
+            previous = found.get(spec.name)
+            if previous is not None and (
+                conflict := self._conflict("backend", spec.name, previous.plugin_name, plugin_name)
+            ):
+                entry = attrs.evolve(previous, conflict=conflict)
+            found[spec.name] = entry
         return dict(sorted(found.items()))
 
     def backend(self, name: str) -> RegisteredBackend:
@@ -307,27 +320,15 @@ class Registry:
 
     def _collect_exporters(self) -> dict[str, RegisteredExporter]:
         found: dict[str, RegisteredExporter] = {}
-        for impl in self.pm.hook.register_exporters.get_hookimpls():
-            distribution = self._origins.get(impl.plugin_name, (None, None))[0]
-            try:
-                answer: Any = impl.function()
-                specs = list(answer or [])
-                if not all(isinstance(spec, ExporterSpec) for spec in specs):
-                    raise TypeError("register_exporters must return ExporterSpec objects")
-            except Exception as exc:
-                self._record_error(impl.plugin_name, distribution, f"register_exporters failed: {_describe(exc)}")
-                continue
-            for spec in specs:
-                entry = RegisteredExporter(spec=spec, plugin_name=impl.plugin_name, distribution=distribution)
-                previous = found.get(spec.name)
-                if previous is not None and previous.plugin_name != impl.plugin_name:
-                    conflict = (
-                        f"exporter {spec.name!r} is claimed by both "
-                        f"{previous.distribution or previous.plugin_name} "
-                        f"and {distribution or impl.plugin_name}; uninstall one"
-                    )
-                    entry = attrs.evolve(previous, conflict=conflict)
-                found[spec.name] = entry
+        for plugin_name, spec in self._declarations("register_exporters", ExporterSpec):
+            distribution = self._origins.get(plugin_name, (None, None))[0]
+            entry = RegisteredExporter(spec=spec, plugin_name=plugin_name, distribution=distribution)
+            previous = found.get(spec.name)
+            if previous is not None and (
+                conflict := self._conflict("exporter", spec.name, previous.plugin_name, plugin_name)
+            ):
+                entry = attrs.evolve(previous, conflict=conflict)
+            found[spec.name] = entry
         return dict(sorted(found.items()))
 
     def exporter(self, name: str) -> ExporterSpec:
