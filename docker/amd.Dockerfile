@@ -1,8 +1,16 @@
 # tprimat on AMD Instinct (ROCm): AMD's Primus training image plus tprimat.
 # Build from the repository root:  docker build -f docker/amd.Dockerfile -t tprimat:amd .
+# (naming the tag and the commit it records:  --build-arg TPRIMAT_IMAGE=<tag> --build-arg TPRIMAT_GIT_COMMIT=$(git rev-parse HEAD))
 # Run: see docs/docker.md (devices, ipc, shm, ulimits, video/render groups; secrets from env).
 ARG PRIMUS_IMAGE=rocm/primus:v26.5
 FROM ${PRIMUS_IMAGE}
+# Build args are scoped per stage: re-declare to use the base image's name below.
+ARG PRIMUS_IMAGE
+# The name this image is tagged and pushed as, and tprimat's commit (the image has no .git);
+# every run records them (manifest.json, result.json, results.csv).  The digest is only known
+# once the image is pushed: pass it at run time as -e TPRIMAT_CONTAINER_DIGEST (docs/docker.md).
+ARG TPRIMAT_IMAGE=tprimat:amd
+ARG TPRIMAT_GIT_COMMIT=
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
@@ -11,7 +19,10 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV PRIMUS_PATH=/workspace/Primus \
     MEGATRON_PATH=/workspace/Primus/third_party/Megatron-LM \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    TPRIMAT_CONTAINER_IMAGE=${TPRIMAT_IMAGE} \
+    TPRIMAT_BASE_IMAGE=${PRIMUS_IMAGE} \
+    TPRIMAT_GIT_COMMIT=${TPRIMAT_GIT_COMMIT}
 
 COPY . /opt/tprimat
 

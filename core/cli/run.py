@@ -290,15 +290,8 @@ def run(
         device=device,
         tags=tags or {},
     )
-    if report_to and slurm:
-        raise TprimatError(
-            "--report-to: not with --slurm; export the result when the job has ended: "
-            "tprimat export RUN_DIR --to TRACKER (a suite of SLURM runs takes --report-to)"
-        )
     reporting = report_destinations(ctx, report_to) if not dry_run else []
     if k8s:
-        if report_to:
-            raise TprimatError("--report-to: not with --k8s; export the result when the job has ended")
         from tprimat.cli.k8s_run import submit_and_follow_k8s
 
         submit_and_follow_k8s(
@@ -313,6 +306,7 @@ def run(
             volume_claim=k8s_volume,
             secret=k8s_secret,
             dry_run=dry_run,
+            reporting=reporting,
         )
         return
     if slurm:
@@ -332,6 +326,7 @@ def run(
             runtime=container_runtime,
             mounts=tuple(container_mounts),
             gpu_vendor=gpu_vendor,
+            reporting=reporting,
         )
         return
     prepared = prepare.prepare(request, registry)

@@ -6,7 +6,10 @@ Everything else (the backend, the platform, the effective config, the launch
 plan) is decided on the allocated nodes by the same ``tprimat run`` that a
 user would start there, so a login node's missing GPU never shapes the run.
 With ``--container-image`` that ``tprimat run`` is the image's, started in the
-image on each node (``tprimat.running.container``).
+image on each node (``tprimat.running.container``).  ``--report-to`` exports
+the result here, once the job has ended and its result is read back: the nodes
+never export (they may not reach the tracker, and several nodes would export
+one run several times).
 """
 
 from __future__ import annotations
@@ -14,11 +17,17 @@ from __future__ import annotations
 import shlex
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from tprimat.cli.export import report_result
 from tprimat.running.prepare import RunRequest
+
+if TYPE_CHECKING:
+    from tprimat.export.deliver import Destination
 
 #: What a node runs in an image: the ``tprimat`` the image installs (docker/*.Dockerfile).
 IMAGE_PROGRAM = "tprimat"
@@ -101,7 +110,9 @@ def submit_and_follow(
     runtime: str = "auto",
     mounts: tuple[str, ...] = (),
     gpu_vendor: str | None = None,
+    reporting: Sequence[Destination] = (),
 ) -> None:
+    """Submit the job, follow it to its end, print its result and export it to ``reporting``'s trackers."""
     from tprimat.result.schema import load_result
     from tprimat.running import runner, slurm
     from tprimat.running.prepare import RunError, new_run_id
@@ -184,5 +195,6 @@ def submit_and_follow(
 
     make_console().print(summary_table(result))
     click.echo(f"job {job_id} ended {ended.state} (exit code {ended.exit_code}); result: {result_path}")
+    report_result(result_path, list(reporting))
     if result.run.status != "completed" or not ended.ok:
         ctx.exit(1)

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from tprimat.cli.export import report_destinations, report_result, report_to_option
 from tprimat.cli.output import echo_json, print_table
 from tprimat.cli.tags import tag_option
+
+if TYPE_CHECKING:
+    from tprimat.export.deliver import Destination
+    from tprimat.suite.campaign import SuiteLaunch, SuiteRun
+    from tprimat.suite.lock import Holder, SuiteLock
+
+Decorated = TypeVar("Decorated", bound=Callable[..., Any])
 
 
 @click.group()
@@ -31,7 +40,7 @@ def _print_doctor(strict: bool, directory: Path) -> None:
         )
 
 
-def slurm_options(function):
+def slurm_options(function: Decorated) -> Decorated:
     """``--slurm`` and the scheduler options passed through to every run's ``tprimat run``."""
     options = [
         click.option(
@@ -48,7 +57,15 @@ def slurm_options(function):
     return function
 
 
-def _launch(directory: Path | None, strict: bool, slurm: bool, scheduler: dict, *, reuse: bool, tags=()):
+def _launch(
+    directory: Path | None,
+    strict: bool,
+    slurm: bool,
+    scheduler: dict[str, Any],
+    *,
+    reuse: bool,
+    tags: tuple[tuple[str, str], ...] = (),
+) -> SuiteLaunch:
     """The launch options: given ones, else (``reuse``) those the suite was started with (its tags too)."""
     from tprimat.suite.campaign import SuiteLaunch, slurm_launch
 
@@ -66,7 +83,7 @@ def _launch(directory: Path | None, strict: bool, slurm: bool, scheduler: dict, 
     return SuiteLaunch(strict=strict, tags=tags)
 
 
-def _announce(event: str, run, totals: dict[str, int]) -> None:
+def _announce(event: str, run: SuiteRun, totals: dict[str, int]) -> None:
     done = totals.get("completed", 0)
     summary = ", ".join(f"{k} {v}" for k, v in sorted(totals.items()))
     if event == "start":
@@ -75,7 +92,7 @@ def _announce(event: str, run, totals: dict[str, int]) -> None:
         click.echo(f"suite: {run.id} ended {event} ({done} completed)", err=True)
 
 
-def wait_option(function):
+def wait_option(function: Decorated) -> Decorated:
     """``--wait``: queue behind another command working in the suite directory."""
     return click.option(
         "--wait",
@@ -85,11 +102,11 @@ def wait_option(function):
     )(function)
 
 
-def _locked(directory: Path, wait: bool):
+def _locked(directory: Path, wait: bool) -> SuiteLock:
     """The suite directory's lock, announced: whom it waits for, whose stale lock it takes over."""
     from tprimat.suite.lock import acquire
 
-    def waiting(holder) -> None:
+    def waiting(holder: Holder | None) -> None:
         who = holder.describe() if holder is not None else "another tprimat command"
         click.echo(f"suite: {directory} is in use by {who}; waiting for it to end", err=True)
 
@@ -103,10 +120,10 @@ def _locked(directory: Path, wait: bool):
     return lock
 
 
-def _run(directory: Path, launch, lock, reporting: list | None = None) -> None:
+def _run(directory: Path, launch: SuiteLaunch, lock: SuiteLock, reporting: list[Destination] | None = None) -> None:
     from tprimat.suite.campaign import RUNS_DIR, SUITE_FILE, load_suite, run_suite, suite_overview
 
-    def announce(event: str, run, totals: dict[str, int]) -> None:
+    def announce(event: str, run: SuiteRun, totals: dict[str, int]) -> None:
         _announce(event, run, totals)
         if event != "start":  # the run ended: its result (if it wrote one) is exported
             report_result(directory / RUNS_DIR / run.id / "result.json", reporting or [])
@@ -125,7 +142,7 @@ def _run(directory: Path, launch, lock, reporting: list | None = None) -> None:
         )
 
 
-def _print_overview(rows: list[dict]) -> None:
+def _print_overview(rows: list[dict[str, Any]]) -> None:
     print_table(
         "Suite",
         ["run", "status", "attempts", "problem"],
@@ -160,11 +177,11 @@ def run(
     strict: bool,
     wait: bool,
     slurm: bool,
-    nodes,
-    gpus_per_node,
-    partition,
-    time_limit,
-    account,
+    nodes: int | None,
+    gpus_per_node: int | None,
+    partition: str | None,
+    time_limit: str | None,
+    account: str | None,
     report_to: tuple[str, ...],
     tags: dict[str, str],
 ) -> None:
@@ -216,11 +233,11 @@ def resume(
     strict: bool,
     wait: bool,
     slurm: bool,
-    nodes,
-    gpus_per_node,
-    partition,
-    time_limit,
-    account,
+    nodes: int | None,
+    gpus_per_node: int | None,
+    partition: str | None,
+    time_limit: str | None,
+    account: str | None,
     report_to: tuple[str, ...],
 ) -> None:
     """Continue the suite in DIRECTORY: skip completed runs, retry the rest.

@@ -297,6 +297,37 @@ def _framework_blocks(c: Comparison) -> list[Any]:
 
 
 def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block] = ()) -> list[Block]:
+    """The report as blocks, section by section in reading order (``to_markdown``/``to_html`` render them).
+
+    ``plots`` names the figures drawn (a section shows its figure only when it was drawn);
+    ``extra`` (e.g. the trace section, or a note that figures were not drawn) follows the loss.
+    """
+    return [
+        *_opening_blocks(c),
+        *_summary_blocks(c),
+        *_systems_blocks(c),
+        *_compared_blocks(c),
+        *_throughput_blocks(c, plots),
+        *_tuning_blocks(c),
+        *convergence_blocks(c, plots),
+        *_step_time_blocks(c, plots),
+        *_flops_blocks(c, plots),
+        *_memory_blocks(c, plots),
+        *_energy_blocks(c),
+        *_cost_blocks(c),
+        *_loss_blocks(c, plots),
+        *extra,
+        *_config_diff_blocks(c),
+        *_framework_blocks(c),
+        *_preflight_blocks(c),
+        *_runs_blocks(c),
+        *_skipped_blocks(c),
+        *_method_blocks(c),
+    ]
+
+
+def _opening_blocks(c: Comparison) -> list[Block]:
+    """The title, what the report was made from, and a warning when the runs are not one workload."""
     blocks: list[Block] = [Heading(1, "tprimat comparison report")]
     blocks.append(
         Paragraph(
@@ -331,15 +362,20 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
                 [[name, *[_value(v) for v in values]] for name, values in c.mismatched],
             )
         )
+    return blocks
 
+
+def _summary_blocks(c: Comparison) -> list[Block]:
+    """One line per system with a ratio to the baseline (nothing when there is none)."""
     lines = _summary_lines(c)
-    if lines:
-        blocks.append(Heading(2, "Summary"))
-        blocks.append(Bullets(lines))
+    if not lines:
+        return []
+    return [Heading(2, "Summary"), Bullets(lines)]
 
-    blocks.extend(_systems_blocks(c))
 
-    blocks.append(Heading(2, "What was compared"))
+def _compared_blocks(c: Comparison) -> list[Block]:
+    """The fields a fair comparison needs, per group, and those no run recorded."""
+    blocks: list[Block] = [Heading(2, "What was compared")]
     blocks.append(Paragraph("Fields that must match for a fair comparison (and do within a group):"))
     blocks.append(_group_table(c))
     unknown = [
@@ -350,8 +386,12 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
     ]
     if unknown:
         blocks.append(Bullets(unknown))
+    return blocks
 
-    blocks.append(Heading(2, "Throughput"))
+
+def _throughput_blocks(c: Comparison, plots: dict[str, Path]) -> list[Block]:
+    """Tokens/s/GPU per system with its interval and its ratio to the baseline."""
+    blocks: list[Block] = [Heading(2, "Throughput")]
     blocks.append(
         Paragraph(
             "tokens/s/GPU = global batch × sequence length / step time / GPUs, per iteration; each "
@@ -387,10 +427,12 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
     )
     if "throughput.png" in plots:
         blocks.append(Image("throughput.png", "Throughput per GPU by system"))
-    blocks.extend(_tuning_blocks(c))
-    blocks.extend(convergence_blocks(c, plots))
+    return blocks
 
-    blocks.append(Heading(2, "Step time"))
+
+def _step_time_blocks(c: Comparison, plots: dict[str, Path]) -> list[Block]:
+    """Step time per system: median, p95, CV and the spread of the runs' medians."""
+    blocks: list[Block] = [Heading(2, "Step time")]
     blocks.append(
         Table(
             ["system", "median (s)", "p95 (s)", "CV", "min – max of medians over runs"],
@@ -415,8 +457,12 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
     )
     if "step_time.png" in plots:
         blocks.append(Image("step_time.png", "Step time per iteration"))
+    return blocks
 
-    blocks.append(Heading(2, "TFLOP/s and MFU"))
+
+def _flops_blocks(c: Comparison, plots: dict[str, Path]) -> list[Block]:
+    """The FLOPs formula per model, TFLOP/s, MFU (and MAMF utilisation where measured) per system."""
+    blocks: list[Block] = [Heading(2, "TFLOP/s and MFU")]
     for entry in c.flops:
         blocks.append(
             Paragraph(
@@ -465,8 +511,12 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
         blocks.append(Bullets(missing))
     if "mfu.png" in plots:
         blocks.append(Image("mfu.png", "Model FLOPs utilisation"))
+    return blocks
 
-    blocks.append(Heading(2, "Memory"))
+
+def _memory_blocks(c: Comparison, plots: dict[str, Path]) -> list[Block]:
+    """Measured memory per system (the fields any run recorded), then predicted beside measured."""
+    blocks: list[Block] = [Heading(2, "Memory")]
     fields = [(f, label) for f, label in MEMORY_FIELDS if any(f in s.memory for s in c.systems)]
     if fields:
         blocks.append(
@@ -494,21 +544,29 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
     if "memory.png" in plots:
         blocks.append(Image("memory.png", "Memory per GPU"))
     blocks.extend(_predicted_memory(c))
+    return blocks
 
-    if any(s.energy_per_token_j is not None for s in c.systems):
-        blocks.append(Heading(2, "Energy"))
-        blocks.append(
-            Table(
-                ["system", "energy per token (J)", "interval over runs"],
-                [
-                    [s.label, format_median(s.energy_per_token_j, ".4g"), format_interval(s.energy_per_token_j, ".4g")]
-                    for s in c.systems
-                ],
-            )
-        )
 
+def _energy_blocks(c: Comparison) -> list[Block]:
+    """Energy per token per system, when any run measured it."""
+    if not any(s.energy_per_token_j is not None for s in c.systems):
+        return []
+    return [
+        Heading(2, "Energy"),
+        Table(
+            ["system", "energy per token (J)", "interval over runs"],
+            [
+                [s.label, format_median(s.energy_per_token_j, ".4g"), format_interval(s.energy_per_token_j, ".4g")]
+                for s in c.systems
+            ],
+        ),
+    ]
+
+
+def _cost_blocks(c: Comparison) -> list[Block]:
+    """Cost per 1T tokens and time to train per system, with the price table's source."""
     cost = c.cost_settings
-    blocks.append(Heading(2, "Cost and time to train"))
+    blocks: list[Block] = [Heading(2, "Cost and time to train")]
     blocks.append(
         Table(
             [
@@ -546,8 +604,12 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
     no_price = [f"{s.label}: {s.cost.note}" for s in c.systems if s.cost and s.cost.note]
     if no_price:
         blocks.append(Bullets(no_price))
+    return blocks
 
-    blocks.append(Heading(2, "Loss"))
+
+def _loss_blocks(c: Comparison, plots: dict[str, Path]) -> list[Block]:
+    """The final loss per system and the loss curves."""
+    blocks: list[Block] = [Heading(2, "Loss")]
     blocks.append(
         Table(
             ["system", "final loss (median over runs)", "min – max over runs"],
@@ -562,32 +624,31 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
     )
     if "loss.png" in plots:
         blocks.append(Image("loss.png", "Training loss"))
+    return blocks
 
-    blocks.extend(extra)
 
-    if c.config_diff:
-        blocks.append(Heading(2, "Configuration differences"))
-        blocks.append(
-            Paragraph(
-                "Recorded settings, hardware and software that are not the "
-                "same in every run (parallel layout and kernels may be tuned "
-                "per platform; the fields that must match are above)."
-            )
-        )
-        blocks.append(
-            Table(
-                ["setting", *[r.key for r in c.runs]],
-                [[name, *[_value(v) for v in values]] for name, values in c.config_diff],
-            )
-        )
+def _config_diff_blocks(c: Comparison) -> list[Block]:
+    """Recorded settings, hardware and software that are not the same in every run."""
+    if not c.config_diff:
+        return []
+    return [
+        Heading(2, "Configuration differences"),
+        Paragraph(
+            "Recorded settings, hardware and software that are not the "
+            "same in every run (parallel layout and kernels may be tuned "
+            "per platform; the fields that must match are above)."
+        ),
+        Table(
+            ["setting", *[r.key for r in c.runs]],
+            [[name, *[_value(v) for v in values]] for name, values in c.config_diff],
+        ),
+    ]
 
-    blocks.extend(_framework_blocks(c))
 
-    preflight = _preflight_blocks(c)
-    blocks.extend(preflight)
-
-    blocks.append(Heading(2, "Runs and provenance"))
+def _runs_blocks(c: Comparison) -> list[Block]:
+    """One row per run, then each run's result file, parser, inputs and notes."""
     run_mamf = any(r.mamf_utilisation is not None for r in c.run_rows)
+    blocks: list[Block] = [Heading(2, "Runs and provenance")]
     blocks.append(
         Table(
             [
@@ -631,19 +692,27 @@ def build_document(c: Comparison, plots: dict[str, Path], extra: Iterable[Block]
         items += [f"input: `{i}`" for i in r.inputs]
         items += [f"note: {n}" for n in r.notes]
         blocks.append(Bullets(items))
+    return blocks
 
-    if c.skipped:
-        blocks.append(Heading(2, "Skipped inputs"))
-        blocks.append(Paragraph("These files were not used: they are not valid tprimat results."))
-        blocks.append(Table(["file", "reason"], [[f"`{s.path}`", s.reason] for s in c.skipped]))
 
-    blocks.append(Heading(2, "Method"))
+def _skipped_blocks(c: Comparison) -> list[Block]:
+    """The input files that were not valid results, with the reason."""
+    if not c.skipped:
+        return []
+    return [
+        Heading(2, "Skipped inputs"),
+        Paragraph("These files were not used: they are not valid tprimat results."),
+        Table(["file", "reason"], [[f"`{s.path}`", s.reason] for s in c.skipped]),
+    ]
+
+
+def _method_blocks(c: Comparison) -> list[Block]:
+    """How the figures were computed (the comparison's method record)."""
     method = []
     for key, value in c.method.items():
         shown = ", ".join(map(str, value)) if isinstance(value, list) else value
         method.append(f"{key.replace('_', ' ')}: {shown}")
-    blocks.append(Bullets(method))
-    return blocks
+    return [Heading(2, "Method"), Bullets(method)]
 
 
 # --- CSV --------------------------------------------------------------------------------------

@@ -48,6 +48,9 @@ class RunInfo:
     started_at: str | None  # ISO 8601, UTC
     finished_at: str | None
     tprimat_version: str
+    launcher: str | None = None  # the program tprimat started, e.g. "torchrun"
+    deployment: str | None = None  # where: "local", "slurm" or "k8s"
+    tags: dict[str, str] = attrs.Factory(dict)  # the user's labels (`tprimat run --tag KEY=VALUE`)
 
 
 @attrs.frozen(kw_only=True)
@@ -74,8 +77,12 @@ class Software:
     rocm: str | None = None
     collectives: str | None = None  # e.g. "NCCL 2.21.5", "RCCL 2.22.3"
     framework_version: str | None = None
-    container_image: str | None = None
-    extra: dict[str, str] = attrs.Factory(dict)
+    container_image: str | None = None  # $TPRIMAT_CONTAINER_IMAGE, set by tprimat's Dockerfiles
+    container_digest: str | None = None  # $TPRIMAT_CONTAINER_DIGEST, e.g. "sha256:..." (known outside the image)
+    container_base_image: str | None = None  # the vendor image it was built on ($TPRIMAT_BASE_IMAGE)
+    tprimat_commit: str | None = None  # tprimat's git commit: its checkout's, or $TPRIMAT_GIT_COMMIT in an image
+    framework_commits: dict[str, str] = attrs.Factory(dict)  # framework checkout directory -> its git commit
+    extra: dict[str, str] = attrs.Factory(dict)  # other versions by name, e.g. "megatron-core": "0.16.1"
 
 
 @attrs.frozen(kw_only=True)
@@ -170,6 +177,8 @@ class Summary:
     mem_device_used_gib: float | None = None
     mem_rss_gib: float | None = None
     energy_per_token_j: float | None = None
+    #: where the iterations' energy came from and in which unit, e.g. "nvml energy counter (mJ)"
+    energy_source: str | None = None
     final_loss: float | None = None
     reported: dict[str, Stats] = attrs.Factory(dict)  # the framework's own figures, secondary
 
@@ -270,6 +279,8 @@ class Result:
 
 
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+#: How a result spells the floats strict JSON has no literal for.
+NON_FINITE_NAMES = tuple(_NON_FINITE)
 
 
 def _unstructure_float(value: float) -> float | str:

@@ -8,10 +8,16 @@ default text forms, :mod:`tprimat.hardware.smi_text`).  Nothing available means
 no samples, and every field derived from them stays absent: a missing power
 reading is never a zero.
 
-Energy over a time window is the integral of the summed power of the
-monitored GPUs, with power taken as linear between samples; a window not
-covered by samples on both sides has no energy.  The raw samples are kept
-(``monitor.jsonl`` in the run directory) so every joule can be audited.
+Energy over a time window comes from the hardware's own energy counter
+where the library exposes one (NVML's total energy in mJ, amdsmi's energy
+accumulator in counts of its stated resolution): the counters' increase
+between samples, summed over the monitored GPUs, spread evenly over the
+time between the samples.  Without counters it is the integral of the
+summed power, with power taken as linear between samples.  Either way a
+window not covered by samples on both sides has no energy, and
+:attr:`GpuMonitor.energy_source` says which source (and unit) gave it.  The
+raw samples, counters included, are kept (``monitor.jsonl`` in the run
+directory) so every joule can be audited.
 Parsing of tool output is separate from running the tools, and tested
 against real outputs.
 """
@@ -50,6 +56,8 @@ class GpuReading:
     mem_total_gib: float | None = None
     sm_clock_mhz: float | None = None
     mem_clock_mhz: float | None = None
+    energy_counter: int | None = None  # the hardware's energy counter, raw (it only grows, until a reset)
+    energy_counter_unit_j: float | None = None  # joules per count of energy_counter
 
 
 @attrs.frozen(kw_only=True)
@@ -63,7 +71,7 @@ class SamplerUnavailable(Exception):
 
 
 class Sampler(Protocol):
-    name: str
+    name: str  # e.g. "nvml", "amd-smi"
 
     def read(self) -> list[GpuReading]: ...
 
@@ -238,10 +246,22 @@ def _try(function: Callable[..., Any], *args: Any) -> Any:
         return None
 
 
+#: NVML's and amdsmi's energy counters are unsigned 64-bit integers.
+ENERGY_COUNTER_MODULUS = 2**64
+#: NVML reports total energy in millijoules; amdsmi's counter resolution is in microjoules.
+NVML_ENERGY_UNIT_J = 1e-3
+AMDSMI_RESOLUTION_UNIT_J = 1e-6
+
+
 class NvmlSampler:
-    """NVML through ``pynvml`` (the ``nvidia-ml-py`` package)."""
+    """NVML through ``pynvml`` (the ``nvidia-ml-py`` package).
+
+    ``nvmlDeviceGetTotalEnergyConsumption`` (Volta and later) is the energy the
+    GPU used since the driver was loaded, in mJ.
+    """
 
     name = "nvml"
+    counter_source = "nvml energy counter (mJ)"
 
     def __init__(self) -> None:
         try:
@@ -260,6 +280,7 @@ class NvmlSampler:
             power = _try(n.nvmlDeviceGetPowerUsage, handle)  # milliwatts
             util = _try(n.nvmlDeviceGetUtilizationRates, handle)
             memory = _try(n.nvmlDeviceGetMemoryInfo, handle)
+            total_mj = _try(getattr(n, "nvmlDeviceGetTotalEnergyConsumption", _absent), handle)
             readings.append(
                 GpuReading(
                     index=index,
@@ -269,6 +290,8 @@ class NvmlSampler:
                     mem_total_gib=None if memory is None else memory.total / GIB,
                     sm_clock_mhz=_value(_try(n.nvmlDeviceGetClockInfo, handle, n.NVML_CLOCK_SM)),
                     mem_clock_mhz=_value(_try(n.nvmlDeviceGetClockInfo, handle, n.NVML_CLOCK_MEM)),
+                    energy_counter=_counter(total_mj),
+                    energy_counter_unit_j=None if _counter(total_mj) is None else NVML_ENERGY_UNIT_J,
                 )
             )
         return readings
@@ -277,10 +300,26 @@ class NvmlSampler:
         _try(self.nvml.nvmlShutdown)
 
 
+def _absent(*args: Any) -> None:
+    """A library function this version of the library lacks."""
+    raise AttributeError("not in this library version")
+
+
+def _counter(value: Any) -> int | None:
+    """A raw counter value, or None when the library gave none (or not an integer)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 class AmdSmiSampler:
-    """AMD SMI's Python library (``amdsmi``, shipped with ROCm)."""
+    """AMD SMI's Python library (``amdsmi``, shipped with ROCm).
+
+    ``amdsmi_get_energy_count`` gives the energy accumulator in counts and the
+    counter's resolution in µJ per count (the key is ``energy_accumulator``;
+    ROCm 6 releases called it ``power``).
+    """
 
     name = "amdsmi"
+    counter_source = "amdsmi energy counter (counts x counter_resolution uJ)"
 
     def __init__(self) -> None:
         try:
@@ -311,6 +350,7 @@ class AmdSmiSampler:
             vram = _try(a.amdsmi_get_gpu_vram_usage, handle) or {}
             gfx = _try(a.amdsmi_get_clock_info, handle, a.AmdSmiClkType.GFX) or {}
             mem = _try(a.amdsmi_get_clock_info, handle, a.AmdSmiClkType.MEM) or {}
+            count, unit_j = _amdsmi_energy(_try(getattr(a, "amdsmi_get_energy_count", _absent), handle) or {})
             readings.append(
                 GpuReading(
                     index=index,
@@ -320,12 +360,23 @@ class AmdSmiSampler:
                     mem_total_gib=_scale(_value(vram.get("vram_total")), MIB),
                     sm_clock_mhz=_value(gfx.get("clk")),
                     mem_clock_mhz=_value(mem.get("clk")),
+                    energy_counter=count,
+                    energy_counter_unit_j=unit_j,
                 )
             )
         return readings
 
     def close(self) -> None:
         _try(self.amdsmi.amdsmi_shut_down)
+
+
+def _amdsmi_energy(found: dict[str, Any]) -> tuple[int | None, float | None]:
+    """The counter and joules per count from ``amdsmi_get_energy_count``'s answer (None, None: not given)."""
+    count = _counter(found.get("energy_accumulator", found.get("power")))
+    resolution = _value(found.get("counter_resolution"))
+    if count is None or resolution is None or resolution <= 0:
+        return None, None
+    return count, resolution * AMDSMI_RESOLUTION_UNIT_J
 
 
 class CommandSampler:
@@ -466,6 +517,7 @@ class GpuMonitor:
         self.clock = clock
         self.samples: list[Sample] = []
         self.errors = 0
+        self.energy_sources: set[str] = set()  # what energy_j used so far (see energy_source)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -535,13 +587,39 @@ class GpuMonitor:
                 series.append((sample.time_s, float(sum(powers))))  # type: ignore[arg-type]
         return series
 
+    def _counter_series(self) -> list[tuple[float, float | None]]:
+        with self._lock:
+            samples = list(self.samples)
+        series: list[tuple[float, float | None]] = []
+        before: dict[int, tuple[int, float]] | None = None
+        for sample in samples:
+            now = _counters(sample)
+            series.append((sample.time_s, counter_increase_j(before, now)))
+            before = now
+        return series
+
     def energy_j(self, start_s: float, end_s: float) -> float | None:
         """Joules drawn by the monitored GPUs between two ``time.time()`` instants.
 
-        None unless samples exist at or before ``start_s`` and at or after
+        From the energy counters when every sample around the window has them
+        and none was reset inside it, else from the power samples.  None
+        unless samples exist at or before ``start_s`` and at or after
         ``end_s``: energy is interpolated, never extrapolated.
         """
-        return integrate_power(self._power_series(), start_s, end_s)
+        energy = integrate_increments(self._counter_series(), start_s, end_s)
+        if energy is not None:
+            named = getattr(self.sampler, "counter_source", None)  # NVML's and amdsmi's say source and unit
+            self.energy_sources.add(named or f"{self.source} energy counter (counts x energy_counter_unit_j J)")
+            return energy
+        energy = integrate_power(self._power_series(), start_s, end_s)
+        if energy is not None:
+            self.energy_sources.add(f"{self.source} power samples (W, every {self.interval_s:g} s)")
+        return energy
+
+    @property
+    def energy_source(self) -> str | None:
+        """Where the energies :meth:`energy_j` gave came from, with the unit ("; " between several)."""
+        return "; ".join(sorted(self.energy_sources)) or None
 
     def peak_memory_gib(self, start_s: float, end_s: float) -> float | None:
         """The highest device-used memory of any monitored GPU seen within the window."""
@@ -549,6 +627,64 @@ class GpuMonitor:
             inside = [s for s in self.samples if start_s <= s.time_s <= end_s]
         values = [g.mem_used_gib for s in inside for g in s.gpus if g.mem_used_gib is not None]
         return max(values) if values else None
+
+
+def _counters(sample: Sample) -> dict[int, tuple[int, float]] | None:
+    """GPU index -> (energy counter, joules per count) of a sample; None if a GPU has no counter."""
+    found = {}
+    for gpu in sample.gpus:
+        if gpu.energy_counter is None or gpu.energy_counter_unit_j is None:
+            return None
+        found[gpu.index] = (gpu.energy_counter, gpu.energy_counter_unit_j)
+    return found
+
+
+def counter_increase_j(
+    before: dict[int, tuple[int, float]] | None, after: dict[int, tuple[int, float]] | None
+) -> float | None:
+    """Joules the GPUs' energy counters rose between two samples (GPU index -> (counter, J per count)).
+
+    None when either sample lacks a counter, the GPUs differ, a counter's unit
+    changed, or a counter went down and is not a wrap: a 64-bit counter wraps
+    to a small value, so a decrease whose wrapped difference is under half the
+    counter's range is a wrap; anything else is a reset (a driver reload or
+    GPU reset), across which nothing is known.
+    """
+    if before is None or after is None or before.keys() != after.keys():
+        return None
+    total = 0.0
+    for index, (count, unit_j) in after.items():
+        previous, previous_unit_j = before[index]
+        if unit_j != previous_unit_j:
+            return None
+        rise = count - previous
+        if rise < 0:
+            rise += ENERGY_COUNTER_MODULUS
+            if rise >= ENERGY_COUNTER_MODULUS // 2:
+                return None  # a reset, not a wrap
+        total += rise * unit_j
+    return total
+
+
+def integrate_increments(series: Sequence[tuple[float, float | None]], start_s: float, end_s: float) -> float | None:
+    """Energy over [start_s, end_s] from (time, joules since the previous point; None: unknown) points.
+
+    Each increment is spread evenly over its interval (the average power
+    between two counter readings), so a window covering part of an interval
+    gets that part's share.  None when the points do not cover the window or
+    an interval it overlaps is unknown.
+    """
+    if end_s <= start_s or len(series) < 2 or series[0][0] > start_s or series[-1][0] < end_s:
+        return None
+    total = 0.0
+    for (t0, _), (t1, joules) in zip(series, series[1:], strict=False):
+        overlap = min(end_s, t1) - max(start_s, t0)
+        if overlap <= 0:
+            continue
+        if joules is None:
+            return None
+        total += joules * overlap / (t1 - t0)
+    return total
 
 
 def integrate_power(series: Sequence[tuple[float, float]], start_s: float, end_s: float) -> float | None:

@@ -26,7 +26,7 @@ import os
 import shlex
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -44,7 +44,7 @@ from tprimat.result.framework import framework_record, read_stated
 from tprimat.result.metrics import nothing_measured
 from tprimat.result.schema import IterationRecord, Provenance, Result, RunInfo, RunStatus
 from tprimat.result.schema import write_result as _write_result
-from tprimat.running.manifest import Manifest, capture_manifest, write_manifest
+from tprimat.running.manifest import Manifest, capture_manifest, launcher_of, write_manifest
 from tprimat.running.prepare import SYSPROF_DIR, PreparedRun, require_backend
 from tprimat.running.supervise import ProcessExecution, SignalForwarding, kill_leftovers
 from tprimat.secrets import redact_env, redact_text
@@ -53,6 +53,17 @@ from tprimat.settings.config import dump_toml
 RESULT_NAME = "result.json"
 #: Seconds between intermediate result writes while a run goes.
 PARTIAL_WRITE_INTERVAL_S = 2.0
+#: Where a node of a scheduled job was started, for schedulers that reuse SLURM's node flag
+#: (``--slurm-node``): the Kubernetes pods set it to ``k8s`` (:mod:`tprimat.running.k8s`).
+DEPLOYMENT_VARIABLE = "TPRIMAT_DEPLOYMENT"
+
+
+def deployment_of(in_node_job: bool, environ: Mapping[str, str] | None = None) -> str:
+    """``run.deployment``: ``local``; on a node of a scheduled job ``k8s`` where its pod says so, else ``slurm``."""
+    if not in_node_job:
+        return "local"
+    environ = os.environ if environ is None else environ
+    return "k8s" if environ.get(DEPLOYMENT_VARIABLE) == "k8s" else "slurm"
 
 
 @attrs.frozen(kw_only=True)
@@ -148,17 +159,21 @@ class Runner:
         from tprimat.atomic import atomic_write_text
 
         atomic_write_text(run_dir / "config.toml", dump_toml(p.config))
-        versions = {}
-        for package in ("torch", "transformers"):
-            try:
-                versions[package] = metadata.version(package)
-            except metadata.PackageNotFoundError:
-                pass
-        manifest = capture_manifest(p.platform, nodes=p.config.launch.nnodes, torch=versions.get("torch"))
-        extra = {k: v for k, v in versions.items() if k != "torch"}
+        try:
+            torch_version: str | None = metadata.version("torch")
+        except metadata.PackageNotFoundError:
+            torch_version = None
+        manifest = capture_manifest(
+            p.platform,
+            nodes=p.config.launch.nnodes,
+            torch=torch_version,
+            checkouts=self._checkouts(),
+            launcher=launcher_of(p.plan.argv),
+            deployment=deployment_of(p.request.in_slurm_job),
+            tags=p.request.tags,
+        )
         manifest = attrs.evolve(
             manifest,
-            software=attrs.evolve(manifest.software, extra={**manifest.software.extra, **extra}),
             extra={
                 **manifest.extra,
                 "backend": p.backend,
@@ -181,6 +196,12 @@ class Runner:
             atomic_write_text(run_dir / name, text)
         if p.request.system_profiler:
             (run_dir / SYSPROF_DIR).mkdir(exist_ok=True)
+
+    def _checkouts(self) -> list[str]:
+        """The framework checkouts the plan uses: the backend's directory options (``--primus-path``, ...)."""
+        spec = self.registry.backend(self.prepared.backend).spec
+        options = self.prepared.context.options
+        return [str(options[o.name]) for o in spec.options if o.kind == "path" and options.get(o.name)]
 
     def _snapshots(self) -> list[str]:
         """The allocator snapshots the framework wrote (``LaunchPlan.snapshot_globs``), run-relative."""
@@ -292,6 +313,9 @@ class Runner:
             started_at=self.started_at,
             finished_at=datetime.now(UTC).isoformat(timespec="seconds") if final else None,
             tprimat_version=__version__,
+            launcher=self.manifest.launcher,
+            deployment=self.manifest.deployment,
+            tags=self.manifest.tags,
         )
         config = result_config(
             c,
@@ -326,8 +350,8 @@ class Runner:
                 notes.append("multi-node run: energy left out (only this node's GPUs are sampled)")
             else:
                 notes.append(
-                    f"energy from {self.monitor.source} samples every "
-                    f"{c.monitor.interval_s} s, summed over the run's local GPUs"
+                    f"energy from {self.monitor.source} sampled every {c.monitor.interval_s} s (the GPUs' energy "
+                    "counters where the library has them, else their power), summed over the run's local GPUs"
                 )
         logged_world = self.collector.fact("world_size")
         if logged_world is not None and logged_world != c.world_size:
@@ -338,7 +362,7 @@ class Runner:
             parser_version=registered.version,
             notes=notes,
         )
-        return assemble_result(
+        result = assemble_result(
             run=run,
             config=config,
             records=self._records(final),
@@ -356,6 +380,9 @@ class Runner:
             target_log_perplexity=(c.convergence.target_log_perplexity if c.convergence.enabled else None),
             run_clock={key: self.collector.fact(key) for key in RUN_CLOCK_FACTS},
         )
+        if result.summary.energy_per_token_j is None or self.monitor is None:
+            return result
+        return attrs.evolve(result, summary=attrs.evolve(result.summary, energy_source=self.monitor.energy_source))
 
     def _rank_memory(self) -> list[Any]:
         """Per-rank peaks of this run: its log's memory lines (read by the parser, or else by the backend's

@@ -1,34 +1,47 @@
-"""TOML text for the configs and presets tprimat writes (tomllib reads TOML but does not write it)."""
+"""TOML text for the configs and presets tprimat writes, through ``tomli-w`` (``tomllib`` only reads TOML).
+
+tomli-w does the quoting and escaping (keys that are not bare, every Unicode
+character, control characters), so whatever is written reads back with
+``tomllib`` as the same data.  What it leaves to the caller is done here:
+
+* TOML has no null.  A key holding None is left out, in tables and in inline
+  tables alike; None inside an array is refused (:class:`TomlValueError`, naming
+  where it is), because leaving it out would shift the array's other values.
+* Objects that are not TOML values (a path, an enum) are written as their text.
+* Comment lines before the first table (tomli-w writes data only).
+"""
 
 from __future__ import annotations
 
-import json
+import datetime
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import tomli_w
 
-def toml_value(value: Any) -> str:
-    """``value`` as a TOML value (None as an empty string, other objects as their text)."""
-    if value is None:
-        return '""'
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
+_SCALARS = (str, bool, int, float, datetime.date, datetime.time)
+
+
+class TomlValueError(ValueError):
+    """Data TOML cannot hold (a None inside an array)."""
+
+
+def toml_document(data: Mapping[str, Any], *, comments: Sequence[str] = ()) -> str:
+    """``data`` (tables nest as mappings) as TOML text, preceded by ``comments`` as ``#`` lines."""
+    header = "".join(f"# {line}".rstrip() + "\n" for line in comments)
+    body = tomli_w.dumps(_plain(data, "")) if data else ""
+    return header + ("\n" if header and body else "") + body
+
+
+def _plain(value: Any, where: str) -> Any:
+    """``value`` with None left out of mappings and non-TOML objects turned into text."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v, f"{where}.{k}" if where else str(k)) for k, v in value.items() if v is not None}
     if isinstance(value, list | tuple):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return (
-            "{ "
-            + ", ".join(f"{json.dumps(str(k))} = {toml_value(v)}" for k, v in value.items() if v is not None)
-            + " }"
-        )
-    return json.dumps(str(value))
-
-
-def toml_table(name: str, values: dict[str, Any]) -> list[str]:
-    """The lines of TOML table ``[name]`` (keys holding None left out), then an empty line."""
-    lines = [f"[{name}]"]
-    lines += [f"{json.dumps(k) if '.' in k else k} = {toml_value(v)}" for k, v in values.items() if v is not None]
-    return [*lines, ""]
+        for index, item in enumerate(value):
+            if item is None:
+                raise TomlValueError(f"{where}[{index}] is None, which TOML cannot hold inside an array")
+        return [_plain(item, f"{where}[{index}]") for index, item in enumerate(value)]
+    if isinstance(value, _SCALARS):
+        return value
+    return str(value)

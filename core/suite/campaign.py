@@ -327,9 +327,12 @@ class SuiteLaunch:
     slurm: bool = False
     slurm_options: tuple[tuple[str, str], ...] = ()  # (option, value), e.g. ("--nodes", "2")
     strict: bool = False
+    tags: tuple[tuple[str, str], ...] = ()  # (key, value): every run gets `--tag key=value`
 
     def run_args(self) -> list[str]:
         argv = ["--strict"] if self.strict else []
+        for key, value in self.tags:
+            argv += ["--tag", f"{key}={value}"]
         if self.slurm:
             argv.append("--slurm")
             for option, value in self.slurm_options:
@@ -340,7 +343,12 @@ class SuiteLaunch:
         atomic_write_text(
             directory / LAUNCH_FILE,
             json.dumps(
-                {"slurm": self.slurm, "slurm_options": [list(o) for o in self.slurm_options], "strict": self.strict},
+                {
+                    "slurm": self.slurm,
+                    "slurm_options": [list(o) for o in self.slurm_options],
+                    "strict": self.strict,
+                    "tags": [list(t) for t in self.tags],
+                },
                 indent=2,
             )
             + "\n",
@@ -357,19 +365,22 @@ class SuiteLaunch:
             unknown = [o for o, _ in options if o not in SLURM_OPTIONS]
             if unknown:
                 raise ValueError(f"unknown option {unknown[0]}")
-            return cls(slurm=bool(data.get("slurm")), slurm_options=options, strict=bool(data.get("strict")))
+            tags = tuple((str(k), str(v)) for k, v in data.get("tags", []))
+            return cls(slurm=bool(data.get("slurm")), slurm_options=options, strict=bool(data.get("strict")), tags=tags)
         except (OSError, ValueError, TypeError, AttributeError) as exc:
             raise SuiteError(f"{path}: unreadable ({exc}); delete it and pass the launch options again") from None
 
 
-def slurm_launch(options: dict[str, Any], *, strict: bool = False) -> SuiteLaunch:
+def slurm_launch(
+    options: dict[str, Any], *, strict: bool = False, tags: tuple[tuple[str, str], ...] = ()
+) -> SuiteLaunch:
     """A SLURM launch from option values keyed like ``nodes`` or ``gpus_per_node``."""
     pairs = []
     for option in SLURM_OPTIONS:
         value = options.get(option[2:].replace("-", "_"))
         if value is not None:
             pairs.append((option, str(value)))
-    return SuiteLaunch(slurm=True, slurm_options=tuple(pairs), strict=strict)
+    return SuiteLaunch(slurm=True, slurm_options=tuple(pairs), strict=strict, tags=tags)
 
 
 def run_command(spec: SuiteSpec, run: SuiteRun, runs_dir: Path, launch: SuiteLaunch | None = None) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -13,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from tprimat.cli import cli
+from tprimat.result.jsonschema import result_json_schema
 from tprimat.result.metrics import describe
 from tprimat.result.schema import load_result
 from tprimat.settings.config import load_config
@@ -41,6 +43,8 @@ def invoke(*args: str):
 
 def _check_completed_run(run_dir, output, *, model, nproc, strategy, iterations, global_batch_size, seq_length):
     result = load_result(run_dir / "result.json")
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(json.loads((run_dir / "result.json").read_text()), result_json_schema())
     assert result.run.status == "completed"
     assert result.run.backend == "torch" and result.run.model == model
     assert result.config.world_size == nproc
