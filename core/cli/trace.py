@@ -14,7 +14,11 @@ _jobs = jobs_option("the traces: a file each, or ranges of one large file")
 
 @click.group("trace")
 def trace() -> None:
-    """Analyse PyTorch-profiler (Kineto) traces: where GPU time goes, and why two runs differ."""
+    """Analyse profiler traces: where GPU time goes, what set a step's length, and why two runs differ.
+
+    Kineto (PyTorch profiler) traces everywhere; `analyze` also reads Nsight Systems SQLite
+    exports and rocprofv3 CSV traces.
+    """
 
 
 def _files(paths: tuple[str, ...]) -> list[Path]:
@@ -38,10 +42,27 @@ def _ms(us: float) -> str:
     return f"{us / 1000.0:.3f}"
 
 
+def _source(r: dict) -> str:
+    """``", nsys-sqlite"`` for a vendor profiler's file, nothing for a Kineto trace."""
+    return f", {r['format']}" if r.get("format", "kineto") != "kineto" else ""
+
+
+def _runtime_line(r: dict) -> None:
+    """The host time in runtime calls that a vendor profiler's API trace records."""
+    api = r.get("runtime_api")
+    if api:
+        click.echo(
+            f"runtime API: {api['calls']} calls, {_ms(api['total_us'])} ms; launches {api['launch_calls']} calls, "
+            f"{_ms(api['launch_us'])} ms (launch overhead); synchronisation {api['sync_calls']} calls, "
+            f"{_ms(api['sync_us'])} ms"
+        )
+
+
 def _no_gpu(r: dict, who: str, scope: str) -> None:
     """A trace without GPU activity: say so, and show only what was measured (host step times)."""
-    click.echo(f"{Path(r['file']).name} — {who}, {r['device'] or 'no GPU'}, {scope}")
+    click.echo(f"{Path(r['file']).name} — {who}, {r['device'] or 'no GPU'}, {scope}{_source(r)}")
     click.echo(f"  {r['note']}")
+    _runtime_line(r)
     if r.get("malformed_note"):
         click.echo(f"  note: {r['malformed_note']}")
     if r["steps"]:
@@ -72,7 +93,9 @@ def analyze(
     """Break down GPU time per rank: idle/compute/communication/memory, categories, top kernels.
 
     TRACES are Kineto trace files (plain or gzip JSON, one per rank) or
-    directories holding them.
+    directories holding them, Nsight Systems SQLite exports (nsys export --type
+    sqlite) or rocprofv3 CSV traces (*_kernel_trace.csv): the format is told by
+    the content.
     """
     from tprimat.trace.analyze import analyze_paths, parse_steps
 
@@ -116,7 +139,7 @@ def analyze(
             _no_gpu(r, who, scope)
             continue
         total = t["total_us"]
-        title = _text(f"{Path(r['file']).name} — {who}, {r['device'] or 'unknown device'}, {scope}")
+        title = _text(f"{Path(r['file']).name} — {who}, {r['device'] or 'unknown device'}, {scope}{_source(r)}")
         rows = [
             ("total", _ms(total), "100.0%"),
             ("idle", _ms(t["idle_us"]), _pct(t["idle_us"], total)),
@@ -172,11 +195,110 @@ def analyze(
             )
         if r.get("malformed_note"):
             click.echo(f"note: {r['malformed_note']}")
+        _runtime_line(r)
         click.echo(
             f"launches: {launches['kernels']} kernels, {launches['memcpy']} memcpy, "
             f"{launches['memset']} memset ({r['activities']} of {r['activities_in_file']} GPU activities "
             "in the window)\n"
         )
+
+
+@trace.command("critical-path")
+@click.argument("trace_file", metavar="TRACE", type=click.Path(exists=True, dir_okay=False, path_type=str))
+@click.option(
+    "--step",
+    type=int,
+    default=None,
+    help="Analyse ProfilerStep#N.  Default: the last complete step (Kineto's last step is cut short).",
+)
+@click.option(
+    "--annotation",
+    default=None,
+    metavar="TEXT",
+    help="Analyse a host annotation whose name holds TEXT instead of a profiler step (as HolisticTraceAnalysis "
+    "selects one).",
+)
+@click.option("--instance", default=0, show_default=True, help="Which match of --annotation, from 0 in time order.")
+@click.option("--top", default=10, show_default=True, help="How many of the longest path segments to list.")
+@click.option(
+    "--hta-rounding",
+    is_flag=True,
+    help="Round timestamps inward to whole µs first, as HolisticTraceAnalysis does (to reproduce its numbers).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def critical_path_command(
+    trace_file: str,
+    step: int | None,
+    annotation: str | None,
+    instance: int,
+    top: int,
+    hta_rounding: bool,
+    as_json: bool,
+) -> None:
+    """The critical path of one step of a Kineto trace: what set the step's length.
+
+    Builds the step's dependency graph (host operator nesting, kernel launches,
+    GPU stream order, stream and event synchronisation) and reports its longest
+    path: how much of it is GPU compute, communication, memory copies, GPU idle
+    gaps, launch delays, runtime-call (launch) time and other host work, with its
+    longest segments in path order.
+    """
+    from tprimat.trace.critical_path import critical_path
+
+    if step is not None and annotation is not None:
+        raise click.UsageError("give --step or --annotation, not both")
+    path = critical_path(trace_file, step=step, annotation=annotation, instance=instance, hta_rounding=hta_rounding)
+    result = path.as_dict(top=top)
+    if as_json:
+        echo_json(result)
+        return
+    length = result["length_us"]
+    click.echo(f"{Path(result['file']).name} — {result['window']['label']}")
+    print_table(
+        "critical path",
+        ("on the path", "ms", "of path"),
+        [
+            ("length", _ms(length), "100.0%"),
+            *((_CP_LABELS[k], _ms(v), _pct(v, length)) for k, v in result["breakdown_us"].items() if v),
+        ],
+    )
+    print_table(
+        f"longest {len(result['top_segments'])} segments, in path order",
+        ("what", "name", "stream", "start ms", "ms"),
+        [
+            (
+                _CP_LABELS[s["bucket"]],
+                _text(_short(s["name"])),
+                "" if s["stream"] is None else s["stream"],
+                _ms(s["start_us"] - result["top_segments"][0]["start_us"]),
+                _ms(s["dur_us"]),
+            )
+            for s in result["top_segments"]
+        ],
+    )
+    click.echo(
+        f"span {_ms(result['span_us'])} ms, of which {_ms(result['unattributed_us'])} ms on zero-weight edges "
+        f"(gaps between top-level operators, waits in blocking calls); {result['segments_on_path']} segments, "
+        f"{result['gpu_activities_on_path']} GPU activities on the path"
+    )
+
+
+_CP_LABELS = {
+    "gpu_compute": "GPU compute",
+    "gpu_communication": "GPU communication",
+    "gpu_memory": "GPU memcpy/memset",
+    "gpu_idle": "GPU idle (gap between kernels)",
+    "launch_delay": "launch delay",
+    "cpu_launch": "host: launch calls",
+    "cpu_runtime": "host: other runtime calls",
+    "cpu_host": "host: operators",
+}
+
+
+def _short(name: str) -> str:
+    from tprimat.trace.analyze import shorten_kernel_name
+
+    return shorten_kernel_name(name)
 
 
 @trace.command("compare")
@@ -194,6 +316,18 @@ def analyze(
     help="Write trace_comparison.md, .json and .png into this directory.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option(
+    "--no-operators",
+    is_flag=True,
+    help="Do not split the step by operator (faster: the CPU operators are not read).",
+)
+@click.option(
+    "--critical-path",
+    "with_critical_path",
+    is_flag=True,
+    help="Also give each operator group's share of GPU time on the critical path of one step "
+    "(the last complete one; reads every trace again).",
+)
 @_jobs
 def compare(
     a: str,
@@ -203,9 +337,12 @@ def compare(
     steps: str | None,
     output: Path | None,
     as_json: bool,
+    no_operators: bool,
+    with_critical_path: bool,
     jobs: int | None,
 ) -> None:
-    """Step time of A and B (host ProfilerStep) and the difference (B − A) by kernel category and GPU idle.
+    """Step time of A and B (host ProfilerStep) and the difference (B − A) by kernel category and GPU idle,
+    then by operator (name and recorded shapes) with each side's roofline efficiency.
 
     A and B are trace files, directories of per-rank traces, or run directories
     (their traces/ folder).
@@ -215,7 +352,15 @@ def compare(
     from tprimat.trace.analyze import parse_steps
     from tprimat.trace.compare import compare_traces
 
-    comparison = compare_traces([a], [b], labels=(label_a, label_b), steps=parse_steps(steps), workers=jobs)
+    comparison = compare_traces(
+        [a],
+        [b],
+        labels=(label_a, label_b),
+        steps=parse_steps(steps),
+        workers=jobs,
+        operators=not no_operators,
+        critical_path=with_critical_path,
+    )
     if output is not None:
         from tprimat.atomic import atomic_write_text
 
@@ -257,9 +402,186 @@ def compare(
             kernels = side.top_kernels.get(bucket, ())[:3]
             text = "; ".join(f"{k.short_name} {k.us_per_step / 1000.0:.2f} ms" for k in kernels) or "none"
             click.echo(f"    {side.label}: {text}")
+    _operator_gap(comparison, la, lb)
     for side in (comparison.a, comparison.b):
         for note in side.notes:
             click.echo(f"note: {note}")
     if output is not None:
         written = ".json and .png" if png is not None else "and .json"
         click.echo(f"wrote {output / 'trace_comparison.md'} {written}")
+
+
+def _operator_gap(comparison, la: str, lb: str, limit: int = 12) -> None:
+    """The step difference by operator group: the decomposition, the largest groups, the roofline sentences."""
+    gap = comparison.operator_gap()
+    if gap is None:
+        return
+    parts = gap.components()
+    paths = gap.has_critical_path
+    blank = ("", "") if paths else ()
+    rows = [
+        (
+            _text(r["name"]),
+            _text(r["shapes"]),
+            _ms(r["a_us"]),
+            _ms(r["b_us"]),
+            f"{r['delta_us'] / 1000.0:+.3f}",
+            _fraction(r["a_roofline_fraction"]),
+            _fraction(r["b_roofline_fraction"]),
+            *((_fraction(r["a_on_path"]), _fraction(r["b_on_path"])) if paths else ()),
+        )
+        for r in gap.matched()[:limit]
+    ]
+    for label, a_us, b_us, delta in (
+        ("unmatched operators", None, None, parts["unmatched_us"]),
+        ("GPU time of no operator", gap.a.no_operator_us, gap.b.no_operator_us, parts["no_operator_us"]),
+        ("idle (no GPU activity)", gap.a.idle_us, gap.b.idle_us, parts["idle_us"]),
+    ):
+        cells = ("", "") if a_us is None else (_ms(a_us), _ms(b_us))
+        rows.append((label, "", *cells, f"{delta / 1000.0:+.3f}", "", "", *blank))
+    columns = ["operator", "shapes", la, lb, f"{lb} − {la}", f"roofline {la}", f"roofline {lb}"]
+    if paths:
+        columns += [f"on critical path {la}", f"on critical path {lb}"]
+    print_table(
+        f"Operators behind the difference (ms per step; {len(gap.matched())} groups matched by name and shapes)",
+        columns,
+        rows,
+    )
+    click.echo(
+        f"step {gap.delta_us / 1000.0:+.3f} ms = matched {parts['matched_us'] / 1000.0:+.3f} + unmatched "
+        f"{parts['unmatched_us'] / 1000.0:+.3f} + no operator {parts['no_operator_us'] / 1000.0:+.3f} + idle "
+        f"{parts['idle_us'] / 1000.0:+.3f}"
+    )
+    for line in comparison.operator_lines():
+        click.echo(f"  {_text(line)}")
+    for note in (*gap.a.notes, *gap.b.notes):
+        click.echo(f"note: {note}")
+
+
+def _fraction(value: float | None) -> str:
+    return "-" if value is None else f"{100.0 * value:.0f}%"
+
+
+@trace.command("roofline")
+@click.argument("trace_file", metavar="TRACE", type=click.Path(exists=True, dir_okay=False, path_type=str))
+@click.option(
+    "--step", type=int, default=None, help="Only ProfilerStep#N (default: as trace analyze, or the only step)."
+)
+@click.option("--top", default=25, show_default=True, help="How many operator groups to list by GPU time.")
+@click.option(
+    "-o",
+    "--output",
+    "plot_path",
+    default=None,
+    metavar="PLOT.png",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the roofline plot (PNG; needs matplotlib).",
+)
+@click.option(
+    "--microbench",
+    "microbench_dir",
+    default=None,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where microbenchmark results are kept (default: $TPRIMAT_MICROBENCH_DIR or ~/.cache/tprimat/microbench); "
+    "the device's latest one adds its measured MAMF as a second compute roof.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print every group as JSON.")
+@_jobs
+def roofline_command(
+    trace_file: str,
+    step: int | None,
+    top: int,
+    plot_path: Path | None,
+    microbench_dir: Path | None,
+    as_json: bool,
+    jobs: int | None,
+) -> None:
+    """Per-operator roofline of one Kineto trace recorded with record_shapes=True.
+
+    For every operator that launched GPU work (grouped by name, input shapes and
+    dtypes): GPU time, FLOPs and bytes per call from the recorded shapes, achieved
+    TFLOP/s and TB/s, arithmetic intensity, and the fraction of the roofline
+    (datasheet peak of its dtype and memory bandwidth of the device) it reaches.
+    """
+    from tprimat.trace.roofline import plot_roofline, roofline_file
+
+    result = roofline_file(trace_file, step=step, microbench_dir=microbench_dir, workers=jobs)
+    if plot_path is not None:
+        try:
+            import matplotlib  # noqa: F401  (the plot extra)
+        except ImportError:
+            raise click.ClickException("matplotlib is not installed (pip install 'tprimat[plot]'): no plot") from None
+        plot_roofline(result, plot_path)
+    if as_json:
+        echo_json(result)
+        return
+    ceilings = result["ceilings"]
+    window = result["window"]
+    scope = f"steps {window['steps'][0]}..{window['steps'][-1]}" if window.get("steps") else "whole trace"
+    if window["mode"] == "all":
+        scope = "whole trace"
+    peaks = ", ".join(f"{k} {v:g}" for k, v in ceilings["peaks_tflops"].items()) or "none"
+    bandwidth = f"{ceilings['memory_tbs']:g} TB/s" if ceilings["memory_tbs"] else "none"
+    click.echo(
+        _text(
+            f"{Path(result['file']).name} — {result['device'] or 'unknown device'}, {scope}; peaks (TFLOP/s) {peaks}; "
+            f"memory {bandwidth}"
+            + (
+                f"; MAMF {', '.join(f'{k} {v:.0f}' for k, v in ceilings['mamf_tflops'].items())}"
+                if ceilings["mamf_tflops"]
+                else ""
+            )
+        )
+    )
+    mamf = bool(ceilings["mamf_tflops"])
+    columns = [
+        "operator",
+        "shapes",
+        "calls",
+        "GPU ms",
+        "share",
+        "GFLOP/call",
+        "MB/call",
+        "FLOP/B",
+        "TFLOP/s",
+        "TB/s",
+        "roofline",
+    ]
+    if mamf:
+        columns.append("MAMF roofline")
+    columns.append("note")
+    rows = []
+    for r in result["groups"][:top]:
+        row = [
+            _text(r["name"]),
+            _text(r["shapes"]),
+            r["calls"],
+            _ms(r["gpu_us"]),
+            f"{100 * r['share']:.1f}%",
+            _num(r["flops_per_call"], 1e9),
+            _num(r["bytes_per_call"], 1e6),
+            _num(r["intensity"], 1.0),
+            _num(r["tflops"], 1.0),
+            _num(r["tbs"], 1.0, digits=2),
+            _fraction(r["roofline_fraction"]) + (f" {r['bound'][0]}" if r["bound"] else ""),
+        ]
+        if mamf:
+            row.append(_fraction(r["mamf_fraction"]))
+        row.append(_text(r["reason"] or r["note"] or ""))
+        rows.append(row)
+    print_table(f"top {len(rows)} of {len(result['groups'])} operator groups by GPU time", columns, rows)
+    totals = result["totals"]
+    click.echo(
+        f"GPU time {_ms(totals['gpu_us'])} ms: operators {_ms(totals['operator_us'])} ms "
+        f"(costed {_ms(totals['costed_us'])}, with a roofline {_ms(totals['roofline_us'])}, "
+        f"known but not costed {_ms(totals['uncosted_us'])}, unknown {_ms(totals['unknown_us'])}), "
+        f"no operator {_ms(totals['no_operator_us'])} ms; roofline: c = compute-bound, m = memory-bound"
+    )
+    for note in result["notes"]:
+        click.echo(f"note: {_text(note)}")
+    if plot_path is not None:
+        click.echo(f"wrote {plot_path}")
+
+
+def _num(value: float | None, unit: float, digits: int = 1) -> str:
+    return "-" if value is None else f"{value / unit:.{digits}f}"

@@ -35,6 +35,7 @@ import attrs
 
 from tprimat.errors import TprimatError
 from tprimat.trace.categories import LABELS
+from tprimat.trace.opgap import OperatorGap, SideOperators, efficiency_sentence, summarize_operators
 
 #: Rows of the comparison, in order: idle first, then the categories by exclusive time.
 BUCKETS: tuple[str, ...] = (
@@ -118,6 +119,8 @@ class SideSummary:
     top_kernels: dict[str, tuple[KernelShare, ...]]  # category -> kernels (µs per step)
     notes: tuple[str, ...] = ()
     step_basis: str = "host"  # "host": ProfilerStep on the host timeline; "gpu span": no profiler steps
+    #: the step split by operator group (:mod:`tprimat.trace.opgap`); None when not computed
+    operators: SideOperators | None = None
 
     @property
     def idle_share(self) -> float:
@@ -183,14 +186,39 @@ class TraceComparison:
         )
         return head + (": " + ", ".join(parts) if parts else "") + idle
 
+    def operator_gap(self) -> OperatorGap | None:
+        """The step difference by operator group (None unless both sides were split by operator)."""
+        if self.a.operators is None or self.b.operators is None:
+            return None
+        return OperatorGap(a=self.a.operators, b=self.b.operators)
+
+    def operator_lines(self, limit: int = 5) -> list[str]:
+        """For the largest matched differences with a roofline on either side:
+        "aten::linear 16x559x1024, 2816x1024 (bf16) (+1.25 ms): on MI300X this GEMM reaches 36% …"."""
+        gap = self.operator_gap()
+        if gap is None:
+            return []
+        lines = []
+        for row in gap.matched():
+            sentence = efficiency_sentence(row, self.labels)
+            if sentence is None:
+                continue
+            lines.append(f"{row['name']} {row['shapes']} ({_signed_ms(row['delta_us'])}): {sentence}")
+            if len(lines) == limit:
+                break
+        return lines
+
     def to_dict(self) -> dict[str, Any]:
+        gap = self.operator_gap()
         return {
             "labels": list(self.labels),
-            "a": {**attrs.asdict(self.a), "idle_share": self.a.idle_share},
-            "b": {**attrs.asdict(self.b), "idle_share": self.b.idle_share},
+            "a": {**attrs.asdict(self.a, filter=_not_operators), "idle_share": self.a.idle_share},
+            "b": {**attrs.asdict(self.b, filter=_not_operators), "idle_share": self.b.idle_share},
             "delta_us": self.delta_us,
             "deltas": self.deltas(),
             "summary": self.summary_line(),
+            "operators": gap.to_dict() if gap is not None else None,
+            "operator_summary": self.operator_lines(),
         }
 
     def to_markdown(self, heading: str = "###", plot: str | None = None) -> str:
@@ -236,7 +264,11 @@ class TraceComparison:
                     text = "; ".join(f"`{k.short_name}` {_ms(k.us_per_step)} ({k.count_per_step:g}×)" for k in kernels)
                     lines.append(f"  - {side.label}: {text}")
             lines.append("")
+        lines += self._operator_markdown(heading)
         notes = [*a.notes, *b.notes]
+        gap = self.operator_gap()
+        if gap is not None:
+            notes += [n for n in (*gap.a.notes, *gap.b.notes) if n not in notes]
         if notes:
             lines += ["Notes:", *[f"- {n}" for n in notes], ""]
         step = (
@@ -250,6 +282,66 @@ class TraceComparison:
             "communication, memcpy/memset and GPU sync, so the rows add up to the step time."
         )
         return "\n".join(lines) + "\n"
+
+    def _operator_markdown(self, heading: str, limit: int = 15) -> list[str]:
+        """The "operators behind the difference" section: the decomposition and the largest groups."""
+        gap = self.operator_gap()
+        if gap is None:
+            return []
+        la, lb = self.labels
+        parts = gap.components()
+        lines = [
+            f"{heading}# Operators behind the difference",
+            "",
+            f"The step difference ({_signed_ms(gap.delta_us)}) = matched operators "
+            f"{_signed_ms(parts['matched_us'])} + unmatched operators {_signed_ms(parts['unmatched_us'])} "
+            f"+ GPU time of no operator {_signed_ms(parts['no_operator_us'])} + idle {_signed_ms(parts['idle_us'])} "
+            "(per step; operators matched by name, recorded shapes and dtypes).",
+            "",
+        ]
+        lines += [f"- {line}" for line in self.operator_lines()]
+        rows = gap.matched()[:limit]
+        paths = gap.has_critical_path
+        if rows:
+            extra = f" on critical path {la} | on critical path {lb} |" if paths else ""
+            lines += [
+                "",
+                f"| operator | shapes | {la} | {lb} | {lb} − {la} | roofline {la} | roofline {lb} |{extra}",
+                "|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if paths else ""),
+            ]
+            for row in rows:
+                cells = [
+                    f"`{row['name']}`",
+                    row["shapes"],
+                    _ms(row["a_us"]),
+                    _ms(row["b_us"]),
+                    _signed_ms(row["delta_us"]),
+                    _fraction(row["a_roofline_fraction"]),
+                    _fraction(row["b_roofline_fraction"]),
+                ]
+                if paths:
+                    cells += [_fraction(row["a_on_path"]), _fraction(row["b_on_path"])]
+                lines.append("| " + " | ".join(cells) + " |")
+        for side, label in (("a", la), ("b", lb)):
+            only = gap.unmatched(side)
+            if only:
+                total = sum(r["exclusive_us"] for r in only)
+                names = ", ".join(f"`{r['name']}` {r['shapes']}" for r in only[:3])
+                lines += ["", f"Only on {label} ({_ms(total)} per step): {names}" + (" …" if len(only) > 3 else "")]
+        lines += [
+            "",
+            "Times are exclusive GPU time per step inside the host step (overlapping kernels share an instant); "
+            "the roofline columns are each side's GPU time at the roof divided by its measured GPU time "
+            "(docs/traces.md, Per-operator roofline)"
+            + (
+                "; on critical path: the share of the group's GPU time, in the last complete step, that lies on "
+                "that step's critical path."
+                if paths
+                else "."
+            ),
+            "",
+        ]
+        return lines
 
     def plot(self, path: str | Path) -> Path:
         """Stacked bars (one per side) of the per-step breakdown, written as PNG."""
@@ -298,6 +390,14 @@ class TraceComparison:
 
 def _ms(us: float) -> str:
     return f"{us / 1000.0:.2f} ms"
+
+
+def _fraction(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def _not_operators(attribute: attrs.Attribute, value: Any) -> bool:
+    return attribute.name != "operators"
 
 
 def _signed_ms(us: float) -> str:
@@ -385,6 +485,8 @@ def summarize_side(analyses: Sequence[dict[str, Any]], label: str, top: int = 3)
         top_kernels[category] = tuple(
             KernelShare(short, v[0], v[1] / ranks_n, round(v[2] / ranks_n, 1)) for short, v in ranked
         )
+    breakdowns = [r.get("operators") for r in analyses]
+    operators = summarize_operators(breakdowns) if breakdowns and all(breakdowns) else None  # type: ignore[arg-type]
     first = analyses[0]
     vendors = {r["vendor"] for r in analyses}
     devices = {r["device"] for r in analyses}
@@ -404,6 +506,7 @@ def summarize_side(analyses: Sequence[dict[str, Any]], label: str, top: int = 3)
         top_kernels=top_kernels,
         notes=tuple(dict.fromkeys(notes)),
         step_basis=bases.pop() if len(bases) == 1 else "mixed",
+        operators=operators,
     )
 
 
@@ -429,6 +532,8 @@ def compare_traces(
     steps: tuple[int | None, int | None] | None = None,
     top: int = 3,
     workers: int | None = None,
+    operators: bool = True,
+    critical_path: bool = False,
 ) -> TraceComparison:
     """Compare two trace sets (files, directories of traces, or run directories).
 
@@ -436,7 +541,11 @@ def compare_traces(
     ``steps`` restricts both sides to the same profiler steps (inclusive); by
     default every profiler step of each trace is used (a trace without
     profiler steps counts as one step).  The files of both sides are read on
-    ``workers`` processes (default: every CPU), each file by one of them.
+    ``workers`` processes (default: every CPU), each file by one of them.  With
+    ``operators`` (the default) each step is also split by operator group and the
+    difference attributed to operators (:mod:`tprimat.trace.opgap`); with
+    ``critical_path`` too, each group's share of GPU time on the critical path of one
+    step (the last complete one of the window) on each side.
     """
     from tprimat.workers import map_files
 
@@ -446,7 +555,9 @@ def compare_traces(
         if not files:
             raise TprimatError(f"side {fallback}: no trace files given")
         sides_files.append(files)
-    analyse = functools.partial(_analyze_for_comparison, steps=steps, top=max(top, 5))
+    analyse = functools.partial(
+        _analyze_for_comparison, steps=steps, top=max(top, 5), operators=operators, critical_path=critical_path
+    )
     analyses = map_files(analyse, [*sides_files[0], *sides_files[1]], workers)
     split = len(sides_files[0])
     sides = [
@@ -461,14 +572,53 @@ def compare_traces(
     return TraceComparison(a=sides[0], b=sides[1])
 
 
-def _analyze_for_comparison(file: Path, steps: tuple[int | None, int | None] | None, top: int) -> dict[str, Any]:
-    """One file's analysis for a side: over ``steps``, else every profiler step, with its host steps."""
+def _analyze_for_comparison(
+    file: Path,
+    steps: tuple[int | None, int | None] | None,
+    top: int,
+    operators: bool = False,
+    critical_path: bool = False,
+) -> dict[str, Any]:
+    """One file's analysis for a side: over ``steps``, else every profiler step, with its host steps
+    and, with ``operators``, their split by operator group."""
     from tprimat.trace.analyze import analyze_trace
     from tprimat.trace.host_steps import host_step_breakdown
-    from tprimat.trace.reader import read_trace
+    from tprimat.trace.opread import read_ops
+    from tprimat.trace.reader import TraceFormatError, load_trace
 
-    trace = read_trace(file)
+    ops = None
+    if operators:
+        try:
+            ops = read_ops(file)
+        except TraceFormatError:
+            ops = None  # not a Kineto trace (no operators to read), or a broken one: said below
+    trace = ops.trace if ops is not None else load_trace(file)
     analysis = analyze_trace(trace, steps=steps or all_steps(trace), top=top)
-    if analysis["window"]["mode"] != "all" and analysis.get("temporal") is not None:
+    host = analysis["window"]["mode"] != "all"
+    if host and analysis.get("temporal") is not None:
         analysis["host_steps"] = host_step_breakdown(trace, analysis["window"]["steps"])
+    if ops is not None and analysis.get("temporal") is not None:
+        from tprimat.trace.opgap import operator_breakdown
+        from tprimat.trace.roofline import compute_units_of, device_ceilings
+
+        numbers = analysis["window"]["steps"] if analysis.get("host_steps") else None
+        ceilings = device_ceilings(trace.device, compute_units=compute_units_of(trace))
+        split = analysis["operators"] = operator_breakdown(ops, numbers, ceilings)
+        if critical_path and split is not None:
+            _add_critical_path(ops, split, numbers)
     return analysis
+
+
+def _add_critical_path(ops, split: dict[str, Any], numbers: list[int] | None) -> None:
+    """Each group's GPU µs on the critical path of the window's last complete step, into ``split``."""
+    from tprimat.trace.opgap import critical_path_shares
+
+    name = Path(ops.trace.path).name
+    if not numbers:
+        split["critical_path_note"] = f"{name}: no profiler step: no critical path"
+        return
+    step = numbers[-2] if len(numbers) >= 2 else numbers[-1]
+    try:
+        split["critical_path"] = {"step": step, "by_group": critical_path_shares(ops, step)}
+    except TprimatError as exc:
+        split["critical_path_note"] = f"{name}: no critical path: {exc}"
