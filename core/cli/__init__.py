@@ -8,6 +8,7 @@ when help lists it), so ``tprimat backends`` never pays for the imports of
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import click
 
@@ -50,7 +51,7 @@ SUMMARIES: dict[str, str] = {
     "prepare-data": "Fetch, clean, tokenize and fingerprint a corpus for MODEL.",
     "make-tokenizer": "Train a small byte-level BPE tokenizer for MODEL from a local corpus, offline.",
     "profile": "Profile a run and analyse its traces.",
-    "trace": "Analyse PyTorch-profiler (Kineto) traces: where GPU time goes, and why two runs differ.",
+    "trace": "Analyse profiler traces: where GPU time goes, what set a step's length, and why two runs differ.",
     "microbench": "Time the model's GEMMs and attention; find the maximum achievable matmul FLOP/s.",
     "suite": "Run, resume and inspect benchmark campaigns (backends × models × precisions × repeats).",
     "tune": "Find the fastest configuration of BACKEND for MODEL on this device.",
@@ -60,7 +61,7 @@ SUMMARIES: dict[str, str] = {
     "unbundle": "Extract BUNDLE_FILE safely and verify every checksum.",
     "import-legacy": "Convert benchmark_*.json / train_*.json results of the earlier scripts.",
     "backends": "List installed backends with their platform, framework and status.",
-    "plugins": "List loaded plugins, their hooks, and plugins that failed to load.",
+    "plugins": "List loaded plugins, their backends, exporters and hooks, and plugins that failed to load.",
     "models": "List registered models with parameter count and training FLOPs per token.",
     "detect": "Show the platform, devices, memory, driver and stack versions of this machine.",
     "config": "Inspect benchmark configs (TOML).",
@@ -88,7 +89,7 @@ class LazyGroup(click.Group):
         module_name, attribute = target.split(":")
         return getattr(importlib.import_module(module_name), attribute)
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:
         """Turn expected errors into one line and exit code 2 (``--debug`` shows the traceback).
 
         A bad value for an option or argument (a missing file, an unknown model) is such an
@@ -102,15 +103,19 @@ class LazyGroup(click.Group):
         except click.BadParameter as exc:
             if isinstance(exc, click.MissingParameter) or (ctx.obj or {}).get("debug"):
                 raise
-            error = click.ClickException(exc.format_message())
-            error.exit_code = exc.exit_code
-            raise error from None
+            raise _one_line_error(exc.format_message(), exc.exit_code) from None
         except TprimatError as exc:
             if (ctx.obj or {}).get("debug"):
                 raise
-            error = click.ClickException(str(exc))
-            error.exit_code = exc.exit_code
-            raise error from None
+            raise _one_line_error(str(exc), exc.exit_code) from None
+
+
+def _one_line_error(message: str, exit_code: int) -> click.ClickException:
+    """An error click prints as ``Error: message`` (no usage block), exiting with ``exit_code``."""
+    error = click.ClickException(message)
+    # click declares exit_code a ClassVar, yet reads it from the instance (``e.exit_code``).
+    error.exit_code = exit_code  # type: ignore[misc]
+    return error
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
