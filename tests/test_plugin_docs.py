@@ -2,7 +2,9 @@
 
 Every hook spec has a ``### name`` section whose text gives its signature as
 the code spells it, every field of ``BackendSpec`` has a row in the docs'
-table of declarations, and the contract version the docs name is the code's.
+table of declarations, every field of ``ExporterSpec`` a row in the table of
+the ``register_exporters`` section, and the contract version the docs name is
+the code's.
 A hook or field added without documentation, or a signature changed without
 its documentation, fails here.
 """
@@ -18,6 +20,7 @@ import pytest
 
 from tprimat.contract import hookspecs
 from tprimat.contract.backend import BackendSpec
+from tprimat.contract.exporter import ExporterSpec
 from tprimat.contract.version import CONTRACT_VERSION
 
 DOCS = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text()
@@ -51,6 +54,13 @@ def test_each_backend_spec_field_has_a_row_in_the_declarations_table(field):
     assert re.search(rf"^\| `{field}` \|", DOCS, re.M), f"docs/plugins.md: no table row for BackendSpec.{field}"
 
 
+@pytest.mark.parametrize("field", [f.name for f in attrs.fields(ExporterSpec)])
+def test_each_exporter_spec_field_has_a_row_in_the_register_exporters_section(field):
+    section = _section("register_exporters")
+    assert re.search(rf"^\| `{field}` \|", section, re.M), f"docs/plugins.md: no table row for ExporterSpec.{field}"
+
+
 def test_the_documented_contract_version_is_the_code_s():
     assert f'tprimat_contract = "{CONTRACT_VERSION}"' in DOCS
     assert f"provides contract {CONTRACT_VERSION}" in DOCS
+    assert re.search(rf"^\| {re.escape(CONTRACT_VERSION)} \| .*`register_exporters`", DOCS, re.M)

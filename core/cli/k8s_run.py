@@ -2,19 +2,26 @@
 
 As with ``--slurm``, the submitting machine decides only the run directory,
 the resources and the rendezvous port; each pod runs the image's
-``tprimat run`` with the options given (``tprimat.running.k8s``).
+``tprimat run`` with the options given (``tprimat.running.k8s``).  As with
+``--slurm``, ``--report-to`` exports the result here, once it is collected.
 """
 
 from __future__ import annotations
 
 import shlex
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from tprimat.cli.export import report_result
 from tprimat.cli.slurm_run import IMAGE_PROGRAM, gpu_vendor_for, node_run_arguments
 from tprimat.running.prepare import RunRequest
+
+if TYPE_CHECKING:
+    from tprimat.export.deliver import Destination
 
 
 def submit_and_follow_k8s(
@@ -30,7 +37,9 @@ def submit_and_follow_k8s(
     volume_claim: str | None,
     secret: str | None,
     dry_run: bool,
+    reporting: Sequence[Destination] = (),
 ) -> None:
+    """Apply the JobSet, follow it to its end, print node 0's result and export it to ``reporting``'s trackers."""
     from tprimat.cli.output import registry_from
     from tprimat.result.schema import load_result
     from tprimat.running import k8s, runner
@@ -97,5 +106,6 @@ def submit_and_follow_k8s(
 
     Console().print(summary_table(result))
     click.echo(f"JobSet {name} ended {ended.state}; result: {result_path}")
+    report_result(result_path, list(reporting))
     if result.run.status != "completed" or not ended.ok:
         ctx.exit(1)

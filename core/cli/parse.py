@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from tprimat.cli.jobs import jobs_option
+from tprimat.cli.options import config_options
 from tprimat.cli.output import echo_json, make_console, registry_from
 
 
@@ -26,19 +27,7 @@ def _shortcut_overrides(model, seq_length, global_batch_size, precision, warmup)
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--backend", help="Log format (a backend name); detected when left out.")
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, exists=True),
-    help="The benchmark config the run used; the log is checked against it.",
-)
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="SECTION.KEY=VALUE",
-    help="Override one config value (repeatable), as in `tprimat config show`.",
-)
+@config_options(config_note="Give the one the run used: the log is checked against it.")
 @click.option("--model", help="Model name (see `tprimat models`); needed for TFLOP/s and MFU.")
 @click.option("--seq-length", type=click.IntRange(min=1), help="Sequence length of the run.")
 @click.option(
@@ -61,7 +50,7 @@ def _shortcut_overrides(model, seq_length, global_batch_size, precision, warmup)
     "--hardware",
     "hardware_file",
     type=click.Path(dir_okay=False, exists=True),
-    help="Saved nvidia-smi or rocm-smi output of the machine that ran the log: the device (for MFU), "
+    help="Saved nvidia-smi, rocm-smi or amd-smi output of the machine that ran the log: the device (for MFU), "
     "recorded as read from this file.",
 )
 @click.option(

@@ -11,9 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 
 from tprimat.cli.export import report_destinations, report_result, report_to_option
+from tprimat.cli.options import config_options
 from tprimat.cli.output import make_console, registry_from
 from tprimat.cli.tags import tag_option
 
@@ -58,21 +60,10 @@ def backend_options(registry: Any, given: dict[str, Any]) -> dict[str, Any]:
 @click.command(cls=RunCommand)
 @click.option("--backend", help="Backend to run (default: the platform's, see `tprimat backends`).")
 @click.option("--model", help="Registered model (see `tprimat models`); default from the config.")
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, exists=True),
-    help="A benchmark config file layered over the defaults.",
-)
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="SECTION.KEY=VALUE",
-    help="Override one value (repeatable), e.g. --set training.seq_length=4096.",
-)
+@config_options()
 @click.option("--iterations", type=click.IntRange(min=1), help="Training iterations to run.")
 @click.option(
+    "-o",
     "--output",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("runs"),
@@ -197,77 +188,28 @@ def run(
     memory_snapshot,
     dry_run,
     device,
-    slurm,
-    nodes,
-    gpus_per_node,
-    partition,
-    time_limit,
-    account,
     slurm_node,
     strict,
-    container_image=None,
-    container_runtime="auto",
-    container_mounts=(),
-    gpu_vendor=None,
-    k8s=False,
-    namespace=None,
-    k8s_volume=None,
-    k8s_secret=None,
     system_profiler=None,
     report_to=(),
     tags=None,
-    **backend_given,
+    **given,
 ) -> None:
     """Train a model for N iterations, measure every one, write a result.
 
     With no options on a machine without a GPU this trains a tiny model on
     the torch backend in well under a minute.
     """
-    from tprimat.errors import TprimatError
-    from tprimat.running import dryrun, prepare, runner
+    from tprimat.running import prepare
 
     registry = registry_from(ctx)
-    options = backend_options(registry, backend_given)
-    if device and not dry_run:
-        raise TprimatError(
-            "--device plans for another device: use it with --dry-run (a real run measures the device it runs on)"
-        )
-    scheduled = slurm or k8s
-    if slurm and k8s:
-        raise TprimatError("--slurm or --k8s: one scheduler per run")
-    if scheduled and (nnodes is not None or node_rank != 0 or master_addr is not None):
-        raise TprimatError(
-            f"{'--slurm' if slurm else '--k8s'} takes the nodes, node ranks and master address from the "
-            "allocation: use --nodes instead of --nnodes/--node-rank/--master-addr"
-        )
-    submit_only = {
-        "--nodes": nodes != 1,
-        "--gpus-per-node": gpus_per_node is not None,
-        "--partition": partition is not None,
-        "--time": time_limit is not None,
-        "--account": account is not None,
-    }
-    if not scheduled and any(submit_only.values()):
-        given = ", ".join(name for name, used in submit_only.items() if used)
-        raise TprimatError(
-            f"{given}: only with --slurm (without it, use --nproc-per-node and "
-            "--nnodes/--node-rank/--master-addr on each node)"
-        )
-    check_scheduler_options(
-        slurm=slurm,
-        k8s=k8s,
-        used={
-            "--partition": partition is not None,
-            "--time": time_limit is not None,
-            "--account": account is not None,
-            "--container-image": container_image is not None,
-            "--container-runtime": container_runtime != "auto",
-            "--container-mount": bool(container_mounts),
-            "--gpu-vendor": gpu_vendor is not None,
-            "--namespace": namespace is not None,
-            "--k8s-volume": k8s_volume is not None,
-            "--k8s-secret": k8s_secret is not None,
-        },
+    scheduling = Scheduling.take_from(given)  # what is left in `given` are the backends' options
+    options = backend_options(registry, given)
+    check_launch_options(
+        scheduling,
+        dry_run=dry_run,
+        device=device,
+        node_options=nnodes is not None or node_rank != 0 or master_addr is not None,
     )
     request = prepare.RunRequest(
         backend=backend,
@@ -277,7 +219,7 @@ def run(
         iterations=iterations,
         output=output,
         run_id=run_id,
-        nproc_per_node=nproc_per_node or (gpus_per_node if scheduled else None),
+        nproc_per_node=nproc_per_node or (scheduling.gpus_per_node if scheduling.scheduled else None),
         nnodes=nnodes,
         node_rank=node_rank,
         master_addr=master_addr,
@@ -291,44 +233,145 @@ def run(
         tags=tags or {},
     )
     reporting = report_destinations(ctx, report_to) if not dry_run else []
-    if k8s:
+    if scheduling.scheduled:
+        submit_scheduled(ctx, request, scheduling, strict=strict, dry_run=dry_run, reporting=reporting)
+    else:
+        run_here(ctx, registry, request, strict=strict, dry_run=dry_run, reporting=reporting)
+
+
+@attrs.frozen(kw_only=True)
+class Scheduling:
+    """The options of a run submitted to a scheduler (``--slurm``, ``--k8s``), as given."""
+
+    slurm: bool = False
+    k8s: bool = False
+    nodes: int = 1
+    gpus_per_node: int | None = None
+    partition: str | None = None
+    time_limit: str | None = None
+    account: str | None = None
+    container_image: str | None = None
+    container_runtime: str = "auto"
+    container_mounts: tuple[str, ...] = ()
+    gpu_vendor: str | None = None
+    namespace: str | None = None
+    k8s_volume: str | None = None
+    k8s_secret: str | None = None
+
+    @classmethod
+    def take_from(cls, given: dict[str, Any]) -> Scheduling:
+        """The scheduling options removed from ``given`` (a command's keyword arguments)."""
+        names = [field.name for field in attrs.fields(cls)]
+        values = {name: given.pop(name) for name in names if name in given}
+        values["container_mounts"] = tuple(values.get("container_mounts", ()))
+        return cls(**values)
+
+    @property
+    def scheduled(self) -> bool:
+        return self.slurm or self.k8s
+
+
+def check_launch_options(scheduling: Scheduling, *, dry_run: bool, device: str | None, node_options: bool) -> None:
+    """Refuse options that do not go together (one line, exit code 2) before anything is planned.
+
+    ``node_options``: whether --nnodes, --node-rank or --master-addr was given (a scheduler
+    takes those from its allocation).
+    """
+    from tprimat.errors import TprimatError
+
+    s = scheduling
+    if device and not dry_run:
+        raise TprimatError(
+            "--device plans for another device: use it with --dry-run (a real run measures the device it runs on)"
+        )
+    if s.slurm and s.k8s:
+        raise TprimatError("--slurm or --k8s: one scheduler per run")
+    if s.scheduled and node_options:
+        raise TprimatError(
+            f"{'--slurm' if s.slurm else '--k8s'} takes the nodes, node ranks and master address from the "
+            "allocation: use --nodes instead of --nnodes/--node-rank/--master-addr"
+        )
+    submit_only = {
+        "--nodes": s.nodes != 1,
+        "--gpus-per-node": s.gpus_per_node is not None,
+        "--partition": s.partition is not None,
+        "--time": s.time_limit is not None,
+        "--account": s.account is not None,
+    }
+    if not s.scheduled and any(submit_only.values()):
+        given = ", ".join(name for name, used in submit_only.items() if used)
+        raise TprimatError(
+            f"{given}: only with --slurm (without it, use --nproc-per-node and "
+            "--nnodes/--node-rank/--master-addr on each node)"
+        )
+    check_scheduler_options(
+        slurm=s.slurm,
+        k8s=s.k8s,
+        used={
+            "--partition": s.partition is not None,
+            "--time": s.time_limit is not None,
+            "--account": s.account is not None,
+            "--container-image": s.container_image is not None,
+            "--container-runtime": s.container_runtime != "auto",
+            "--container-mount": bool(s.container_mounts),
+            "--gpu-vendor": s.gpu_vendor is not None,
+            "--namespace": s.namespace is not None,
+            "--k8s-volume": s.k8s_volume is not None,
+            "--k8s-secret": s.k8s_secret is not None,
+        },
+    )
+
+
+def submit_scheduled(
+    ctx: click.Context, request, scheduling: Scheduling, *, strict: bool, dry_run: bool, reporting: list
+) -> None:
+    """Submit the run to Kubernetes or SLURM and follow it to its end (``--dry-run``: print the job)."""
+    s = scheduling
+    if s.k8s:
         from tprimat.cli.k8s_run import submit_and_follow_k8s
 
         submit_and_follow_k8s(
             ctx,
             request,
             strict=strict,
-            nodes=nodes,
-            gpus_per_node=gpus_per_node,
-            image=container_image,
-            gpu_vendor=gpu_vendor,
-            namespace=namespace,
-            volume_claim=k8s_volume,
-            secret=k8s_secret,
+            nodes=s.nodes,
+            gpus_per_node=s.gpus_per_node,
+            image=s.container_image,
+            gpu_vendor=s.gpu_vendor,
+            namespace=s.namespace,
+            volume_claim=s.k8s_volume,
+            secret=s.k8s_secret,
             dry_run=dry_run,
             reporting=reporting,
         )
         return
-    if slurm:
-        from tprimat.cli.slurm_run import submit_and_follow
+    from tprimat.cli.slurm_run import submit_and_follow
 
-        submit_and_follow(
-            ctx,
-            request,
-            strict=strict,
-            nodes=nodes,
-            gpus_per_node=gpus_per_node,
-            partition=partition,
-            time_limit=time_limit,
-            account=account,
-            dry_run=dry_run,
-            image=container_image,
-            runtime=container_runtime,
-            mounts=tuple(container_mounts),
-            gpu_vendor=gpu_vendor,
-            reporting=reporting,
-        )
-        return
+    submit_and_follow(
+        ctx,
+        request,
+        strict=strict,
+        nodes=s.nodes,
+        gpus_per_node=s.gpus_per_node,
+        partition=s.partition,
+        time_limit=s.time_limit,
+        account=s.account,
+        dry_run=dry_run,
+        image=s.container_image,
+        runtime=s.container_runtime,
+        mounts=s.container_mounts,
+        gpu_vendor=s.gpu_vendor,
+        reporting=reporting,
+    )
+
+
+def run_here(ctx: click.Context, registry, request, *, strict: bool, dry_run: bool, reporting: list) -> None:
+    """Plan the run on this machine and train it (``--dry-run``: print the plan); exit code 1 unless it completed.
+
+    The plan and the outcome are left in ``ctx.meta`` for `tprimat profile`.
+    """
+    from tprimat.running import dryrun, prepare, runner
+
     prepared = prepare.prepare(request, registry)
     ctx.meta["tprimat.prepared_run"] = prepared  # read by `tprimat profile`
     if dry_run:

@@ -29,6 +29,7 @@ from tprimat.errors import TprimatError
 from tprimat.settings.trainers import TRAINERS, Trainer
 
 if TYPE_CHECKING:
+    from tprimat.contract.exporter import ExporterSpec
     from tprimat.contract.readback import SettingsReadback
     from tprimat.contract.records import LogFact, RankPeak
 
@@ -215,8 +216,8 @@ def option_environ(
     return merged
 
 
-def check_availability(spec: BackendSpec, environ: Mapping[str, str] | None = None) -> Availability:
-    """Whether ``spec`` can run on this machine, from cheap checks only."""
+def check_availability(spec: BackendSpec | ExporterSpec, environ: Mapping[str, str] | None = None) -> Availability:
+    """Whether ``spec`` (a backend, or an exporter) can be used on this machine, from cheap checks only."""
     try:
         lacking = spec.requires.missing(environ)
     except Exception as exc:  # a broken finder or odd environment must not break listing

@@ -128,6 +128,12 @@ class RegisteredExporter:
     distribution: str | None
     conflict: str | None = None  # set when another distribution claims the same name
 
+    def availability(self) -> Availability:
+        """``available``, or what this machine lacks to write to the tracker (its library), as for a backend."""
+        if self.conflict:
+            return Availability(state="error", detail=self.conflict)
+        return check_availability(self.spec)
+
 
 def _split_env_list(value: str | None) -> frozenset[str]:
     return frozenset(item.strip() for item in (value or "").split(",") if item.strip())

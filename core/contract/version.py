@@ -1,9 +1,11 @@
 """The plugin contract's version, and the check of what a plugin says it needs.
 
 The contract is what :mod:`tprimat.contract` exports, the hook specs and the
-fields of :class:`~tprimat.contract.backend.BackendSpec`.  Its version is
+fields of :class:`~tprimat.contract.backend.BackendSpec` and
+:class:`~tprimat.contract.exporter.ExporterSpec`.  Its version is
 ``MAJOR.MINOR``: a minor step adds (a hook, a field with a default, a name);
-a major step removes or changes something a plugin may rely on.
+a major step removes or changes something a plugin may rely on.  1.1 added
+the ``register_exporters`` hook and ``ExporterSpec`` to 1.0.
 
 A plugin states the contract it was written against with a module (or object)
 attribute ``tprimat_contract = "1.0"``; it then loads on every tprimat whose
@@ -18,7 +20,7 @@ from __future__ import annotations
 import re
 
 #: The contract this tprimat provides.
-CONTRACT_VERSION = "1.0"
+CONTRACT_VERSION = "1.1"
 #: The attribute a plugin sets to the contract version it needs.
 CONTRACT_ATTRIBUTE = "tprimat_contract"
 

@@ -1,14 +1,18 @@
-"""Read the vendor tools' human-readable output: ``nvidia-smi``'s table and ``-L`` list, ``rocm-smi``'s text.
+"""Read the vendor tools' human-readable output: ``nvidia-smi``'s table and ``-L``, ``rocm-smi`` and ``amd-smi`` text.
 
 The CSV and JSON forms (:mod:`tprimat.hardware.platform`, :mod:`tprimat.running.monitor`) are
 preferred where tprimat runs the tool itself, but logs captured by others
 usually hold the default forms: the ``nvidia-smi`` box table, ``nvidia-smi
 -L``, ``rocm-smi``'s concise table and its ``GPU[0]\t\t: key: value``
-listings (``rocm-smi -i``, ``--showmeminfo vram``).  These parsers read them
-from any text (a log around them is ignored) and return what they state, in
-the units they state: nvidia-smi's ``MiB``, rocm-smi's bytes and percentages.
-Partition modes they show (the ``MIG M.`` column and ``MIG devices:`` box,
-rocm-smi's ``Partitions`` column) are kept for :mod:`tprimat.hardware.partitions`.
+listings (``rocm-smi -i``, ``--showmeminfo vram``), and ``amd-smi``'s nested
+``GPU: 0`` blocks (``amd-smi static``, ``metric``, ``list``).  These parsers
+read them from any text (a log around them is ignored) and return what they
+state, in the units they state: nvidia-smi's ``MiB``, rocm-smi's bytes and
+percentages.  Partition modes they show (the ``MIG M.`` column and ``MIG
+devices:`` box, rocm-smi's ``Partitions`` column, amd-smi's ``PARTITION``
+section) are kept for :mod:`tprimat.hardware.partitions`.  ``amd-smi monitor``'s
+table names no device (its ``VRAM_TOTAL`` is a memory size, not a model), so it
+is only recognised, to say so (:func:`amd_smi_monitor_columns`).
 """
 
 from __future__ import annotations
@@ -267,3 +271,86 @@ def parse_rocm_smi_text(text: str) -> SmiText | None:
             utilization_pct=_number(use) if use else gpu.utilization_pct,
         )
     return SmiText(tool="rocm-smi", gpus=tuple(by_index[i] for i in sorted(by_index)))
+
+
+# -- amd-smi: the nested ``GPU: n`` blocks and the monitor table ---------------------------------
+
+_AMD_BLOCK = re.compile(r"^(?P<kind>[A-Z]+):\s*(?P<index>\d+)\s*$")  # "GPU: 0", "CPU: 0" at column 0
+_AMD_KEY = re.compile(r"^(?P<indent>\s+)(?P<key>[A-Za-z][A-Za-z0-9_ ]*?)\s*:\s*(?P<value>.*?)\s*$")
+# "GPU  POWER  GPU_TEMP  MEM_TEMP  VRAM_USED  VRAM_TOTAL"
+_AMD_MONITOR_HEADER = re.compile(r"^\s*GPU(?:\s{2,}[A-Z][A-Z0-9_]*)+\s*$")
+
+
+def parse_amd_smi_keys(text: str) -> dict[int, dict[str, str]]:
+    """amd-smi's nested text by GPU index: ``SECTION.KEY`` -> value (``ASIC.MARKET_NAME``, ``VRAM.SIZE``).
+
+    Keys are upper-cased, with spaces as underscores (``PROTO VERSION``); ``CPU: n`` blocks,
+    the continuation lines of wrapped lists and text around the blocks are skipped.
+    """
+    found: dict[int, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    sections: list[tuple[int, str]] = []  # (indent, name) of the sections the next key is in
+    for line in text.splitlines():
+        block = _AMD_BLOCK.match(line)
+        if block:
+            current = found.setdefault(int(block["index"]), {}) if block["kind"] == "GPU" else None
+            sections = []
+            continue
+        if line.strip() and not line[0].isspace():
+            current = None  # text outside the blocks ends the one before
+            continue
+        match = _AMD_KEY.match(line)
+        if current is None or match is None:
+            continue
+        indent = len(match["indent"].expandtabs())
+        while sections and sections[-1][0] >= indent:
+            sections.pop()
+        key = match["key"].strip().upper().replace(" ", "_")
+        if match["value"]:
+            current[".".join([*(name for _, name in sections), key])] = match["value"]
+        else:
+            sections.append((indent, key))
+    return found
+
+
+def _stated(value: str | None) -> str | None:
+    return value if value and value != "N/A" else None
+
+
+def _amd_smi_mib(size: str | None) -> float | None:
+    """``VRAM.SIZE``: amd-smi prints ``64289 MB`` for the bytes divided by 2^20 (amdsmi's
+    ``amdsmi_get_gpu_vram_info``, ``src/amd_smi/amd_smi.cc``), so its "MB" are MiB."""
+    match = re.fullmatch(r"(\d+)\s*MB", size or "")
+    return float(match.group(1)) if match else None
+
+
+def parse_amd_smi_text(text: str) -> SmiText | None:
+    """The devices amd-smi's ``GPU: n`` blocks describe (``static``, ``static --asic``, ``metric``, ``list``).
+
+    Only ``static`` names the model (``ASIC.MARKET_NAME``) and gives the memory (``VRAM.SIZE``),
+    the driver (``DRIVER.VERSION``) and the partition modes (``PARTITION.COMPUTE_PARTITION``,
+    ``MEMORY_PARTITION``); the other forms give devices without a name.
+    """
+    keys = parse_amd_smi_keys(text)
+    if not keys:
+        return None
+    gpus = tuple(
+        SmiGpu(
+            index=index,
+            name=_stated(values.get("ASIC.MARKET_NAME")),
+            memory_total_mib=_amd_smi_mib(values.get("VRAM.SIZE")),
+            compute_partition=_stated(values.get("PARTITION.COMPUTE_PARTITION")),
+            memory_partition=_stated(values.get("PARTITION.MEMORY_PARTITION")),
+        )
+        for index, values in sorted(keys.items())
+    )
+    drivers = {_stated(values.get("DRIVER.VERSION")) for values in keys.values()} - {None}
+    return SmiText(tool="amd-smi", gpus=gpus, driver_version=drivers.pop() if len(drivers) == 1 else None)
+
+
+def amd_smi_monitor_columns(text: str) -> tuple[str, ...] | None:
+    """The columns of an ``amd-smi monitor`` table in ``text`` (``GPU``, ``POWER``, ``VRAM_TOTAL``...), or None."""
+    for line in text.splitlines():
+        if _AMD_MONITOR_HEADER.match(line):
+            return tuple(line.split())
+    return None

@@ -1,12 +1,15 @@
-"""Hardware identity from a saved ``nvidia-smi`` or ``rocm-smi`` output, for a log parsed elsewhere.
+"""Hardware identity from a saved ``nvidia-smi``, ``rocm-smi`` or ``amd-smi`` output, for a log parsed elsewhere.
 
 A log parsed away from the machine that ran it has no hardware identity, so no MFU (tprimat
 never takes it from the machine that parses).  Users often kept the run machine's
-``nvidia-smi`` or ``rocm-smi`` output; ``tprimat parse LOG --hardware FILE`` reads the
-device from it with the text readers of :mod:`tprimat.hardware.smi_text` (and the JSON
-and CSV readers of :mod:`tprimat.hardware.platform`).  The record says where it came from
+``nvidia-smi``, ``rocm-smi`` or ``amd-smi`` output; ``tprimat parse LOG --hardware FILE``
+reads the device from it with the text readers of :mod:`tprimat.hardware.smi_text`, the
+``nvidia-smi -q -x`` reader of :mod:`tprimat.hardware.smi_xml` (and the JSON and CSV
+readers of :mod:`tprimat.hardware.platform`).  The record says where it came from
 (``Hardware.source`` names the file and the form) and has no capture time: it is what the
-file says, not something tprimat saw while the run happened.
+file says, not something tprimat saw while the run happened.  A form that names no model
+(``amd-smi monitor``, ``amd-smi metric``) is refused with what it lacks: a device is never
+guessed from its memory size or count.
 """
 
 from __future__ import annotations
@@ -26,7 +29,15 @@ from tprimat.hardware.platform import (
     parse_rocm_smi_json,
     vendor_of_device,
 )
-from tprimat.hardware.smi_text import SmiText, parse_nvidia_smi_list, parse_nvidia_smi_table, parse_rocm_smi_text
+from tprimat.hardware.smi_text import (
+    SmiText,
+    amd_smi_monitor_columns,
+    parse_amd_smi_text,
+    parse_nvidia_smi_list,
+    parse_nvidia_smi_table,
+    parse_rocm_smi_text,
+)
+from tprimat.hardware.smi_xml import SmiXmlError, parse_nvidia_smi_xml
 from tprimat.result.schema import Hardware
 
 #: Largest file read (SMI outputs are kilobytes; a log given by mistake can be gigabytes).
@@ -37,9 +48,11 @@ FORMS = (
     "nvidia-smi (the default table)",
     "nvidia-smi -L",
     "nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv",
+    "nvidia-smi -q -x",
     "rocm-smi (the concise table)",
     "rocm-smi -i / --showmeminfo vram",
     "rocm-smi --showproductname --showmeminfo vram --json",
+    "amd-smi static (or static --asic)",
 )
 
 
@@ -58,33 +71,70 @@ def read_saved_hardware(path: str | Path) -> SavedHardware:
     try:
         if path.stat().st_size > MAX_BYTES:
             raise TprimatError(
-                f"--hardware {path}: {path.stat().st_size} bytes is not a saved nvidia-smi/rocm-smi output"
+                f"--hardware {path}: {path.stat().st_size} bytes is not a saved nvidia-smi/rocm-smi/amd-smi output"
             )
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise TprimatError(f"--hardware {path}: cannot read: {exc.strerror or exc}") from None
-    readers: tuple[Callable[[str], tuple[str, Hardware] | None], ...] = (_rocm_json, _smi_text, _nvidia_csv)
+    readers: tuple[Callable[[str], tuple[str, Hardware] | None], ...] = (
+        _rocm_json,
+        _nvidia_xml,
+        _smi_text,
+        _nvidia_csv,
+    )
     for reader in readers:
-        found = reader(text)
+        try:
+            found = reader(text)
+        except SmiXmlError as exc:
+            raise TprimatError(f"--hardware {path}: {exc}") from None
         if found is not None and found[1].device_name:
             form, hardware = found
             return _saved(path, form, hardware)
+    lacking = _names_no_model(text)
+    if lacking:
+        raise TprimatError(
+            f"--hardware {path}: {lacking}; give the run machine's `amd-smi static --asic` (its MARKET_NAME "
+            f"names the model) or the saved output of one of: {'; '.join(FORMS)}"
+        )
     raise TprimatError(
         f"--hardware {path}: names no GPU model tprimat can read; give the saved output of one of: {'; '.join(FORMS)}"
     )
 
 
+def _names_no_model(text: str) -> str | None:
+    """What an amd-smi form that tprimat recognises, but that names no GPU model, is; None for any other text."""
+    columns = amd_smi_monitor_columns(text)
+    if columns:
+        return (
+            f"an amd-smi monitor table ({' '.join(columns)}) names no GPU model "
+            "(VRAM_TOTAL is a memory size, not a device, and the model is never guessed from it)"
+        )
+    found = parse_amd_smi_text(text)
+    if found is not None:
+        first, last = found.gpus[0].index, found.gpus[-1].index
+        blocks = f"GPU {first}" if first == last else f"GPU {first}-{last}"
+        return f"its amd-smi blocks ({blocks}) name no GPU model (no ASIC MARKET_NAME)"
+    return None
+
+
 def _saved(path: Path, form: str, hardware: Hardware) -> SavedHardware:
     source = f"{form} output saved in {path} (given with --hardware; not captured by tprimat at run time)"
     hardware = attrs.evolve(hardware, source=source, captured_at=None)
-    vendor = vendor_of_device(hardware.device_name) or ("amd" if form.startswith("rocm") else "nvidia")
+    vendor = vendor_of_device(hardware.device_name) or ("amd" if form.startswith(("rocm", "amd-smi")) else "nvidia")
     count = f"{hardware.device_count_per_node} × " if hardware.device_count_per_node else ""
     note = f"hardware from {form} output {path} (given with --hardware): {count}{hardware.device_name}"
     return SavedHardware(hardware=hardware, platform=vendor, note=note)
 
 
+def _nvidia_xml(text: str) -> tuple[str, Hardware] | None:
+    found = parse_nvidia_smi_xml(text)
+    if found is None or not any(g.name for g in found.gpus):
+        return None
+    return found.tool, _from_smi_text(found)
+
+
 def _smi_text(text: str) -> tuple[str, Hardware] | None:
-    for parse in (parse_nvidia_smi_table, parse_nvidia_smi_list, parse_rocm_smi_text):
+    for parse in (parse_nvidia_smi_table, parse_nvidia_smi_list, parse_rocm_smi_text, parse_amd_smi_text):
         found = parse(text)
         if found is not None and any(g.name for g in found.gpus):
             return found.tool, _from_smi_text(found)

@@ -14,7 +14,9 @@ does its own rendezvous, exactly as under SLURM:
   ``MASTER_ADDR`` the stable DNS name JobSet gives pod 0
   (``<name>-node-0-0.<name>``);
 * each pod runs the image's ``tprimat run … --node-rank $(NODE_RANK) …``
-  (Kubernetes expands ``$(VAR)`` in container arguments).
+  (Kubernetes expands ``$(VAR)`` in container arguments), with SLURM's
+  internal node flag and ``TPRIMAT_DEPLOYMENT=k8s``, so its result's
+  ``run.deployment`` is ``k8s``.
 
 The run directory lives on a volume mounted at the ``--output`` path: a
 PersistentVolumeClaim (shared by the pods, and kept) or, without one, each
@@ -170,6 +172,8 @@ def render_manifests(
         {"name": "MASTER_PORT", "value": str(int(master_port))},
         {"name": "TPRIMAT_RUN_DIR", "value": str(run_dir)},
         {"name": "TPRIMAT_CONTAINER_IMAGE", "value": options.image},
+        # The pods run with SLURM's node flag; this makes their result's run.deployment "k8s".
+        {"name": "TPRIMAT_DEPLOYMENT", "value": "k8s"},
     ]
     digest = pinned_digest(options.image)
     if digest:

@@ -36,13 +36,13 @@ import attrs
 
 from tprimat import __version__
 from tprimat.contract.registry import Registry
-from tprimat.hardware.platform import PlatformInfo
+from tprimat.hardware.platform import PlatformInfo, trains_on_cpu
 from tprimat.result.builder import assemble_result, result_config
 from tprimat.result.collect import EventCollector
 from tprimat.result.convergence import RUN_CLOCK_FACTS
 from tprimat.result.framework import framework_record, read_stated
 from tprimat.result.metrics import nothing_measured
-from tprimat.result.schema import IterationRecord, Provenance, Result, RunInfo, RunStatus
+from tprimat.result.schema import IterationRecord, Provenance, Result, RunInfo, RunStatus, Software
 from tprimat.result.schema import write_result as _write_result
 from tprimat.running.manifest import Manifest, capture_manifest, launcher_of, write_manifest
 from tprimat.running.prepare import SYSPROF_DIR, PreparedRun, require_backend
@@ -88,15 +88,20 @@ def latest_microbench(platform: PlatformInfo) -> dict[str, Any] | None:
     return latest_for_device(platform.device_name, host=platform.hostname)
 
 
-def _software(manifest: Manifest, collector: EventCollector) -> Any:
+def _software(manifest: Manifest, collector: EventCollector) -> Software:
+    """The manifest's software, with the versions the run's own log stated in place of the recorded ones."""
     software = manifest.software
-    facts = {
-        "torch": collector.fact("torch_version"),
-        "collectives": collector.fact("collectives"),
-        "framework_version": collector.fact("framework_version"),
-    }
-    update = {k: str(v) for k, v in facts.items() if v is not None}
-    return attrs.evolve(software, **update) if update else software
+
+    def stated(fact: str, recorded: str | None) -> str | None:
+        value = collector.fact(fact)
+        return recorded if value is None else str(value)
+
+    return attrs.evolve(
+        software,
+        torch=stated("torch_version", software.torch),
+        collectives=stated("collectives", software.collectives),
+        framework_version=stated("framework_version", software.framework_version),
+    )
 
 
 def _visible_devices(count: int) -> list[int]:
@@ -242,7 +247,7 @@ class Runner:
         else:
             sampler, tried = find_sampler(p.platform.platform)
             if sampler is None:
-                if p.platform.platform != "cpu":
+                if not trains_on_cpu(p.platform):
                     self.notes.append("no GPU monitor could sample here (" + "; ".join(tried) + "): no energy figures")
                 return
             self.monitor = GpuMonitor(

@@ -68,6 +68,22 @@ def test_plugins_json_shows_hooks_and_errors():
     assert data["contract"] == CONTRACT_VERSION and isinstance(data["plugin_errors"], list)
 
 
+def test_plugins_lists_each_plugins_exporters_and_whether_they_are_usable(monkeypatch):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # as where the wandb extra is not installed
+    data = json.loads(invoke("plugins", "--json").output)
+    names = {p["name"]: p for p in data["plugins"]}
+    assert sorted(names["exporters"]["exporters"]) == ["mlflow", "tensorboard", "wandb"]
+    assert names["exporters"]["backends"] == [] and names["megatron"]["exporters"] == []
+    exporters = {e["name"]: e for e in data["exporters"]}
+    assert exporters["wandb"]["plugin"] == "exporters" and exporters["wandb"]["distribution"] == "tprimat"
+    assert exporters["wandb"]["status"] == "missing: python package wandb"
+    assert exporters["wandb"]["hint"] == "pip install 'tprimat[wandb]'"
+    assert exporters["wandb"]["description"].startswith("Weights & Biases")
+    output = invoke("plugins").output
+    assert "exporters" in output.splitlines()[2]  # the plugins table's column
+    assert "wandb: pip install 'tprimat[wandb]'" in output
+
+
 def test_backends_and_plugins_spell_the_load_errors_key_alike():
     assert "plugin_errors" in json.loads(invoke("backends", "--json").output)
     assert "plugin_errors" in json.loads(invoke("plugins", "--json").output)

@@ -18,8 +18,10 @@ import yaml
 from click.testing import CliRunner
 
 from tests.cli.test_run_slurm import TINY
+from tests.core.export.trackers import require
 from tests.core.test_k8s_manifest import validate
 from tprimat.cli import cli
+from tprimat.contract.registry import Registry
 from tprimat.result.schema import load_result
 from tprimat.running import k8s
 
@@ -191,6 +193,28 @@ def test_a_real_run_in_the_stand_in_cluster_returns_node_zeros_result_through_it
     assert [r.iteration for r in result.iterations] == [1, 2, 3, 4]
     manifest = json.loads(pod_result.with_name("manifest.json").read_text())
     assert manifest["software"]["container_image"] == result.software.container_image == "tprimat:cpu"
+    assert manifest["deployment"] == result.run.deployment == "k8s"
+
+
+def test_a_pods_run_says_it_ran_on_kubernetes_and_its_result_is_exported_here(cluster, tmp_path):
+    if "toy" not in Registry.from_environment().backends():
+        pytest.skip("the example plugin is not installed (pip install ./tests/example_plugin)")
+    require("tensorboard")
+    logdir = tmp_path / "tb"
+    out = CliRunner().invoke(
+        cli,
+        ["run", "--k8s", "--container-image", "tprimat:cpu", "--gpu-vendor", "none", "--backend", "toy"]
+        + ["--iterations", "4", "--run-id", "job", "--report-to", f"tensorboard={logdir}"],
+        catch_exceptions=False,
+    )
+    run_dir = tmp_path / "runs" / "job"
+    assert out.exit_code == 0, (out.output, [p.read_text() for p in run_dir.glob("k8s-*.log")])
+    result = load_result(run_dir / "result.json")
+    assert result.run.status == "completed" and result.run.deployment == "k8s"
+    assert f"exported to tensorboard: tensorboard events in {logdir}/tprimat/job" in out.output
+    assert (logdir / "tprimat" / "job").is_dir()
+    pod_command = yaml.safe_load_all((run_dir / k8s.MANIFEST_FILE).read_text())
+    assert not any("--report-to" in str(document) for document in pod_command)  # the pods never export
 
 
 def test_a_jobset_deleted_while_it_runs_ends_the_follow(cluster, tmp_path, monkeypatch):

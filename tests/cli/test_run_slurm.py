@@ -2,22 +2,29 @@
 
 The real job trains the tiny Llama on the torch backend with two processes on CPU
 under a single-node SLURM (``.ci/slurm-up.sh`` starts one), and the result must come
-back complete and valid to the submitting command.
+back complete and valid to the submitting command.  What the submitting command does
+with a collected result (``--report-to``) is tested with submit and follow standing in
+for the cluster.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from tests.core.export.trackers import SUITE, require
 from tprimat.cli import cli
 from tprimat.result.metrics import describe
 from tprimat.result.schema import load_result
+from tprimat.running.slurm import SlurmJobResult, SlurmSubmission
 
 TINY = [
     "--backend",
@@ -234,3 +241,83 @@ def test_container_options_need_a_scheduler_and_a_vendor():
     )
     out = CliRunner().invoke(cli, ["run", "--slurm", "--k8s", "--dry-run"])
     assert (out.exit_code, out.output.strip()) == (2, "Error: --slurm or --k8s: one scheduler per run")
+
+
+class _CollectedJob:
+    """``tprimat.running.slurm``'s submit and follow, standing in for a cluster: the job "ends" COMPLETED
+    with a real result in its run directory (a torch run tprimat wrote, tests/fixtures/compare/)."""
+
+    def __init__(self, result: Path) -> None:
+        self.result = result
+        self.submitted: list[Path] = []
+        self.node_commands: list[list[str]] = []
+
+    def submit_run(self, *, node_command, run_dir, **_):
+        Path(run_dir).mkdir(parents=True)
+        self.submitted.append(Path(run_dir))
+        self.node_commands.append(list(node_command))
+        scripts = {"sbatch_path": Path(run_dir) / "slurm_job.sbatch", "node_path": Path(run_dir) / "slurm_node.sh"}
+        return SlurmSubmission(job_id="4242", script="", node_script="", **scripts)
+
+    def follow_job(self, job_id, *, run_dir, on_state=None, **_):
+        shutil.copyfile(self.result, Path(run_dir) / "result.json")  # what node 0 wrote on the shared file system
+        if on_state:
+            on_state("COMPLETED")
+        return SlurmJobResult(job_id=job_id, state="COMPLETED", exit_code=0, logs=())
+
+
+@pytest.fixture
+def collected_job(tmp_path, monkeypatch):
+    """A submitted job whose result comes back: ``sbatch`` on PATH, submit and follow replaced."""
+    from tprimat.running import slurm
+
+    require("tensorboard")  # the tracker every test here exports to
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\nexit 1\n")  # found on PATH, never called
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(bin_dir), os.environ["PATH"]]))
+    monkeypatch.chdir(tmp_path)
+    job = _CollectedJob(SUITE / "torch-cpu-llama3.1-tiny-ddp-2proc-r1" / "result.json")
+    monkeypatch.setattr(slurm, "submit_run", job.submit_run)
+    monkeypatch.setattr(slurm, "follow_job", job.follow_job)
+    return job
+
+
+def test_report_to_exports_the_collected_result_on_the_submitting_machine(collected_job, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logdir = tmp_path / "tb"
+    out = CliRunner().invoke(
+        cli,
+        ["run", "--slurm", "--run-id", "job", *TINY, "--report-to", f"tensorboard={logdir}"],
+        catch_exceptions=False,
+    )
+    assert out.exit_code == 0, out.output
+    result_path = tmp_path / "runs" / "job" / "result.json"
+    result = load_result(result_path)
+    assert f"exported to tensorboard: tensorboard events in {logdir}/tprimat/{result.run.id}" in out.output
+    assert out.output.index("job 4242 ended COMPLETED") < out.output.index("exported to tensorboard")
+    accumulator = EventAccumulator(str(logdir / "tprimat" / result.run.id), size_guidance={"scalars": 0})
+    accumulator.Reload()
+    assert [e.step for e in accumulator.Scalars("step_time_s")] == [r.iteration for r in result.iterations]
+    (node_command,) = collected_job.node_commands
+    assert "--report-to" not in node_command  # the nodes never export
+
+
+def test_a_failing_export_after_a_slurm_job_keeps_its_result_and_exit_code(collected_job, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    out = CliRunner().invoke(cli, ["run", "--slurm", "--run-id", "job", *TINY, "--report-to", f"tensorboard={blocker}"])
+    result_path = tmp_path / "runs" / "job" / "result.json"
+    assert out.exit_code == 0, out.output
+    assert f"tprimat: warning: --report-to tensorboard: exporting {result_path} to tensorboard failed" in out.output
+    assert f"export it later with: tprimat export {result_path} --to tensorboard" in out.output
+    assert result_path.read_bytes() == collected_job.result.read_bytes()
+    assert blocker.read_text() == "not a directory"
+
+
+def test_an_unknown_tracker_is_refused_before_the_job_is_submitted(collected_job, tmp_path):
+    out = CliRunner().invoke(cli, ["run", "--slurm", "--run-id", "job", *TINY, "--report-to", "neptune"])
+    assert out.exit_code == 2 and "unknown tracker 'neptune'" in out.output
+    assert collected_job.submitted == [] and not (tmp_path / "runs").exists()

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tprimat.running import k8s
+from tprimat.running.runner import DEPLOYMENT_VARIABLE, deployment_of
 from tprimat.running.slurm import tprimat_node_command
 
 CRD = Path(__file__).resolve().parents[1] / "fixtures" / "k8s" / "jobset.x-k8s.io_jobsets.yaml.gz"
@@ -98,6 +99,7 @@ def test_the_jobset_of_each_vendor_matches_the_published_schema(tmp_path, vendor
     }
     assert env["MASTER_ADDR"] == f"{name}-node-0-0.{name}" and env["NNODES"] == "4"
     assert env["TPRIMAT_CONTAINER_IMAGE"] == image
+    assert env[DEPLOYMENT_VARIABLE] == "k8s"  # what the pod's run records as run.deployment
     assert container["envFrom"] == [{"secretRef": {"name": "hf"}}]
     # The same node command as under SLURM, with the rendezvous as Kubernetes variable references.
     assert container["args"][:2] == ["tprimat", "run"]
@@ -168,3 +170,17 @@ def test_the_entry_prints_node_zeros_result_between_markers_and_keeps_the_exit_s
         text=True,
     )
     assert other.returncode == 3 and k8s.RESULT_BEGIN not in other.stdout
+
+
+@pytest.mark.parametrize(
+    ("in_node_job", "environ", "deployment"),
+    [
+        (False, {}, "local"),
+        (False, {DEPLOYMENT_VARIABLE: "k8s"}, "local"),  # only a node of a scheduled job asks
+        (True, {}, "slurm"),
+        (True, {DEPLOYMENT_VARIABLE: "k8s"}, "k8s"),
+        (True, {DEPLOYMENT_VARIABLE: "elsewhere"}, "slurm"),  # no value but the pods' own is taken
+    ],
+)
+def test_a_node_run_records_the_scheduler_that_started_it(in_node_job, environ, deployment):
+    assert deployment_of(in_node_job, environ) == deployment

@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tprimat.hardware.smi_text import (
+    amd_smi_monitor_columns,
+    parse_amd_smi_keys,
+    parse_amd_smi_text,
     parse_nvidia_smi_list,
     parse_nvidia_smi_table,
     parse_rocm_smi_concise,
@@ -19,6 +22,11 @@ ROCM_SPX = "rocm-smi_MI300X_SPX_id-concise-showmeminfo-vram_ROCm6.3.3_issue-ROCm
 ROCM_8X = "rocm-smi_concise_8xMI300X_stas00-ml-engineering_excerpt.txt"
 ROCM_CPX = "rocm-smi_concise_MI300X_CPX_NPS1_first16of63_ROCm6.3-6.4_issue-ROCm-ROCm-4750-comment3_excerpt.txt"
 ROCM_CPX_MEM = "rocm-smi_showmeminfo-vram_MI300X_CPX_NPS1_GPU0-3_issue-ROCm-ROCm-4750-comment3_excerpt.txt"
+AMD_STATIC = "amd-smi_static_4xMI300A_amdsmi-cli-README_excerpt.txt"
+AMD_ASIC = "amd-smi_static_--asic_MI308X_amdsmi-CHANGELOG_excerpt.txt"
+AMD_METRIC = "amd-smi_metric_--usage_MI3xx_amdsmi-CHANGELOG_excerpt.txt"
+AMD_MONITOR = "amd-smi_monitor_-ptumv_8xMI300X_amdsmi-CHANGELOG_excerpt.txt"
+AMD_MONITOR_32 = "amd-smi_monitor_-p-t-v_MI300X_partitioned-32-devices_amdsmi-CHANGELOG_excerpt.txt"
 
 
 def _read(fixtures, name):
@@ -56,6 +64,41 @@ def test_text_without_a_table_is_none():
     assert parse_nvidia_smi_table("iteration 1 | lm loss 3.2") is None
     assert parse_nvidia_smi_list("no gpus here") is None
     assert parse_rocm_smi_text("no rocm-smi here") is None
+    assert parse_amd_smi_text("no amd-smi here") is None and amd_smi_monitor_columns("GPU 0: idle") is None
+
+
+def test_amd_smi_static_names_the_model_memory_driver_and_partition(fixtures):
+    static = parse_amd_smi_text(_read(fixtures, AMD_STATIC))
+    assert static.tool == "amd-smi" and [g.index for g in static.gpus] == [0, 1, 2, 3]  # the CPU blocks skipped
+    assert {g.name for g in static.gpus} == {"MI300A"}
+    assert {g.memory_total_mib for g in static.gpus} == {64289.0}  # "64289 MB": amdsmi's bytes / 2^20
+    assert {(g.compute_partition, g.memory_partition) for g in static.gpus} == {("SPX", "NPS1")}
+    assert static.driver_version == "6.9.0-rc5+"  # DRIVER's VERSION, not VBIOS's (N/A)
+
+
+def test_amd_smi_keys_follow_the_sections(fixtures):
+    keys = parse_amd_smi_keys(_read(fixtures, AMD_STATIC))
+    assert keys[3]["ASIC.OAM_ID"] == "3" and keys[3]["BUS.BDF"] == "0003:01:00.0"
+    assert keys[0]["VBIOS.VERSION"] == "N/A" and keys[0]["DRIVER.VERSION"] == "6.9.0-rc5+"
+    assert keys[0]["RAS.ECC_BLOCK_STATE.UMC"] == "DISABLED" and keys[0]["VRAM.TYPE"] == "HBM"
+    assert keys[0]["BOARD.PRODUCT_NAME"] == "Aqua Vanjaram [Instinct MI300A]"
+
+
+def test_amd_smi_static_asic_alone(fixtures):
+    asic = parse_amd_smi_text(_read(fixtures, AMD_ASIC))  # the excerpt starts with its "$ amd-smi static --asic"
+    (gpu,) = asic.gpus
+    assert (gpu.name, gpu.memory_total_mib, gpu.compute_partition, asic.driver_version) == ("MI308X", None, None, None)
+
+
+def test_amd_smi_forms_without_a_model_give_unnamed_devices(fixtures):
+    metric = parse_amd_smi_text(_read(fixtures, AMD_METRIC))  # wrapped lists, per-XCP sub-sections
+    assert [g.index for g in metric.gpus] == [0, 1] and {g.name for g in metric.gpus} == {None}
+    assert parse_amd_smi_keys(_read(fixtures, AMD_METRIC))[1]["USAGE.GFX_BUSY_INST.XCP_7"].startswith("[0 %")
+    for name in (AMD_MONITOR, AMD_MONITOR_32):
+        text = _read(fixtures, name)
+        assert parse_amd_smi_text(text) is None
+        columns = amd_smi_monitor_columns(text)
+        assert columns[0] == "GPU" and columns[-2:] == ("VRAM_USED", "VRAM_TOTAL")
 
 
 def test_rocm_smi_6_3_concise_with_ids_and_key_value_listings(fixtures):
