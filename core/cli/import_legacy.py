@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -90,7 +91,7 @@ def import_legacy(
     )
     from tprimat.errors import TprimatError
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     targets: dict[Path, Path] = {}
     for path in files:
         result = convert_legacy(path, options)

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
+from tprimat.cli.options import config_options
 from tprimat.cli.output import echo_json, print_table, registry_from
+
+if TYPE_CHECKING:
+    from tprimat.memory.estimate import MemoryEstimate
+    from tprimat.settings.trainers import Trainer
 
 
 @click.group()
@@ -14,19 +21,7 @@ def memory() -> None:
 
 @memory.command("estimate")
 @click.option("--model", help="Registered model (default: the config's benchmark.model).")
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, exists=True),
-    help="A benchmark config file layered over the defaults.",
-)
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="SECTION.KEY=VALUE",
-    help="Override one value (repeatable), e.g. --set training.recompute=full.",
-)
+@config_options()
 @click.option("--device", help="Device whose capacity to check against, e.g. MI300X, H100.")
 @click.option(
     "--capacity-gib",
@@ -56,7 +51,7 @@ def estimate(
     from tprimat.settings.models import UnknownModelError, get_model
 
     cfg = load_config(config_file, overrides)
-    trainer = "megatron-core"
+    trainer: Trainer = "megatron-core"
     if backend is not None:
         registry = registry_from(ctx)
         known = registry.backends()
@@ -96,7 +91,7 @@ def estimate(
     click.echo(verdict(result))
 
 
-def verdict(result) -> str:
+def verdict(result: MemoryEstimate) -> str:
     """One line: the verdict (fits, within the estimator's error, does not fit), by how much, against what."""
     from tprimat.memory.verdict import Verdict, describe_fit, fit_verdict
 

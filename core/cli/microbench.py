@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from tprimat.cli.output import echo_json, print_table
+from tprimat.cli.options import config_options
+from tprimat.cli.output import echo_json, print_table, registry_from
 from tprimat.microbench.defaults import CPU_DEFAULTS as CPU
 from tprimat.microbench.defaults import GPU_DEFAULTS as GPU
+
+if TYPE_CHECKING:
+    from tprimat.microbench.runner import What
 
 
 def _fmt(value: float | None) -> str:
@@ -160,12 +164,7 @@ def render(document: dict[str, Any], path: Path | None) -> None:
 @click.option(
     "--micro-batch-size", type=click.IntRange(min=1), default=None, help="Micro-batch size (default: the config's)."
 )
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, exists=True),
-    help="A benchmark config whose model and layout give the defaults.",
-)
+@config_options(config_note="Its model and layout give the defaults.")
 @click.option(
     "--warmup",
     type=click.IntRange(min=0),
@@ -217,21 +216,26 @@ def render(document: dict[str, Any], path: Path | None) -> None:
 @click.option("--no-flash-attn", is_flag=True, help="Do not run flash-attn even if installed.")
 @click.option(
     "-o",
+    "--output",
     "--output-dir",
+    "output_dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Where to save the result (default: $TPRIMAT_MICROBENCH_DIR or ~/.cache/tprimat/microbench).",
 )
 @click.option("--no-save", is_flag=True, help="Do not save the result.")
 @click.option("--quiet", is_flag=True, help="No progress lines (bar, count, time left) on stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result document as JSON.")
+@click.pass_context
 def microbench(
-    what: str,
+    ctx: click.Context,
+    what: What,
     model: str | None,
     dtypes: str | None,
     tp: int | None,
     seq_length: int | None,
     micro_batch_size: int | None,
     config_file: str | None,
+    overrides: tuple[str, ...],
     warmup: int | None,
     iterations: int | None,
     sweep_step: int,
@@ -259,9 +263,9 @@ def microbench(
     from tprimat.settings.config import default_config_dict, load_config
     from tprimat.settings.models import UnknownModelError, get_model
 
-    kind = device_kind(device)
+    kind = device_kind(device, registry_from(ctx).detect_platform())
     chosen = defaults_for(kind)
-    cfg = load_config(config_file, base=default_config_dict(cpu=True) if kind == "cpu" else None)
+    cfg = load_config(config_file, overrides, base=default_config_dict(cpu=True) if kind == "cpu" else None)
     dtypes = dtypes or chosen.dtypes
     warmup = chosen.warmup if warmup is None else warmup
     iterations = chosen.iterations if iterations is None else iterations
@@ -278,7 +282,7 @@ def microbench(
         raise click.BadParameter(str(exc), param_hint="--model") from None
     progress = None if quiet else (lambda line: click.echo(line, err=True))
     document = run_microbench(
-        what=what,  # type: ignore[arg-type]
+        what=what,
         model=spec,
         dtypes=dtypes,
         tensor_parallel=tp if tp is not None else cfg.parallel.tensor,
@@ -289,7 +293,7 @@ def microbench(
         sweep_step=sweep_step,
         sweep_radius=sweep_radius,
         window=window,
-        device=device,
+        device="cpu" if kind == "cpu" else device,
         flush_bytes=None if flush_mib is None else int(flush_mib * 2**20),
         use_flash_attn=not no_flash_attn,
         progress=progress,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from tprimat.cli.output import echo_json, print_table
@@ -20,7 +22,7 @@ from tprimat.settings.models import iter_models
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def models(seq_length: int, as_json: bool) -> None:
     """List registered models with parameter count and training FLOPs per token."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for model in iter_models():
         rows.append(
             {

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from tprimat.cli.run import RunCommand
 from tprimat.cli.run import run as run_command
 
 
-def _profile(ctx: click.Context, **options) -> None:
+def _profile(ctx: click.Context, **options: Any) -> None:
     from tprimat.cli.trace import analyze
 
     options["profile"] = True

@@ -153,6 +153,7 @@ def _print_overview(rows: list[dict[str, Any]]) -> None:
 @suite.command("run")
 @click.argument("suite_file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option(
+    "-o",
     "--output",
     "output_dir",
     type=click.Path(file_okay=False, path_type=Path),

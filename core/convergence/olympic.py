@@ -19,9 +19,16 @@ def olympic_mean(times: list[float | None], *, max_dropped: int = 1) -> tuple[fl
     failed = sum(t is None for t in times)
     if failed > max_dropped:
         return None, [], f"{failed} runs did not converge; MLPerf allows {max_dropped}"
-    order = sorted(range(len(times)), key=lambda i: math.inf if times[i] is None else times[i])
+
+    def time_or_slowest(index: int) -> float:
+        time = times[index]
+        return math.inf if time is None else time
+
+    order = sorted(range(len(times)), key=time_or_slowest)
     kept = order[max_dropped : len(order) - max_dropped]
     if not kept:
         return None, [], f"{len(times)} runs leave none after dropping the fastest and the slowest"
     dropped = order[:max_dropped] + order[len(order) - max_dropped :]
-    return sum(times[i] for i in kept) / len(kept), dropped, None  # type: ignore[misc]
+    # The runs that did not converge sort last and are all among the dropped ones.
+    kept_times = [time for time in (times[i] for i in kept) if time is not None]
+    return sum(kept_times) / len(kept), dropped, None

@@ -19,6 +19,8 @@ from tprimat.errors import TprimatError
 if TYPE_CHECKING:
     import numpy
 
+    from tprimat.data.sequences import PackedSequences
+
 #: Seed of the document permutation that picks the held-out documents (fixed on purpose).
 SPLIT_SEED = 0x7673706C  # "vspl"
 #: Seed of the packing of the held-out documents into evaluation sequences.
@@ -54,7 +56,7 @@ def training_sample_count(path_prefix: str | Path, seq_length: int, fraction: fl
     return max((int(lengths[train].sum()) - 1) // seq_length, 0)
 
 
-def training_sequences(path_prefix: str | Path, seq_length: int, seed: int, fraction: float):
+def training_sequences(path_prefix: str | Path, seq_length: int, seed: int, fraction: float) -> PackedSequences:
     """The training side of the split, packed like the full dataset would be."""
     from tprimat.data.indexed import IndexedReader
     from tprimat.data.sequences import PackedSequences
@@ -80,4 +82,4 @@ def validation_sequences(path_prefix: str | Path, seq_length: int, fraction: flo
             f"{seq_length} + 1 tokens, fewer than convergence.eval_sequences = {count}: lower "
             "eval_sequences, raise validation_fraction or prepare a larger dataset"
         )
-    return [packed[i] for i in range(count)]
+    return [packed[i] for i in range(count)] if packed is not None else []

@@ -14,10 +14,14 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 from collections.abc import Iterable, Iterator
+from typing import Any, Literal
 
 import attrs
 
-NORMALIZATIONS = ("NFC", "NFKC", "NFD", "NFKD", "none")
+UnicodeForm = Literal["NFC", "NFKC", "NFD", "NFKD"]
+#: ``--normalize`` values that name a Unicode normal form (the other one is ``none``).
+_FORMS: dict[str, UnicodeForm] = {"NFC": "NFC", "NFKC": "NFKC", "NFD": "NFD", "NFKD": "NFKD"}
+NORMALIZATIONS = (*_FORMS, "none")
 
 
 @attrs.frozen(kw_only=True)
@@ -28,11 +32,11 @@ class CleanOptions:
     dedup: bool = True
 
     @normalize.validator
-    def _check(self, _attribute, value: str) -> None:
+    def _check(self, _attribute: attrs.Attribute[str], value: str) -> None:
         if value not in NORMALIZATIONS:
             raise ValueError(f"normalize must be one of {', '.join(NORMALIZATIONS)}, got {value!r}")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
 
 
@@ -45,14 +49,14 @@ class CleanStats:
     dropped: dict[str, int] = attrs.Factory(lambda: {"empty": 0, "min_chars": 0, "min_words": 0, "duplicate": 0})
     characters_kept: int = 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
 
 
 def clean_documents(documents: Iterable[str], options: CleanOptions, stats: CleanStats) -> Iterator[str]:
     """Yield the documents that pass every filter, counting drops into ``stats``."""
     seen: set[bytes] = set()
-    form = None if options.normalize == "none" else options.normalize
+    form = _FORMS.get(options.normalize)  # None for "none"
     for text in documents:
         stats.read += 1
         if form is not None:

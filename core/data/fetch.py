@@ -20,7 +20,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import attrs
 
@@ -105,10 +105,7 @@ def iter_hub_documents(
 
     offline = datasets_offline() if offline is None else offline
     if load_dataset is None:
-        try:
-            from datasets import load_dataset
-        except ImportError as exc:
-            raise FetchError("reading a hub corpus needs the `datasets` package: pip install 'tprimat[data]'") from exc
+        load_dataset = _datasets_loader()
     arguments = hub_load_arguments(corpus, offline=offline)
     token = get_secret("HF_TOKEN")
     if token:
@@ -131,6 +128,15 @@ def iter_hub_documents(
         raise FetchError(f"cannot read {corpus.path} from {where}: {message}") from None
 
 
+def _datasets_loader() -> Callable[..., Any]:
+    """``datasets.load_dataset``, or a :class:`FetchError` that says how to install it."""
+    try:
+        from datasets import load_dataset
+    except ImportError as exc:
+        raise FetchError("reading a hub corpus needs the `datasets` package: pip install 'tprimat[data]'") from exc
+    return load_dataset
+
+
 def local_files(path: Path) -> list[Path]:
     """The input files under ``path`` in a stable order (sorted relative paths)."""
     if path.is_file():
@@ -147,7 +153,7 @@ def local_files(path: Path) -> list[Path]:
     return files
 
 
-def _open_text(path: Path):
+def _open_text(path: Path) -> TextIO:
     if path.name.lower().endswith(".gz"):
         return gzip.open(path, "rt", encoding="utf-8", errors="strict", newline="")
     return open(path, encoding="utf-8", errors="strict", newline="")  # noqa: SIM115

@@ -36,7 +36,10 @@ from typing import TYPE_CHECKING, BinaryIO
 from tprimat.errors import TprimatError
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     import numpy
+    import numpy.typing
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -149,7 +152,7 @@ class IndexedWriter:
         self.documents += int(lengths.size)
         self.tokens += int(lengths.sum())
 
-    def add_document(self, tokens) -> None:
+    def add_document(self, tokens: numpy.typing.ArrayLike) -> None:
         import numpy as np
 
         array = np.asarray(tokens)
@@ -183,7 +186,9 @@ class IndexedWriter:
     def __enter__(self) -> IndexedWriter:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if exc_type is None:
             self.finalize()
         else:

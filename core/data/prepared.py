@@ -8,6 +8,7 @@ so the directory can be copied between machines as a whole.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from tprimat.errors import TprimatError
 
 if TYPE_CHECKING:
     from tprimat.contract.plans import PreparedDataset
+    from tprimat.settings.models import ModelSpec
 
 DATASET_JSON = "dataset.json"
 FORMAT = "tprimat-dataset"
@@ -119,25 +121,13 @@ def check_prepared(path: str | Path) -> dict[str, Any]:
     if missing:
         raise PreparedDatasetError(f"{json_path}: tokenizer files missing: {', '.join(missing)}")
     hashes = {n: sha256_file(tokenizer_dir / n) for n in names}
-    decode = None
-    if (tokenizer_dir / "tokenizer.json").is_file():
-        try:
-            from tokenizers import Tokenizer
-        except ImportError:  # pragma: no cover - the data extra brings tokenizers
-            Tokenizer = None
-        if Tokenizer is not None:
-            tokenizer = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
-
-            def decode(ids):
-                return tokenizer.decode(ids, skip_special_tokens=False)
-
     summary = verify_dataset(
         prepared.path_prefix,
         vocab_size=prepared.vocab_size,
         eos_id=data.get("eos_id") if isinstance(data.get("eos_id"), int) else None,
         documents=prepared.documents,
         tokens=prepared.tokens,
-        decode=decode,
+        decode=_decoder(tokenizer_dir),
     )
     inputs = fingerprint_inputs(
         prepared.path_prefix,
@@ -161,7 +151,23 @@ def check_prepared(path: str | Path) -> dict[str, Any]:
     return {"fingerprint": fingerprint, **inputs}
 
 
-def check_model_compatibility(path: str | Path, model) -> None:
+def _decoder(tokenizer_dir: Path) -> Callable[[list[int]], str] | None:
+    """Token ids to text with the dataset's own tokenizer, special tokens kept; None without one."""
+    if not (tokenizer_dir / "tokenizer.json").is_file():
+        return None
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:  # pragma: no cover - the data extra brings tokenizers
+        return None
+    tokenizer = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+
+    def decode(ids: list[int]) -> str:
+        return tokenizer.decode(ids, skip_special_tokens=False)
+
+    return decode
+
+
+def check_model_compatibility(path: str | Path, model: str | ModelSpec) -> None:
     """Refuse to train ``model`` (a name or ``ModelSpec``) on a dataset made for another one.
 
     Two rules: the dataset was tokenized for the same model family (token ids of

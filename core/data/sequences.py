@@ -84,7 +84,8 @@ class PackedSequences:
     def __len__(self) -> int:
         return self._length
 
-    def _epoch(self, epoch: int):
+    def _epoch(self, epoch: int) -> tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray]:
+        """``(document order, cumulative ends, sample order)`` of ``epoch``; the last two epochs are cached."""
         import numpy as np
 
         cached = self._epochs.get(epoch)

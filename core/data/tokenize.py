@@ -14,15 +14,21 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    import numpy
 
 PART_GLOB = "part-*.npz"
 
 #: Called after each finished chunk with (documents, tokens) it added.
 ProgressCallback = Callable[[int, int], None]
 
-_worker_state: dict = {}
+_worker_state: dict[str, Any] = {}
 
 
 def part_path(parts_dir: Path, index: int) -> Path:
@@ -40,7 +46,7 @@ def _init_worker(tokenizer_json: str, eos_id: int, dtype: str, threads: bool) ->
     _worker_state["dtype"] = dtype
 
 
-def encode_texts(tokenizer, texts: list[str], eos_id: int, dtype: str):
+def encode_texts(tokenizer: Any, texts: list[str], eos_id: int, dtype: str) -> tuple[numpy.ndarray, numpy.ndarray]:
     """Encode documents (tokenizer's own special tokens, then EOS); flat tokens and lengths."""
     import numpy as np
 
@@ -59,7 +65,7 @@ def encode_texts(tokenizer, texts: list[str], eos_id: int, dtype: str):
     return tokens.astype(dtype), lengths
 
 
-def _write_part(path: Path, tokens, lengths) -> None:
+def _write_part(path: Path, tokens: numpy.ndarray, lengths: numpy.ndarray) -> None:
     import numpy as np
 
     tmp = path.with_name(f".{path.name}.tmp")
@@ -77,7 +83,7 @@ def _encode_chunk(index: int, texts: list[str], parts_dir: str) -> tuple[int, in
     return index, int(lengths.size), int(tokens.size)
 
 
-def read_part(path: Path):
+def read_part(path: Path) -> tuple[numpy.ndarray, numpy.ndarray]:
     """``(tokens, lengths)`` of a finished part."""
     import numpy as np
 
@@ -95,6 +101,94 @@ def iter_chunks(clean_jsonl: Path, chunk_documents: int) -> Iterator[tuple[int, 
             yield index, lines
 
 
+class _Tally:
+    """What one :func:`tokenize_to_parts` call did, passed on to its progress callback."""
+
+    def __init__(self, progress: ProgressCallback | None) -> None:
+        self.chunks = 0
+        self.chunks_resumed = 0
+        self._progress = progress
+
+    def encoded(self, documents: int, tokens: int) -> None:
+        self.chunks += 1
+        self._report(documents, tokens)
+
+    def resumed(self, documents: int, tokens: int) -> None:
+        self.chunks_resumed += 1
+        self._report(documents, tokens)
+
+    def counts(self) -> dict[str, int]:
+        return {"chunks": self.chunks, "chunks_resumed": self.chunks_resumed}
+
+    def _report(self, documents: int, tokens: int) -> None:
+        if self._progress is not None:
+            self._progress(documents, tokens)
+
+
+def _pending_chunks(
+    clean_jsonl: Path, parts_dir: Path, chunk_documents: int, tally: _Tally
+) -> Iterator[tuple[int, list[str]]]:
+    """``(chunk index, texts)`` of every chunk without a finished part; finished ones are counted as resumed.
+
+    A part counts as finished when it holds as many documents as its chunk.
+    """
+    for index, lines in iter_chunks(clean_jsonl, chunk_documents):
+        existing = part_path(parts_dir, index)
+        if existing.is_file():
+            _, lengths = read_part(existing)
+            if lengths.size == len(lines):
+                tally.resumed(int(lengths.size), int(lengths.sum()))
+                continue
+        yield index, [json.loads(line)["text"] for line in lines]
+
+
+def _encode_here(chunks: Iterator[tuple[int, list[str]]], parts_dir: Path, tally: _Tally) -> None:
+    """Encode in this process (the tokenizer's own thread pool uses the cores)."""
+    for index, texts in chunks:
+        _, documents, tokens = _encode_chunk(index, texts, str(parts_dir))
+        tally.encoded(documents, tokens)
+
+
+def _encode_in_pool(
+    chunks: Iterator[tuple[int, list[str]]],
+    parts_dir: Path,
+    tally: _Tally,
+    *,
+    workers: int,
+    initargs: tuple[str, int, str, bool],
+) -> None:
+    """Encode in ``workers`` spawned processes, at most two chunks per worker in flight.
+
+    On any failure or interruption the chunks not yet started are cancelled.
+    """
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    context = multiprocessing.get_context("spawn")  # no fork under a progress-bar thread
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_init_worker, initargs=initargs
+    ) as pool:
+        in_flight: set[Future[tuple[int, int, int]]] = set()
+        try:
+            for index, texts in chunks:
+                in_flight.add(pool.submit(_encode_chunk, index, texts, str(parts_dir)))
+                if len(in_flight) >= 2 * workers:
+                    finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+                    _count_finished(finished, tally)
+            _count_finished(in_flight, tally)
+        except BaseException:
+            for future in in_flight:
+                future.cancel()
+            raise
+
+
+def _count_finished(futures: Iterable[Future[tuple[int, int, int]]], tally: _Tally) -> None:
+    """Wait for each of ``futures`` (re-raising its error) and count what it encoded."""
+    for future in futures:
+        _, documents, tokens = future.result()
+        tally.encoded(documents, tokens)
+
+
 def tokenize_to_parts(
     clean_jsonl: Path,
     parts_dir: Path,
@@ -107,64 +201,18 @@ def tokenize_to_parts(
     progress: ProgressCallback | None = None,
 ) -> dict[str, int]:
     """Encode every chunk that has no finished part yet; returns counts of what was done."""
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
     parts_dir.mkdir(parents=True, exist_ok=True)
     for stale in parts_dir.glob(".part-*.tmp"):
         stale.unlink()
-    done = {"chunks": 0, "chunks_resumed": 0}
-
-    def report(documents: int, tokens: int) -> None:
-        if progress is not None:
-            progress(documents, tokens)
-
-    def pending() -> Iterator[tuple[int, list[str]]]:
-        for index, lines in iter_chunks(clean_jsonl, chunk_documents):
-            existing = part_path(parts_dir, index)
-            if existing.is_file():
-                _, lengths = read_part(existing)
-                if lengths.size == len(lines):
-                    done["chunks_resumed"] += 1
-                    report(int(lengths.size), int(lengths.sum()))
-                    continue
-            yield index, [json.loads(line)["text"] for line in lines]
-
+    tally = _Tally(progress)
+    chunks = _pending_chunks(clean_jsonl, parts_dir, chunk_documents, tally)
     if workers <= 1:
         _init_worker(str(tokenizer_json), eos_id, dtype, threads=True)
-        for index, texts in pending():
-            _, documents, tokens = _encode_chunk(index, texts, str(parts_dir))
-            done["chunks"] += 1
-            report(documents, tokens)
-        return done
-
-    import multiprocessing
-
-    context = multiprocessing.get_context("spawn")  # no fork under a progress-bar thread
-    with ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=context,
-        initializer=_init_worker,
-        initargs=(str(tokenizer_json), eos_id, dtype, False),
-    ) as pool:
-        in_flight: set = set()
-        try:
-            for index, texts in pending():
-                in_flight.add(pool.submit(_encode_chunk, index, texts, str(parts_dir)))
-                if len(in_flight) >= 2 * workers:
-                    finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        _, documents, tokens = future.result()
-                        done["chunks"] += 1
-                        report(documents, tokens)
-            for future in in_flight:
-                _, documents, tokens = future.result()
-                done["chunks"] += 1
-                report(documents, tokens)
-        except BaseException:
-            for future in in_flight:
-                future.cancel()
-            raise
-    return done
+        _encode_here(chunks, parts_dir, tally)
+    else:
+        initargs = (str(tokenizer_json), eos_id, dtype, False)
+        _encode_in_pool(chunks, parts_dir, tally, workers=workers, initargs=initargs)
+    return tally.counts()
 
 
 def write_parts(parts_dir: Path, chunks: int, prefix: Path, dtype: str) -> tuple[int, int]:

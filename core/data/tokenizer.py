@@ -22,11 +22,14 @@ import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from tprimat.errors import TprimatError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 #: Files that define a tokenizer's behaviour; all that exist are copied and fingerprinted.
 TOKENIZER_FILES: tuple[str, ...] = (
@@ -141,7 +144,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def load_tokenizer(source: str | Path):
+def load_tokenizer(source: str | Path) -> tuple[Tokenizer, TokenizerInfo]:
     """Load ``source`` and return ``(tokenizers.Tokenizer, TokenizerInfo)``."""
     from tokenizers import Tokenizer
 

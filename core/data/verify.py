@@ -21,6 +21,7 @@ exactly when they hold the same tokens made by the same tokenizer files.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def verify_dataset(
     eos_id: int | None = None,
     documents: int | None = None,
     tokens: int | None = None,
-    decode=None,
+    decode: Callable[[list[int]], object] | None = None,
     block_tokens: int = 1 << 24,
 ) -> dict[str, Any]:
     """Run every check on ``<prefix>.bin``/``.idx``; returns a summary (and a decoded sample)."""

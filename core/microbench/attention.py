@@ -17,7 +17,7 @@ mask, which restricts SDPA to the kernels that accept masks.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from tprimat.microbench.formulas import (
     ATTENTION_VARIANTS,
@@ -39,6 +39,18 @@ SDPA_BACKENDS = {
     "OVERRIDEABLE": "overrideable",
     "ERROR": "none",
 }
+
+
+class _Common(TypedDict):
+    """The fields every attention row of one device shares."""
+
+    device_index: int
+    batch: int
+    heads: int
+    kv_heads: int
+    seq_length: int
+    head_dim: int
+    window: int
 
 
 def dense_mask(
@@ -196,18 +208,22 @@ def attention_case(
         "fwd+bwd": None,
     }
     if status == "ok" and fwd_times and bwd_times:
-        shape = {
-            "batch": batch,
-            "heads": heads,
-            "seq_length": seq_length,
-            "head_dim": head_dim,
-            "variant": variant,
-            "window": applied,
-        }
-        row["fwd"] = _timing(attention_flops(**shape, direction="fwd"), fwd_times)
-        row["bwd"] = _timing(attention_flops(**shape, direction="bwd"), bwd_times)
+
+        def flops(direction: Literal["fwd", "bwd", "fwd+bwd"]) -> float:
+            return attention_flops(
+                batch=batch,
+                heads=heads,
+                seq_length=seq_length,
+                head_dim=head_dim,
+                variant=variant,
+                window=applied,
+                direction=direction,
+            )
+
+        row["fwd"] = _timing(flops("fwd"), fwd_times)
+        row["bwd"] = _timing(flops("bwd"), bwd_times)
         both = [f + b for f, b in zip(fwd_times, bwd_times, strict=True)]
-        row["fwd+bwd"] = _timing(attention_flops(**shape, direction="fwd+bwd"), both)
+        row["fwd+bwd"] = _timing(flops("fwd+bwd"), both)
     return row
 
 
@@ -231,7 +247,7 @@ def run_attention(
 ) -> list[dict[str, Any]]:
     """Time every variant through SDPA (and flash-attn when installed) on one device."""
     rows: list[dict[str, Any]] = []
-    common = {
+    common: _Common = {
         "device_index": device_index,
         "batch": batch,
         "heads": heads,
@@ -315,7 +331,7 @@ def _sdpa_row(
     variant: AttentionVariant,
     method: Method,
     flush: Callable[[int], None],
-    common: dict[str, Any],
+    common: _Common,
 ) -> dict[str, Any]:
     b, h, g = common["batch"], common["heads"], common["kv_heads"]
     s, d = common["seq_length"], common["head_dim"]
@@ -369,7 +385,7 @@ def _flash_row(
     variant: AttentionVariant,
     method: Method,
     flush: Callable[[int], None],
-    common: dict[str, Any],
+    common: _Common,
 ) -> dict[str, Any]:
     b, h, g = common["batch"], common["heads"], common["kv_heads"]
     s, d = common["seq_length"], common["head_dim"]

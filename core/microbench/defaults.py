@@ -20,6 +20,8 @@ from collections.abc import Callable
 
 import attrs
 
+from tprimat.hardware.platform import PlatformInfo, trains_on_cpu
+
 
 @attrs.frozen(kw_only=True)
 class DeviceDefaults:
@@ -40,17 +42,17 @@ GPU_DEFAULTS = DeviceDefaults(device="gpu", dtypes="bf16,fp8", warmup=5, iterati
 CPU_DEFAULTS = DeviceDefaults(device="cpu", dtypes="fp32", warmup=1, iterations=5, sweep_radius=0)
 
 
-def device_kind(requested: str) -> str:
-    """``gpu`` when the run will use GPUs (``--device cuda``, or ``auto`` with one visible), else ``cpu``."""
+def device_kind(requested: str, machine: PlatformInfo) -> str:
+    """``gpu`` when the run will use GPUs (``--device cuda``, or ``auto`` on a GPU machine), else ``cpu``.
+
+    ``auto`` is decided as ``tprimat run`` decides it (:func:`~tprimat.hardware.platform.trains_on_cpu`
+    on the detected ``machine``), so microbench and run agree on whether a machine has a GPU.
+    """
     if requested == "cpu":
         return "cpu"
     if requested == "cuda":
         return "gpu"
-    try:
-        import torch
-    except ImportError:
-        return "gpu"  # the run itself reports the missing torch
-    return "gpu" if torch.cuda.is_available() and torch.cuda.device_count() > 0 else "cpu"
+    return "cpu" if trains_on_cpu(machine) else "gpu"
 
 
 def defaults_for(kind: str) -> DeviceDefaults:

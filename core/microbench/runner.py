@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
@@ -28,6 +28,9 @@ from tprimat.microbench.store import (
     summarize,
 )
 from tprimat.settings.models import ModelSpec
+
+if TYPE_CHECKING:
+    from tprimat.microbench.timing import Method
 
 What = Literal["gemm", "attention", "all"]
 KNOWN_DTYPES = ("bf16", "fp16", "fp32", "fp8")
@@ -190,11 +193,208 @@ def planned_cases(what: What, shapes: Sequence[Any], dtypes: Sequence[str], *, f
     return total
 
 
+@attrs.frozen(kw_only=True)
+class _Request:
+    """What :func:`run_microbench` was asked to measure, checked before torch is imported."""
+
+    what: What
+    model: ModelSpec
+    dtypes: list[str]
+    tensor_parallel: int
+    seq_length: int
+    micro_batch_size: int
+    warmup: int
+    iterations: int
+    sweep_step: int
+    sweep_radius: int
+    window: int
+    flush_bytes: int | None
+    use_flash_attn: bool
+    seed: int
+
+    def config(self) -> dict[str, Any]:
+        """The ``config`` section of the document."""
+        return {
+            "what": self.what,
+            "model": self.model.name,
+            "tensor_parallel": self.tensor_parallel,
+            "seq_length": self.seq_length,
+            "micro_batch_size": self.micro_batch_size,
+            "tokens": self.seq_length * self.micro_batch_size,
+            "dtypes": list(self.dtypes),
+            "window": self.window,
+            "sweep_step": self.sweep_step,
+            "sweep_radius": self.sweep_radius,
+            "seed": self.seed,
+        }
+
+
+@attrs.define
+class _Measured:
+    """What the devices gave, in device order: identities, methods and result rows."""
+
+    devices: list[dict[str, Any]] = attrs.Factory(list)
+    methods: list[Method] = attrs.Factory(list)
+    gemm_rows: list[dict[str, Any]] = attrs.Factory(list)
+    attention_rows: list[dict[str, Any]] = attrs.Factory(list)
+    tracker: Callable[[str], None] | None = None
+
+
+def _check_request(what: str, dtypes: str | Sequence[str], window: int) -> list[str]:
+    """Refuse an unknown microbenchmark, dtype or a non-positive window; the parsed dtypes."""
+    if what not in ("gemm", "attention", "all"):
+        raise MicrobenchError(f"unknown microbenchmark {what!r}; use gemm, attention or all")
+    parsed = parse_dtypes(dtypes)
+    if window <= 0:
+        raise MicrobenchError(f"the sliding window must be positive, got {window}")
+    return parsed
+
+
+def _measure_device(
+    torch: Any,
+    dev: Any,
+    index: int,
+    request: _Request,
+    cases: list[Any],
+    measured: _Measured,
+    *,
+    device_count: int,
+    progress: Callable[[str], None] | None,
+) -> None:
+    """Seed, describe and measure one device, appending what it gave to ``measured``.
+
+    The progress tracker is made on the first device, for the cases of every device.
+    """
+    from tprimat.microbench.attention import run_attention
+    from tprimat.microbench.gemm import fp8_support, run_gemms
+    from tprimat.microbench.timing import make_flush, method_for
+
+    torch.manual_seed(request.seed)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+        torch.cuda.manual_seed(request.seed)
+    info = describe_device(torch, dev)
+    method = method_for(
+        torch, dev, warmup=request.warmup, iterations=request.iterations, flush_bytes=request.flush_bytes
+    )
+    measured.methods.append(method)
+    flush = make_flush(torch, dev, method.flush_bytes)
+    fp8_dtype, fp8_reason = fp8_support(torch, dev) if "fp8" in request.dtypes else (None, None)
+    info["fp8"] = {
+        "available": fp8_dtype is not None,
+        "reason": fp8_reason,
+        "dtype": str(fp8_dtype).replace("torch.", "") if fp8_dtype else None,
+    }
+    measured.devices.append(info)
+    measured.tracker = measured.tracker or _tracker(
+        progress,
+        request.what,
+        cases,
+        request.dtypes,
+        fp8=fp8_dtype is not None,
+        flash_attn=request.use_flash_attn and _flash_attn_runs(dev),
+        devices=device_count,
+    )
+    if request.what in ("gemm", "all"):
+        measured.gemm_rows += run_gemms(
+            torch,
+            dev,
+            index,
+            cases,
+            dtypes=request.dtypes,
+            method=method,
+            flush=flush,
+            fp8_dtype=fp8_dtype,
+            fp8_reason=fp8_reason,
+            progress=measured.tracker,
+        )
+    if request.what in ("attention", "all"):
+        t = request.tensor_parallel
+        measured.attention_rows += run_attention(
+            torch,
+            dev,
+            index,
+            batch=request.micro_batch_size,
+            heads=request.model.num_attention_heads // t,
+            kv_heads=request.model.num_query_groups // t,
+            seq_length=request.seq_length,
+            head_dim=request.model.kv_channels,
+            window=request.window,
+            dtypes=request.dtypes,
+            method=method,
+            flush=flush,
+            use_flash_attn=request.use_flash_attn,
+            progress=measured.tracker,
+        )
+    del flush
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _document(
+    torch: Any, request: _Request, devices: list[Any], measured: _Measured, created: datetime
+) -> dict[str, Any]:
+    """The versioned document, without its summary; the platform is detected after the measurements."""
+    from tprimat.hardware.platform import detect
+
+    platform = detect()
+    gpu = devices[0].type == "cuda"
+    described, methods = measured.devices, measured.methods
+    gemm_rows, attention_rows = measured.gemm_rows, measured.attention_rows
+    return {
+        "kind": KIND,
+        "schema_version": SCHEMA_VERSION,
+        "created_at": created.isoformat(timespec="seconds"),
+        "tprimat_version": __version__,
+        "host": socket.gethostname(),
+        "platform": platform.platform if gpu else "cpu",
+        "device_name": described[0]["name"],
+        "platform_device_name": platform.device_name if gpu else None,
+        "partition": attrs.asdict(platform.partition) if gpu and platform.partition else None,
+        "device_count": len(described),
+        "devices": described,
+        "software": _software(torch),
+        "environment": performance_environment(),
+        "config": request.config(),
+        "method": {
+            "warmup": request.warmup,
+            "iterations": request.iterations,
+            "timer": methods[0].timer,
+            "flush_bytes": [m.flush_bytes for m in methods],
+            "cache_bytes": [m.cache_bytes for m in methods],
+            "inputs": INPUTS,
+            "statistic": STATISTIC,
+            "devices": "each device measured separately, one after the other",
+        },
+        "formulas": {"gemm": GEMM_FORMULA, "attention": ATTENTION_FORMULA},
+        "gemm": gemm_rows,
+        "attention": attention_rows,
+        "gemm_spread": case_spread(gemm_rows, GEMM_CASE_FIELDS),
+        "attention_spread": case_spread(attention_rows, ATTENTION_CASE_FIELDS, metric="fwd+bwd"),
+    }
+
+
+def _run_notes(described: list[dict[str, Any]], methods: list[Method]) -> list[str]:
+    """Notes about the run itself: mixed devices, and a flush smaller than a device's cache."""
+    notes = []
+    names = sorted({d["name"] for d in described})
+    if len(names) > 1:
+        notes.append(f"mixed devices on this node: {', '.join(names)}")
+    for m in methods:
+        if m.cache_bytes and m.flush_bytes < m.cache_bytes:
+            notes.append(
+                f"flush of {m.flush_bytes} bytes is smaller than the {m.cache_bytes}-byte "
+                "cache: operands may stay cached between iterations"
+            )
+            break
+    return notes
+
+
 def run_microbench(
     *,
     what: What,
     model: ModelSpec,
-    dtypes: Sequence[str] = ("bf16", "fp8"),
+    dtypes: str | Sequence[str] = ("bf16", "fp8"),
     tensor_parallel: int = 1,
     seq_length: int = 8192,
     micro_batch_size: int = 1,
@@ -210,11 +410,22 @@ def run_microbench(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Measure, on each device, and return the versioned document (with its summary)."""
-    if what not in ("gemm", "attention", "all"):
-        raise MicrobenchError(f"unknown microbenchmark {what!r}; use gemm, attention or all")
-    dtypes = parse_dtypes(dtypes)
-    if window <= 0:
-        raise MicrobenchError(f"the sliding window must be positive, got {window}")
+    request = _Request(
+        what=what,
+        model=model,
+        dtypes=_check_request(what, dtypes, window),
+        tensor_parallel=tensor_parallel,
+        seq_length=seq_length,
+        micro_batch_size=micro_batch_size,
+        warmup=warmup,
+        iterations=iterations,
+        sweep_step=sweep_step,
+        sweep_radius=sweep_radius,
+        window=window,
+        flush_bytes=flush_bytes,
+        use_flash_attn=use_flash_attn,
+        seed=seed,
+    )
     shapes, sweep = plan_shapes(
         model,
         seq_length=seq_length,
@@ -224,131 +435,15 @@ def run_microbench(
         sweep_radius=sweep_radius,
     )
     torch = _import_torch()
-    from tprimat.hardware.platform import detect
-    from tprimat.microbench.attention import run_attention
-    from tprimat.microbench.gemm import fp8_support, run_gemms
-    from tprimat.microbench.timing import make_flush, method_for
-
     created = datetime.now(UTC)
     devices = select_devices(torch, device)
-    described, gemm_rows, attention_rows, methods = [], [], [], []
-    tracker: Callable[[str], None] | None = None
+    measured = _Measured()
     for index, dev in enumerate(devices):
-        torch.manual_seed(seed)
-        if dev.type == "cuda":
-            torch.cuda.set_device(dev)
-            torch.cuda.manual_seed(seed)
-        info = describe_device(torch, dev)
-        method = method_for(torch, dev, warmup=warmup, iterations=iterations, flush_bytes=flush_bytes)
-        methods.append(method)
-        flush = make_flush(torch, dev, method.flush_bytes)
-        fp8_dtype, fp8_reason = fp8_support(torch, dev) if "fp8" in dtypes else (None, None)
-        info["fp8"] = {
-            "available": fp8_dtype is not None,
-            "reason": fp8_reason,
-            "dtype": str(fp8_dtype).replace("torch.", "") if fp8_dtype else None,
-        }
-        described.append(info)
-        tracker = tracker or _tracker(
-            progress,
-            what,
-            shapes + sweep,
-            dtypes,
-            fp8=fp8_dtype is not None,
-            flash_attn=use_flash_attn and _flash_attn_runs(dev),
-            devices=len(devices),
+        _measure_device(
+            torch, dev, index, request, shapes + sweep, measured, device_count=len(devices), progress=progress
         )
-        if what in ("gemm", "all"):
-            gemm_rows += run_gemms(
-                torch,
-                dev,
-                index,
-                shapes + sweep,
-                dtypes=dtypes,
-                method=method,
-                flush=flush,
-                fp8_dtype=fp8_dtype,
-                fp8_reason=fp8_reason,
-                progress=tracker,
-            )
-        if what in ("attention", "all"):
-            t = tensor_parallel
-            attention_rows += run_attention(
-                torch,
-                dev,
-                index,
-                batch=micro_batch_size,
-                heads=model.num_attention_heads // t,
-                kv_heads=model.num_query_groups // t,
-                seq_length=seq_length,
-                head_dim=model.kv_channels,
-                window=window,
-                dtypes=dtypes,
-                method=method,
-                flush=flush,
-                use_flash_attn=use_flash_attn,
-                progress=tracker,
-            )
-        del flush
-        if dev.type == "cuda":
-            torch.cuda.empty_cache()
-
-    platform = detect()
-    names = sorted({d["name"] for d in described})
-    document: dict[str, Any] = {
-        "kind": KIND,
-        "schema_version": SCHEMA_VERSION,
-        "created_at": created.isoformat(timespec="seconds"),
-        "tprimat_version": __version__,
-        "host": socket.gethostname(),
-        "platform": platform.platform if devices[0].type == "cuda" else "cpu",
-        "device_name": described[0]["name"],
-        "platform_device_name": platform.device_name if devices[0].type == "cuda" else None,
-        "partition": attrs.asdict(platform.partition) if devices[0].type == "cuda" and platform.partition else None,
-        "device_count": len(described),
-        "devices": described,
-        "software": _software(torch),
-        "environment": performance_environment(),
-        "config": {
-            "what": what,
-            "model": model.name,
-            "tensor_parallel": tensor_parallel,
-            "seq_length": seq_length,
-            "micro_batch_size": micro_batch_size,
-            "tokens": seq_length * micro_batch_size,
-            "dtypes": list(dtypes),
-            "window": window,
-            "sweep_step": sweep_step,
-            "sweep_radius": sweep_radius,
-            "seed": seed,
-        },
-        "method": {
-            "warmup": warmup,
-            "iterations": iterations,
-            "timer": methods[0].timer,
-            "flush_bytes": [m.flush_bytes for m in methods],
-            "cache_bytes": [m.cache_bytes for m in methods],
-            "inputs": INPUTS,
-            "statistic": STATISTIC,
-            "devices": "each device measured separately, one after the other",
-        },
-        "formulas": {"gemm": GEMM_FORMULA, "attention": ATTENTION_FORMULA},
-        "gemm": gemm_rows,
-        "attention": attention_rows,
-        "gemm_spread": case_spread(gemm_rows, GEMM_CASE_FIELDS),
-        "attention_spread": case_spread(attention_rows, ATTENTION_CASE_FIELDS, metric="fwd+bwd"),
-    }
-    notes = []
-    if len(names) > 1:
-        notes.append(f"mixed devices on this node: {', '.join(names)}")
-    for m in methods:
-        if m.cache_bytes and m.flush_bytes < m.cache_bytes:
-            notes.append(
-                f"flush of {m.flush_bytes} bytes is smaller than the {m.cache_bytes}-byte "
-                "cache: operands may stay cached between iterations"
-            )
-            break
+    document = _document(torch, request, devices, measured, created)
     summary = summarize(document)
-    summary["notes"] = notes + summary["notes"]
+    summary["notes"] = _run_notes(measured.devices, measured.methods) + summary["notes"]
     document["summary"] = summary
     return document

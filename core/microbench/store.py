@@ -18,8 +18,9 @@ from typing import Any
 
 from tprimat.atomic import atomic_write_text
 from tprimat.errors import TprimatError
+from tprimat.hardware.devices import find_device
 from tprimat.result.metrics import mamf_utilisation  # noqa: F401  (re-exported: defined with the other figures)
-from tprimat.result.peaks import find_device, lookup_peak
+from tprimat.result.peaks import lookup_peak
 from tprimat.result.schema import DevicePartition
 
 KIND = "tprimat.microbench"
@@ -336,8 +337,11 @@ def latest_for_device(
             if n
         ):
             by_key.append((created, path, document))
-    chosen = by_name or by_key
-    if not chosen:
+    if by_name:
+        chosen, matched_by = by_name, "device name"
+    elif by_key and wanted_row is not None:
+        chosen, matched_by = by_key, f"peaks table row {wanted_row.key}"
+    else:
         return None
     if host is not None:
         local = [item for item in chosen if item[2].get("host") == host]
@@ -352,7 +356,7 @@ def latest_for_device(
         "platform_device_name": document.get("platform_device_name"),
         "device_count": document.get("device_count"),
         "host": document.get("host"),
-        "matched_by": "device name" if by_name else f"peaks table row {wanted_row.key}",
+        "matched_by": matched_by,
         "config": document.get("config"),
         "method": document.get("method"),
         **summary,

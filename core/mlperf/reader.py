@@ -174,12 +174,12 @@ def _block_samples(opened: dict[str, Any], closed: dict[str, Any], global_batch_
     (NVIDIA's NeMo callbacks); the step count times the global batch settles it.
     """
     begin, end = opened.get("metadata") or {}, closed.get("metadata") or {}
-    steps = (begin.get("step"), end.get("step"))
-    if all(isinstance(s, int) for s in steps) and isinstance(global_batch_size, int):
-        return (steps[1] - steps[0]) * global_batch_size if steps[1] > steps[0] else None
-    counts = (begin.get("samples_count"), end.get("samples_count"))
-    if all(isinstance(c, int | float) for c in counts) and counts[1] > counts[0]:
-        return counts[1] - counts[0]
+    first_step, last_step = begin.get("step"), end.get("step")
+    if isinstance(first_step, int) and isinstance(last_step, int) and isinstance(global_batch_size, int):
+        return (last_step - first_step) * global_batch_size if last_step > first_step else None
+    first_count, last_count = begin.get("samples_count"), end.get("samples_count")
+    if isinstance(first_count, int | float) and isinstance(last_count, int | float) and last_count > first_count:
+        return last_count - first_count
     return None
 
 

@@ -284,7 +284,10 @@ class _Archive:
             self._file = open(self.bundle, "rb")  # closed in __exit__
             self._unzipped = gzip.GzipFile(fileobj=self._file, mode="rb")
             self._stream = _BoundedStream(self._unzipped, self.bundle, self._limit_bytes)
-            self._tar = tarfile.open(fileobj=self._stream, mode="r:", encoding="utf-8", errors="surrogateescape")
+            # typeshed's tarfile asks every fileobj for write() and close(), which reading never calls.
+            self._tar = tarfile.open(  # type: ignore[call-overload]
+                fileobj=self._stream, mode="r:", encoding="utf-8", errors="surrogateescape"
+            )
         except _READ_ERRORS as exc:
             self.__exit__()
             raise BundleError(f"{self.bundle}: not a readable bundle ({_one_line(exc)})") from None
@@ -459,14 +462,14 @@ def _problems(scan: _Scan, root: str, listed: dict[str, str]) -> list[str]:
         elif any(str(parent) in files for parent in PurePosixPath(member.path).parents):
             problems.append(f"{_show(member.path)}: inside a file of the same bundle")
     for path, digest in listed.items():
-        member = members.get(path)
+        found = members.get(path)
         if path == sums_path:
             problems.append(f"{path}: lists itself")
-        elif member is None:
+        elif found is None:
             problems.append(f"{_show(path)}: missing")
-        elif member.is_dir:
+        elif found.is_dir:
             problems.append(f"{_show(path)}: a directory, listed as a file")
-        elif member.digest != digest:
+        elif found.digest != digest:
             problems.append(f"{_show(path)}: checksum differs")
     return problems
 
@@ -506,17 +509,20 @@ def _write_members(bundle: Path, scan: _Scan, staging: Path, limits: BundleLimit
     with _Archive(bundle, limits) as archive:
         for info in archive.members():
             member = next(expected, None)
-            same = member is not None and (_normal(info.name), info.isdir()) == (member.path, member.is_dir)
-            if not same or (not member.is_dir and info.size != member.size):
+            if (
+                member is None
+                or (_normal(info.name), info.isdir()) != (member.path, member.is_dir)
+                or (not member.is_dir and info.size != member.size)
+            ):
                 raise BundleError(f"{bundle}: {_show(info.name)}: changed while it was being extracted")
             destination = staging.joinpath(*PurePosixPath(member.path).parts[1:])
             if member.is_dir:
                 destination.mkdir(parents=True, exist_ok=True)
             else:
                 _write_file(archive, info, member, destination)
-    member = next(expected, None)
-    if member is not None:
-        raise BundleError(f"{bundle}: {_show(member.path)}: changed while it was being extracted")
+    extra = next(expected, None)
+    if extra is not None:
+        raise BundleError(f"{bundle}: {_show(extra.path)}: changed while it was being extracted")
 
 
 def _missing_parents(directory: Path) -> list[Path]:

@@ -186,7 +186,8 @@ def plan(context: LaunchContext) -> LaunchPlan:
             "--config",
             str(config_file),
         ]
-        launcher, launcher_env = "primus-cli direct", {}
+        launcher = "primus-cli direct"
+        launcher_env: dict[str, str] = {}
         notes = [
             f"no Primus checkout (--primus-path or $PRIMUS_PATH): planned with the placeholder {PLACEHOLDER}; {HINT}",
             f"Primus experiment base: {base_name} (from the checkout; tprimat's overrides are merged over "

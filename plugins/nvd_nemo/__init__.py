@@ -4,9 +4,11 @@ The plugin declares the backend and answers availability from cheap checks;
 see ``docs/plugins.md`` for the hooks a backend implements.
 """
 
+from __future__ import annotations
+
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tprimat import hookimpl
 from tprimat.contract import BackendSpec, LogMatch, Requirements
@@ -16,6 +18,16 @@ from tprimat.plugins.nvd_nemo.explain import explain_nemo
 from tprimat.plugins.nvd_nemo.owned import OWNER
 from tprimat.plugins.nvd_nemo.readback import READBACK
 from tprimat.plugins.nvd_nemo.stated import read_stated
+
+if TYPE_CHECKING:
+    from tprimat.contract import (
+        BenchmarkConfig,
+        DataArguments,
+        LaunchContext,
+        LaunchPlan,
+        PreparedDataset,
+        ProfilePlan,
+    )
 
 _STEP_RE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|.*global_step")
 _DLL_STEP_RE = re.compile(
@@ -74,14 +86,14 @@ def register_backends() -> list[BackendSpec]:
 
 
 @hookimpl
-def prepare_data(backend, dataset, config):
+def prepare_data(backend: str, dataset: PreparedDataset, config: BenchmarkConfig) -> DataArguments:
     from tprimat.plugins.nvd_nemo.data import data_arguments
 
     return data_arguments(dataset, config)
 
 
 @hookimpl
-def profile(backend, context):
+def profile(backend: str, context: LaunchContext) -> ProfilePlan:
     """Profile the config's iteration window with this backend's own torch-profiler settings.
 
     Under Nsight Systems without the torch profiler, the same window as a CUDA profiler range.
@@ -94,7 +106,7 @@ def profile(backend, context):
 
 
 @hookimpl
-def launch(backend, context):
+def launch(backend: str, context: LaunchContext) -> LaunchPlan:
     from tprimat.plugins.nvd_nemo.launcher import plan
 
     return plan(context)
