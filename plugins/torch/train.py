@@ -425,6 +425,25 @@ def _step(step: _Step, env: Environment, lr: float) -> tuple[float, float]:
     return step.loss_sum.item(), float(grad_norm.item())
 
 
+def _profiled(config: BenchmarkConfig, args: argparse.Namespace, iterations: int) -> set[int]:
+    """The iterations the torch profiler records (none without a profile directory)."""
+    if not args.profile_dir:
+        return set()
+    p = config.profile
+    return set(
+        profiled_iterations(wait=p.wait, warmup=p.warmup, active=p.active, repeat=p.repeat, iterations=iterations)
+    )
+
+
+def _start_convergence(config: BenchmarkConfig, args: argparse.Namespace, emit: Any) -> Any:
+    """The convergence/MLPerf bookkeeping of the run, or None (MLPerf init_start: the init clock starts)."""
+    if not (config.convergence.enabled or args.mlperf_log):
+        return None
+    from tprimat.plugins.torch.evaluate import ConvergenceRun
+
+    return ConvergenceRun(config, rank=int(os.environ.get("RANK", "0")), emit=emit, mlperf_path=args.mlperf_log)
+
+
 def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -> Iterator[dict[str, Any]]:
     """Run the configured iterations; yield each iteration's measurements (on every rank)."""
     import torch
@@ -432,13 +451,7 @@ def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -
     from tprimat.plugins.torch.model import build_model
 
     emit = emit or (lambda line: print(line, flush=True))
-    convergence = None
-    if config.convergence.enabled or args.mlperf_log:  # MLPerf init_start: the init clock starts
-        from tprimat.plugins.torch.evaluate import ConvergenceRun
-
-        convergence = ConvergenceRun(
-            config, rank=int(os.environ.get("RANK", "0")), emit=emit, mlperf_path=args.mlperf_log
-        )
+    convergence = _start_convergence(config, args, emit)
     env = Environment()
     history = contextlib.ExitStack()
     try:
@@ -477,14 +490,7 @@ def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -
             clip=t.clip_grad if t.clip_grad > 0 else math.inf,
             loss_sum=torch.zeros((), device=env.device),
         )
-        profiled: set[int] = set()
-        if args.profile_dir:
-            p = config.profile
-            profiled = set(
-                profiled_iterations(
-                    wait=p.wait, warmup=p.warmup, active=p.active, repeat=p.repeat, iterations=iterations
-                )
-            )
+        profiled = _profiled(config, args, iterations)
         if env.rank == 0:
             emit(format_info(_run_info(config, args, env, micro_batches, use_bf16)))
         decay_iterations = t.lr_decay_iterations or iterations
@@ -506,7 +512,6 @@ def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -
                 start = time.perf_counter()
                 loss_sum, grad_norm = _step(step, env, lr)
                 step_time = time.perf_counter() - start
-                finished = datetime.now(UTC)
                 values = {
                     "iteration": iteration,
                     "step_time_s": step_time,
@@ -516,7 +521,7 @@ def train(config: BenchmarkConfig, args: argparse.Namespace, emit: Any = None) -
                     "global_batch_size": t.global_batch_size,
                     "consumed_samples": iteration * t.global_batch_size,
                     "profiled": iteration in profiled,
-                    "timestamp": finished.isoformat(timespec="microseconds"),
+                    "timestamp": datetime.now(UTC).isoformat(timespec="microseconds"),
                     **_memory(env),
                 }
                 if env.rank == 0:
