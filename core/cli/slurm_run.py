@@ -19,7 +19,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -27,6 +27,7 @@ from tprimat.cli.export import report_result
 from tprimat.running.prepare import RunRequest
 
 if TYPE_CHECKING:
+    from tprimat.contract.registry import Registry
     from tprimat.export.deliver import Destination
 
 #: What a node runs in an image: the ``tprimat`` the image installs (docker/*.Dockerfile).
@@ -67,7 +68,7 @@ def node_run_arguments(request: RunRequest, *, run_id: str, strict: bool) -> lis
     return args
 
 
-def gpu_vendor_for(registry, backend: str | None, given: str | None) -> str:
+def gpu_vendor_for(registry: Registry, backend: str | None, given: str | None) -> str:
     """The GPUs a container gets: ``--gpu-vendor``, else the platform of the chosen backend."""
     from tprimat.errors import TprimatError
 
@@ -113,8 +114,7 @@ def submit_and_follow(
     reporting: Sequence[Destination] = (),
 ) -> None:
     """Submit the job, follow it to its end, print its result and export it to ``reporting``'s trackers."""
-    from tprimat.result.schema import load_result
-    from tprimat.running import runner, slurm
+    from tprimat.running import slurm
     from tprimat.running.prepare import RunError, new_run_id
     from tprimat.settings.config import load_config
 
@@ -155,18 +155,7 @@ def submit_and_follow(
         nodes=nodes, gpus_per_node=gpus_per_node, partition=partition, time=time_limit, account=account
     )
     if dry_run:
-        click.echo(f"# SLURM job for run {run_id} (nothing submitted)")
-        click.echo(f"# --- {run_dir / slurm.SBATCH_FILE}")
-        click.echo(
-            slurm.render_sbatch(run_dir=run_dir, options=job_options, master_port=port, container=spec), nl=False
-        )
-        click.echo(f"# --- {run_dir / slurm.NODE_FILE}")
-        click.echo(slurm.render_node_script(command, cwd=Path.cwd()), nl=False)
-        if spec is not None and spec.runtime != "pyxis":
-            from tprimat.running import container
-
-            click.echo(f"# --- {run_dir / container.CONTAINER_FILE}")
-            click.echo(container.render_container_script(spec, ["bash", str(run_dir / slurm.NODE_FILE)]), nl=False)
+        _print_job_files(run_id, run_dir, job_options, port, spec, command)
         return
     submission = slurm.submit_run(
         node_command=command, run_dir=run_dir, options=job_options, master_port=port, cwd=Path.cwd(), container=spec
@@ -175,6 +164,37 @@ def submit_and_follow(
     assert job_id is not None
     click.echo(f"submitted SLURM job {job_id}; run directory {run_dir}")
     click.echo(f"each node runs: {shlex.join(command)}")
+    _follow_and_report(ctx, job_id, run_dir, reporting)
+
+
+def _print_job_files(
+    run_id: str,
+    run_dir: Path,
+    job_options: Any,
+    port: int,
+    spec: Any,
+    command: Sequence[str],
+) -> None:
+    """What ``--dry-run`` prints: the batch script, the node script and the container script it would write."""
+    from tprimat.running import slurm
+
+    click.echo(f"# SLURM job for run {run_id} (nothing submitted)")
+    click.echo(f"# --- {run_dir / slurm.SBATCH_FILE}")
+    click.echo(slurm.render_sbatch(run_dir=run_dir, options=job_options, master_port=port, container=spec), nl=False)
+    click.echo(f"# --- {run_dir / slurm.NODE_FILE}")
+    click.echo(slurm.render_node_script(list(command), cwd=Path.cwd()), nl=False)
+    if spec is not None and spec.runtime != "pyxis":
+        from tprimat.running import container
+
+        click.echo(f"# --- {run_dir / container.CONTAINER_FILE}")
+        click.echo(container.render_container_script(spec, ["bash", str(run_dir / slurm.NODE_FILE)]), nl=False)
+
+
+def _follow_and_report(ctx: click.Context, job_id: str, run_dir: Path, reporting: Sequence[Destination]) -> None:
+    """Follow the job to its end (Ctrl-C cancels it), print its result and export it; exit 1 unless it completed."""
+    from tprimat.result.schema import load_result
+    from tprimat.running import runner, slurm
+
     try:
         ended = slurm.follow_job(job_id, run_dir=run_dir, on_state=lambda state: click.echo(f"job {job_id}: {state}"))
     except KeyboardInterrupt:
