@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
 from tprimat.cli.output import echo_json, registry_from
 
+if TYPE_CHECKING:
+    from tprimat.export.deliver import Destination
 
-def report_to_option(function):
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def report_to_option(function: F) -> F:
     """``--report-to TRACKER[=URI]`` (repeatable): export each result as soon as it is written."""
     return click.option(
         "--report-to",
@@ -22,7 +29,7 @@ def report_to_option(function):
     )(function)
 
 
-def report_destinations(ctx: click.Context, report_to: tuple[str, ...]) -> list:
+def report_destinations(ctx: click.Context, report_to: tuple[str, ...]) -> list[Destination]:
     """The trackers ``--report-to`` names, checked (known, installed) before anything runs."""
     if not report_to:
         return []
@@ -31,7 +38,7 @@ def report_destinations(ctx: click.Context, report_to: tuple[str, ...]) -> list:
     return parse_report_to(registry_from(ctx), report_to)
 
 
-def report_result(result_path: Path | None, destinations: list) -> None:
+def report_result(result_path: Path | None, destinations: list[Destination]) -> None:
     """Export the result just written to each destination; failures are warnings on stderr."""
     if not destinations:
         return
@@ -64,7 +71,12 @@ def report_result(result_path: Path | None, destinations: list) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print what was exported as JSON.")
 @click.pass_context
 def export(
-    ctx: click.Context, paths: tuple[Path, ...], trackers: tuple[str, ...], uri, experiment, as_json: bool
+    ctx: click.Context,
+    paths: tuple[Path, ...],
+    trackers: tuple[str, ...],
+    uri: str | None,
+    experiment: str | None,
+    as_json: bool,
 ) -> None:
     """Write results (files, run or suite directories) to experiment trackers.
 

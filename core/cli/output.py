@@ -16,6 +16,8 @@ import click
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from tprimat.contract.registry import Registry
+
 #: Width of a console that is not a terminal: wider than any line tprimat prints.
 UNWRAPPED_WIDTH = 1_000_000
 
@@ -47,7 +49,7 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     make_console().print(table)
 
 
-def registry_from(ctx: click.Context):
+def registry_from(ctx: click.Context) -> Registry:
     """The registry for this invocation (tests inject a factory through ``ctx.obj``)."""
     root = ctx.find_root()
     root.ensure_object(dict)

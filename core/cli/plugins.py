@@ -11,6 +11,8 @@ hooks that fail when asked (``detect_platform``, ``BackendSpec.sniff`` and
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from tprimat.cli.output import echo_json, print_table, registry_from
@@ -28,7 +30,7 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
     for name, entry in registry.backends().items():
         backends_by_plugin.setdefault(entry.plugin_name, []).append(name)
     exporters_by_plugin: dict[str, list[str]] = {}
-    exporters = []
+    exporters: list[dict[str, Any]] = []
     for name, exporter in registry.exporters().items():
         exporters_by_plugin.setdefault(exporter.plugin_name, []).append(name)
         availability = exporter.availability()
@@ -42,7 +44,7 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
                 "description": exporter.spec.description,
             }
         )
-    loaded = [
+    loaded: list[dict[str, Any]] = [
         {
             "name": p.name,
             "distribution": p.distribution,
@@ -91,9 +93,9 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
             ["name", "plugin", "status"],
             [[e["name"], e["plugin"], e["status"]] for e in exporters],
         )
-        for exporter in exporters:
-            if exporter["hint"]:
-                click.echo(f"  hint  {exporter['name']}: {exporter['hint']}")
+        for row in exporters:
+            if row["hint"]:
+                click.echo(f"  hint  {row['name']}: {row['hint']}")
     if errors:
         print_table(
             "Plugins that failed to load",

@@ -4,25 +4,30 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tprimat.cli.output import echo_json
+from tprimat.data.pipeline import Reporter
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+    from rich.status import Status
 
 
-class _ConsoleReporter:
+class _ConsoleReporter(Reporter):
     """Step lines and a tokenization progress bar (documents, tokens/s) on stderr."""
 
     def __init__(self, quiet: bool) -> None:
         from tprimat.cli.output import make_console
 
         self.console = make_console(stderr=True, quiet=quiet)
-        self._progress = None
-        self._task = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
         self._tokens = 0
         self._started = 0.0
-        self._status = None
+        self._status: Status | None = None
 
     def documents_done(self, step: str, documents: int) -> None:
         if self._status is not None:
@@ -72,7 +77,7 @@ class _ConsoleReporter:
     def tokenize_advance(self, documents: int, tokens: int) -> None:
         import time
 
-        if self._progress is None:
+        if self._progress is None or self._task is None:  # set together by tokenize_start
             return
         self._tokens += tokens
         elapsed = max(time.perf_counter() - self._started, 1e-9)
@@ -112,6 +117,7 @@ class _ConsoleReporter:
     help="Stop after this many source documents (default: all of a local input; 10,000,000 for bc, 1,000,000 for c4).",
 )
 @click.option(
+    "-o",
     "--output",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("data"),
@@ -257,6 +263,7 @@ def prepare_data(
     help="The model it is for: its family decides the special tokens, its vocabulary the largest size.",
 )
 @click.option(
+    "-o",
     "--output",
     required=True,
     type=click.Path(file_okay=False, path_type=Path),

@@ -25,7 +25,7 @@ import attrs
 
 from tprimat.compare.load import LoadedRun
 from tprimat.errors import TprimatError
-from tprimat.result.peaks import find_device
+from tprimat.hardware.devices import find_device
 from tprimat.result.schema import Result
 from tprimat.settings import fairness
 from tprimat.settings.fairness import config_fingerprint
@@ -270,6 +270,7 @@ def group_runs(loaded: Sequence[LoadedRun], group_by: Sequence[str] | None = Non
         group_of.append(group.id)
     members: dict[tuple[Any, ...], list[int]] = {}
     for index, identity in enumerate(identities):
+        system: tuple[Any, ...]  # (name, value) pairs, or the resolved names' values
         if resolved is None:
             system = tuple(sorted((k, repr(v)) for k, v in identity.items()))
         else:

@@ -13,18 +13,22 @@ from __future__ import annotations
 import math
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tprimat.compare.convergence import plot_eval_vs_time, plot_loss_vs_tokens
 from tprimat.compare.model import MEMORY_FIELDS, Comparison
 from tprimat.compare.styles import broken, legend_outside, run_styles
 from tprimat.result.metrics import iteration_gaps
+from tprimat.result.schema import Stats
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 FIGSIZE = (10.0, 5.625)
 DPI = 160
 PIXELS = (1600, 900)
 
-_RC = {
+_RC: dict[RcKeyType, Any] = {
     "font.size": 14,
     "axes.titlesize": 18,
     "axes.labelsize": 15,
@@ -60,28 +64,34 @@ def _wrap(label: str) -> str:
 
 
 def plot_throughput(plt: Any, comparison: Comparison, path: Path) -> Path | None:
-    systems = [s for s in comparison.systems if s.tokens_per_s_per_gpu is not None]
-    if not systems:
+    measured = [(s, agg) for s in comparison.systems if (agg := s.tokens_per_s_per_gpu) is not None]
+    if not measured:
         return None
+    systems = [s for s, _ in measured]
     fig, ax = _figure(plt)
     xs = range(len(systems))
-    medians = [s.tokens_per_s_per_gpu.median for s in systems]
-    low, high, kinds = [], [], set()
-    for s in systems:
-        agg = s.tokens_per_s_per_gpu
-        if agg.ci_low is not None:
+    medians = [agg.median for _, agg in measured]
+    low: list[float] = []
+    high: list[float] = []
+    kinds: set[str] = set()
+    for s, agg in measured:
+        if agg.ci_low is not None and agg.ci_high is not None:
             low.append(agg.median - agg.ci_low)
             high.append(agg.ci_high - agg.median)
             kinds.add(agg.interval if agg.interval and agg.interval.startswith("range") else "95% CI over runs")
-        else:
-            run = comparison.runs_of(s.label)[0].result.summary.tokens_per_s_per_gpu
-            low.append(agg.median - run.p5)
-            high.append(run.p95 - agg.median)
-            kinds.add("p5–p95 over iterations (single run)")
+            continue
+        run = _single_run_throughput(comparison, s.label)
+        if run is None:  # no run's own statistics to draw: a bar without error bar
+            low.append(0.0)
+            high.append(0.0)
+            continue
+        low.append(agg.median - run.p5)
+        high.append(run.p95 - agg.median)
+        kinds.add("p5–p95 over iterations (single run)")
     bars = ax.bar(xs, medians, color=[s.colour for s in systems], width=0.6)
     ax.errorbar(xs, medians, yerr=[low, high], fmt="none", ecolor="#333333", capsize=8, lw=1.5)
-    for bar, s, up in zip(bars, systems, high, strict=True):
-        text = f"{s.tokens_per_s_per_gpu.median:,.0f}"
+    for bar, (s, agg), up in zip(bars, measured, high, strict=True):
+        text = f"{agg.median:,.0f}"
         if s.ratio is not None:
             text += f"\n{s.ratio.value:.2f}× baseline"
             if not s.same_config_as_baseline:
@@ -100,9 +110,23 @@ def plot_throughput(plt: Any, comparison: Comparison, path: Path) -> Path | None
     lines = max(1 + (s.ratio is not None) + (not s.same_config_as_baseline) for s in systems)
     ax.set_ylim(0, max(m + h for m, h in zip(medians, high, strict=True)) * (1.15 + 0.08 * lines))
     ax.set_title("Training throughput per GPU")
-    _caption(ax, "error bars: " + "; ".join(sorted(kinds)))
+    if kinds:
+        _caption(ax, "error bars: " + "; ".join(sorted(kinds)))
     ax.grid(axis="x", visible=False)
     return _save(plt, fig, path)
+
+
+def _single_run_throughput(comparison: Comparison, label: str) -> Stats | None:
+    """The per-iteration tokens/s/GPU of the one run that gives system ``label`` its throughput.
+
+    Not simply the system's first run: a system's other runs may have no throughput (a failed
+    or unmeasured repeat), and only one run with a figure leaves the aggregate without interval.
+    """
+    for run in comparison.runs_of(label):
+        stats = run.result.summary.tokens_per_s_per_gpu
+        if stats is not None and math.isfinite(stats.median):
+            return stats
+    return None
 
 
 def _caption(ax: Any, text: str) -> None:
@@ -290,17 +314,19 @@ def plot_memory(plt: Any, comparison: Comparison, path: Path) -> Path | None:
 
 
 def plot_mfu(plt: Any, comparison: Comparison, path: Path) -> Path | None:
-    systems = [s for s in comparison.systems if s.mfu is not None]
-    if not systems:
+    measured = [(s, mfu) for s in comparison.systems if (mfu := s.mfu) is not None]
+    if not measured:
         return None
+    systems = [s for s, _ in measured]
     fig, ax = _figure(plt)
     xs = range(len(systems))
-    values = [s.mfu.median * 100 for s in systems]
+    values = [mfu.median * 100 for _, mfu in measured]
     bars = ax.bar(xs, values, color=[s.colour for s in systems], width=0.6)
-    for bar, s in zip(bars, systems, strict=True):
+    for bar, (s, mfu) in zip(bars, measured, strict=True):
         peak = "/".join(f"{p:g}" for p in s.peak_tflops)
+        tflops = "" if s.tflops_per_gpu is None else f"\n{s.tflops_per_gpu.median:.0f} of {peak} TFLOP/s"
         ax.annotate(
-            f"{s.mfu.median:.1%}\n{s.tflops_per_gpu.median:.0f} of {peak} TFLOP/s",
+            f"{mfu.median:.1%}{tflops}",
             (bar.get_x() + bar.get_width() / 2, bar.get_height()),
             xytext=(0, 6),
             textcoords="offset points",

@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 
@@ -183,7 +183,7 @@ def _stats(key: str, stats: Stats, numbers: dict[str, float]) -> None:
             numbers[f"{key}/{field.name}"] = float(value)
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

@@ -237,7 +237,7 @@ def describe_unreadable(path: Path, head_lines: Sequence[str], registry: Any = N
     ending = _ending(path)
     explainers = [s.explain for s in specs if s.explain is not None]
     known = _known_kind(head, ending, explainers)
-    if known is None and joined is not head:
+    if known is None and width is not None:  # the head was read joined
         known = _known_kind(joined, attrs.evolve(ending, tail=list(unwrap_lines(ending.tail, width))), explainers)
         if known is not None:
             return f"{known} (hard-wrapped at {width} columns: its lines are read joined)"

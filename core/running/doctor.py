@@ -14,9 +14,12 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
+
+if TYPE_CHECKING:
+    from tprimat.settings.config import BenchmarkConfig
 
 GIB = 2**30
 #: Below this much free space in the output directory, traces and logs may be cut short.
@@ -290,7 +293,7 @@ def run_checks(
     return findings
 
 
-def tokenizer_needed(config) -> str | None:
+def tokenizer_needed(config: BenchmarkConfig) -> str | None:
     """The tokenizer a run of ``config`` loads (None for mock data without one, or when unknown).
 
     As the backends choose it: ``data.tokenizer``, else the prepared dataset's own tokenizer

@@ -110,14 +110,15 @@ def software_from_platform(info: PlatformInfo, **known: str | None) -> Software:
     The container fields come from the environment (:data:`CONTAINER_ENV`) before ``known``.
     """
     container = {field: os.environ.get(name) or known.pop(field, None) for field, name in CONTAINER_ENV.items()}
+    # Version strings by field name: only Software's str fields are named (a wrong name is a TypeError).
+    versions: dict[str, Any] = {**container, **{k: v for k, v in known.items() if v is not None}}
     return Software(
         python=_stdlib_platform.python_version(),
         cuda=info.stack_version if info.stack == "cuda" else None,
         rocm=info.stack_version if info.stack == "rocm" else None,
         tprimat_commit=tprimat_commit(),
         extra=package_versions(FRAMEWORK_PACKAGES),
-        **container,
-        **{k: v for k, v in known.items() if v is not None},
+        **versions,
     )
 
 

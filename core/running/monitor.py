@@ -133,11 +133,12 @@ def parse_nvidia_smi_csv(text: str, fields: Sequence[str] = NVIDIA_SMI_FIELDS) -
             key = _NVIDIA_ALIASES.get(name)
             if key is not None:
                 values[key] = _value(cell)
-        if values.get("index") is None:
+        index = _gpu_index(values.get("index"))
+        if index is None:
             continue
         readings.append(
             GpuReading(
-                index=int(values["index"]),
+                index=index,
                 power_w=values.get("power_w"),
                 utilization_pct=values.get("utilization_pct"),
                 mem_used_gib=_scale(values.get("mem_used_mib"), MIB),
@@ -147,6 +148,17 @@ def parse_nvidia_smi_csv(text: str, fields: Sequence[str] = NVIDIA_SMI_FIELDS) -
             )
         )
     return readings
+
+
+def _gpu_index(value: float | None) -> int | None:
+    """A GPU index from a tool's cell: a whole number from 0 up, else None (the row is skipped).
+
+    A fractional or negative cell names no GPU; truncating it would file its readings under
+    another GPU's index.
+    """
+    if value is None or value < 0 or not value.is_integer():
+        return None
+    return int(value)
 
 
 def _scale(value: float | None, unit_bytes: int) -> float | None:
@@ -188,11 +200,12 @@ def parse_amd_smi_monitor(text: str) -> list[GpuReading]:
                 unit = cell.split()[-1].upper() if " " in cell else "MB"
                 number = number * _AMD_SMI_MEMORY_UNITS.get(unit, MIB) / GIB
             values[key] = number
-        if values.get("index") is None:
+        index = _gpu_index(values.get("index"))
+        if index is None:
             continue
         readings.append(
             GpuReading(
-                index=int(values["index"]),
+                index=index,
                 power_w=values.get("power_w"),
                 utilization_pct=values.get("utilization_pct"),
                 mem_used_gib=values.get("mem_used"),

@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from tprimat.atomic import atomic_write_text
+from tprimat.hardware.platform import trains_on_cpu
 from tprimat.memory.capacity import usable_capacity
 from tprimat.settings.config import BenchmarkConfig, parse_override
 from tprimat.tune.prune import Estimator, Pruned, default_estimator, prune
@@ -81,7 +82,7 @@ def prepare(
     *,
     backend: str,
     model: str,
-    config_file: Path | None = None,
+    config_file: str | Path | None = None,
     overrides: tuple[str, ...] = (),
     space_items: tuple[str, ...] = (),
     budget: Budget,
@@ -114,7 +115,7 @@ def prepare(
     valid, invalid = candidates(base, spec_model, space)
     chosen_estimator = default_estimator() if estimator is True else estimator or None
     # Without a GPU the estimate (of device memory) has nothing to be checked against but a given capacity.
-    device = platform.device_name if platform.platform != "cpu" else None
+    device = None if trains_on_cpu(platform) else platform.device_name
     kept, pruned, prune_notes = prune(
         valid,
         base,

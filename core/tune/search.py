@@ -194,34 +194,33 @@ def trial_suite(spec: TuneSpec, candidate: Candidate, iterations: int, repeats: 
 def _trial(directory: Path, state: SuiteState, run: Any, candidate: Candidate, round_: int, iterations: int) -> Trial:
     run_dir = directory / RUNS_DIR / run.id
     status, problem = run_status(run_dir)
-    base = {"id": run.id, "candidate": candidate.id, "round": round_, "iterations": iterations, "repeat": run.repeat}
     result = None
     if status not in ("pending", "invalid"):
         try:
             result = load_result(run_dir / "result.json")
         except ResultError:
             result = None
-    dates = {}
-    software: dict[str, Any] = {}
+    # The fields every status has (dates and versions once the run has written a result).
+    known: dict[str, Any] = {
+        "id": run.id,
+        "candidate": candidate.id,
+        "round": round_,
+        "iterations": iterations,
+        "repeat": run.repeat,
+    }
     if result is not None:
-        dates = {"started_at": result.run.started_at, "finished_at": result.run.finished_at}
         software = {k: v for k, v in attrs.asdict(result.software).items() if v}
         software["tprimat"] = result.run.tprimat_version
+        known |= {"started_at": result.run.started_at, "finished_at": result.run.finished_at, "software": software}
     if status == "completed":
         assert result is not None
-        return Trial(
-            **base,
-            status="completed",
-            **dates,
-            software=software,
-            tokens_per_s_per_gpu=_run_median(result),
-        )
+        return Trial(**known, status="completed", tokens_per_s_per_gpu=_run_median(result))
     if state.attempts.get(run.id, 0) < 1:
-        return Trial(**base, status="pending", **dates, software=software)
+        return Trial(**known, status="pending")
     oom = oom_in_run(run_dir)
     if oom:
-        return Trial(**base, status="infeasible", **dates, software=software, evidence=oom)
-    return Trial(**base, status="failed", **dates, software=software, evidence=state.last_error.get(run.id) or problem)
+        return Trial(**known, status="infeasible", evidence=oom)
+    return Trial(**known, status="failed", evidence=state.last_error.get(run.id) or problem)
 
 
 def _run_median(result: Any) -> float | None:

@@ -67,10 +67,10 @@ def _log(client: Any, run_id: str, run: TrackerRun) -> None:
 
     params = [Param(_key(k), _fit(as_text(v), MAX_PARAM_VAL_LENGTH)) for k, v in run.params.items()]
     tags = [RunTag(_key(k), _fit(v, MAX_TAG_VAL_LENGTH)) for k, v in run.facts.items()]
-    for chunk in _chunks(params, MAX_PARAMS_TAGS_PER_BATCH):
-        client.log_batch(run_id, params=chunk)
-    for chunk in _chunks(tags, MAX_PARAMS_TAGS_PER_BATCH):
-        client.log_batch(run_id, tags=chunk)
+    for param_batch in _chunks(params, MAX_PARAMS_TAGS_PER_BATCH):
+        client.log_batch(run_id, params=param_batch)
+    for tag_batch in _chunks(tags, MAX_PARAMS_TAGS_PER_BATCH):
+        client.log_batch(run_id, tags=tag_batch)
     # An iteration without a time of its own is placed at the run's start; the summary at its end.
     logged = {
         step: _ms(run.wall_times.get(step, run.started_at)) for points in run.series.values() for step, _ in points
@@ -80,8 +80,8 @@ def _log(client: Any, run_id: str, run: TrackerRun) -> None:
         Metric(_key(name), value, logged[step], step) for name, points in run.series.items() for step, value in points
     ]
     metrics += [Metric(_key(name), value, end, 0) for name, value in run.summary.items()]
-    for chunk in _chunks(metrics, MAX_METRICS_PER_BATCH):
-        client.log_batch(run_id, metrics=chunk)
+    for metric_batch in _chunks(metrics, MAX_METRICS_PER_BATCH):
+        client.log_batch(run_id, metrics=metric_batch)
 
 
 def _ms(posix: float | None) -> int:

@@ -41,7 +41,7 @@ def export(run: TrackerRun, target: ExportTarget) -> str:
         project=target.experiment or os.environ.get("WANDB_PROJECT") or DEFAULT_PROJECT,
         name=run.name,
         dir=str(directory),
-        mode=mode,
+        mode=mode,  # type: ignore[arg-type]  # WANDB_MODE as given: wandb's Settings also take dryrun/run, init's Literal omits them
         job_type="benchmark",
         config={**run.params, **run.facts},
         tags=list(run.labels),

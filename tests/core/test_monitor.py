@@ -46,6 +46,15 @@ def test_nvidia_smi_csv_noheader_nounits_in_query_order():
     assert second.power_w is None
 
 
+def test_rows_whose_index_names_no_gpu_are_skipped_not_truncated():
+    # "1.5" once became GPU 1 (int() truncates), filing its readings under another GPU; "-1" became GPU -1.
+    text = "0, 312.45, 97, 40000, 81559, 1980, 2619\n1.5, 300, 95, 39000, 81559, 1980, 2619\n-1, 290, 90, 1, 2, 3, 4\n"
+    readings = parse_nvidia_smi_csv(text)
+    assert [(r.index, r.power_w) for r in readings] == [(0, pytest.approx(312.45))]
+    header = "GPU  POWER\n  0  171 W\n  1.5  175 W\n  N/A  160 W\n"
+    assert [(r.index, r.power_w) for r in parse_amd_smi_monitor(header)] == [(0, 171)]
+
+
 def test_amd_smi_monitor_columns_with_units():
     text = fixture("amd-smi_monitor_-ptumv_8xMI300X_amdsmi-CHANGELOG_excerpt.txt")
     readings = parse_amd_smi_monitor(text)
