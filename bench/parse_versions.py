@@ -16,7 +16,9 @@ The inputs are built by ``bench/logshapes.py`` (never committed) under ``--root`
     python bench/parse_versions.py --old /path/to/old-venv/bin/tprimat \\
         [--new tprimat] [--inputs console,tree,torchtitan] [--rounds 5] [--jobs 2]
 
-Give one installation as both to see the spread of the machine alone.
+Give one installation as both to see the spread of the machine alone.  ``--old-commit COMMIT``
+instead of ``--old`` runs that commit of this repository, unpacked from ``git archive`` (see
+``bench/oldversion.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import logshapes  # noqa: E402  (bench/ is not a package)
+from oldversion import old_executable  # noqa: E402
 
 #: name -> (builder, size in MB) of each input shape.
 SHAPES = {
@@ -70,7 +73,9 @@ def _run(executable: str, source: Path, output: Path, jobs: int) -> tuple[float,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--old", required=True, help="the reference tprimat executable")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--old", help="the reference tprimat executable")
+    group.add_argument("--old-commit", help="the reference: this commit of the repository (see bench/oldversion.py)")
     parser.add_argument("--new", default=shutil.which("tprimat") or "tprimat", help="the tprimat executable measured")
     parser.add_argument("--inputs", default="console,tree,torchtitan", help=f"comma-separated, of {', '.join(SHAPES)}")
     parser.add_argument("--rounds", type=int, default=5)
@@ -84,6 +89,8 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown inputs: {', '.join(unknown)}")
     args.root.mkdir(parents=True, exist_ok=True)
+    if args.old_commit is not None:
+        args.old = str(old_executable(args.old_commit, args.root / "old"))
     inputs, sizes = {}, {}
     for name in names:
         build, size_mb = SHAPES[name]

@@ -371,7 +371,7 @@ def _marker(index: int) -> int:
     return index * MARK + MARK // 2
 
 
-def _adopt(events: list[Any], firsts: dict[int, int], last: dict[Any, float]) -> None:
+def _adopt(events: list[Any], firsts: dict[int, int], last: dict[Any, Any]) -> None:
     """Make the events of a range, just received, this process's own, in place.
 
     * Events read with marker line numbers (``file:N``) get their true numbers; ``firsts``
@@ -403,25 +403,45 @@ _FLOAT_FIELDS = tuple(f.name for f in attrs.fields(IterationRecord) if "float" i
 _float_values = operator.attrgetter(*_FLOAT_FIELDS)
 
 
-def _share_repeated(record: IterationRecord, last: dict[Any, float]) -> None:
-    for name, value in zip(_FLOAT_FIELDS, _float_values(record), strict=True):
-        if type(value) is float and value:  # not 0.0, which -0.0 equals
-            previous = last.get(name)
-            if previous == value:
-                if previous is not value:
-                    object.__setattr__(record, name, previous)
-            else:
-                last[name] = value
+#: Keys of ``last`` in :func:`_share_repeated`: the float fields and reported figures last seen.
+_FLOATS_BEFORE, _REPORTED_BEFORE = "floats", "reported"
+_UNSEEN = object()  # a field without a float yet: equal to no value
+
+
+def _share_repeated(record: IterationRecord, last: dict[Any, Any]) -> None:
+    """A float of ``record`` equal to the last float (not 0.0) its field held in the records
+    before becomes that object.  The fields are compared all at once; only equal ones are looked at."""
+    values = _float_values(record)
+    before = last.get(_FLOATS_BEFORE)
+    if before is None:
+        before = last[_FLOATS_BEFORE] = [_UNSEEN] * len(values)
+    equal = list(map(operator.eq, values, before))
+    if True in equal:
+        for index in itertools.compress(range(len(equal)), equal):
+            value, previous = values[index], before[index]
+            # Not 0.0, which -0.0 equals; not an int equal to a float.
+            if value is not previous and type(value) is float and value and type(previous) is float:
+                object.__setattr__(record, _FLOAT_FIELDS[index], previous)
+        values = _float_values(record)
+    if False in equal:
+        last[_FLOATS_BEFORE] = [
+            value if type(value) is float and value else previous
+            for value, previous in zip(values, before, strict=True)
+        ]
     reported = record.reported
-    for key, value in reported.items():
-        if type(value) is float and value:
-            slot = ("reported", key)
-            previous = last.get(slot)
-            if previous == value:
-                if previous is not value:
-                    reported[key] = previous
-            else:
-                last[slot] = value
+    if reported:
+        reported_before = last.get(_REPORTED_BEFORE)
+        if reported_before is None:
+            reported_before = last[_REPORTED_BEFORE] = {}
+        try:
+            same = reported.items() & reported_before.items()
+        except TypeError:  # a figure that is not hashable: nothing shared
+            same = set()
+        for key, value in same:
+            previous = reported_before[key]
+            if value is not previous and type(value) is float and value and type(previous) is float:
+                reported[key] = previous
+        reported_before.update((key, value) for key, value in reported.items() if type(value) is float and value)
 
 
 def _resumable(registry: Any, backend: str, path: Path, source: str) -> bool:

@@ -22,10 +22,9 @@ framework, and a line that cannot be read becomes a
 
 from __future__ import annotations
 
-import operator
+import functools
 import re
 from collections.abc import Callable, Generator, Iterable, Iterator
-from itertools import chain
 from typing import Any
 
 from tprimat.contract.records import REPEATED_LINE, EvalRecord, LogFact, ParseIssue, RankPeak, RepeatedLine
@@ -88,6 +87,7 @@ KNOWN_KEYS = frozenset(
         "compute per GPU (TFLOP/s/GPU)",
         "tokens per GPU (tokens/s/GPU)",
         "tokens/s/GPU inst/harmonic mean",
+        "tokens/sec/gpu",
         "learning rate",
         "global batch size",
         "lm loss",
@@ -167,6 +167,13 @@ def normal_key(key: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", key.lower()).strip("_")
 
 
+def _other_number(name: str, value: str, fields: dict, reported: dict) -> None:
+    """A segment no handler knows: kept as ``reported[name]`` when its value is one number."""
+    number = _NUMBER_RE.fullmatch(value.strip())
+    if number is not None:
+        reported[name] = float(number.group(0))
+
+
 def fact_value(text: str) -> Any:
     """A value as a log prints it, typed: ``True``/``False``, an int, a float, else the text."""
     value = text.strip()
@@ -206,9 +213,15 @@ _REPEATED: list[Event] = [REPEATED_LINE]
 # What one segment of an iteration line reads as: its (field, value) pairs, its reported
 # (key, value) pairs, and its problem or None.
 _SegmentRead = tuple[tuple[tuple[str, Any], ...], tuple[tuple[str, Any], ...], str | None]
-_FIELDS_READ, _REPORTED_READ, _PROBLEM_READ = (operator.itemgetter(i) for i in range(3))
-# Segment text -> what it reads as (a pure function of the text, shared by every stream).
+# Segment text -> what it reads as (a pure function of the text, shared by every stream).  Only
+# segments whose values repeat are kept: those of a key whose values keep changing (loss, learning
+# rate, step time) are read afresh each time, by their key's reader (see `MegatronLogParser._segment`).
 _SEGMENTS: dict[str, _SegmentRead] = {}
+#: Entries of `_SEGMENTS` at most; then it starts afresh.
+_SEGMENTS_HELD = 8192
+#: A key whose segments were read this many times with a value not seen before is no longer cached.
+_NEW_VALUES_CACHED = 32
+_NOTHING_READ: _SegmentRead = ((), (), None)
 
 
 class MegatronLogParser:
@@ -247,6 +260,10 @@ class MegatronLogParser:
         self._rank_memory = RankMemory()
         self._line_memory: Any = None  # what the line just read gave `_rank_memory`
         self._segments = _SEGMENTS
+        # A segment's key text as the line prints it -> (its handler or None, the key shown in a
+        # problem, whether its segments are cached); new values read per key (see `_segment`).
+        self._keys: dict[str, tuple[Callable[[str, dict, dict], None] | None, str, bool]] = {}
+        self._new_values: dict[str, int] = {}
         self._quiet: set[bytes] = set()
         self._generations: dict[int, int] = {}
         self._generation = 0
@@ -264,6 +281,8 @@ class MegatronLogParser:
             "compute per GPU (TFLOP/s/GPU)": self._tflops,
             "tokens per GPU (tokens/s/GPU)": self._tokens("tokens_per_s_per_gpu_avg"),
             "tokens/s/GPU inst/harmonic mean": self._tokens("tokens_per_s_per_gpu_harmonic_mean"),
+            # Forks that add their own throughput segment (Pai-Megatron-Patch's "tokens/sec/gpu").
+            "tokens/sec/gpu": self._reported_float("tokens_per_s_per_gpu"),
             "hip mem usage/free/total/usage_ratio": self._hip_memory,
             "rocm mem usage/free/total/usage_ratio": self._rocm_memory,
             "rocm max mem usage/usage_ratio": self._rocm_max_memory,
@@ -521,19 +540,24 @@ class MegatronLogParser:
         except ValueError:  # thousands of digits: no iteration count
             return [self.issue(lineno, "iteration number too long to be a count; line skipped")]
         cache = self._segments
-        if len(cache) > 8192:
-            cache.clear()
         # The segments between the "|"s after the iteration count; one without a ":" reads as nothing.
-        segments = clean[match.end() :].split("|")
-        reads = list(map(cache.get, segments))
-        if None in reads:
-            for index, read in enumerate(reads):
-                if read is None:
-                    reads[index] = cache[segments[index]] = self._segment(segments[index])
         # In the order of the line: a later segment's value replaces an earlier one's.
-        fields: dict[str, Any] = dict(chain.from_iterable(map(_FIELDS_READ, reads)))
-        reported: dict[str, float | str | None] = dict(chain.from_iterable(map(_REPORTED_READ, reads)))
-        problems = [problem for problem in map(_PROBLEM_READ, reads) if problem is not None]
+        fields: dict[str, Any] = {}
+        reported: dict[str, float | str | None] = {}
+        problems: list[str] = []
+        for segment in clean[match.end() :].split("|"):
+            read = cache.get(segment)
+            if read is None:
+                read = self._segment(segment, fields, reported, problems)
+                if read is None:
+                    continue  # read into fields and reported
+            fields_read, reported_read, problem = read
+            if fields_read:
+                fields.update(fields_read)
+            if reported_read:
+                reported.update(reported_read)
+            if problem is not None:
+                problems.append(problem)
         if problems:
             # A value that does not read as its label says: keep nothing from this line.
             return [self.issue(lineno, "unreadable iteration line (" + "; ".join(problems) + "); skipped")]
@@ -572,31 +596,63 @@ class MegatronLogParser:
         self.started = True
         return events
 
-    def _segment(self, segment: str) -> _SegmentRead:
+    def _segment(self, segment: str, fields: dict, reported: dict, problems: list[str]) -> _SegmentRead | None:
         """What one ``key: value`` segment adds to the fields and reported values, or its problem.
 
-        A pure function of the text (segment values repeat from line to line, so it is cached).
-        The key ends at the first ":"; a segment without one adds nothing.
+        A pure function of the text: kept in `_SEGMENTS` and returned while its key's values
+        repeat from line to line.  The segment of a key whose values keep changing (loss,
+        learning rate, step time) is read straight into ``fields``, ``reported`` and
+        ``problems`` instead, and None is returned.  The key ends at the first ":"; a
+        segment without one adds nothing.
         """
         key, colon, value = segment.partition(":")
         if not colon:
-            return (), (), None
-        fields: dict[str, Any] = {}
-        reported: dict[str, float | str | None] = {}
-        handler = self._handlers.get(key.strip())
+            read = _NOTHING_READ
+        else:
+            entry = self._keys.get(key)
+            if entry is None:
+                entry = self._key_entry(key)
+            handler, shown, cached = entry
+            if handler is None:
+                read = _NOTHING_READ
+            elif not cached:
+                try:
+                    handler(value, fields, reported)
+                except LineError as exc:
+                    problems.append(f"{shown}: {exc}")
+                return None
+            else:
+                own_fields: dict[str, Any] = {}
+                own_reported: dict[str, float | str | None] = {}
+                try:
+                    handler(value, own_fields, own_reported)
+                    read = (tuple(own_fields.items()), tuple(own_reported.items()), None)
+                except LineError as exc:
+                    read = ((), (), f"{shown}: {exc}")
+                new = self._new_values[key] = self._new_values.get(key, 0) + 1
+                if new > _NEW_VALUES_CACHED:
+                    self._keys[key] = (handler, shown, False)  # its values keep changing
+        cache = self._segments
+        if len(cache) >= _SEGMENTS_HELD:
+            cache.clear()
+        cache[segment] = read
+        return read
+
+    def _key_entry(self, key: str) -> tuple[Callable[[str, dict, dict], None] | None, str, bool]:
+        """How the segments of ``key`` (as the line prints it) are read: see `_segment`."""
+        if len(self._keys) >= 1024:  # keys a log prints are few; junk keys must not pile up
+            self._keys.clear()
+            self._new_values.clear()
+        shown = key.strip()
+        handler = self._handlers.get(shown)
         if handler is None:
-            key = _RANK_PREFIX_RE.sub("", key.strip())
-            handler = self._handlers.get(key)
-        try:
-            if handler is not None:
-                handler(value, fields, reported)
-            elif key and len(key) < 60:
-                number = _NUMBER_RE.fullmatch(value.strip())
-                if number is not None:
-                    reported[normal_key(key)] = float(number.group(0))
-        except LineError as exc:
-            return (), (), f"{key.strip()}: {exc}"
-        return tuple(fields.items()), tuple(reported.items()), None
+            shown = _RANK_PREFIX_RE.sub("", shown)
+            handler = self._handlers.get(shown)
+        if handler is None and shown and len(shown) < 60:
+            handler = functools.partial(_other_number, normal_key(shown))
+        entry = (handler, shown, True)
+        self._keys[key] = entry
+        return entry
 
     def _covers(self, iteration: int) -> int:
         previous = self._previous_iteration

@@ -149,6 +149,15 @@ def parse_allocator(line: str) -> RankPeak | None:
 
 def parse_hip_usage(line: str) -> RankPeak | None:
     """Primus's ``hip mem usage/free/total/usage_ratio`` field, or None."""
+    found = _hip_figures(line)
+    if found is None:
+        return None
+    rank, used, total = found
+    return RankPeak(rank=rank, device_used_gib=used, device_total_gib=total)
+
+
+def _hip_figures(line: str) -> tuple[int | None, float, float] | None:
+    """The rank, used and total GiB of :func:`parse_hip_usage` (read once per iteration line)."""
     match = _HIP_RE.search(line)
     rank = _PRIMUS_RANK_TAG_RE.search(line, 0, match.start()) if match is not None else None
     if rank is None:  # colour codes inside the field, or no rank tag before it: read it cleaned
@@ -158,11 +167,7 @@ def parse_hip_usage(line: str) -> RankPeak | None:
             return None
         rank = _PRIMUS_RANK_RE.search(clean)
     used, _free, total, _ratio = match.groups()
-    return RankPeak(
-        rank=None if rank is None else int(rank.group(1)),
-        device_used_gib=float(used),
-        device_total_gib=float(total),
-    )
+    return None if rank is None else int(rank.group(1)), float(used), float(total)
 
 
 def parse_nemo_memory(line: str) -> RankPeak | None:
@@ -214,11 +219,12 @@ class RankMemory:
         """
         hip_figures = allocator = None
         if hip and "hip mem usage" in line:
-            found = parse_hip_usage(line)
-            if found is not None and found.device_used_gib is not None and found.device_total_gib is not None:
-                self.hip_used[(found.rank, found.device_used_gib)] = None
-                self.hip_total[found.rank] = found.device_total_gib
-                hip_figures = (found.device_used_gib, found.device_total_gib)
+            found = _hip_figures(line)
+            if found is not None:
+                rank, used, total = found
+                self.hip_used[(rank, used)] = None
+                self.hip_total[rank] = total
+                hip_figures = (used, total)
         if "memory" in line:
             # Each report is looked for only where its words are (a TorchTitan step line's "memory:"
             # holds none of them); the allocator's as parse_allocator reads it, colour codes cut too.

@@ -7,7 +7,9 @@ before 2024, ``[YYYY-MM-DD HH:MM:SS]`` and ``throughput per GPU
 iteration of the interval was skipped.  The shared parser reads all of them
 (segments by name, not by position).  Megatron-Bridge prints the same line,
 plus its own ``Step Time : 9.09s GPU utilization: 663.5MODEL_TFLOP/s/GPU``
-before it, which is kept as reported figures of the next iteration line.
+before it, which is kept as reported figures of the next iteration line: the GPU utilization
+is the framework's own TFLOP/s per GPU (``reported.tflops_per_gpu``, as Megatron-LM's
+``throughput per GPU``; the iteration line's own figure wins where it prints one).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ class MegatronLMLogParser(MegatronLogParser):
             if match is not None:
                 self._pending_reported["bridge_step_time_s"] = float(match.group(1))
                 if match.group(2) is not None:
-                    self._pending_reported["model_tflops_per_gpu"] = float(match.group(2))
+                    self._pending_reported["tflops_per_gpu"] = float(match.group(2))
                 return []
         return super().extra_line(line, lineno)
 

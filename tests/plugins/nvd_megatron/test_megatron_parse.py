@@ -112,7 +112,9 @@ def test_bridge_step_time_line_is_reported_beside_the_iteration():
     name = "bridge/cloudai-test_megatron-bridge_2025-12-22_step-time-line_snippet.log"
     (record,) = timed(collect(parse_megatron, LOGS / name))
     assert record.reported["bridge_step_time_s"] == 9.09
-    assert record.reported["model_tflops_per_gpu"] == 663.5
+    # "GPU utilization: 663.5MODEL_TFLOP/s/GPU": the framework's TFLOP/s, where Megatron-LM's goes
+    assert record.reported["tflops_per_gpu"] == 663.5
+    assert "model_tflops_per_gpu" not in record.reported
     assert record.reported["load_balancing_loss"] == 1.0
     assert record.global_batch_size == 512 and record.consumed_samples == 25600
 
@@ -154,3 +156,14 @@ using world size: 16, data-parallel size: 4, context-parallel size: 1, tensor-mo
     assert records[1].reported["nan_iterations"] == 1.0
     assert records[2].step_time_s == pytest.approx(6.2768)
     assert facts_of(events)["world_size"] == 16
+
+
+def test_a_forks_tokens_per_second_per_gpu_is_the_reported_column():
+    # Pai-Megatron-Patch adds "tokens/sec/gpu: X" to the line: the framework's own figure, kept
+    # where every backend keeps it, never as tprimat's computed tokens/s/GPU.
+    name = "megatron/pai-megatron-patch_2025-10-24_qwen2.5-vl-7b_tokens-sec-gpu_iter493-500_doc_excerpt.log"
+    records = timed(collect(parse_megatron, LOGS / name))
+    assert [r.reported["tokens_per_s_per_gpu"] for r in records] == [11723.5, 11749.3, 11269.9]
+    assert all("tokens_sec_gpu" not in r.reported for r in records)
+    assert all(r.tokens_per_s_per_gpu is None for r in records)
+    assert records[0].reported["tflops_per_gpu"] == 555.2 and records[0].step_time_s == pytest.approx(5.5929)
