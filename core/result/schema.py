@@ -27,7 +27,7 @@ from tprimat.contract.records import IterationRecord
 from tprimat.errors import TprimatError
 from tprimat.hardware.partitions import DevicePartition
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 RunStatus = Literal["completed", "failed", "interrupted", "partial"]
 
@@ -406,8 +406,15 @@ def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "config": config, "schema_version": 3}
 
 
+def _v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
+    """v4 adds provenance a v3 result did not record: the run's launcher, deployment and tags,
+    the container's digest and base image, tprimat's and the frameworks' commits, and where the
+    energy figure came from.  Each stays absent (null or empty): unknown, not guessed."""
+    return {**data, "schema_version": 4}
+
+
 #: schema_version -> the function that turns such a raw document into the next version's.
-MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def migrate(data: dict[str, Any], *, origin: str = "result") -> dict[str, Any]:
