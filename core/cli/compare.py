@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from tprimat.cli.options import config_options
 from tprimat.cli.output import echo_json, make_console, print_table
 
 
@@ -48,19 +49,9 @@ from tprimat.cli.output import echo_json, make_console, print_table
     show_default=True,
     help="Comma-separated outputs: md, html, csv, json.",
 )
-@click.option(
-    "--config",
-    "config_path",
-    default=None,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="TOML config whose [cost] section holds the price table.",
-)
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="SECTION.KEY=VALUE",
-    help="Override a config value, e.g. cost.train_tokens=15e12 (repeatable).",
+@config_options(
+    config_note="Its [cost] section holds the price table.",
+    set_note="Prices and the token count are [cost] values, e.g. cost.train_tokens=15e12.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the written files as JSON.")
 def compare(
@@ -70,7 +61,7 @@ def compare(
     baseline: str | None,
     group_by: str | None,
     formats: str,
-    config_path: Path | None,
+    config_file: str | None,
     overrides: tuple[str, ...],
     as_json: bool,
 ) -> None:
@@ -96,7 +87,7 @@ def compare(
     from tprimat.settings.config import load_config
 
     chosen = parse_formats(formats)
-    cost = load_config(config_path, list(overrides)).cost
+    cost = load_config(config_file, list(overrides)).cost
     try:
         comparison = build_comparison(
             paths, cost=cost, allow_mismatch=allow_mismatch, baseline=baseline, group_by=parse_group_by(group_by)

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from tprimat.cli.options import config_options
 from tprimat.cli.output import echo_json, registry_from
 
 
@@ -15,19 +16,7 @@ def config() -> None:
 
 
 @config.command("show")
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, exists=True),
-    help="A benchmark config file layered over the defaults.",
-)
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="SECTION.KEY=VALUE",
-    help="Override one value (repeatable), e.g. --set training.seq_length=4096.",
-)
+@config_options()
 @click.option("--backend", help="The backend of the run (default: the one `tprimat run` picks on this machine).")
 @click.option("--device", help="Plan for this device instead of this machine's, as `tprimat run --device`.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of TOML.")
@@ -71,6 +60,7 @@ def _resolve(
     ctx: click.Context, config_file: str | None, overrides: tuple[str, ...], backend: str | None, device: str | None
 ) -> tuple[Any, str, list[str]]:
     """(config, the backend and why, the layers): what `tprimat run` would decide here, nothing started."""
+    from tprimat.hardware.platform import trains_on_cpu
     from tprimat.running.prepare import (
         RunError,
         RunRequest,
@@ -103,6 +93,6 @@ def _resolve(
         raise RunError(f"{exc} (name the target with --device)") from None
     if methodology.preset:
         layers.append(f"tuned preset {methodology.preset} ({methodology.source}){preset_origin(methodology)}")
-    where = f"this machine's CPU ({target.device_name})" if target.platform == "cpu" else target.device_name
+    where = f"this machine's CPU ({target.device_name})" if trains_on_cpu(target) else target.device_name
     where = where or f"an unnamed {target.platform} device"
     return methodology.config, f"{name} ({why}), planned for {where}", layers

@@ -6,20 +6,14 @@ from pathlib import Path
 
 import click
 
-from tprimat.cli.output import echo_json, print_table
+from tprimat.cli.options import config_options
+from tprimat.cli.output import echo_json, print_table, registry_from
 
 
 @click.command()
+@config_options(config_note="Give the one the run will use: it decides which tokenizer is needed.")
 @click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, exists=True),
-    help="The benchmark config the run will use (decides which tokenizer is needed).",
-)
-@click.option(
-    "--set", "overrides", multiple=True, metavar="SECTION.KEY=VALUE", help="Override one config value (repeatable)."
-)
-@click.option(
+    "-o",
     "--output",
     "output_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -29,7 +23,15 @@ from tprimat.cli.output import echo_json, print_table
 )
 @click.option("--strict", is_flag=True, help="Exit with code 2 if anything is found.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def doctor(config_file: str | None, overrides: tuple[str, ...], output_dir: Path, strict: bool, as_json: bool) -> None:
+@click.pass_context
+def doctor(
+    ctx: click.Context,
+    config_file: str | None,
+    overrides: tuple[str, ...],
+    output_dir: Path,
+    strict: bool,
+    as_json: bool,
+) -> None:
     """Check this machine for conditions that distort benchmark numbers.
 
     Other processes on the GPUs, a lowered power cap, NUMA auto-balancing,
@@ -38,10 +40,13 @@ def doctor(config_file: str | None, overrides: tuple[str, ...], output_dir: Path
     disk space, and a missing HF_TOKEN when the run's tokenizer comes from a
     gated Hugging Face repository (not when it is a local directory).
     """
+    from tprimat.hardware.platform import trains_on_cpu
     from tprimat.running.doctor import findings_to_dicts, run_checks, tokenizer_needed
-    from tprimat.settings.config import load_config
+    from tprimat.settings.config import default_config_dict, load_config
 
-    cfg = load_config(config_file, overrides)
+    # the config as `tprimat run` would layer it on this machine (the CPU preset without a GPU)
+    cpu = trains_on_cpu(registry_from(ctx).detect_platform())
+    cfg = load_config(config_file, overrides, base=default_config_dict(cpu=cpu))
     findings = run_checks(output_dir=output_dir, tokenizer=tokenizer_needed(cfg))
     if as_json:
         echo_json({"findings": findings_to_dicts(findings)})

@@ -22,7 +22,11 @@ def memory() -> None:
 @memory.command("estimate")
 @click.option("--model", help="Registered model (default: the config's benchmark.model).")
 @config_options()
-@click.option("--device", help="Device whose capacity to check against, e.g. MI300X, H100.")
+@click.option(
+    "--device",
+    help="Device whose capacity to check against, matched exactly, e.g. MI300X, H100, GH200-96GB "
+    "(a name that does not say the memory, such as GH200, is refused).",
+)
 @click.option(
     "--capacity-gib",
     type=click.FloatRange(min=0, min_open=True),

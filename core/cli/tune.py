@@ -7,27 +7,20 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
+from tprimat.cli.options import config_options
 from tprimat.cli.output import echo_json, print_table
 
 
 @click.command()
 @click.option("--backend", required=True, help="Backend to tune (see `tprimat backends`).")
 @click.option("--model", required=True, help="Model to tune for (see `tprimat models`).")
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="Base benchmark config (TOML); the search starts from it.",
-)
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="SECTION.KEY=VALUE",
-    help="Override a base setting for every trial; a knob set here is not searched.",
+@config_options(
+    config_note="The search starts from it.",
+    set_note="It applies to every trial; a knob set here is not searched.",
 )
 @click.option(
     "--space",
@@ -59,6 +52,7 @@ from tprimat.cli.output import echo_json, print_table
     help="Runs of each finalist in the last round (the winner's interval needs at least 2).",
 )
 @click.option(
+    "-o",
     "--output",
     "output_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -78,7 +72,7 @@ def tune(
     ctx: click.Context,
     backend: str,
     model: str,
-    config_file: Path | None,
+    config_file: str | None,
     overrides: tuple[str, ...],
     space_items: tuple[str, ...],
     capacity_gib: float | None,
@@ -101,10 +95,7 @@ def tune(
     undecided: it says so, writes no preset and exits with code 1.
     """
     from tprimat import tune as tuning
-    from tprimat.settings.methodology import user_preset_dir
-    from tprimat.tune.preset import preset_name, render_preset, write_preset
-    from tprimat.tune.search import tune as run_search
-    from tprimat.tune.search import worst_case_trials, write_summary
+    from tprimat.tune.search import worst_case_trials
 
     registry = ctx.obj["registry_factory"]()
     plan = tuning.prepare(
@@ -133,10 +124,35 @@ def tune(
     require_backend(registry, backend, {})  # one line and exit code 2 before any trial, not N failed trials
     directory = output_dir or Path("tunes") / f"{backend}-{spec.model}"
     plan, started_at = tuning.open_directory(plan, directory)
+    outcome, pruned = _search(ctx, plan, directory, as_json)
+    _refuse_without_winner(outcome, directory, as_json)
+    path = _write_presets(plan, outcome, pruned, started_at, backend, directory, preset_dir)
+    if as_json:
+        echo_json(
+            {
+                "preset": str(path),
+                "winner": outcome.winner.as_dict(),
+                "decision": outcome.decision,
+                "directory": str(directory),
+            }
+        )
+        return
+    click.echo(f"winner: {outcome.winner.describe(plan.base)} ({outcome.decision})")
+    click.echo(f"preset: {path}  (use it with --set benchmark.methodology=tuned)")
+
+
+def _search(ctx: click.Context, plan, directory: Path, as_json: bool) -> tuple[Any, list[dict[str, Any]]]:
+    """Run the trials of ``plan`` in ``directory`` and write its summary: (the outcome, the pruned candidates).
+
+    Tests inject an in-process trial launcher (``ctx.obj["trial_launcher"]``); by default each
+    trial is a child ``tprimat run``.  The table of trials is printed unless ``as_json``.
+    """
+    from tprimat.tune.search import tune as run_search
+    from tprimat.tune.search import write_summary
+
     for note in plan.notes:
         click.echo(f"tune: {note}", err=True)
     click.echo(f"tune: {len(plan.spec.candidates)} candidate(s) in {directory}", err=True)
-    # Tests inject an in-process trial launcher; by default each trial is a child `tprimat run`.
     with _stdout_to_stderr(as_json):  # the trials' own output must not mix with the JSON
         outcome = run_search(
             plan.spec,
@@ -151,7 +167,13 @@ def tune(
     write_summary(directory, plan.spec, outcome, {"device": plan.device, "notes": list(plan.notes), "pruned": pruned})
     if not as_json:
         _print_outcome(plan, outcome)
-    if outcome.undecided:  # measured, but not told apart: no preset names a winner it could not find
+    return outcome, pruned
+
+
+def _refuse_without_winner(outcome, directory: Path, as_json: bool) -> None:
+    """Exit with code 1 when the search found no winner: undecided (measured, not told apart) or
+    nothing completed.  No preset then names a winner the search could not find."""
+    if outcome.undecided:
         if as_json:
             echo_json({"preset": None, "winner": None, "decision": outcome.decision, "directory": str(directory)})
         raise click.ClickException(f"{outcome.decision}; no preset written; see {directory}/summary.json")
@@ -159,6 +181,16 @@ def tune(
         raise click.ClickException(
             f"no configuration completed a run ({outcome.decision}); see {directory}/summary.json"
         )
+
+
+def _write_presets(
+    plan, outcome, pruned: list[dict[str, Any]], started_at, backend: str, directory: Path, preset_dir: Path | None
+) -> Path:
+    """Write the winner as a preset (into ``preset_dir``, default the user preset directory) and
+    a copy into the tune directory; the preset's path."""
+    from tprimat.settings.methodology import user_preset_dir
+    from tprimat.tune.preset import preset_name, render_preset, write_preset
+
     text = render_preset(
         spec=plan.spec,
         outcome=outcome,
@@ -173,18 +205,7 @@ def tune(
     name = preset_name(plan.device, backend, plan.spec.model)
     path = write_preset(text, preset_dir or user_preset_dir(), name)
     write_preset(text, directory, "preset")
-    if as_json:
-        echo_json(
-            {
-                "preset": str(path),
-                "winner": outcome.winner.as_dict(),
-                "decision": outcome.decision,
-                "directory": str(directory),
-            }
-        )
-        return
-    click.echo(f"winner: {outcome.winner.describe(plan.base)} ({outcome.decision})")
-    click.echo(f"preset: {path}  (use it with --set benchmark.methodology=tuned)")
+    return path
 
 
 def _print_plan(plan, worst: int) -> None:

@@ -398,109 +398,9 @@ def build_comparison(
         raise TprimatError("no valid tprimat results to compare" + (f" ({reasons})" if reasons else ""))
     runs, groups = group_runs(loaded.runs, group_by)
     mismatched = differing_fields(groups)
-    if len(groups) > 1 and not allow_mismatch and not differ_only_in_methodology(groups, mismatched):
-        names = ", ".join(name for name, _ in mismatched)
-        raise MismatchError(
-            f"the results do not share the fields a fair comparison needs ({names} differ "
-            f"across {len(groups)} groups); compare matching runs, or pass --allow-mismatch "
-            "to put them side by side anyway",
-            [f"group {g.id} ({', '.join(g.run_keys)})" for g in groups],
-            mismatched,
-            title="Fields that differ between the results (they must match)",
-        )
-    refused = frameworks.refusal(runs)
-    if refused is not None and not allow_mismatch:
-        reason, rows = refused
-        raise MismatchError(
-            f"{reason}; compare runs that compute the same step, or pass --allow-mismatch to put "
-            "them side by side anyway (the report then lists every difference)",
-            [r.key for r in runs],
-            rows,
-            title="Framework settings that change what a step computes, or were not what the plan said",
-        )
-
-    labels = list(dict.fromkeys(r.system for r in runs))
-    chosen = _pick_baseline(labels, runs, baseline)
-    colours = assign_colours(
-        [(label, next(r for r in runs if r.system == label).result.run.platform) for label in labels]
-    )
-    baseline_runs = [r for r in runs if r.system == chosen]
-    baseline_tokens = [
-        r.result.summary.tokens_per_s_per_gpu.median for r in baseline_runs if r.result.summary.tokens_per_s_per_gpu
-    ]
-    ordered = [chosen] + [label for label in labels if label != chosen]
-
-    systems = []
-    for label in ordered:
-        members = [r for r in runs if r.system == label]
-        results = [r.result for r in members]
-        summaries = [r.summary for r in results]
-        tokens = aggregate([s.tokens_per_s_per_gpu.median if s.tokens_per_s_per_gpu else None for s in summaries])
-        first = results[0]
-        device = device_key(first)
-        world = _unique([r.config.world_size for r in results])
-        memory = {}
-        for field, _label in MEMORY_FIELDS:
-            agg = aggregate([getattr(s, field) for s in summaries], interval=False)
-            if agg is not None:
-                memory[field] = agg
-        ratio = None
-        if label != chosen:
-            ratio = ratio_of_medians(
-                [s.tokens_per_s_per_gpu.median for s in summaries if s.tokens_per_s_per_gpu], baseline_tokens
-            )
-        systems.append(
-            SystemSummary(
-                label=label,
-                group=members[0].group,
-                colour=colours[label],
-                run_keys=[r.key for r in members],
-                platform=first.run.platform,
-                device=device,
-                device_name=first.hardware.device_name,
-                framework=first.run.framework,
-                backend=first.run.backend,
-                world_size=world,
-                tokens_per_s_per_gpu=tokens,
-                step_time_median_s=aggregate(
-                    [s.step_time_s.median if s.step_time_s else None for s in summaries], interval=False
-                ),
-                step_time_p95_s=aggregate(
-                    [s.step_time_s.p95 if s.step_time_s else None for s in summaries], interval=False
-                ),
-                step_time_cv=aggregate(
-                    [s.step_time_s.cv if s.step_time_s else None for s in summaries], interval=False
-                ),
-                tflops_per_gpu=aggregate([s.tflops_per_gpu for s in summaries], interval=False),
-                mfu=aggregate([s.mfu for s in summaries], interval=False),
-                peak_tflops=sorted({s.peak_tflops for s in summaries if s.peak_tflops is not None}),
-                peak_sources=sorted({s.peak_source for s in summaries if s.peak_source}),
-                memory=memory,
-                device_memory_gib=_unique([r.hardware.memory_per_device_gib for r in results]),
-                energy_per_token_j=aggregate([s.energy_per_token_j for s in summaries]),
-                final_loss=aggregate([s.final_loss for s in summaries], interval=False),
-                cost=_cost(tokens, device, world, cost),
-                ratio=ratio,
-                same_config_as_baseline=members[0].group == baseline_runs[0].group,
-                mamf_utilisation=aggregate([s.mamf_utilisation for s in summaries], interval=False),
-                predicted_memory=_predicted_memory(results),
-                memory_peak_ranks=sorted({r.memory.peak_rank for r in results if r.memory and r.memory.peak_rank}),
-                mamf_tflops=sorted({s.mamf_tflops for s in summaries if s.mamf_tflops is not None}),
-            )
-        )
-
-    flops = []
-    for run in runs:
-        s = run.result.summary
-        entry = {
-            "model": run.result.config.model,
-            "seq_length": run.result.config.seq_length,
-            "flops_per_token": s.flops_per_token,
-            "formula": s.flops_formula,
-        }
-        if s.flops_per_token is not None and entry not in flops:
-            flops.append(entry)
-
+    if not allow_mismatch:
+        _refuse_unfair(runs, groups, mismatched)
+    chosen, systems = _summarise_systems(runs, baseline, cost)
     return Comparison(
         tuning=_tuning_gains(runs, systems),
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -520,23 +420,163 @@ def build_comparison(
         within_system=differences_within(runs),
         skipped=loaded.skipped,
         cost_settings=cost,
-        flops=flops,
-        method={
-            "per_run_value": "each run's own median over its measured iterations "
-            "(tprimat.result.metrics; warm-up and profiled iterations left out)",
-            "systems": "runs are repeats of one system when they launched the same thing (device, backend, "
-            "framework, software, every recorded setting but the seed)"
-            if group_by is None
-            else f"runs pooled by --group-by {','.join(group_by)}",
-            "interval": f"{CONFIDENCE:.0%} percentile bootstrap of the median over runs; called the range "
-            "of N runs when it is the observed range (too few runs for a confidence interval)",
-            "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
-            "bootstrap_seed": BOOTSTRAP_SEED,
-            "ratio": "median tokens/s/GPU of a system over the baseline's; interval from "
-            "resampling each system's runs independently",
-            "fair_fields": list(FAIR_FIELDS),
-        },
+        flops=_flops_entries(runs),
+        method=_method(group_by),
     )
+
+
+def _refuse_unfair(runs: list[Run], groups: list[Group], mismatched: list[tuple[str, list[Any]]]) -> None:
+    """Raise :class:`MismatchError` when the runs are not one workload (beyond iso vs tuned), or
+    their frameworks do not compute the same step (what ``--allow-mismatch`` lets through)."""
+    if len(groups) > 1 and not differ_only_in_methodology(groups, mismatched):
+        names = ", ".join(name for name, _ in mismatched)
+        raise MismatchError(
+            f"the results do not share the fields a fair comparison needs ({names} differ "
+            f"across {len(groups)} groups); compare matching runs, or pass --allow-mismatch "
+            "to put them side by side anyway",
+            [f"group {g.id} ({', '.join(g.run_keys)})" for g in groups],
+            mismatched,
+            title="Fields that differ between the results (they must match)",
+        )
+    refused = frameworks.refusal(runs)
+    if refused is not None:
+        reason, rows = refused
+        raise MismatchError(
+            f"{reason}; compare runs that compute the same step, or pass --allow-mismatch to put "
+            "them side by side anyway (the report then lists every difference)",
+            [r.key for r in runs],
+            rows,
+            title="Framework settings that change what a step computes, or were not what the plan said",
+        )
+
+
+def _summarise_systems(runs: list[Run], baseline: str | None, cost: CostSection) -> tuple[str, list[SystemSummary]]:
+    """The baseline system's label and one summary per system, the baseline first."""
+    labels = list(dict.fromkeys(r.system for r in runs))
+    chosen = _pick_baseline(labels, runs, baseline)
+    colours = assign_colours(
+        [(label, next(r for r in runs if r.system == label).result.run.platform) for label in labels]
+    )
+    baseline_runs = [r for r in runs if r.system == chosen]
+    baseline_tokens = [
+        r.result.summary.tokens_per_s_per_gpu.median for r in baseline_runs if r.result.summary.tokens_per_s_per_gpu
+    ]
+    ordered = [chosen] + [label for label in labels if label != chosen]
+    systems = []
+    for label in ordered:
+        members = [r for r in runs if r.system == label]
+        ratio = None
+        if label != chosen:
+            ratio = ratio_of_medians(
+                [
+                    m.result.summary.tokens_per_s_per_gpu.median
+                    for m in members
+                    if m.result.summary.tokens_per_s_per_gpu
+                ],
+                baseline_tokens,
+            )
+        systems.append(
+            _system_summary(
+                label,
+                members,
+                colour=colours[label],
+                ratio=ratio,
+                same_config_as_baseline=members[0].group == baseline_runs[0].group,
+                cost=cost,
+            )
+        )
+    return chosen, systems
+
+
+def _system_summary(
+    label: str,
+    members: list[Run],
+    *,
+    colour: str,
+    ratio: Ratio | None,
+    same_config_as_baseline: bool,
+    cost: CostSection,
+) -> SystemSummary:
+    """One system's figures aggregated over its runs (``members``): each run counts by its own summary."""
+    results = [r.result for r in members]
+    summaries = [r.summary for r in results]
+    tokens = aggregate([s.tokens_per_s_per_gpu.median if s.tokens_per_s_per_gpu else None for s in summaries])
+    first = results[0]
+    device = device_key(first)
+    world = _unique([r.config.world_size for r in results])
+    memory = {}
+    for field, _label in MEMORY_FIELDS:
+        agg = aggregate([getattr(s, field) for s in summaries], interval=False)
+        if agg is not None:
+            memory[field] = agg
+    return SystemSummary(
+        label=label,
+        group=members[0].group,
+        colour=colour,
+        run_keys=[r.key for r in members],
+        platform=first.run.platform,
+        device=device,
+        device_name=first.hardware.device_name,
+        framework=first.run.framework,
+        backend=first.run.backend,
+        world_size=world,
+        tokens_per_s_per_gpu=tokens,
+        step_time_median_s=aggregate(
+            [s.step_time_s.median if s.step_time_s else None for s in summaries], interval=False
+        ),
+        step_time_p95_s=aggregate([s.step_time_s.p95 if s.step_time_s else None for s in summaries], interval=False),
+        step_time_cv=aggregate([s.step_time_s.cv if s.step_time_s else None for s in summaries], interval=False),
+        tflops_per_gpu=aggregate([s.tflops_per_gpu for s in summaries], interval=False),
+        mfu=aggregate([s.mfu for s in summaries], interval=False),
+        peak_tflops=sorted({s.peak_tflops for s in summaries if s.peak_tflops is not None}),
+        peak_sources=sorted({s.peak_source for s in summaries if s.peak_source}),
+        memory=memory,
+        device_memory_gib=_unique([r.hardware.memory_per_device_gib for r in results]),
+        energy_per_token_j=aggregate([s.energy_per_token_j for s in summaries]),
+        final_loss=aggregate([s.final_loss for s in summaries], interval=False),
+        cost=_cost(tokens, device, world, cost),
+        ratio=ratio,
+        same_config_as_baseline=same_config_as_baseline,
+        mamf_utilisation=aggregate([s.mamf_utilisation for s in summaries], interval=False),
+        predicted_memory=_predicted_memory(results),
+        memory_peak_ranks=sorted({r.memory.peak_rank for r in results if r.memory and r.memory.peak_rank}),
+        mamf_tflops=sorted({s.mamf_tflops for s in summaries if s.mamf_tflops is not None}),
+    )
+
+
+def _flops_entries(runs: list[Run]) -> list[dict[str, Any]]:
+    """Each distinct (model, sequence length) FLOPs-per-token figure and its formula, in run order."""
+    flops: list[dict[str, Any]] = []
+    for run in runs:
+        s = run.result.summary
+        entry = {
+            "model": run.result.config.model,
+            "seq_length": run.result.config.seq_length,
+            "flops_per_token": s.flops_per_token,
+            "formula": s.flops_formula,
+        }
+        if s.flops_per_token is not None and entry not in flops:
+            flops.append(entry)
+    return flops
+
+
+def _method(group_by: Sequence[str] | None) -> dict[str, Any]:
+    """How every figure of the comparison is computed, for the report's Method section."""
+    return {
+        "per_run_value": "each run's own median over its measured iterations "
+        "(tprimat.result.metrics; warm-up and profiled iterations left out)",
+        "systems": "runs are repeats of one system when they launched the same thing (device, backend, "
+        "framework, software, every recorded setting but the seed)"
+        if group_by is None
+        else f"runs pooled by --group-by {','.join(group_by)}",
+        "interval": f"{CONFIDENCE:.0%} percentile bootstrap of the median over runs; called the range "
+        "of N runs when it is the observed range (too few runs for a confidence interval)",
+        "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
+        "bootstrap_seed": BOOTSTRAP_SEED,
+        "ratio": "median tokens/s/GPU of a system over the baseline's; interval from "
+        "resampling each system's runs independently",
+        "fair_fields": list(FAIR_FIELDS),
+    }
 
 
 def _plain(value: Any) -> Any:

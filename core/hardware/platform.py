@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 
 from tprimat import hookimpl
+from tprimat.hardware.devices import find_device
 
 if TYPE_CHECKING:
     from tprimat.hardware.partitions import DevicePartition
@@ -52,6 +53,16 @@ class PlatformInfo:
     partition: DevicePartition | None = None  # each device is a partition of a GPU (MIG, CPX, ...)
 
 
+def trains_on_cpu(info: PlatformInfo) -> bool:
+    """Whether work planned for ``info`` runs on the CPU (no GPU found, or a CPU target).
+
+    The one answer for all of tprimat outside the training program: the CPU preset layer,
+    the microbenchmark defaults, the memory check, the monitor and tuning all ask it, so they
+    never disagree (only a trainer itself asks torch which device it got).
+    """
+    return info.platform == "cpu"
+
+
 #: Device names by vendor, as the vendors' tools and datasheets spell them: AMD Instinct and
 #: Radeon parts (MI300X, MI355X, "AMD Instinct MI300X VF"), NVIDIA data-centre parts (H100,
 #: GH200, B200, A100, L40S, "NVIDIA H100 80GB HBM3").
@@ -62,9 +73,12 @@ _VENDOR_NAMES: tuple[tuple[Literal["amd", "nvidia"], re.Pattern[str]], ...] = (
 
 
 def vendor_of_device(device_name: str | None) -> Literal["amd", "nvidia"] | None:
-    """The vendor a device name belongs to (None: a name neither vendor uses)."""
+    """The vendor a device name belongs to: the device table's, else by the vendors' naming (None: neither's)."""
     if not device_name:
         return None
+    known = find_device(device_name)
+    if known is not None:
+        return known.vendor
     for vendor, pattern in _VENDOR_NAMES:
         if pattern.search(device_name):
             return vendor

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tprimat.hardware.platform import trains_on_cpu
 from tprimat.memory.capacity import usable_capacity
 from tprimat.memory.estimate import MemoryEstimate, MemoryEstimateError, estimate_memory
 from tprimat.memory.verdict import Verdict, describe_fit, fit_verdict
@@ -24,7 +25,7 @@ def memory_findings(prepared: Any) -> list[Finding]:
     checked.
     """
     platform = prepared.platform
-    if platform.platform == "cpu" or (platform.device_name is None and platform.memory_per_device_gib is None):
+    if trains_on_cpu(platform) or (platform.device_name is None and platform.memory_per_device_gib is None):
         return []
     try:
         estimate = estimate_memory(

@@ -36,7 +36,7 @@ from tprimat.contract.backend import BackendSpec, option_environ, require_availa
 from tprimat.contract.plans import LaunchContext, LaunchPlan, PreparedDataset, ProfilePlan
 from tprimat.contract.registry import PluginError, Registry
 from tprimat.errors import TprimatError
-from tprimat.hardware.platform import PlatformInfo, vendor_of_device
+from tprimat.hardware.platform import PlatformInfo, trains_on_cpu, vendor_of_device
 from tprimat.settings.config import BenchmarkConfig, ConfigError, default_config_dict, load_config
 from tprimat.settings.methodology import Deviation, PresetError, Resolved, resolve, user_preset_dir
 from tprimat.settings.models import ModelSpec, UnknownModelError, get_model
@@ -189,14 +189,14 @@ def target_platform(machine: PlatformInfo, spec: BackendSpec, device: str | None
     preset, environment and kernels would be the other vendor's.
     """
     if device:
-        from tprimat.memory.capacity import find_capacity, known_devices, suggest_devices
+        from tprimat.hardware.devices import device_keys, find_device, suggest_devices
 
-        if find_capacity(device) is None:  # a near miss (H1000) would get another device's preset
+        if find_device(device) is None:  # a near miss (H1000) would get another device's preset
             close = suggest_devices(device)
             raise RunError(
                 f"--device {device}: not a device tprimat knows"
                 + (f" (did you mean {' or '.join(close)}?)" if close else "")
-                + f"; known: {', '.join(known_devices())}"
+                + f"; known: {', '.join(device_keys())}"
             )
     vendor = vendor_of_device(device)
     if spec.platform in ("amd", "nvidia") and vendor is not None and vendor != spec.platform:
@@ -221,8 +221,9 @@ def target_platform(machine: PlatformInfo, spec: BackendSpec, device: str | None
 def layered_config(request: RunRequest, target: PlatformInfo) -> tuple[BenchmarkConfig, list[str]]:
     """Defaults, the CPU preset (when the run trains on a CPU), the file, ``--set``, the flags."""
     layers = ["defaults (tprimat/settings/defaults.toml)"]
-    base = default_config_dict(cpu=target.platform == "cpu")
-    if target.platform == "cpu":
+    cpu = trains_on_cpu(target)
+    base = default_config_dict(cpu=cpu)
+    if cpu:
         layers.append("CPU preset (tprimat/settings/cpu.toml): no GPU, the backend trains on the CPU")
     if request.config_file:
         layers.append(f"config file {request.config_file}")
