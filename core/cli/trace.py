@@ -10,6 +10,11 @@ from tprimat.cli.jobs import jobs_option
 from tprimat.cli.output import echo_json, print_table
 
 _jobs = jobs_option("the traces: a file each, or ranges of one large file")
+_hta_rounding = click.option(
+    "--hta-rounding",
+    is_flag=True,
+    help="Round timestamps inward to whole µs first, as HolisticTraceAnalysis does (to reproduce its numbers).",
+)
 
 
 @click.group("trace")
@@ -80,11 +85,7 @@ def _no_gpu(r: dict, who: str, scope: str) -> None:
     "Default: everything before the last step, as HolisticTraceAnalysis does.",
 )
 @click.option("--top", default=10, show_default=True, help="How many kernels to list by total time.")
-@click.option(
-    "--hta-rounding",
-    is_flag=True,
-    help="Round timestamps inward to whole µs first, as HolisticTraceAnalysis does (to reproduce its numbers).",
-)
+@_hta_rounding
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON (one object per rank).")
 @_jobs
 def analyze(
@@ -92,10 +93,10 @@ def analyze(
 ) -> None:
     """Break down GPU time per rank: idle/compute/communication/memory, categories, top kernels.
 
-    TRACES are Kineto trace files (plain or gzip JSON, one per rank) or
-    directories holding them, Nsight Systems SQLite exports (nsys export --type
-    sqlite) or rocprofv3 CSV traces (*_kernel_trace.csv): the format is told by
-    the content.
+    TRACES are Kineto trace files (plain or gzip JSON, one per rank),
+    Nsight Systems SQLite exports (nsys export --type sqlite) or rocprofv3 CSV
+    traces (*_kernel_trace.csv), or directories holding them: the format is
+    told by the content.
     """
     from tprimat.trace.analyze import analyze_paths, parse_steps
 
@@ -220,11 +221,7 @@ def analyze(
 )
 @click.option("--instance", default=0, show_default=True, help="Which match of --annotation, from 0 in time order.")
 @click.option("--top", default=10, show_default=True, help="How many of the longest path segments to list.")
-@click.option(
-    "--hta-rounding",
-    is_flag=True,
-    help="Round timestamps inward to whole µs first, as HolisticTraceAnalysis does (to reproduce its numbers).",
-)
+@_hta_rounding
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def critical_path_command(
     trace_file: str,
@@ -345,7 +342,10 @@ def compare(
     then by operator (name and recorded shapes) with each side's roofline efficiency.
 
     A and B are trace files, directories of per-rank traces, or run directories
-    (their traces/ folder).
+    (their traces/ folder).  Nsight Systems SQLite exports and rocprofv3 CSV
+    traces compare by category too: they have no profiler steps (the whole
+    profile window is one span) and no operators (no operator split or critical
+    path), and the output says so.
     """
     import json
 

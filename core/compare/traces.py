@@ -12,17 +12,13 @@ from pathlib import Path
 from tprimat.compare.document import Block, Heading, Image, Markdown, Paragraph
 from tprimat.compare.model import Comparison
 
-TRACE_PATTERNS = ("*.json", "*.json.gz")
-
 
 def trace_files(run_path: str) -> list[Path]:
+    """The profiles in the run's ``traces/`` folder (:func:`tprimat.trace.reader.traces_in`)."""
+    from tprimat.trace.reader import traces_in
+
     directory = Path(run_path).parent / "traces"
-    if not directory.is_dir():
-        return []
-    found: set[Path] = set()
-    for pattern in TRACE_PATTERNS:
-        found.update(p for p in directory.rglob(pattern) if p.is_file())
-    return sorted(found)
+    return traces_in(directory) if directory.is_dir() else []
 
 
 def trace_section(comparison: Comparison, out_dir: Path) -> list[Block]:

@@ -71,21 +71,24 @@ COLOURS: dict[str, str] = {
     "idle": "#E5E5E5",
 }
 
-TRACE_SUFFIXES = (".json", ".json.gz")
-
 
 def trace_files(path: str | Path) -> list[Path]:
     """The trace files a path names: the file itself, or the traces in a directory.
 
-    A directory is searched for ``*.json``/``*.json.gz`` files; a run directory
-    (holding ``traces/``) is searched in ``traces/``.
+    A directory is searched for Kineto traces, Nsight Systems SQLite exports and rocprofv3
+    kernel traces (:func:`~tprimat.trace.reader.traces_in`); a run directory (holding
+    ``traces/``) is searched in ``traces/``.
     """
+    from tprimat.trace.reader import traces_in
+
     path = Path(path)
     if path.is_dir():
-        base = path / "traces" if (path / "traces").is_dir() else path
-        found = sorted(p for p in base.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+        found = traces_in(path / "traces" if (path / "traces").is_dir() else path)
         if not found:
-            raise TprimatError(f"{path}: no *.json or *.json.gz trace files in it")
+            raise TprimatError(
+                f"{path}: no traces in it (Kineto *.json or *.json.gz, Nsight Systems SQLite export *.sqlite, "
+                "rocprofv3 *kernel_trace.csv)"
+            )
         return found
     if not path.exists():
         raise TprimatError(f"{path}: no such trace file or directory")
@@ -423,7 +426,15 @@ def _rank_step(result: dict[str, Any]) -> tuple[int, str, float, dict[str, float
     note = None
     if window["mode"] == "all":
         n_steps = 1
-        if window.get("steps"):
+        if result.get("format", "kineto") != "kineto":
+            from tprimat.trace.reader import FORMAT_NAMES
+
+            note = (
+                f"{name} ({FORMAT_NAMES.get(result['format'], result['format'])}): the format has no profiler "
+                "steps: the whole profile window is one span, measured as the span of its GPU activity (host time "
+                "outside it is not seen), so its 'step' is the whole profile, not one training step"
+            )
+        elif window.get("steps"):
             note = f"{name}: fewer than two profiler steps: the whole trace counts as one step"
         else:
             note = (
@@ -469,6 +480,7 @@ def summarize_side(analyses: Sequence[dict[str, Any]], label: str, top: int = 3)
             notes.append(note)
         if result.get("malformed_note"):
             notes.append(f"{Path(result['file']).name}: {result['malformed_note']}")
+        notes += result.get("refused", [])
         overlapped += result["communication"]["overlapped_us"] / n_steps
         kernels += result["launches"]["kernels"] / n_steps
         host.extend(step["host_us"] for step in result.get("steps", []))
@@ -584,16 +596,19 @@ def _analyze_for_comparison(
     from tprimat.trace.analyze import analyze_trace
     from tprimat.trace.host_steps import host_step_breakdown
     from tprimat.trace.opread import read_ops
-    from tprimat.trace.reader import TraceFormatError, load_trace
+    from tprimat.trace.reader import TraceFormatError, load_trace, sniff_format
 
+    kind = sniff_format(file)
     ops = None
-    if operators:
+    if operators and kind == "kineto":
         try:
             ops = read_ops(file)
         except TraceFormatError:
-            ops = None  # not a Kineto trace (no operators to read), or a broken one: said below
+            ops = None  # a broken trace: load_trace says what is wrong
     trace = ops.trace if ops is not None else load_trace(file)
     analysis = analyze_trace(trace, steps=steps or all_steps(trace), top=top)
+    if kind != "kineto":
+        analysis["refused"] = _refused(file, kind, operators, critical_path)
     host = analysis["window"]["mode"] != "all"
     if host and analysis.get("temporal") is not None:
         analysis["host_steps"] = host_step_breakdown(trace, analysis["window"]["steps"])
@@ -607,6 +622,20 @@ def _analyze_for_comparison(
         if critical_path and split is not None:
             _add_critical_path(ops, split, numbers)
     return analysis
+
+
+def _refused(file: Path, kind: str, operators: bool, critical_path: bool) -> list[str]:
+    """What a vendor profiler's file cannot give a comparison, as notes: its format records kernels, copies
+    and runtime calls, not PyTorch operators, their shapes or the launches between them."""
+    from tprimat.trace.reader import FORMAT_NAMES
+
+    what = [w for w, asked in (("operator split", operators), ("critical path", critical_path)) if asked]
+    if not what:
+        return []
+    return [
+        f"{file.name} ({FORMAT_NAMES.get(kind, kind)}): no {' and no '.join(what)}: the format has no PyTorch "
+        "operators or shapes (a PyTorch profiler trace of the same run has them)"
+    ]
 
 
 def _add_critical_path(ops, split: dict[str, Any], numbers: list[int] | None) -> None:

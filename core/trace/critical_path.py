@@ -45,7 +45,6 @@ outside the step is kept.
 from __future__ import annotations
 
 import math
-import re
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterator
@@ -57,8 +56,9 @@ import msgspec
 
 from tprimat.errors import TprimatError
 from tprimat.trace.categories import TEMPORAL_CLASS, canonical_category, classify
-from tprimat.trace.fastread import _EventArray
-from tprimat.trace.limits import MAX_ABS_TS_US, MAX_DUR_US, BrokenTrace
+from tprimat.trace.fastread import EventArray
+from tprimat.trace.limits import MAX_ABS_TS_US, MAX_DUR_US
+from tprimat.trace.reader import PROFILER_STEP, read_trace_head, trace_events
 
 # -- reading one step -------------------------------------------------------------------------
 
@@ -87,7 +87,7 @@ class _Event(msgspec.Struct, forbid_unknown_fields=False, gc=False):
     args: _Args | None = None
 
 
-class _Events(_EventArray):
+class _Events(EventArray):
     """The event array decoded into :class:`_Event`."""
 
     block_decoder = msgspec.json.Decoder(list[_Event])
@@ -116,7 +116,6 @@ BLOCKING_CALLS = frozenset(
     }
 )
 _RECORD = frozenset({"cudaEventRecord", "hipEventRecord"})
-_STEP = re.compile(r"^ProfilerStep\s*#\s*(\d{1,18})(?!\d)")
 
 
 def _id(value: Any) -> int:
@@ -126,25 +125,10 @@ def _id(value: Any) -> int:
 
 def _stream_events(path: Path) -> Iterator[_Event]:
     """Every well-formed event of the trace at ``path`` (malformed ones are skipped)."""
-    from tprimat.trace.fastread import fast_events
-    from tprimat.trace.reader import TraceFormatError, _Inflated, _read_head, open_binary
-
-    head = _read_head(path)
-    try:
-        with open_binary(path) as fh:
-            events = fast_events(
-                fh, head.prefix, {}, threaded=isinstance(fh, _Inflated), start=head.start, array_type=_Events
-            )
-            try:
-                for event in events:
-                    if type(event) is _Event:
-                        yield event
-            finally:
-                events.close()
-    except BrokenTrace as exc:
-        raise TraceFormatError(f"{path}: {exc}") from None
-    except OSError as exc:
-        raise TraceFormatError(f"{path}: cannot read trace: {exc.strerror or exc}") from None
+    with trace_events(path, read_trace_head(path), {}, _Events) as events:
+        for event in events:
+            if type(event) is _Event:
+                yield event
 
 
 @attrs.frozen(kw_only=True)
@@ -177,7 +161,7 @@ def _window(path: Path, step: int | None, annotation: str | None, instance: int)
             if annotation in e.name and canonical_category(e.cat) not in _GPU:
                 matches.append((ts, ts + dur))
         elif e.name.startswith("ProfilerStep"):
-            m = _STEP.match(e.name)
+            m = PROFILER_STEP.match(e.name)
             if m:
                 steps.append((ts, ts + dur, int(m.group(1))))
         first = ts if first is None else min(first, ts)
@@ -302,15 +286,18 @@ class Graph:
 
     events: list[_Ev]
     out: dict[int, list[tuple[int, float, str, int]]] = attrs.Factory(lambda: defaultdict(list))
-    clamped: int = 0  # negative weights (child ending after its parent, clock skew) set to 0
+    #: edges that run back in time (a child ending after its parent, clock skew): a negative weight set
+    #: to 0, or a host edge into the end of a blocking call, which is not weighed
+    clamped: int = 0
 
     def time(self, node: int) -> float:
         ev = self.events[node // 2]
         return ev.ts if node % 2 == 0 else ev.end
 
     def add(self, u: int, v: int, kind: str, event: int = -1, weigh: bool = True) -> None:
-        weight = self.time(v) - self.time(u) if weigh and kind not in (DEPENDENCY, SYNC) else 0.0
-        if weight < 0:
+        elapsed = self.time(v) - self.time(u)
+        weight = elapsed if weigh and kind not in (DEPENDENCY, SYNC) else 0.0
+        if weight < 0 or (kind == HOST and elapsed < 0):
             self.clamped += 1
             weight = 0.0
         self.out[u].append((v, weight, kind, event))

@@ -197,7 +197,7 @@ class _ArrayEnds(Exception):
         self.reported = reported
 
 
-class _EventArray:
+class EventArray:
     """The elements of an event array from blocks of its text: cut at event boundaries, decoded
     in batches, with the bytes kept between two boundaries bounded.  A subclass that sets
     :attr:`block_decoder` and :attr:`event_decoder` decodes other fields of the same events."""
@@ -403,7 +403,7 @@ def fast_events(
     after: dict[str, Any],
     threaded: bool,
     start: int,
-    array_type: type[_EventArray] = _EventArray,
+    array_type: type[EventArray] = EventArray,
 ) -> Iterator[Any]:
     """The elements of the event array of the open trace ``fh``: :class:`Event` or :class:`Malformed`.
 
@@ -411,7 +411,7 @@ def fast_events(
     byte after an element's ``,`` (see :func:`element_boundary`) to read from there on.
     ``prefix``: ``"traceEvents.item"`` when the array is the document's ``traceEvents``
     (its keys after the array go to ``after``), ``"item"`` when the document is the array.
-    ``array_type``: an :class:`_EventArray` subclass that decodes other fields.
+    ``array_type``: an :class:`EventArray` subclass that decodes other fields.
     Raises :class:`BrokenTrace` where the text is not such an array, or is past a limit.
     """
     array = array_type(start)
@@ -424,16 +424,16 @@ def fast_events(
         raise exc.after_events(array.count) from None
 
 
-def range_events(fh: IO[bytes], start: int, end: int) -> Iterator[Any]:
+def range_events(fh: IO[bytes], start: int, end: int, array_type: type[EventArray] = EventArray) -> Iterator[Any]:
     """The events whose text is bytes ``start`` to ``end`` of the open plain trace ``fh``.
 
     ``start`` is the byte after the event array's ``[`` or after an element's ``,``; ``end``
     the byte after an event's closing ``}`` (see :func:`element_boundary`).  Raises
-    :class:`BrokenTrace` where the bytes are not such events.
+    :class:`BrokenTrace` where the bytes are not such events.  ``array_type`` as for :func:`fast_events`.
     """
     fh.seek(start)
     remaining = end - start
-    array = _EventArray(start)
+    array = array_type(start)
     while remaining > 0:
         block = fh.read(min(BLOCK_BYTES, remaining))
         if not block:
@@ -540,6 +540,7 @@ def _no_array(data: bytearray, first: int | None) -> tuple[str, dict[str, Any], 
 __all__ = [
     "BLOCK_BYTES",
     "Event",
+    "EventArray",
     "Malformed",
     "element_boundary",
     "fast_events",

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tprimat.trace.reader import ACTIVITY_CODES, RankTrace, TraceFormatError, _Inflated, open_binary
+from tprimat.trace.reader import ACTIVITY_CODES, Inflated, RankTrace, TraceFormatError, open_binary
 from tprimat.trace.runtime_calls import add_runtime_call, new_summary, runtime_name
 
 #: The first bytes of every SQLite 3 database.
@@ -58,7 +58,7 @@ _COPY_KINDS = {
 def _database(path: Path) -> Iterator[sqlite3.Connection]:
     """The export opened read-only (a gzip one inflated to a temporary file first)."""
     with open_binary(path) as fh:
-        compressed = isinstance(fh, _Inflated)
+        compressed = isinstance(fh, Inflated)
         head = fh.read(len(SQLITE_MAGIC))
     if head != SQLITE_MAGIC:
         raise TraceFormatError(f"{path}: not an SQLite database")

@@ -272,23 +272,9 @@ def _matrices(args: _Args, first: int, batched: bool) -> tuple[_Tensor, _Tensor,
     return a, b, a.shape[-2], b.shape[-1], a.shape[-1], batch
 
 
-def _mm(kind: str, args: _Args) -> OpCost:
-    a, _, m, n, k, batch = _matrices(args, 0, batched=False)
-    return _gemm(kind, m, n, k, batch, _read(args), DTYPE_BYTES[a.dtype], a.dtype)
-
-
-def _addmm(kind: str, args: _Args) -> OpCost:
-    a, _, m, n, k, batch = _matrices(args, 1, batched=False)
-    return _gemm(kind, m, n, k, batch, _read(args), DTYPE_BYTES[a.dtype], a.dtype)
-
-
-def _bmm(kind: str, args: _Args) -> OpCost:
-    a, _, m, n, k, batch = _matrices(args, 0, batched=True)
-    return _gemm(kind, m, n, k, batch, _read(args), DTYPE_BYTES[a.dtype], a.dtype)
-
-
-def _baddbmm(kind: str, args: _Args) -> OpCost:
-    a, _, m, n, k, batch = _matrices(args, 1, batched=True)
+def _plain_gemm(kind: str, args: _Args, first: int, batched: bool) -> OpCost:
+    """``mm``/``bmm`` (operands from input 0) and ``addmm``/``baddbmm`` (input 0 is the added term)."""
+    a, _, m, n, k, batch = _matrices(args, first, batched=batched)
     return _gemm(kind, m, n, k, batch, _read(args), DTYPE_BYTES[a.dtype], a.dtype)
 
 
@@ -566,12 +552,19 @@ _ELEMENTWISE_BOOL = "eq ne lt le gt ge isnan isinf isfinite logical_and logical_
 
 def _rules() -> dict[str, tuple[str, Any]]:
     rules: dict[str, tuple[str, Any]] = {}
-    gemms = {
-        "mm": _mm,
-        "addmm": _addmm,
-        "_addmm_activation": _addmm,
-        "bmm": _bmm,
-        "baddbmm": _baddbmm,
+    #: name -> (the first matrix operand's input index, batched)
+    plain = {
+        "mm": (0, False),
+        "addmm": (1, False),
+        "_addmm_activation": (1, False),
+        "bmm": (0, True),
+        "baddbmm": (1, True),
+    }
+    gemms: dict[str, Any] = {
+        name: lambda kind, args, first=first, batched=batched: _plain_gemm(kind, args, first, batched)
+        for name, (first, batched) in plain.items()
+    }
+    gemms |= {
         "matmul": _matmul,
         "linear": _linear,
         "_scaled_mm": _scaled_mm,

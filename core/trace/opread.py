@@ -40,23 +40,22 @@ import attrs
 import msgspec
 
 from tprimat.trace.categories import MAX_NAME_CHARS, canonical_category
-from tprimat.trace.fastread import _EventArray
-from tprimat.trace.limits import INT64, MAX_ABS_TS_US, MAX_DUR_US, BrokenTrace, int_problem
+from tprimat.trace.fastread import EventArray
+from tprimat.trace.limits import INT64, MAX_ABS_TS_US, MAX_DUR_US, int_problem
 from tprimat.trace.opcost import OpCost, op_cost
 from tprimat.trace.reader import (
-    _STEP,
     ACTIVITY_CODES,
+    PROFILER_STEP,
     ProfilerStep,
     RankTrace,
-    TraceFormatError,
-    _check_usable,
-    _event_ranges,
-    _finished,
-    _Head,
-    _Inflated,
-    _read_head,
-    _skipped,
-    open_binary,
+    TraceHead,
+    append_range,
+    check_usable,
+    count_skipped,
+    finish_trace,
+    range_events,
+    read_split_or_whole,
+    trace_events,
 )
 
 #: The raw text of an operator's ``Input Dims``, ``Input type`` or ``Concrete Inputs`` is kept up
@@ -98,7 +97,7 @@ class OpEvent(msgspec.Struct, forbid_unknown_fields=False, gc=False):
     args: OpArgs | None = None
 
 
-class _OpArray(_EventArray):
+class _OpArray(EventArray):
     """The event array decoded into :class:`OpEvent`.
 
     Raw argument text refers to the buffer it was decoded from, so each block is decoded
@@ -231,7 +230,7 @@ class _Taker:
             correlation = -1 if args.correlation is None else args.correlation
             problem = _int64_problem(stream_id, correlation)
             if problem:
-                _skipped(self.trace, index, problem, True)
+                count_skipped(self.trace, index, problem, True)
                 return
         trace = self.trace
         name = event.name or ""
@@ -252,7 +251,7 @@ class _Taker:
             return
         correlation = args.correlation
         if type(correlation) is not int or not INT64[0] <= correlation <= INT64[1]:
-            _skipped(self.trace, index, int_problem("args.correlation", correlation) or "?", False)
+            count_skipped(self.trace, index, int_problem("args.correlation", correlation) or "?", False)
             return
         self.trace.launch_correlation.append(correlation)
         self.trace.launch_ts.append(event.ts)
@@ -282,7 +281,7 @@ def _take(ops: OpTrace, stream: Iterator[Any]) -> None:
         for event in stream:
             events += 1
             if type(event) is not OpEvent:
-                _skipped(trace, events - 1, event.problem, event.activity)
+                count_skipped(trace, events - 1, event.problem, event.activity)
                 continue
             code = kinds.get(event.cat)
             if code is None:
@@ -302,7 +301,7 @@ def _take(ops: OpTrace, stream: Iterator[Any]) -> None:
 
 
 def _step(trace: RankTrace, name: str, ts: float, dur: float) -> None:
-    match = _STEP.match(name)
+    match = PROFILER_STEP.match(name)
     if match:
         trace.steps.append(ProfilerStep(int(match.group(1)), ts, dur))
 
@@ -317,69 +316,29 @@ def read_ops(path: str | Path, workers: int = 1) -> OpTrace:
     as :func:`~tprimat.trace.reader.read_trace` reads it.  Raises
     :class:`~tprimat.trace.reader.TraceFormatError` for a broken file or one past a limit.
     """
-    from tprimat.trace.fastread import fast_events
-
-    path = Path(path)
-    head = _read_head(path)
-    ops = None
-    if workers > 1:
-        ranges = _event_ranges(path, head, workers)
-        if ranges is not None:
-            try:
-                ops = _read_ranges(path, head, ranges, workers)
-            except Exception:  # noqa: BLE001 - read whole below: the same arrays, or the precise error
-                ops = None
-    if ops is None:
-        ops = OpTrace(trace=RankTrace(path=path, metadata=dict(head.metadata)))
-        after: dict[str, Any] = {}
-        try:
-            with open_binary(path) as fh:
-                threaded = isinstance(fh, _Inflated)
-                events = fast_events(fh, head.prefix, after, threaded=threaded, start=head.start, array_type=_OpArray)
-                try:
-                    _take(ops, events)
-                finally:
-                    events.close()
-        except BrokenTrace as exc:
-            raise TraceFormatError(f"{path}: {exc}") from None
-        except OSError as exc:
-            raise TraceFormatError(f"{path}: cannot read trace: {exc.strerror or exc}") from None
-        _finished(ops.trace, after)
-    _check_usable(ops.trace)
+    ops = read_split_or_whole(Path(path), workers, _read_ranges, _read_whole)
+    check_usable(ops.trace)
     return ops
 
 
-def _range_events(fh: Any, start: int, end: int) -> Iterator[Any]:
-    """The events whose text is bytes ``start`` to ``end`` of the open plain trace ``fh``."""
-    from tprimat.trace.fastread import BLOCK_BYTES
-
-    fh.seek(start)
-    remaining = end - start
-    events = _OpArray(start)
-    while remaining > 0:
-        block = fh.read(min(BLOCK_BYTES, remaining))
-        if not block:
-            raise BrokenTrace("the trace ended inside a range of its events")
-        remaining -= len(block)
-        yield from events.feed(block)
-    yield from events.finish_range()
+def _read_whole(path: Path, head: TraceHead) -> OpTrace:
+    ops = OpTrace(trace=RankTrace(path=path, metadata=dict(head.metadata)))
+    after: dict[str, Any] = {}
+    with trace_events(path, head, after, _OpArray) as events:
+        _take(ops, events)
+    finish_trace(ops.trace, after)
+    return ops
 
 
 def _read_range(job: tuple[Path, str, int, int | None]) -> tuple[OpTrace, dict[str, Any]]:
-    from tprimat.trace.fastread import fast_events
-
-    path, prefix, start, end = job
-    ops = OpTrace(trace=RankTrace(path=path))
+    ops = OpTrace(trace=RankTrace(path=job[0]))
     after: dict[str, Any] = {}
-    with open(path, "rb") as fh:
-        if end is None:
-            _take(ops, fast_events(fh, prefix, after, threaded=False, start=start, array_type=_OpArray))
-        else:
-            _take(ops, _range_events(fh, start, end))
+    with range_events(job, after, _OpArray) as events:
+        _take(ops, events)
     return ops, after
 
 
-def _read_ranges(path: Path, head: _Head, ranges: list[tuple[int, int | None]], workers: int) -> OpTrace:
+def _read_ranges(path: Path, head: TraceHead, ranges: list[tuple[int, int | None]], workers: int) -> OpTrace:
     """The trace from its ranges, read on ``workers`` processes and joined in order."""
     from tprimat.workers import map_files
 
@@ -391,38 +350,19 @@ def _read_ranges(path: Path, head: _Head, ranges: list[tuple[int, int | None]], 
     threads: dict[tuple[Any, Any], int] = {}
     after: dict[str, Any] = {}
     for part, part_after in parts:
-        got = part.trace
-        name_ids = [names.setdefault(name, len(names)) for name in got.names]
+        append_range(trace, part.trace, names)
         sig_ids = [sigs.setdefault(sig, len(sigs)) for sig in part.signatures]
         thread_ids = [threads.setdefault(t, len(threads)) for t in part.threads]
-        trace.name_id.extend(map(name_ids.__getitem__, got.name_id))
         ops.op_sig.extend(map(sig_ids.__getitem__, part.op_sig))
         ops.op_thread.extend(map(thread_ids.__getitem__, part.op_thread))
         ops.launch_thread.extend(map(thread_ids.__getitem__, part.launch_thread))
-        for ours, theirs in (
-            (trace.ts, got.ts),
-            (trace.dur, got.dur),
-            (trace.code, got.code),
-            (trace.stream, got.stream),
-            (trace.correlation, got.correlation),
-            (trace.launch_correlation, got.launch_correlation),
-            (trace.launch_ts, got.launch_ts),
-            (ops.op_ts, part.op_ts),
-            (ops.op_end, part.op_end),
-        ):
-            ours.extend(theirs)
-        trace.steps.extend(got.steps)
-        if got.malformed_first is not None and trace.malformed_first is None:
-            index, problem = got.malformed_first
-            trace.malformed_first = (trace.events + index, problem)
-        trace.malformed += got.malformed
-        trace.malformed_activities += got.malformed_activities
-        trace.events += got.events
+        ops.op_ts.extend(part.op_ts)
+        ops.op_end.extend(part.op_end)
         after = part_after or after
     trace.names.extend(names)
     ops.signatures.extend(sigs)
     ops.threads.extend(threads)
-    _finished(trace, after)
+    finish_trace(trace, after)
     return ops
 
 

@@ -32,9 +32,10 @@ import os
 import re
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -42,8 +43,11 @@ from tprimat.errors import TprimatError
 from tprimat.trace.categories import ACTIVITY_CATEGORIES, canonical_category
 from tprimat.trace.limits import INT64, MAX_INFLATION, BrokenTrace, inflation_limit, int_problem
 
+if TYPE_CHECKING:
+    from tprimat.trace.fastread import EventArray
+
 #: A profiler step's number: at most 18 digits (a 64-bit integer); a longer one is no step.
-_STEP = re.compile(r"^ProfilerStep\s*#\s*(\d{1,18})(?!\d)")
+PROFILER_STEP = re.compile(r"^ProfilerStep\s*#\s*(\d{1,18})(?!\d)")
 #: A rank in a trace file's name: ``rank-3``, ``rank_3``, ``rank3``, Primus's ``rank[3]``.
 _RANK_IN_NAME = re.compile(r"rank[-_\[]?(\d{1,9})(?!\d)", re.IGNORECASE)
 _TAIL = 1 << 18  # bytes at the document's end kept clear of range cuts (the metadata after the events)
@@ -141,7 +145,7 @@ def malformed_note(trace: RankTrace) -> str | None:
     return f"{trace.malformed} {events} with malformed fields skipped (first: event #{index}: {problem})"
 
 
-class _Inflated:
+class Inflated:
     """A gzip stream that refuses to inflate past :func:`~tprimat.trace.limits.inflation_limit`
     of its compressed size, and says what is wrong with corrupt data (never a zlib traceback)."""
 
@@ -183,7 +187,7 @@ class _Inflated:
         self._gzip.close()
         self._raw.close()
 
-    def __enter__(self) -> _Inflated:
+    def __enter__(self) -> Inflated:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -199,7 +203,7 @@ def open_binary(path: Path) -> IO[bytes]:
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot open trace: {exc.strerror or exc}") from None
     if head == b"\x1f\x8b":
-        return _Inflated(raw)  # type: ignore[return-value]
+        return Inflated(raw)  # type: ignore[return-value]
     return raw
 
 
@@ -209,7 +213,7 @@ def _reason(exc: BaseException) -> str:
 
 
 @attrs.frozen
-class _Head:
+class TraceHead:
     """Where a trace's event array is: its prefix (``"traceEvents.item"`` or ``"item"``), the
     metadata before it, and the offset of the byte after its ``[``."""
 
@@ -218,13 +222,13 @@ class _Head:
     start: int
 
 
-def _read_head(path: Path) -> _Head:
+def read_trace_head(path: Path) -> TraceHead:
     """The metadata written before the event array, and where the array starts."""
     from tprimat.trace.fastread import read_head
 
     try:
         with open_binary(path) as fh:
-            return _Head(*read_head(fh))
+            return TraceHead(*read_head(fh))
     except BrokenTrace as exc:
         raise TraceFormatError(f"{path}: {exc.in_head()}") from None
     except OSError as exc:
@@ -239,39 +243,70 @@ def read_trace(path: str | Path, workers: int = 1) -> RankTrace:
     by as many processes and joined in order (:func:`_read_ranges`): the same arrays as one
     process reads.  A broken file, or one past a limit, raises :class:`TraceFormatError`.
     """
-    path = Path(path)
-    head = _read_head(path)
-    trace = None
-    if workers > 1:
-        ranges = _event_ranges(path, head, workers)
-        if ranges is not None:
-            try:
-                trace = _read_ranges(path, head, ranges, workers)
-            except Exception:  # noqa: BLE001 - read whole below: the same arrays, or the precise error
-                trace = None
-    if trace is None:
-        trace = _read_whole(path, head)
-    _check_usable(trace)
+    trace = read_split_or_whole(Path(path), workers, _read_ranges, _read_whole)
+    check_usable(trace)
     return trace
 
 
-def _read_whole(path: Path, head: _Head) -> RankTrace:
-    from tprimat.trace.fastread import fast_events
+_Read = TypeVar("_Read")
 
-    trace = RankTrace(path=path, metadata=dict(head.metadata))
-    after: dict[str, Any] = {}
+
+def read_split_or_whole(
+    path: Path,
+    workers: int,
+    read_ranges: Callable[[Path, TraceHead, list[tuple[int, int | None]], int], _Read],
+    read_whole: Callable[[Path, TraceHead], _Read],
+) -> _Read:
+    """A trace read by ``read_ranges`` on ``workers`` processes where it can be cut into ranges of
+    its events (:func:`event_ranges`), else, or when that fails, by ``read_whole`` (the same
+    arrays, or the precise error).  :func:`read_trace` and :func:`tprimat.trace.opread.read_ops`
+    read so."""
+    head = read_trace_head(path)
+    if workers > 1:
+        ranges = event_ranges(path, head, workers)
+        if ranges is not None:
+            try:
+                return read_ranges(path, head, ranges, workers)
+            except Exception:  # noqa: BLE001 - read whole below: the same arrays, or the precise error
+                pass
+    return read_whole(path, head)
+
+
+@contextmanager
+def trace_events(
+    path: Path, head: TraceHead, after: dict[str, Any], array_type: type[EventArray] | None = None
+) -> Iterator[Iterator[Any]]:
+    """The events of the whole trace at ``path`` (plain or gzip), streamed, for the ``with`` block.
+
+    The readers of this package (:func:`read_trace`, :func:`tprimat.trace.opread.read_ops`,
+    :mod:`tprimat.trace.critical_path`) all read a file so: ``array_type`` is the
+    :class:`~tprimat.trace.fastread.EventArray` that decodes the fields they keep, ``after``
+    receives the document's keys after the events.  A broken or unreadable file, found while
+    the block reads the events, is a :class:`TraceFormatError` naming the file.
+    """
+    from tprimat.trace import fastread
+
     try:
         with open_binary(path) as fh:
-            events = fast_events(fh, head.prefix, after, threaded=isinstance(fh, _Inflated), start=head.start)
+            threaded = isinstance(fh, Inflated)
+            array = array_type or fastread.EventArray
+            events = fastread.fast_events(fh, head.prefix, after, threaded=threaded, start=head.start, array_type=array)
             try:
-                _take(trace, events)
+                yield events
             finally:
                 events.close()  # the reading thread ends before the file closes
     except BrokenTrace as exc:
         raise TraceFormatError(f"{path}: {exc}") from None
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot read trace: {exc.strerror or exc}") from None
-    return _finished(trace, after)
+
+
+def _read_whole(path: Path, head: TraceHead) -> RankTrace:
+    trace = RankTrace(path=path, metadata=dict(head.metadata))
+    after: dict[str, Any] = {}
+    with trace_events(path, head, after) as events:
+        _take(trace, events)
+    return finish_trace(trace, after)
 
 
 #: How many bytes from a file's start (inflated) tell its format.
@@ -284,11 +319,7 @@ def sniff_format(path: str | Path) -> str:
     from tprimat.trace.nsys import SQLITE_MAGIC
     from tprimat.trace.rocprof import sniff_csv
 
-    try:
-        with open_binary(Path(path)) as fh:
-            head = fh.read(SNIFF_BYTES)
-    except (BrokenTrace, OSError, TraceFormatError):
-        return "kineto"  # the Kineto reader says precisely what is wrong
+    head = _head_bytes(Path(path))  # nothing where unreadable: the Kineto reader says precisely what is wrong
     if head.startswith(SQLITE_MAGIC):
         return "nsys-sqlite"
     if sniff_csv(head) is not None:
@@ -296,6 +327,50 @@ def sniff_format(path: str | Path) -> str:
     if b'"rocprofiler-sdk-tool"' in head:
         return "rocprofv3-json"
     return "kineto"
+
+
+#: What each format is called in notes and messages.
+FORMAT_NAMES = {
+    "kineto": "PyTorch profiler (Kineto) trace",
+    "nsys-sqlite": "Nsight Systems export",
+    "rocprofv3-csv": "rocprofv3 trace",
+}
+
+#: File names a directory search looks at; the content then tells the format.
+_KINETO_NAMES = (".json", ".json.gz")
+_NSYS_NAMES = (".sqlite", ".sqlite.gz")
+_CSV_NAMES = (".csv", ".csv.gz")
+
+
+def traces_in(directory: Path) -> list[Path]:
+    """The profiles in ``directory`` and below, one per rank or profiling run, sorted.
+
+    Kineto traces (``*.json``, ``*.json.gz``), Nsight Systems SQLite exports (``*.sqlite``,
+    ``*.sqlite.gz`` that are SQLite databases) and rocprofv3 kernel traces (``*.csv``,
+    ``*.csv.gz`` with a kernel trace's columns; the memory copy and HIP API files of the same
+    run are read with it, :mod:`tprimat.trace.rocprof`, so they are not listed apart).
+    """
+    from tprimat.trace.rocprof import KERNEL, sniff_csv
+
+    found = []
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        name = path.name
+        if name.endswith(_KINETO_NAMES):
+            found.append(path)
+        elif name.endswith(_NSYS_NAMES) and sniff_format(path) == "nsys-sqlite":
+            found.append(path)
+        elif name.endswith(_CSV_NAMES) and sniff_csv(_head_bytes(path)) == KERNEL:
+            found.append(path)
+    return found
+
+
+def _head_bytes(path: Path) -> bytes:
+    """The first :data:`SNIFF_BYTES` of ``path`` (inflated), or nothing where it cannot be read."""
+    try:
+        with open_binary(path) as fh:
+            return fh.read(SNIFF_BYTES)
+    except (BrokenTrace, OSError, TraceFormatError):
+        return b""
 
 
 def load_trace(path: str | Path, workers: int = 1) -> RankTrace:
@@ -323,7 +398,7 @@ def load_trace(path: str | Path, workers: int = 1) -> RankTrace:
     return read_trace(path, workers=workers)
 
 
-def _check_usable(trace: RankTrace) -> None:
+def check_usable(trace: RankTrace) -> None:
     """Refuse a trace whose malformed events leave nothing to analyse, rather than analyse nothing."""
     if not trace.malformed:
         return
@@ -367,7 +442,7 @@ def _take(trace: RankTrace, stream: Iterator[Any]) -> None:
         for event in stream:
             events += 1
             if type(event) is not Event:
-                _skipped(trace, events - 1, event.problem, event.activity)
+                count_skipped(trace, events - 1, event.problem, event.activity)
                 continue
             code = kinds[event.cat]
             if code >= 0:
@@ -387,7 +462,7 @@ def _take(trace: RankTrace, stream: Iterator[Any]) -> None:
                     ):
                         stream_id, correlation, problem = _ints(args)
                         if problem:
-                            _skipped(trace, events - 1, problem, True)
+                            count_skipped(trace, events - 1, problem, True)
                             continue
                 name = event.name or ""
                 nid = names.get(name)
@@ -405,21 +480,21 @@ def _take(trace: RankTrace, stream: Iterator[Any]) -> None:
                 if args is not None and args.correlation is not None and event.ts is not None:
                     correlation = args.correlation
                     if type(correlation) is not int or not low <= correlation <= high:
-                        _skipped(trace, events - 1, int_problem("args.correlation", correlation) or "?", False)
+                        count_skipped(trace, events - 1, int_problem("args.correlation", correlation) or "?", False)
                         continue
                     lcorr_a.append(correlation)
                     lts_a.append(event.ts)
             elif code != _GPU_ANNOTATION:
                 name = event.name
                 if name and name.startswith("ProfilerStep"):
-                    match = _STEP.match(name)
+                    match = PROFILER_STEP.match(name)
                     if match and event.dur is not None and event.ts is not None:
                         trace.steps.append(ProfilerStep(int(match.group(1)), event.ts, event.dur))
     finally:
         trace.events = events
 
 
-def _skipped(trace: RankTrace, index: int, problem: str, activity: bool) -> None:
+def count_skipped(trace: RankTrace, index: int, problem: str, activity: bool) -> None:
     """Count event ``index`` of ``trace`` as skipped for ``problem``."""
     trace.malformed += 1
     trace.malformed_activities += activity
@@ -427,7 +502,7 @@ def _skipped(trace: RankTrace, index: int, problem: str, activity: bool) -> None
         trace.malformed_first = (index, problem)
 
 
-def _finished(trace: RankTrace, after: dict[str, Any]) -> RankTrace:
+def finish_trace(trace: RankTrace, after: dict[str, Any]) -> RankTrace:
     """``trace`` with the metadata written after its events, its identity, and its steps in time order."""
     for key, value in after.items():
         trace.metadata.setdefault(key, value)
@@ -444,11 +519,11 @@ SPLIT_MIN_BYTES = 32 * 1024 * 1024
 RANGE_MIN_BYTES = 16 * 1024 * 1024
 
 
-def _event_ranges(path: Path, head: _Head | str, pieces: int) -> list[tuple[int, int | None]] | None:
+def event_ranges(path: Path, head: TraceHead | str, pieces: int) -> list[tuple[int, int | None]] | None:
     """Up to ``pieces`` ranges of the event array of a large plain trace (of
     :data:`RANGE_MIN_BYTES` or more each), as (start, end) offsets (the last one's end None: to
     the end of the array); None for a small or gzip file, or where no boundary between events is
-    found near a cut.  ``head``: where the array starts (:func:`_read_head`; its prefix alone
+    found near a cut.  ``head``: where the array starts (:func:`read_trace_head`; its prefix alone
     reads it)."""
     from tprimat.trace.fastread import element_boundary
 
@@ -457,9 +532,9 @@ def _event_ranges(path: Path, head: _Head | str, pieces: int) -> list[tuple[int,
         if size < SPLIT_MIN_BYTES:
             return None
         if isinstance(head, str):
-            head = _read_head(path)
+            head = read_trace_head(path)
         with open_binary(path) as fh:
-            if isinstance(fh, _Inflated):
+            if isinstance(fh, Inflated):
                 return None  # no offsets into compressed bytes
             first = start = head.start
             ranges: list[tuple[int, int | None]] = []
@@ -481,23 +556,39 @@ def _event_ranges(path: Path, head: _Head | str, pieces: int) -> list[tuple[int,
     return ranges
 
 
+@contextmanager
+def range_events(
+    job: tuple[Path, str, int, int | None], after: dict[str, Any], array_type: type[EventArray] | None = None
+) -> Iterator[Iterator[Any]]:
+    """The events of one range of a plain trace's event array, for the ``with`` block.
+
+    ``job``: the file, the array's prefix, and the range's first and end byte
+    (:func:`event_ranges`; an end of None: to the array's end, whose document keys after the
+    events go to ``after``).  The parallel readers read each range so; ``array_type`` as for
+    :func:`trace_events`.
+    """
+    from tprimat.trace import fastread
+
+    path, prefix, start, end = job
+    array = array_type or fastread.EventArray
+    with open(path, "rb") as fh:
+        if end is None:
+            yield fastread.fast_events(fh, prefix, after, threaded=False, start=start, array_type=array)
+        else:
+            yield fastread.range_events(fh, start, end, array_type=array)
+
+
 def _read_range(job: tuple[Path, str, int, int | None]) -> tuple[RankTrace, dict[str, Any]]:
     """One range's events as a trace of their own (names numbered from 0, events counted from
     0), with the document's keys after the events for the last range."""
-    from tprimat.trace.fastread import fast_events, range_events
-
-    path, prefix, start, end = job
-    trace = RankTrace(path=path)
+    trace = RankTrace(path=job[0])
     after: dict[str, Any] = {}
-    with open(path, "rb") as fh:
-        if end is None:
-            _take(trace, fast_events(fh, prefix, after, threaded=False, start=start))
-        else:
-            _take(trace, range_events(fh, start, end))
+    with range_events(job, after) as events:
+        _take(trace, events)
     return trace, after
 
 
-def _read_ranges(path: Path, head: _Head, ranges: list[tuple[int, int | None]], workers: int) -> RankTrace:
+def _read_ranges(path: Path, head: TraceHead, ranges: list[tuple[int, int | None]], workers: int) -> RankTrace:
     """The trace from its ranges, read on ``workers`` processes and joined in order."""
     from tprimat.workers import map_files
 
@@ -506,28 +597,39 @@ def _read_ranges(path: Path, head: _Head, ranges: list[tuple[int, int | None]], 
     names: dict[str, int] = {}
     after: dict[str, Any] = {}
     for part, part_after in parts:
-        ids = [names.setdefault(name, len(names)) for name in part.names]
-        trace.name_id.extend(map(ids.__getitem__, part.name_id))
-        for ours, theirs in (
-            (trace.ts, part.ts),
-            (trace.dur, part.dur),
-            (trace.code, part.code),
-            (trace.stream, part.stream),
-            (trace.correlation, part.correlation),
-            (trace.launch_correlation, part.launch_correlation),
-            (trace.launch_ts, part.launch_ts),
-        ):
-            ours.extend(theirs)
-        trace.steps.extend(part.steps)
-        if part.malformed_first is not None and trace.malformed_first is None:
-            index, problem = part.malformed_first
-            trace.malformed_first = (trace.events + index, problem)
-        trace.malformed += part.malformed
-        trace.malformed_activities += part.malformed_activities
-        trace.events += part.events
+        append_range(trace, part, names)
         after = part_after or after
     trace.names.extend(names)
-    return _finished(trace, after)
+    return finish_trace(trace, after)
+
+
+def append_range(trace: RankTrace, part: RankTrace, names: dict[str, int]) -> None:
+    """Add ``part``, the trace of the next range of a file's events, to the end of ``trace``.
+
+    Both parallel readers (:func:`read_trace`, :func:`tprimat.trace.opread.read_ops`) join
+    their ranges so.  A part numbers its names and events from 0; ``names`` (name -> id) is
+    the joined numbering, grown here (the caller sets ``trace.names`` from it once all parts
+    are in); the part's first malformed event is placed after the events before it.
+    """
+    ids = [names.setdefault(name, len(names)) for name in part.names]
+    trace.name_id.extend(map(ids.__getitem__, part.name_id))
+    for ours, theirs in (
+        (trace.ts, part.ts),
+        (trace.dur, part.dur),
+        (trace.code, part.code),
+        (trace.stream, part.stream),
+        (trace.correlation, part.correlation),
+        (trace.launch_correlation, part.launch_correlation),
+        (trace.launch_ts, part.launch_ts),
+    ):
+        ours.extend(theirs)
+    trace.steps.extend(part.steps)
+    if part.malformed_first is not None and trace.malformed_first is None:
+        index, problem = part.malformed_first
+        trace.malformed_first = (trace.events + index, problem)
+    trace.malformed += part.malformed
+    trace.malformed_activities += part.malformed_activities
+    trace.events += part.events
 
 
 def _as_int(value: Any, default: int) -> int:
@@ -557,7 +659,7 @@ def rank_of(metadata: dict[str, Any], name: str) -> int | None:
 def trace_rank(path: Path) -> int | None:
     """The rank of the trace file at ``path`` (see :func:`rank_of`), from its header only."""
     try:
-        metadata = _read_head(path).metadata
+        metadata = read_trace_head(path).metadata
     except TraceFormatError:
         metadata = {}
     return rank_of(metadata, path.name)

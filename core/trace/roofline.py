@@ -82,8 +82,9 @@ def device_ceilings(
     than the whole GPU has (a compute partition such as an MI300X in CPX mode, which bears the
     whole GPU's name) leave it without roofs: its share of the peak and bandwidth is unknown.
     """
+    from tprimat.hardware.devices import find_device
     from tprimat.microbench import latest_for_device
-    from tprimat.result.peaks import PEAKS_VERSION, find_device, lookup_bandwidth, lookup_peak
+    from tprimat.result.peaks import PEAKS_VERSION, lookup_bandwidth, lookup_peak
 
     row = find_device(device)
     whole = (row.sm_count or row.compute_units) if row else None
@@ -119,7 +120,7 @@ def device_ceilings(
         device=device,
         device_key=row.key if row else None,
         peaks_tflops=peaks,
-        peaks_source=row.source if row else None,
+        peaks_source=row.peaks_source if row else None,
         peaks_version=PEAKS_VERSION if row else None,
         memory_tbs=bandwidth.tbs,
         memory_source=bandwidth.source,
@@ -408,16 +409,7 @@ def plot_roofline(result: dict[str, Any], path: str | Path, top: int = 40) -> Pa
             if mamf:
                 left.plot(xs, [min(mamf, x * bandwidth) for x in xs], color="#333333", linewidth=1, linestyle="--")
                 left.annotate(f"{dtype} MAMF {mamf:.0f}", (high, mamf), ha="right", va="bottom", fontsize=8)
-    for r in compute:
-        left.scatter(
-            r["intensity"],
-            r["tflops"],
-            s=20 + 600 * r["gpu_us"] / largest,
-            color=colours.get(r["kind"], "#999999"),
-            alpha=0.7,
-            edgecolors="white",
-        )
-    _number(left, [(r, r["intensity"], r["tflops"]) for r in compute[:5]], "lower left")
+    _points(left, [(r, r["intensity"], r["tflops"]) for r in compute], largest, colours, "#999999", "lower left")
     left.set_xscale("log")
     left.set_yscale("log")
     left.set_xlabel("arithmetic intensity (FLOP/byte)")
@@ -429,16 +421,7 @@ def plot_roofline(result: dict[str, Any], path: str | Path, top: int = 40) -> Pa
     tops = [ceilings["peaks_tflops"][d] for d in dtypes] + [r["tflops"] for r in compute]
     if tops:
         left.set_ylim(top=max(tops) * 4)
-    for r in memory:
-        right.scatter(
-            r["bytes_per_call"],
-            r["tbs"],
-            s=20 + 600 * r["gpu_us"] / largest,
-            color=colours.get(r["kind"], "#009E73"),
-            alpha=0.7,
-            edgecolors="white",
-        )
-    _number(right, [(r, r["bytes_per_call"], r["tbs"]) for r in memory[:5]], "lower right")
+    _points(right, [(r, r["bytes_per_call"], r["tbs"]) for r in memory], largest, colours, "#009E73", "lower right")
     if bandwidth:
         right.axhline(bandwidth, color="#333333", linewidth=1.2)
         right.annotate(
@@ -460,6 +443,22 @@ def plot_roofline(result: dict[str, Any], path: str | Path, top: int = 40) -> Pa
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _points(
+    axes: Any,
+    points: list[tuple[dict[str, Any], float, float]],
+    largest: float,
+    colours: dict[str, str],
+    other: str,
+    where: str,
+) -> None:
+    """One point per group at (x, y), its area proportional to its GPU time, coloured by kind (else
+    ``other``); the five largest numbered and named in a box at ``where``."""
+    for row, x, y in points:
+        colour = colours.get(row["kind"], other)
+        axes.scatter(x, y, s=20 + 600 * row["gpu_us"] / largest, color=colour, alpha=0.7, edgecolors="white")
+    _number(axes, points[:5], where)
 
 
 def _number(axes: Any, points: list[tuple[dict[str, Any], float, float]], where: str) -> None:

@@ -1,6 +1,7 @@
 import pytest
 
-from tprimat.result.peaks import DEVICE_PEAKS, PEAKS_VERSION, lookup_peak
+from tprimat.hardware.devices import DEVICES
+from tprimat.result.peaks import PEAKS_VERSION, lookup_peak
 
 
 @pytest.mark.parametrize(
@@ -39,5 +40,5 @@ def test_unknown_dtype_and_missing_device():
 
 
 def test_every_row_has_bf16_and_a_source():
-    for row in DEVICE_PEAKS:
-        assert row.tflops["bf16"] > 0 and row.source
+    for row in DEVICES:
+        assert row.tflops["bf16"] > 0 and row.peaks_source

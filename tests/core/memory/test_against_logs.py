@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tprimat.memory import OptimizerLayout, estimate_memory
-from tprimat.plugins.megatron.memory_lines import scan_memory
+from tprimat.plugins.megatron_core.memory_lines import scan_memory
 from tprimat.settings.config import load_config
 from tprimat.settings.models import ModelSpec
 
@@ -155,12 +155,14 @@ def test_activation_term_differs_from_megatrons_own_formula_by_the_llama_layer_a
 
 def test_the_run_that_ran_out_of_memory_is_predicted_not_to_fit_gh200():
     # Same model and settings at sequence 8192 with Megatron's unfused attention ("impl torch"):
-    # the run died at iteration 1 allocating an 8 GiB score tensor on a 95 GiB GPU.
-    assert "CUDA out of memory" in GH200_OOM.read_text(encoding="utf-8", errors="replace")
+    # the run died at iteration 1 allocating an 8 GiB score tensor on a 95 GiB GPU (the 96 GB HBM3 GH200).
+    assert "total capacity of 95.00 GiB" in GH200_OOM.read_text(encoding="utf-8", errors="replace")
     unfused = _gh200_config("training.seq_length=8192", "kernels.attention_backend=unfused")
-    oom = estimate_memory(unfused, LLAMA_1B, layout=GH200_LAYOUT, device="GH200")
-    assert oom.fits is False and oom.margin_gib < 0
-    flash = estimate_memory(_gh200_config("training.seq_length=8192"), LLAMA_1B, layout=GH200_LAYOUT, device="GH200")
+    oom = estimate_memory(unfused, LLAMA_1B, layout=GH200_LAYOUT, device="GH200-96GB")
+    assert oom.fits is False and oom.margin_gib < 0 and oom.capacity_gib == 95.0
+    flash = estimate_memory(
+        _gh200_config("training.seq_length=8192"), LLAMA_1B, layout=GH200_LAYOUT, device="GH200-96GB"
+    )
     assert flash.fits
 
 

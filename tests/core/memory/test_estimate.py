@@ -118,7 +118,7 @@ def test_given_capacity_wins_and_an_unknown_device_is_an_actionable_error():
         ("AMD Instinct MI300X VF", "MI300X"),
         ("NVIDIA H100 80GB HBM3", "H100-SXM"),
         ("NVIDIA H100 PCIe", "H100-PCIe"),
-        ("NVIDIA GH200 480GB", "GH200"),
+        ("NVIDIA GH200 480GB", "GH200-96GB"),
         ("NVIDIA B200", "B200"),
         ("AMD Instinct MI325X", "MI325X"),
     ],

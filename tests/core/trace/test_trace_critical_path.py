@@ -290,6 +290,20 @@ def test_any_step_gives_a_consistent_path_or_a_clear_error(tmp_path: Path, raw: 
     assert sum(path.breakdown_us.values()) == pytest.approx(path.length_us)
 
 
+def test_an_operator_that_ends_after_the_blocking_call_it_starts_in_counts_as_time_running_back(tmp_path):
+    """A host event that starts inside a blocking call and ends after it (broken nesting): the edge into
+    the call's end runs back in time and is counted, so a path longer than its span is explained."""
+    events = [
+        _x("user_annotation", "ProfilerStep#1", 0, 500),
+        _x("cpu_op", "cudaStreamSynchronize", 0, 2, tid=2, correlation=1),
+        _x("cpu_op", "aten::mm", 1, 2, tid=2, correlation=1),
+    ]
+    trace = tmp_path / "overlap.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    path = critical_path(trace, step=1)
+    assert path.clamped_edges == 1 and path.length_us > path.span_us
+
+
 def test_vendor_profiles_have_no_critical_path() -> None:
     from tprimat.errors import TprimatError
 

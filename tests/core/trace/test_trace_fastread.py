@@ -55,7 +55,7 @@ def _whole(path):
     metadata = {k: v for k, v in document.items() if k != "traceEvents"} if isinstance(document, dict) else {}
     trace = reader.RankTrace(path=path, metadata=metadata)
     reader._take(trace, (_event(event) for event in events))
-    return reader._finished(trace, {})
+    return reader.finish_trace(trace, {})
 
 
 @pytest.mark.parametrize("block", [4096, 1 << 20])

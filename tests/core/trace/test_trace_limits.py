@@ -69,7 +69,7 @@ def test_malformed_events_in_ranges_are_numbered_in_the_whole_trace(tmp_path, mo
     events[350] = {**events[350], "dur": "long"}
     events[380] = {**events[380], "args": "none"}
     path = _write(tmp_path, {"traceEvents": events}, "rank-0.json")
-    parts = reader._event_ranges(path, "traceEvents.item", 3)
+    parts = reader.event_ranges(path, "traceEvents.item", 3)
     assert parts is not None and len(parts) == 3
     whole, split = read_trace(path), read_trace(path, workers=3)
     assert whole.malformed_first == split.malformed_first == (350, "dur is a string")

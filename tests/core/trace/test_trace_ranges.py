@@ -35,7 +35,7 @@ def split_everything(monkeypatch):
 def test_ranges_read_on_several_processes_give_the_arrays_of_one(fixtures, tmp_path, split_everything, name, workers):
     plain = tmp_path / "rank-0.pt.trace.json"
     plain.write_bytes(gzip.decompress((fixtures / name).read_bytes()))
-    ranges = reader._event_ranges(plain, "traceEvents.item", workers)
+    ranges = reader.event_ranges(plain, "traceEvents.item", workers)
     assert ranges is not None and len(ranges) == workers
     whole = read_trace(plain)
     assert whole.events > 1000
@@ -56,7 +56,7 @@ def test_a_cut_inside_an_event_name_falls_back_to_one_process(tmp_path, split_ev
     events.insert(100, {"ph": "X", "cat": "kernel", "name": "x }, { " * 5000, "ts": 99.5, "dur": 0.5})
     path = tmp_path / "rank-1.json"
     path.write_text(json.dumps({"traceEvents": events, "distributedInfo": {"rank": 1}}))
-    ranges = reader._event_ranges(path, "traceEvents.item", 2)
+    ranges = reader.event_ranges(path, "traceEvents.item", 2)
     assert ranges is not None
     text = path.read_bytes()
     assert text.rfind(b'"name": "x', 0, ranges[0][1]) > text.rfind(b'"args"', 0, ranges[0][1])  # inside the name
@@ -72,17 +72,17 @@ def test_a_range_holds_at_least_range_min_bytes(fixtures, tmp_path, monkeypatch)
     plain.write_bytes(gzip.decompress((fixtures / TRACES[0]).read_bytes()))  # 9.8 MB
     monkeypatch.setattr(reader, "SPLIT_MIN_BYTES", 0)
     monkeypatch.setattr(reader, "RANGE_MIN_BYTES", 3_000_000)
-    assert len(reader._event_ranges(plain, "traceEvents.item", 64)) == 3
+    assert len(reader.event_ranges(plain, "traceEvents.item", 64)) == 3
     monkeypatch.setattr(reader, "RANGE_MIN_BYTES", 6_000_000)
-    assert reader._event_ranges(plain, "traceEvents.item", 64) is None
+    assert reader.event_ranges(plain, "traceEvents.item", 64) is None
 
 
 def test_gzip_and_small_files_are_not_cut(fixtures, tmp_path, monkeypatch):
     packed = fixtures / TRACES[0]
-    assert reader._event_ranges(packed, "traceEvents.item", 2) is None
+    assert reader.event_ranges(packed, "traceEvents.item", 2) is None
     plain = tmp_path / "small.json"
     plain.write_bytes(gzip.decompress(packed.read_bytes()))
-    assert reader._event_ranges(plain, "traceEvents.item", 2) is None  # below SPLIT_MIN_BYTES
+    assert reader.event_ranges(plain, "traceEvents.item", 2) is None  # below SPLIT_MIN_BYTES
 
 
 def test_an_element_boundary_is_a_closing_brace_and_the_comma_after_it(tmp_path):
@@ -100,7 +100,7 @@ def test_a_bare_array_of_events_is_cut_the_same_way(fixtures, tmp_path, split_ev
     document = json.loads(gzip.decompress((fixtures / TRACES[0]).read_bytes()))
     path = tmp_path / "rank-0.json"
     path.write_text(json.dumps(document["traceEvents"], indent=1))
-    ranges = reader._event_ranges(path, "item", 3)
+    ranges = reader.event_ranges(path, "item", 3)
     assert ranges is not None and len(ranges) == 3
     whole = read_trace(path)
     assert whole.events == len(document["traceEvents"])

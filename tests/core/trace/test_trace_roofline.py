@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tprimat.cli import cli
-from tprimat.result.peaks import BANDWIDTH_VERSION, DEVICE_PEAKS, lookup_bandwidth, lookup_peak
+from tprimat.result.peaks import BANDWIDTH_VERSION, lookup_bandwidth, lookup_peak
 from tprimat.trace import reader
 from tprimat.trace.opread import activity_operators, read_ops
 from tprimat.trace.reader import read_trace
@@ -45,7 +45,7 @@ def test_ranges_on_several_processes_read_the_same(tmp_path, monkeypatch):
     monkeypatch.setattr(reader, "SPLIT_MIN_BYTES", 1024)
     monkeypatch.setattr(reader, "RANGE_MIN_BYTES", 256 * 1024)
     monkeypatch.setattr(reader, "_TAIL", 1024)
-    assert reader._event_ranges(plain, reader._read_head(plain), 3) is not None
+    assert reader.event_ranges(plain, reader.read_trace_head(plain), 3) is not None
     one, three = read_ops(plain, workers=1), read_ops(plain, workers=3)
     assert [one.signatures[s] for s in one.op_sig] == [three.signatures[s] for s in three.op_sig]
     assert list(one.op_ts) == list(three.op_ts) and list(one.op_end) == list(three.op_end)
@@ -213,8 +213,6 @@ def test_mamf_is_a_second_compute_roof(tmp_path, monkeypatch):
 
 
 def test_bandwidth_table():
-    for row in DEVICE_PEAKS:
-        assert (row.memory_tbs is None) == (row.memory_source is None)
     assert lookup_bandwidth("AMD Instinct MI300X VF").tbs == 5.3
     assert lookup_bandwidth("NVIDIA H100 80GB HBM3").tbs == 3.35
     assert (
