@@ -21,8 +21,8 @@ CORE = ROOT / "core"
 FOUNDATION = {"tprimat", "tprimat.errors", "tprimat.atomic", "tprimat.secrets", "tprimat.workers"}
 #: Every package of core/, lowest first: each may import the packages before it, never one after it.
 LAYERS = [
-    "settings",
     "hardware",
+    "settings",
     "contract",
     "memory",
     "result",

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,28 @@ class Tuning:
     backends: dict[str, dict[str, Any]] = attrs.Factory(dict)  # backend -> {args, overrides, env}
 
 
+def names_device(preset_devices: Sequence[str], device_name: str) -> bool:
+    """Whether the reported ``device_name`` is one of ``preset_devices``.
+
+    Both are identified with the device table (:func:`tprimat.hardware.devices.identify_device`):
+    the same device model matches, whatever name each side uses ("H100" and "NVIDIA H100 80GB
+    HBM3"), and a different model never does, even when its name contains the other's (a GH200 is
+    not an H200, an H100 NVL not an H100 SXM).  A name the table does not know matches only the
+    same name (vendor prefix and case aside).
+    """
+    from tprimat.hardware.devices import identify_device, normalize_device_name
+
+    reported = identify_device(device_name)
+    for entry in preset_devices:
+        wanted = identify_device(entry)
+        if wanted is not None and reported is not None:
+            if wanted.device.key == reported.device.key:
+                return True
+        elif normalize_device_name(entry) == normalize_device_name(device_name):
+            return True
+    return False
+
+
 @attrs.frozen(kw_only=True)
 class Preset:
     """A device's tuned settings, and where they come from.
@@ -87,7 +109,7 @@ class Preset:
     """
 
     name: str
-    devices: tuple[str, ...]  # substrings of the device name, matched case-insensitively
+    devices: tuple[str, ...]  # the devices it is for, by any name the device table knows (names_device)
     platform: str  # amd | nvidia | any (a tune trial's preset, made for the device it runs on)
     source: str  # the public vendor material the values are taken from
     config: dict[str, Any] = attrs.Factory(dict)  # "section.key" -> value
@@ -99,8 +121,7 @@ class Preset:
     file: str | None = None  # the user preset file it was read from (None: shipped with tprimat)
 
     def applies_to(self, device_name: str, backend: str | None, model: str | None) -> bool:
-        name = device_name.lower()
-        if not any(device.lower() in name for device in self.devices):
+        if not names_device(self.devices, device_name):
             return False
         return (self.backend is None or self.backend == backend) and (self.model is None or self.model == model)
 

@@ -172,3 +172,19 @@ def test_a_models_table_may_not_change_what_is_compared():
     }
     with pytest.raises(PresetError, match=r"models\.llama3\.1-8b\.config\.training\.global_batch_size"):
         _parse("bad", data)
+
+
+@pytest.mark.parametrize(
+    ("device", "preset"),
+    [
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA H200", "h100"),
+        ("AMD Instinct MI300X", "mi300x"),
+        ("AMD Instinct MI308X", "mi300x"),  # not in the device table: matched by its own name
+        ("NVIDIA GH200 480GB", None),  # its name contains H200; it is another device
+        ("NVIDIA H100 NVL", None),  # another H100 than the SXM part the preset was made on
+    ],
+)
+def test_a_preset_is_for_the_devices_it_names_not_for_names_that_contain_them(device, preset):
+    found = preset_for(device)
+    assert (found.name if found else None) == preset
