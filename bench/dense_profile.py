@@ -42,8 +42,8 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=0, help="print this many functions of a cProfile run")
     args = parser.parse_args()
 
+    from tprimat.contract.logfile import LogFile
     from tprimat.contract.registry import Registry
-    from tprimat.parse.logfile import LogFile
     from tprimat.parse.logs import parse_logs
     from tprimat.result.schema import write_result
 

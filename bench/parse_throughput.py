@@ -40,7 +40,7 @@ def _measure(mode: str, tree: Path) -> dict:
     """Run one measurement in a fresh process so peak RSS is its own."""
     code = f"""
 import json, resource, sys, time
-from tprimat.parse.logfile import LogFile
+from tprimat.contract.logfile import LogFile
 from tprimat.parse.logs import find_log_files, parse_logs
 from tprimat.contract.registry import Registry
 registry = Registry.from_environment()

@@ -13,7 +13,7 @@ GPU or the framework it targets:
   returned, the final config the result will record, and :func:`dry_run_text`
   gives what ``tprimat run --dry-run`` prints for it.  Nothing is started or written;
 * :func:`parse_events` runs your ``parse_metrics`` hook over a log file as
-  ``tprimat parse`` hands it one (a :class:`~tprimat.parse.logfile.LogFile`), and
+  ``tprimat parse`` hands it one (a :class:`~tprimat.contract.logfile.LogFile`), and
   :func:`parse_result` runs the whole of ``tprimat parse`` (detection by your
   sniffer, statistics, the result), so a test can check a real log of your
   framework end to end.
@@ -117,7 +117,7 @@ def dry_run_text(prepared: PreparedRun) -> str:
 
 def parse_events(backend: str, path: str | Path, *, registry: Registry) -> list[ParseEvent]:
     """Every event ``backend``'s ``parse_metrics`` yields for the log file ``path``, through the registry."""
-    from tprimat.parse.logfile import LogFile
+    from tprimat.contract.logfile import LogFile
 
     source = Path(path)
     return list(registry.parse_metrics(backend, lines=LogFile(source), source=source.name))

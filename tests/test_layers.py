@@ -5,7 +5,8 @@ imports only packages below it (the foundation modules are below everything).
 A package that is not in the list fails the test, so a new one has to be
 placed.  No two packages import each other, even inside a function.  Plugins
 import only ``tprimat.contract``, the ``tprimat`` package itself (``hookimpl``,
-``errors``) and their own modules.
+``errors``) and ``tprimat.plugins`` modules (which plugin may import which:
+``tests/test_project_rules.py``).
 """
 
 from __future__ import annotations

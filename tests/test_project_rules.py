@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import configparser
 import importlib
 import inspect
@@ -41,22 +42,88 @@ def _served_backends(entry_points: dict[str, str]) -> dict[str, str]:
     return served
 
 
+def _plugin_folders() -> list[str]:
+    return sorted(
+        p.name
+        for p in (ROOT / "plugins").iterdir()
+        if p.is_dir() and not p.name.startswith(("_", ".")) and (p / "__init__.py").exists()
+    )
+
+
+def _owners() -> dict[str, str]:
+    """plugins/<folder> -> the entry-point plugin it belongs to: itself, or the plugin registering its backend."""
+    entry_points = _entry_points()
+    return {**_served_backends(entry_points), **{name: name for name in entry_points}}
+
+
+def _imported_folders(folder: str) -> dict[str, set[str]]:
+    """plugins/<other folder> -> the files of plugins/<folder> that import its modules (anywhere in their code)."""
+    found: dict[str, set[str]] = {}
+    for path in (ROOT / "plugins" / folder).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = (
+                    [f"{node.module}.{a.name}" for a in node.names]
+                    if node.module == "tprimat.plugins"
+                    else [node.module]
+                )
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            for module in modules:
+                parts = module.split(".")
+                if parts[:2] == ["tprimat", "plugins"] and len(parts) > 2 and parts[2] != folder:
+                    found.setdefault(parts[2], set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def _shared_packages(owners: dict[str, str]) -> list[str]:
+    """The folders of plugins/ that belong to no plugin: code several plugins share (e.g. megatron_core)."""
+    return [name for name in _plugin_folders() if name not in owners]
+
+
 def test_every_backend_folder_is_served_by_an_entry_point_plugin():
     entry_points = _entry_points()
     for name, target in entry_points.items():
         assert target == f"tprimat.plugins.{name}", f"entry point {name} must name tprimat.plugins.{name}"
-    served = _served_backends(entry_points)
-    folders = [
-        p.name
-        for p in (ROOT / "plugins").iterdir()
-        if p.is_dir() and not p.name.startswith(("_", ".")) and (p / "__init__.py").exists()
-    ]
-    assert folders, "no backends under plugins/"
-    for name in folders:
-        assert name in entry_points or name in served, (
-            f"plugins/{name} is neither an entry point ('{name} = tprimat.plugins.{name}' in setup.cfg's "
-            "[options.entry_points] tprimat group) nor a backend that an entry-point plugin registers"
+    owners = _owners()
+    assert _plugin_folders(), "no backends under plugins/"
+    for name in _shared_packages(owners):
+        # A folder that belongs to no plugin is shared code: it declares nothing, and two plugins use it.
+        module = importlib.import_module(f"tprimat.plugins.{name}")
+        declared = [
+            key for key, value in vars(module).items() if type(value).__name__ in ("BackendSpec", "ExporterSpec")
+        ]
+        hooks = [key for key, value in vars(module).items() if hasattr(value, "tprimat_impl")]
+        assert not declared and not hooks, (
+            f"plugins/{name} declares {declared + hooks} but is neither an entry point ('{name} = "
+            f"tprimat.plugins.{name}' in setup.cfg's [options.entry_points] tprimat group) nor a backend that "
+            "an entry-point plugin registers"
         )
+        users = {owners[folder] for folder in owners if name in _imported_folders(folder)}
+        assert len(users) >= 2, (
+            f"plugins/{name} is no plugin and only {sorted(users) or 'no plugin'} uses it: code one plugin "
+            "alone uses belongs inside that plugin"
+        )
+
+
+def test_no_plugin_imports_another_plugins_modules():
+    """A plugin imports its own modules and the shared packages (e.g. megatron_core), never another plugin's.
+
+    Two plugins that need the same code get it from a shared package, so that each stays
+    installable, testable and replaceable on its own.
+    """
+    owners = _owners()
+    shared = set(_shared_packages(owners))
+    bad = []
+    for folder in _plugin_folders():
+        for imported, files in _imported_folders(folder).items():
+            if imported in shared or (folder in owners and owners.get(imported) == owners[folder]):
+                continue
+            whose = f"the {owners[imported]} plugin's" if imported in owners else "unknown"
+            bad += [f"{file} imports tprimat.plugins.{imported} ({whose} modules)" for file in sorted(files)]
+    assert not bad, "plugins import another plugin's modules:\n" + "\n".join(bad)
 
 
 def test_a_backend_folder_served_by_another_plugin_implements_no_hooks():

@@ -9,8 +9,10 @@ BackendSpec, LaunchPlan, ...``) and the ``@tprimat.hookimpl`` marker:
   :class:`LaunchPlan`, :class:`FrameworkSettings`, :class:`ProfilePlan`, :class:`DataArguments`,
   :class:`PreparedDataset`, :class:`PlatformInfo`;
 * profiling: :class:`ProfileWindow` and :func:`check_profile_config`;
-* what ``parse_metrics`` yields: :class:`IterationRecord`, :class:`LogFact`,
-  :class:`EvalRecord`, :class:`ParseIssue`;
+* what ``parse_metrics`` reads, a log as :class:`LogFile` (its lines, or its bytes in
+  chunks, whose lines :func:`newline_count` counts), and what it yields:
+  :class:`IterationRecord`, :class:`LogFact`, :class:`EvalRecord`, :class:`ParseIssue`; a value
+  a log prints, typed by one set of rules: :func:`typed_value`;
 * declaring an experiment-tracker exporter: :class:`ExporterSpec`, and what it
   receives: :class:`TrackerRun`, :class:`ExportTarget`;
 * the final config and model a hook renders: :class:`BenchmarkConfig`, :class:`ModelSpec`,
@@ -37,6 +39,7 @@ if TYPE_CHECKING:  # the names as type checkers see them; at run time they load 
     # ruff: noqa: F401
     from tprimat import hookimpl
     from tprimat.contract.backend import SNIFF_LINES, BackendSpec, LaunchOption, LogMatch, Requirements, WarmupRule
+    from tprimat.contract.logfile import LogFile, newline_count
     from tprimat.contract.plans import (
         DataArguments,
         FrameworkSettings,
@@ -55,6 +58,7 @@ if TYPE_CHECKING:  # the names as type checkers see them; at run time they load 
         RankPeak,
         RepeatedLine,
     )
+    from tprimat.contract.values import typed_value
     from tprimat.contract.version import CONTRACT_VERSION
     from tprimat.contract.window import ProfileWindow, check_profile_config
     from tprimat.errors import TprimatError
@@ -80,6 +84,8 @@ _EXPORTS = {
     "check_profile_config": "window",
     "DataArguments": "plans",
     "PreparedDataset": "plans",
+    "LogFile": "logfile",
+    "newline_count": "logfile",
     "IterationRecord": "records",
     "LogFact": "records",
     "EvalRecord": "records",
@@ -90,6 +96,7 @@ _EXPORTS = {
     "ExporterSpec": "exporter",
     "ExportTarget": "exporter",
     "TrackerRun": "exporter",
+    "typed_value": "values",
     "CONTRACT_VERSION": "version",
     # the final config and the model a hook renders, and the error a plugin raises
     "BenchmarkConfig": "tprimat.settings.config",

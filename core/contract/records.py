@@ -50,6 +50,27 @@ class IterationRecord:
 ITERATION_FIELDS = tuple(field.name for field in attrs.fields(IterationRecord))
 iteration_values = operator.attrgetter(*ITERATION_FIELDS)
 
+#: The longest step time a record may hold: a day (86400 s).  Logged steps take milliseconds
+#: to minutes; anything longer is a misread number (or a clock that jumped), never a step.
+MAX_STEP_TIME_S = 86400.0
+
+#: Fields that hold memory readings (merged by maximum across ranks and lines).
+MEMORY_FIELDS = tuple(name for name in ITERATION_FIELDS if name.startswith("mem_"))
+#: The fields that say what an iteration did: the same iteration read from two ranks' files
+#: differs only in where it was read (and its memory readings), and a getter of their values.
+BODY_FIELDS = tuple(
+    name for name in ITERATION_FIELDS if name not in ("iteration", "source", "timestamp") and name not in MEMORY_FIELDS
+)
+body_values = operator.attrgetter(*BODY_FIELDS)
+#: The body of a record that holds nothing but its iteration number.
+EMPTY_BODY = body_values(IterationRecord(iteration=0))
+
+
+def is_memory_only(record: IterationRecord) -> bool:
+    """Whether ``record`` holds nothing but memory readings (a Megatron memory line)."""
+    # A step time, which nearly every record has, settles it without comparing the whole body.
+    return record.step_time_s is None and body_values(record) == EMPTY_BODY
+
 
 @attrs.frozen(kw_only=True)
 class RankPeak:

@@ -23,10 +23,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from tprimat.contract.backend import SNIFF_LINES, LogMatch
+from tprimat.contract.logfile import LogFile
 from tprimat.contract.records import IterationRecord
 from tprimat.contract.registry import Registry
 from tprimat.parse.errors import ParseError
-from tprimat.parse.logfile import LogFile
 from tprimat.parse.logkind import MAX_WRAP_WIDTH, unwrap_lines, width_of
 
 #: How many lines are read when the short head (``SNIFF_LINES``) shows nothing known.

@@ -25,15 +25,15 @@ import attrs
 
 from tprimat import __version__
 from tprimat.contract.backend import STATED_LINES
+from tprimat.contract.logfile import LogFile, count_lines
 from tprimat.parse.detect import detect_backend, hard_wrapped_files
 from tprimat.parse.errors import ParseError
-from tprimat.parse.logfile import LogFile, count_lines
 from tprimat.parse.logkind import unwrap_lines
 from tprimat.parse.parallel import LogReadError, read_events
 from tprimat.parse.saved_hardware import SavedHardware
 from tprimat.result import builder
 from tprimat.result.builder import assemble_result
-from tprimat.result.collect import EventCollector, timed_records
+from tprimat.result.collect import EventCollector, TimedRecords, timed_records
 from tprimat.result.convergence import RUN_CLOCK_FACTS
 from tprimat.result.framework import framework_record, read_stated
 from tprimat.result.memory import log_rank_peaks
@@ -46,6 +46,7 @@ from tprimat.result.schema import (
     Result,
     ResultConfig,
     RunInfo,
+    RunStatus,
     Software,
 )
 from tprimat.result.spill import RecordSequence, record_fields
@@ -322,6 +323,16 @@ def _missing_iterations(records: Iterable[IterationRecord], train_iters: int | N
 # -- the whole thing -------------------------------------------------------------------------
 
 
+@attrs.frozen(kw_only=True)
+class _LogRead:
+    """What reading the files gave: the collected events, and what the reading noticed."""
+
+    collector: EventCollector
+    common: Path | None  # the folder the files' display names are relative to
+    continues: list[bool]  # per file: it goes on from the file before it (a rotated log)
+    truncated: list[str]  # "source:line" of each last line left out for want of a newline
+
+
 @cycle_collection_paused()
 def parse_logs(
     paths: Sequence[str | Path],
@@ -343,9 +354,93 @@ def parse_logs(
 
     ``workers``: processes reading the files (default: every CPU this process may use; 1 reads
     in this process); the result is the same for any number.
+
+    The steps: choose the backend, read the files, refuse a log without a timed iteration, add
+    what each file's start states, check the workload, take the machine from the manifest, note
+    what was read and how the run ended, and build the result (:func:`assemble_result`).
     """
     workload = workload or Workload()
     files, notes = find_log_files(paths, registry)
+    backend, detected, wraps = _choose_backend(files, registry, backend, notes)
+    entry = registry.backend(backend)
+    warnings = [] if detected else _platform_warnings(files, backend, entry.spec.platform)
+    notes.extend(warnings)
+
+    read = _read_files(files, registry, backend, entry.spec.log_stream, wraps, workers)
+    collector = read.collector
+    records = collector.records
+    timed = _timed_or_refuse(collector, files, read.common, backend)
+    facts = {key: fact.value for key, fact in collector.facts.items()}
+    starts = [path for path, goes_on in zip(files, read.continues, strict=True) if not goes_on]
+    facts, stated_notes, stated_records = _with_stated_facts(
+        starts, read.common, facts, records, entry.spec.stated_facts
+    )
+    if stated_records is not records:  # profiled iterations marked: new records
+        records = stated_records
+        timed = timed_records(records)
+
+    result_config = _checked_config(
+        _result_config(config, workload, facts, config_label),
+        stated=read_stated(starts, entry.spec.readback),
+        entry=entry,
+        timed=timed,
+        facts=facts,
+        declared=_declared_sources(config, config_label, workload),
+        allow_mismatch=allow_mismatch,
+        notes=notes,
+    )
+    manifest, hardware, software = _machine(manifest_path, files, saved_hardware, facts, notes)
+    missing = _missing_iterations(records, as_int(facts.get("train_iters")))
+    notes.extend(_log_notes(collector, read.truncated, missing, stated_notes))
+    if config is None:
+        notes.extend(_unusable_sizes(facts))
+    stopped_by = _stopped_after_last_iteration(files, read.common, timed)
+    status = _run_status(partial=bool(missing or read.truncated), stopped_by=stopped_by, notes=notes)
+    run = _run_info(backend, files, entry.spec.framework, result_config.model, config, status, manifest, saved_hardware)
+    result = assemble_result(
+        run=run,
+        config=result_config,
+        records=records,
+        hardware=hardware,
+        software=software,
+        provenance=Provenance(
+            inputs=[str(p) for p in files],
+            parser=f"{backend} log parser ({entry.plugin_name})",
+            parser_version=entry.version or __version__,
+            notes=notes,
+        ),
+        warmup_iterations=_warmup_iterations(workload, config),
+        warmup_rule=entry.spec.warmup,
+        trainer=entry.spec.trainer,
+        exclude_profiled=config.benchmark.exclude_profiled if config is not None else True,
+        tensor_parallel=_tensor_parallel(config, facts),
+        ceiling=manifest.extra.get("microbench") if manifest else None,
+        rank_memory=collector.rank_peaks or log_rank_peaks(entry.spec.memory_peaks, files),
+        evaluations=collector.eval_records,
+        target_log_perplexity=(
+            config.convergence.target_log_perplexity if config is not None and config.convergence.enabled else None
+        ),
+        run_clock={key: collector.fact(key) for key in RUN_CLOCK_FACTS},
+        records_owned=True,  # made by this read (or received from its workers); nothing reads them after
+    )
+    result = _finished(result, stopped_by=stopped_by, facts=facts, warnings=warnings)
+    return ParseOutcome(
+        result=result, backend=backend, detected=detected, files=files, collector=collector, warnings=warnings
+    )
+
+
+# -- the steps of parse_logs, in the order it takes them -------------------------------------
+
+
+def _choose_backend(
+    files: Sequence[Path], registry: Any, backend: str | None, notes: list[str]
+) -> tuple[str, str | None, dict[Path, int]]:
+    """The backend that reads ``files``, why it was detected (None when it was given), and the
+    files hard-wrapped at a fixed column (path -> width; read with the wraps joined).
+
+    A log no backend recognises is tried again with its wrapped lines joined, when it is wrapped.
+    What was found is added to ``notes``.
+    """
     wraps: dict[Path, int] = {}
     detected = None
     if backend is None:
@@ -365,23 +460,36 @@ def parse_logs(
         f"{p.name}: hard-wrapped at {w} columns; read with the wraps joined (line numbers count joined lines)"
         for p, w in wraps.items()
     )
-    entry = registry.backend(backend)
-    warnings = [] if detected else _platform_warnings(files, backend, entry.spec.platform)
-    notes.extend(warnings)
+    return backend, detected, wraps
 
+
+def _read_files(
+    files: Sequence[Path],
+    registry: Any,
+    backend: str,
+    log_stream: Any,
+    wraps: dict[Path, int],
+    workers: int | None,
+) -> _LogRead:
+    """Every file through the backend's ``parse_metrics`` hook, its events collected by iteration.
+
+    Files hard-wrapped at a fixed column are read joined, in this process; the others (text: any
+    line ending, undecodable bytes replaced, junk skipped and never raised) on every core, files
+    and ranges of large files, with the events of a serial read.  The files of a rotated log
+    (consecutive, of one stream) are read as one.
+    """
     collector = EventCollector(spill_after=SPILL_AFTER_RECORDS)
     truncated: list[str] = []
     common = _common_parent(files)
     sources = [_display_name(path, common) for path in files]
-    # The files of a rotated log (consecutive, of one stream) are read as one.
-    continues = [False] * len(files) if wraps else _continues_stream(files, entry.spec.log_stream)
-    if wraps:  # files hard-wrapped at a fixed column are read joined, in this process
+    continues = [False] * len(files) if wraps else _continues_stream(files, log_stream)
+    if wraps:
         for path, source in zip(files, sources, strict=True):
             try:
                 cut = _ends_mid_line(path)
-                lines = LogFile(path, drop_last_line=cut)
+                lines: Iterable[str] = LogFile(path, drop_last_line=cut)
                 if path in wraps:
-                    lines = unwrap_lines(lines, wraps[path])  # type: ignore[assignment]
+                    lines = unwrap_lines(lines, wraps[path])
                 collector.consume(registry.parse_metrics(backend, lines=lines, source=source))
                 if cut:
                     truncated.append(f"{source}:{_last_line_number(path)}")
@@ -389,17 +497,22 @@ def parse_logs(
                 raise _open_error(path, exc) from None
     else:
         cuts = _cut_files(files, sources, truncated)
-        # Text: any line ending, undecodable bytes replaced (junk is skipped, never raised); files
-        # and ranges of large files on every core, with the events of a serial read.
         try:
             for events in read_events(registry, backend, files, sources, cuts, workers=workers, continues=continues):
                 collector.consume(events)
         except LogReadError as exc:
             raise _open_error(exc.path, exc) from None
-    records = collector.records
-    timed = timed_records(records)
+    return _LogRead(collector=collector, common=common, continues=continues, truncated=truncated)
+
+
+def _timed_or_refuse(
+    collector: EventCollector, files: Sequence[Path], common: Path | None, backend: str
+) -> TimedRecords:
+    """The collected records that are iterations (not memory lines alone); a :class:`ParseError`
+    when there is none, or none with a step time (naming what stopped the run, if the log says)."""
+    timed = timed_records(collector.records)
+    shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
     if not timed:
-        shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
         refused = collector.issues[0] if collector.issues else None
         because = (
             f" ({collector.issue_count} skipped, the first at {refused.source}: {refused.message})"
@@ -408,23 +521,30 @@ def parse_logs(
         )
         raise ParseError(f"{shown}: no training iterations found in the log for backend {backend}{because}")
     if not any(r.step_time_s is not None for r in timed):
-        shown = ", ".join(str(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
         raise ParseError(no_timing_message(shown, backend, timed, _stopped_after_last_iteration(files, common, timed)))
-    facts = {key: fact.value for key, fact in collector.facts.items()}
-    starts = [path for path, goes_on in zip(files, continues, strict=True) if not goes_on]
-    facts, stated_notes, stated_records = _with_stated_facts(starts, common, facts, records, entry.spec.stated_facts)
-    if stated_records is not records:  # profiled iterations marked: new records
-        records = stated_records
-        timed = timed_records(records)
+    return timed
 
-    result_config = _result_config(config, workload, facts, config_label)
-    # what the framework printed about its settings (no plan here: nothing to disagree with)
-    stated = read_stated(starts, entry.spec.readback)
+
+def _checked_config(
+    result_config: ResultConfig,
+    *,
+    stated: Any,
+    entry: Any,
+    timed: Collection[IterationRecord],
+    facts: dict[str, Any],
+    declared: dict[str, str],
+    allow_mismatch: bool,
+    notes: list[str],
+) -> ResultConfig:
+    """``result_config`` with what the framework printed about its settings (``stated``, when it
+    printed them; no plan here, so nothing to disagree with), checked against the log.
+
+    A workload the log contradicts is a :class:`ParseError`, or with ``allow_mismatch`` a note.
+    """
     if stated is not None:
         framework = framework_record(None, stated, entry.spec.readback, framework=entry.spec.framework)
         result_config = attrs.evolve(result_config, framework=framework)
         notes.append(f"framework settings read from the {stated.form} at {stated.source}")
-    declared = _declared_sources(config, config_label, workload)
     problems = check_workload_declared(result_config, timed, facts, declared)
     if problems and not allow_mismatch:
         raise ParseError(
@@ -434,7 +554,19 @@ def parse_logs(
             "values; the override is recorded)"
         )
     notes.extend(f"mismatch overridden with --allow-mismatch: {p}" for p in problems)
+    return result_config
 
+
+def _machine(
+    manifest_path: str | Path | None,
+    files: Sequence[Path],
+    saved_hardware: SavedHardware | None,
+    facts: dict[str, Any],
+    notes: list[str],
+) -> tuple[Manifest | None, Hardware, Software]:
+    """The run's manifest, and the hardware and software it ran on: the manifest's, the device
+    of a saved nvidia-smi/rocm-smi output in place of the manifest's, the software versions the
+    log states added.  Where each came from is added to ``notes``."""
     manifest, manifest_note = _manifest(manifest_path, files)
     if manifest_note and (manifest is not None or saved_hardware is None):
         notes.append(manifest_note)
@@ -448,46 +580,73 @@ def parse_logs(
     software, software_note = _software_from_facts(software, facts)
     if software_note:
         notes.append(software_note)
+    return manifest, hardware, software
 
-    warmup = workload.warmup_iterations
-    if warmup is None:
-        warmup = (
-            config.benchmark.warmup_iterations
-            if config is not None
-            else default_config_dict()["benchmark"]["warmup_iterations"]
-        )
 
-    missing = _missing_iterations(records, as_int(facts.get("train_iters")))
-    for line in truncated:
-        notes.append(f"skipped {line}: last line of the file has no newline (cut off)")
+def _warmup_iterations(workload: Workload, config: BenchmarkConfig | None) -> int:
+    """The iterations left out of the statistics: the workload's, else the config's, else the default."""
+    if workload.warmup_iterations is not None:
+        return workload.warmup_iterations
+    if config is not None:
+        return config.benchmark.warmup_iterations
+    warmup: int = default_config_dict()["benchmark"]["warmup_iterations"]
+    return warmup
+
+
+def _tensor_parallel(config: BenchmarkConfig | None, facts: dict[str, Any]) -> int:
+    """The tensor-parallel size: the config's, else the one the log states, else 1."""
+    if config is not None:
+        return config.parallel.tensor
+    return as_size("tensor_parallel", facts.get("tensor_parallel")) or 1
+
+
+def _log_notes(
+    collector: EventCollector, truncated: Sequence[str], missing: Sequence[str], stated_notes: Sequence[str]
+) -> list[str]:
+    """The notes on what was read: last lines cut off, iterations missing, the backend's notes
+    (``note.*`` facts, then the collector's), the stated facts' notes, and the facts the log states."""
+    notes = [f"skipped {line}: last line of the file has no newline (cut off)" for line in truncated]
     notes.extend(missing)
     for key, fact in sorted(collector.facts.items()):
         if key.startswith("note."):
             notes.append(str(fact.value))
     notes.extend(collector.notes())
     notes.extend(stated_notes)
-    facts_shown = {k: v for k, v in collector.facts.items() if not k.startswith("note.")}
-    facts_shown = {k: getattr(v, "value", v) for k, v in facts_shown.items()}
+    facts_shown = {k: getattr(v, "value", v) for k, v in collector.facts.items() if not k.startswith("note.")}
     if facts_shown:
         notes.append("log states: " + ", ".join(f"{k}={v}" for k, v in sorted(facts_shown.items())))
+    return notes
 
-    if config is None:
-        notes.extend(_unusable_sizes(facts))
-    tensor_parallel = (
-        config.parallel.tensor if config is not None else as_size("tensor_parallel", facts.get("tensor_parallel")) or 1
-    )
-    status = "partial" if missing or truncated else "completed"
-    stopped_by = _stopped_after_last_iteration(files, common, timed)
+
+def _run_status(*, partial: bool, stopped_by: str | None, notes: list[str]) -> RunStatus:
+    """ "completed", or "partial" when iterations are missing or a line was cut off, and then
+    "interrupted" when the log says what stopped the run (noted in ``notes``)."""
+    status: RunStatus = "partial" if partial else "completed"
     if stopped_by is not None:
         notes.append(f"the run was stopped by {stopped_by}")
         if status == "partial":
             status = "interrupted"
-    run = RunInfo(
+    return status
+
+
+def _run_info(
+    backend: str,
+    files: Sequence[Path],
+    framework: str,
+    model: str,
+    config: BenchmarkConfig | None,
+    status: RunStatus,
+    manifest: Manifest | None,
+    saved_hardware: SavedHardware | None,
+) -> RunInfo:
+    """The run as its logs, config and manifest describe it (a log holds no start or end time here);
+    its platform is the saved hardware output's, else the manifest's."""
+    return RunInfo(
         id=_run_id(backend, files),
         backend=backend,
         platform=saved_hardware.platform if saved_hardware else manifest.platform if manifest else None,
-        framework=entry.spec.framework,
-        model=result_config.model,
+        framework=framework,
+        model=model,
         dataset=config.data.dataset if config is not None else "unknown",
         status=status,
         started_at=None,
@@ -497,39 +656,17 @@ def parse_logs(
         deployment=manifest.deployment if manifest else None,
         tags=manifest.tags if manifest else {},
     )
-    provenance = Provenance(
-        inputs=[str(p) for p in files],
-        parser=f"{backend} log parser ({entry.plugin_name})",
-        parser_version=entry.version or __version__,
-        notes=notes,
-    )
-    result = assemble_result(
-        run=run,
-        config=result_config,
-        records=records,
-        hardware=hardware,
-        software=software,
-        provenance=provenance,
-        warmup_iterations=warmup,
-        warmup_rule=entry.spec.warmup,
-        trainer=entry.spec.trainer,
-        exclude_profiled=config.benchmark.exclude_profiled if config is not None else True,
-        tensor_parallel=tensor_parallel,
-        ceiling=manifest.extra.get("microbench") if manifest else None,
-        rank_memory=collector.rank_peaks or log_rank_peaks(entry.spec.memory_peaks, files),
-        evaluations=collector.eval_records,
-        target_log_perplexity=(
-            config.convergence.target_log_perplexity if config is not None and config.convergence.enabled else None
-        ),
-        run_clock={key: collector.fact(key) for key in RUN_CLOCK_FACTS},
-        records_owned=True,  # made by this read (or received from its workers); nothing reads them after
-    )
+
+
+def _finished(result: Result, *, stopped_by: str | None, facts: dict[str, Any], warnings: list[str]) -> Result:
+    """``result`` with what the log says stopped the run, never "completed" when not one iteration
+    could be measured (warned in ``warnings``), and the figures the framework printed for the run."""
     if stopped_by is not None:
         result = attrs.evolve(result, caveats=Caveats(stopped_by=stopped_by))
     unmeasured = nothing_measured(result.summary)
     if unmeasured is not None:
         # Never "completed": the log holds iterations, but not one that can be measured.
-        status = "partial" if status == "completed" else status
+        status: RunStatus = "partial" if result.run.status == "completed" else result.run.status
         warnings.append(f"{unmeasured}; the result is {status}")
         run = attrs.evolve(result.run, status=status)
         provenance = attrs.evolve(result.provenance, notes=[*result.provenance.notes, unmeasured])
@@ -538,9 +675,7 @@ def parse_logs(
     if run_reported and result.summary is not None:
         summary = attrs.evolve(result.summary, reported={**result.summary.reported, **run_reported})
         result = attrs.evolve(result, summary=summary)
-    return ParseOutcome(
-        result=result, backend=backend, detected=detected, files=files, collector=collector, warnings=warnings
-    )
+    return result
 
 
 def _run_reported(facts: dict[str, Any]) -> dict[str, Any]:
@@ -560,9 +695,7 @@ def _run_reported(facts: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def _stopped_after_last_iteration(
-    files: Sequence[Path], common: Path | None, timed: Collection[IterationRecord]
-) -> str | None:
+def _stopped_after_last_iteration(files: Sequence[Path], common: Path | None, timed: TimedRecords) -> str | None:
     """What stopped the run, when the log says so after its last iteration line."""
     from tprimat.parse.stopreason import find_stop_reason, line_number_at, tail_text
 

@@ -6,7 +6,7 @@ processes and their events handed to the collector in file order.  Each file
 is a stream of its own, but for the files of a rotated log, which go on from
 the reader's state at the end of the file before.  A large file is cut into
 byte ranges at the chunk boundaries a whole-file read uses
-(:func:`tprimat.parse.logfile.chunk_starts`), so every range sees exactly the
+(:func:`tprimat.contract.logfile.chunk_starts`), so every range sees exactly the
 chunks the serial read sees.  The reader's
 state at the start of a range (start-up over, facts stated, the last
 iteration and its interval, a line held over, triggers turned on) is guessed
@@ -17,7 +17,7 @@ file: the end of the file before, unless the worker read that file's end).
 The guess is checked against the true state at the end of the unit before;
 when they differ the range is read again from the true state, so the result
 never depends on the guess, only the speed.  Backend parsers that cannot
-report their state (see :class:`tprimat.parse.logfile.LogFile`) get whole files.
+report their state (see :class:`tprimat.contract.logfile.LogFile`) get whole files.
 """
 
 from __future__ import annotations
@@ -35,15 +35,14 @@ from typing import Any
 
 import attrs
 
-from tprimat.contract.records import REPEATED_LINE
-from tprimat.parse import logfile
-from tprimat.parse.logfile import LogFile, chunk_starts, count_lines
-from tprimat.result.collect import is_memory_only
+from tprimat.contract import logfile
+from tprimat.contract.logfile import LogFile, chunk_starts, count_lines
+from tprimat.contract.records import REPEATED_LINE, is_memory_only
 from tprimat.result.packing import pack, unpack
 from tprimat.result.schema import IterationRecord
 from tprimat.workers import can_fork, default_workers, fork_pool
 
-#: Bytes per chunk of a file (see :class:`tprimat.parse.logfile.LogFile`); ranges start at chunk starts.
+#: Bytes per chunk of a file (see :class:`tprimat.contract.logfile.LogFile`); ranges start at chunk starts.
 CHUNK_BYTES = logfile.CHUNK_BYTES
 #: Below this many bytes in all, files are read in this process (a pool costs more than it saves).
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
@@ -532,7 +531,7 @@ def read_events(
     Yields one list of events per file or range.  A file whose ``continues`` is true goes on
     with the stream of the file before it (a rotated log): its reader starts from the state at
     the end of that file, when the backend's parser reports its state (see
-    :class:`tprimat.parse.logfile.LogFile`).  ``workers`` processes (default: the CPUs this
+    :class:`tprimat.contract.logfile.LogFile`).  ``workers`` processes (default: the CPUs this
     process may use); 1, a small input, a single file too small to cut into ranges, a
     platform without ``fork`` or a process running other threads reads serially.  The sizes
     default to this module's constants.

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from tprimat.parse.logfile import count_lines
+from tprimat.contract.logfile import count_lines
 
 #: How much of the end of a file is searched for a stop reason.
 TAIL_BYTES = 256 * 1024

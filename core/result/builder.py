@@ -29,6 +29,8 @@ from tprimat.result.memory import memory_report
 from tprimat.result.metrics import summarize, with_throughput
 from tprimat.result.schema import (
     Caveats,
+    ConvergenceSummary,
+    EvalPoint,
     FrameworkRecord,
     Hardware,
     IterationRecord,
@@ -41,7 +43,7 @@ from tprimat.result.schema import (
 )
 from tprimat.settings.config import BenchmarkConfig
 from tprimat.settings.methodology import Resolved
-from tprimat.settings.models import UnknownModelError, get_model
+from tprimat.settings.models import ModelSpec, UnknownModelError, get_model
 from tprimat.settings.trainers import Trainer
 
 
@@ -121,13 +123,7 @@ def assemble_result(
     (see :func:`~tprimat.result.metrics.with_throughput`).
     """
     hardware = hardware or Hardware()
-    provenance = provenance or Provenance()
-    if warmup_rule is not None and warmup_rule.min_iterations > warmup_iterations:
-        warmup_iterations = warmup_rule.min_iterations
-        provenance = attrs.evolve(
-            provenance,
-            notes=[*provenance.notes, f"warm-up raised to {warmup_iterations}: {warmup_rule.reason}"],
-        )
+    warmup_iterations, provenance = _warmup(warmup_iterations, warmup_rule, provenance or Provenance())
     finished = with_throughput(
         records,
         global_batch_size=config.global_batch_size,
@@ -135,13 +131,9 @@ def assemble_result(
         world_size=config.world_size,
         owned=records_owned,
     )
-    try:
-        model = get_model(config.model)
-    except UnknownModelError:
-        model = None
     summary, notes = summarize(
         finished,
-        model=model,
+        model=_known_model(config.model),
         seq_length=config.seq_length,
         world_size=config.world_size,
         precision=config.precision,
@@ -153,26 +145,17 @@ def assemble_result(
         partition=hardware.partition,
     )
     if run_peaks:
-        peaks: dict[str, Any] = {
-            field: max(value, getattr(summary, field) or value) for field, value in run_peaks.items()
-        }
-        summary = attrs.evolve(summary, **peaks)
+        summary = _with_run_peaks(summary, run_peaks)
     if audit is not None:
         notes = [*notes, *audit(summary, finished)]
     provenance = attrs.evolve(provenance, notes=[*provenance.notes, *notes])
     points = eval_points(evaluations, global_batch_size=config.global_batch_size, seq_length=config.seq_length)
     points, from_steps = with_step_clock(points, finished)
-    convergence = None
-    if target_log_perplexity is not None:
-        clock = dict(run_clock or {})
-        convergence = summarize_convergence(
-            points,
-            target_log_perplexity=target_log_perplexity,
-            init_time_s=clock.get("init_time_s"),
-            run_time_s=clock.get("run_time_s"),
-            run_started_at=clock.get("run_started_at"),
-            clock=STEP_CLOCK if from_steps else TRAINER_CLOCK,
-        )
+    convergence = (
+        None
+        if target_log_perplexity is None
+        else _convergence(points, target_log_perplexity, run_clock, from_steps=from_steps)
+    )
     memory = memory_report(
         settings=config.settings,
         model_name=config.model,
@@ -195,4 +178,48 @@ def assemble_result(
         caveats=caveats,
         evaluations=points,
         convergence=convergence,
+    )
+
+
+def _known_model(name: str) -> ModelSpec | None:
+    """The model ``name`` names, or None when tprimat does not know it (no TFLOP/s or MFU then)."""
+    try:
+        return get_model(name)
+    except UnknownModelError:
+        return None
+
+
+def _warmup(warmup_iterations: int, rule: WarmupRule | None, provenance: Provenance) -> tuple[int, Provenance]:
+    """The warm-up iterations left out of the statistics: ``warmup_iterations``, raised to the
+    backend's ``rule`` where its logs fold start-up into leading iterations (noted in ``provenance``)."""
+    if rule is None or rule.min_iterations <= warmup_iterations:
+        return warmup_iterations, provenance
+    notes = [*provenance.notes, f"warm-up raised to {rule.min_iterations}: {rule.reason}"]
+    return rule.min_iterations, attrs.evolve(provenance, notes=notes)
+
+
+def _with_run_peaks(summary: Summary, run_peaks: Mapping[str, float]) -> Summary:
+    """``summary`` with each memory peak known for the whole run (by summary field) where it is
+    the larger of it and the iterations' own peak."""
+    peaks: dict[str, Any] = {field: max(value, getattr(summary, field) or value) for field, value in run_peaks.items()}
+    return attrs.evolve(summary, **peaks)
+
+
+def _convergence(
+    points: list[EvalPoint],
+    target_log_perplexity: float,
+    run_clock: Mapping[str, Any] | None,
+    *,
+    from_steps: bool,
+) -> ConvergenceSummary:
+    """The convergence summary of the evaluation ``points``, timed by the trainer's clock
+    (``run_clock``'s init and run times), or by the step times when the points were placed on them."""
+    clock = dict(run_clock or {})
+    return summarize_convergence(
+        points,
+        target_log_perplexity=target_log_perplexity,
+        init_time_s=clock.get("init_time_s"),
+        run_time_s=clock.get("run_time_s"),
+        run_started_at=clock.get("run_started_at"),
+        clock=STEP_CLOCK if from_steps else TRAINER_CLOCK,
     )

@@ -26,12 +26,24 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from collections.abc import Collection, Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Collection, Iterable, Iterator, Reversible, Sequence
+from typing import Any, Protocol
 
 import attrs
 
-from tprimat.contract.records import REPEATED_LINE, EvalRecord, LogFact, ParseIssue, RankPeak, RepeatedLine
+from tprimat.contract.records import (
+    EMPTY_BODY,
+    MAX_STEP_TIME_S,
+    MEMORY_FIELDS,
+    REPEATED_LINE,
+    EvalRecord,
+    LogFact,
+    ParseIssue,
+    RankPeak,
+    RepeatedLine,
+    body_values,
+    is_memory_only,
+)
 from tprimat.result.schema import IterationRecord
 from tprimat.result.spill import BLOCK_RECORDS, ColdRecords, RecordSequence
 from tprimat.settings.config import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_SEQ_LENGTH
@@ -48,22 +60,8 @@ BODIES_KEPT = 4096
 #: iteration (one per rank, a memory line after an iteration line) come close together in a log.
 HOT_RECORDS = 4096
 
-#: Fields that hold memory readings (merged by maximum across ranks and lines).
-MEMORY_FIELDS = tuple(field.name for field in attrs.fields(IterationRecord) if field.name.startswith("mem_"))
-# The same iteration read from two ranks' files differs only in where it was read.
-_BODY_FIELDS = tuple(
-    field.name
-    for field in attrs.fields(IterationRecord)
-    if field.name not in ("iteration", "source", "timestamp") and field.name not in MEMORY_FIELDS
-)
-
-
-_get_body = operator.attrgetter(*_BODY_FIELDS)
 _get_memory = operator.attrgetter(*MEMORY_FIELDS)
 
-#: The longest step time a record may hold: a day (86400 s).  Logged steps take milliseconds
-#: to minutes; anything longer is a misread number (or a clock that jumped), never a step.
-MAX_STEP_TIME_S = 86400.0
 #: The most a memory figure may hold, in GiB: 2**20 GiB (1 PiB), above any device or host.
 MAX_MEMORY_GIB = float(2**20)
 #: The most energy one iteration may take, in J: 10**12 (a thousand 1 kW GPUs for a day use 8.64e10).
@@ -139,13 +137,8 @@ def _bodies_equal(a: tuple, b: tuple) -> bool:
     return a == b or tuple(map(_same, a)) == tuple(map(_same, b))
 
 
-_EMPTY_BODY = _get_body(IterationRecord(iteration=0))
-
-
-def is_memory_only(record: IterationRecord) -> bool:
-    """Whether ``record`` holds nothing but memory readings (a Megatron memory line)."""
-    # A step time, which nearly every record has, settles it without comparing the whole body.
-    return record.step_time_s is None and _get_body(record) == _EMPTY_BODY
+class TimedRecords(Collection[IterationRecord], Reversible[IterationRecord], Protocol):
+    """What :func:`timed_records` gives: records read in order, or from the last one back."""
 
 
 class _TimedRecords(Collection[IterationRecord]):
@@ -171,7 +164,7 @@ class _TimedRecords(Collection[IterationRecord]):
         return any(r is record or r == record for r in self)
 
 
-def timed_records(records: Sequence[IterationRecord]) -> Collection[IterationRecord]:
+def timed_records(records: Sequence[IterationRecord]) -> TimedRecords:
     """The records that are not memory lines alone (see :func:`is_memory_only`), in order: a list,
     or for records read back from a file, a collection that reads them again on each pass."""
     if isinstance(records, RecordSequence):
@@ -184,11 +177,11 @@ def _merge(
 ) -> IterationRecord | None:
     """One record from two observations of an iteration, or None if they disagree."""
     if previous_body is None:
-        previous_body = _get_body(previous)
-    event_body = _get_body(event)
-    if event_body == _EMPTY_BODY or _bodies_equal(previous_body, event_body):
+        previous_body = body_values(previous)
+    event_body = body_values(event)
+    if event_body == EMPTY_BODY or _bodies_equal(previous_body, event_body):
         base = previous
-    elif previous_body == _EMPTY_BODY:
+    elif previous_body == EMPTY_BODY:
         base = event
     else:
         return None
@@ -269,7 +262,7 @@ class EventCollector:
             if body is None:
                 if len(self._bodies) >= BODIES_KEPT:  # the iterations compared long ago are done
                     self._bodies.clear()
-                body = self._bodies[event.iteration] = _get_body(previous)
+                body = self._bodies[event.iteration] = body_values(previous)
             merged = _merge(previous, event, body)
             if merged is not None:
                 if merged is previous:

@@ -25,7 +25,7 @@ from typing import Any, cast
 
 import attrs
 
-from tprimat.result.collect import MAX_STEP_TIME_S
+from tprimat.contract.records import MAX_STEP_TIME_S
 from tprimat.result.column import Column
 from tprimat.result.flops import flops_per_token, formula_name
 from tprimat.result.peaks import lookup_peak

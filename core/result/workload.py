@@ -12,7 +12,7 @@ import itertools
 import operator
 from array import array
 from collections.abc import Collection, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -88,8 +88,19 @@ def _samples_off(records: Collection[IterationRecord], gbs: int) -> Iterable[tup
     return itertools.pairwise(r for r in records if r.consumed_samples is not None)
 
 
+class DeclaredSizes(Protocol):
+    """The sizes checked against a log: a :class:`Workload`, or the result's config built from one."""
+
+    @property
+    def global_batch_size(self) -> int | None: ...
+    @property
+    def seq_length(self) -> int | None: ...
+    @property
+    def world_size(self) -> int | None: ...
+
+
 def check_workload_declared(
-    workload: Workload,
+    workload: DeclaredSizes,
     records: Collection[IterationRecord],
     facts: dict[str, Any],
     declared: dict[str, str],

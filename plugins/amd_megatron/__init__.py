@@ -9,12 +9,13 @@ family shares.
 
 from tprimat.contract import BackendSpec, Requirements
 from tprimat.plugins.megatron.explain import explain_megatron
-from tprimat.plugins.megatron.family import MEGATRON_PATH_OPTION, TUNABLES, VERSION_OPTION, WARMUP
-from tprimat.plugins.megatron.memory_lines import memory_peaks
+from tprimat.plugins.megatron.family import MEGATRON_PATH_OPTION, VERSION_OPTION, WARMUP
 from tprimat.plugins.megatron.owned import config_owned
 from tprimat.plugins.megatron.readback import READBACK
 from tprimat.plugins.megatron.sniff import sniff_rocm_megatron
 from tprimat.plugins.megatron.stated import read_stated
+from tprimat.plugins.megatron_core.memory_lines import memory_peaks
+from tprimat.plugins.megatron_core.tunables import TUNABLES
 
 BACKEND = BackendSpec(
     name="amd_megatron",

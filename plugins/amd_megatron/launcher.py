@@ -11,14 +11,14 @@ used).  Stock Megatron-LM asserts that these variables are unset or equal to
 what ``--attention-backend`` wants, so with the image's values every backend
 but ``fused`` would stop at model construction.  The plan therefore sets the
 three variables to exactly what megatron-core's rule expects for the
-configured backend (:data:`~tprimat.plugins.megatron.family.ATTENTION_ENV`).
+configured backend (:data:`~tprimat.plugins.megatron_core.attention.ATTENTION_ENV`).
 """
 
 from __future__ import annotations
 
 from tprimat.contract import LaunchContext, LaunchPlan
-from tprimat.plugins.megatron.family import ATTENTION_ENV
 from tprimat.plugins.megatron.pretrain import megatron_plan
+from tprimat.plugins.megatron_core.attention import ATTENTION_ENV
 
 #: Without it the HSA runtime reclaims scratch memory between kernels, which AMD's
 #: MI300X training guides and Primus's launcher (base_env.sh) both switch off.

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from tprimat.plugins.megatron.logparse import Event, MegatronLogParser, iter_events
+from tprimat.plugins.megatron.logparse import MegatronLogParser
+from tprimat.plugins.megatron_core.lines import Event
+from tprimat.plugins.megatron_core.stream import iter_events
 
 
 class RocmMegatronLogParser(MegatronLogParser):

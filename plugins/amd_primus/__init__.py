@@ -10,12 +10,13 @@ family shares.
 from tprimat.contract import BackendSpec, LaunchOption, Requirements
 from tprimat.plugins.amd_primus.logtree import find_logs, log_stream
 from tprimat.plugins.megatron.explain import explain_primus
-from tprimat.plugins.megatron.family import TUNABLES, VERSION_OPTION, WARMUP
-from tprimat.plugins.megatron.memory_lines import memory_peaks
+from tprimat.plugins.megatron.family import VERSION_OPTION, WARMUP
 from tprimat.plugins.megatron.owned import config_owned
 from tprimat.plugins.megatron.readback import READBACK
 from tprimat.plugins.megatron.sniff import sniff_primus
 from tprimat.plugins.megatron.stated import read_stated
+from tprimat.plugins.megatron_core.memory_lines import memory_peaks
+from tprimat.plugins.megatron_core.tunables import TUNABLES
 
 BACKEND = BackendSpec(
     name="amd_primus",

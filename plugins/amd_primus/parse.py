@@ -25,17 +25,12 @@ import re
 from collections.abc import Iterable, Iterator
 
 from tprimat.contract.records import EvalRecord, IterationRecord
+from tprimat.contract.values import typed_value
 from tprimat.plugins.amd_primus.torchtitan import TorchTitanSteps
-from tprimat.plugins.megatron.colour import strip_ansi
-from tprimat.plugins.megatron.logparse import (
-    FACT_ARGUMENTS,
-    Event,
-    LineError,
-    MegatronLogParser,
-    fact_value,
-    iter_events,
-    parse_float,
-)
+from tprimat.plugins.megatron.logparse import FACT_ARGUMENTS, MegatronLogParser
+from tprimat.plugins.megatron_core.colour import strip_ansi
+from tprimat.plugins.megatron_core.lines import Event, LineError, parse_float
+from tprimat.plugins.megatron_core.stream import iter_events
 
 _PRIMUS_ARG_RE = re.compile(r":\s+([A-Za-z_][A-Za-z0-9_]*)\s+: (.*?) \((?:int|bool|str|float|list|dict|NoneType)\)\s*$")
 _EXTENSION_RE = re.compile(r"initialized with seq_len: (\d+) world_size: (\d+)")
@@ -107,7 +102,7 @@ class PrimusLogParser(MegatronLogParser):
                 key = FACT_ARGUMENTS.get(match.group(1))
                 if key is None or match.group(2) == "None":
                     return []
-                fact = self.fact(key, fact_value(match.group(2)), lineno)
+                fact = self.fact(key, typed_value(match.group(2)), lineno)
                 return [fact] if fact is not None else []
         if "initialized with seq_len" in line:
             match = _EXTENSION_RE.search(line)

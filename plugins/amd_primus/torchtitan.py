@@ -23,12 +23,13 @@ skipped.  A step number lower than the last one starts a new stretch (a restart)
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 
 from tprimat.contract import IterationRecord
 from tprimat.contract.records import ParseIssue
-from tprimat.plugins.megatron.colour import strip_ansi
-from tprimat.plugins.megatron.logparse import Event, LineError, parse_float
+from tprimat.plugins.megatron_core.colour import strip_ansi
+from tprimat.plugins.megatron_core.lines import Event, LineError, parse_float
 
 STEP_RE = re.compile(
     r"\bstep:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>\S+)\s+(?:grad_norm:\s*(?P<grad_norm>\S+)\s+)?"
@@ -43,7 +44,7 @@ _TIMESTAMP_RE = re.compile(r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})[,.](\d{3,6
 class TorchTitanSteps:
     """Turns TorchTitan step lines into iteration records, one stream at a time."""
 
-    def __init__(self, where) -> None:  # where(lineno) -> "file:line"
+    def __init__(self, where: Callable[[int], str]) -> None:  # where(lineno) -> "file:line"
         self.where = where
         self._last_step: int | None = None
         self._last_time: datetime | None = None

@@ -13,6 +13,10 @@ arguments.  This plugin keeps what they share, once:
 * :mod:`~tprimat.plugins.megatron.logparse` and :mod:`~tprimat.plugins.megatron.sniff`:
   the Megatron iteration-line parser and the log sniffers.
 
+What NeMo 2 (the ``nvd_nemo`` plugin) shares with these backends, as they all
+run on Megatron core (log-line readers, memory lines, the attention-backend
+rule, dataset split, tunables), is in :mod:`tprimat.plugins.megatron_core`.
+
 Each backend's folder (``plugins/<backend>/``) holds only its own: its
 ``BackendSpec``, its launcher with its platform environment, and its
 log-line extensions.  The per-backend hooks below receive the backend name
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
         PreparedDataset,
         ProfilePlan,
     )
+
 
 @hookimpl
 def register_backends() -> list[BackendSpec]:

@@ -49,7 +49,7 @@ from collections.abc import Iterable, Iterator, Mapping
 import attrs
 
 from tprimat.contract.backend import STATED_LINES
-from tprimat.plugins.megatron.colour import strip_ansi
+from tprimat.plugins.megatron_core.colour import strip_ansi
 
 MEGATRON_DUMP = "Megatron-LM argument dump"
 PRIMUS_ARGS = "Primus final backend args"

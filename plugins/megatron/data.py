@@ -1,4 +1,4 @@
-"""Prepared-dataset settings shared by the Megatron-family backends (``prepare_data``).
+"""Prepared-dataset settings of the Megatron-family backends (``prepare_data``).
 
 A dataset made by ``tprimat prepare-data`` is a Megatron ``.bin``/``.idx``
 pair plus the Hugging Face tokenizer it was tokenized with.  Megatron sizes
@@ -16,22 +16,7 @@ from typing import Any
 from tprimat.contract import BenchmarkConfig, DataArguments, PreparedDataset, get_model
 from tprimat.errors import TprimatError
 from tprimat.plugins.megatron.settings import VOCAB_DIVISIBLE_BY
-
-#: Throughput runs: every token trains, nothing is held out (convergence runs: megatron_split).
-SPLIT = "100,0,0"
-
-
-def megatron_split(config: BenchmarkConfig) -> str | None:
-    """Megatron's ``train,valid,test`` weights holding out ``convergence.validation_fraction``.
-
-    Megatron-LM and NeMo split by contiguous document ranges, not by tprimat's seeded
-    document choice (:mod:`tprimat.convergence.split`): their held-out documents differ from
-    the torch backend's.  None for throughput runs (nothing is held out).
-    """
-    if not config.convergence.enabled:
-        return None
-    held_out = config.convergence.validation_fraction
-    return f"{1 - held_out:g},{held_out:g},0"
+from tprimat.plugins.megatron_core.data import SPLIT, dataset_tokenizer, megatron_split
 
 
 def vocab_divisor(tokenizer_vocab: int, model_vocab: int, tensor_parallel: int) -> int:
@@ -57,10 +42,6 @@ def vocab_divisor(tokenizer_vocab: int, model_vocab: int, tensor_parallel: int) 
         f"no --make-vocab-size-divisible-by pads a {tokenizer_vocab}-token tokenizer to the "
         f"model's {target}-row padded embedding at tensor parallel size {tensor_parallel}"
     )
-
-
-def dataset_tokenizer(dataset: PreparedDataset, config: BenchmarkConfig) -> str:
-    return config.data.tokenizer or dataset.tokenizer
 
 
 def data_settings(dataset: PreparedDataset, config: BenchmarkConfig) -> dict[str, Any]:

@@ -17,24 +17,48 @@ in their own plugins.
 
 Everything here is a pure function of the lines: nothing is imported from a
 framework, and a line that cannot be read becomes a
-:class:`~tprimat.contract.records.ParseIssue`, never an exception.
+:class:`~tprimat.contract.records.ParseIssue`, never an exception.  The value
+readers and the streaming of a log through the parser, which NeMo 2's parser
+uses too, are :mod:`tprimat.plugins.megatron_core.lines` and
+:mod:`tprimat.plugins.megatron_core.stream`.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from tprimat.contract.records import REPEATED_LINE, EvalRecord, LogFact, ParseIssue, RankPeak, RepeatedLine
-from tprimat.parse.logfile import newline_count
-from tprimat.plugins.megatron.colour import strip_ansi
-from tprimat.plugins.megatron.memory_lines import MIB_PER_GIB, RankMemory, read_allocator
-from tprimat.result.collect import MAX_STEP_TIME_S, is_memory_only
-from tprimat.result.schema import IterationRecord
-
-Event = IterationRecord | LogFact | ParseIssue | EvalRecord | RepeatedLine | RankPeak
+from tprimat.contract.records import (
+    MAX_STEP_TIME_S,
+    REPEATED_LINE,
+    EvalRecord,
+    IterationRecord,
+    LogFact,
+    ParseIssue,
+    RankPeak,
+    is_memory_only,
+)
+from tprimat.contract.values import typed_value
+from tprimat.plugins.megatron_core.colour import strip_ansi
+from tprimat.plugins.megatron_core.lines import (
+    Event,
+    LineError,
+    normal_key,
+    parse_float,
+    parse_int,
+    parse_pair,
+    parse_units,
+)
+from tprimat.plugins.megatron_core.memory_lines import (
+    HIP_FIELD,
+    MIB_PER_GIB,
+    RankMemory,
+    read_allocator,
+    read_hip_usage,
+)
+from tprimat.plugins.megatron_core.stream import repeat_key
 
 _ITERATION_RE = re.compile(r"(?<![A-Za-z_])iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 # The same without the look-behind, which would stop the regex engine from scanning for the
@@ -47,7 +71,6 @@ _VALIDATION_RE = re.compile(r"validation loss at iteration\s+(\d+)\s*\|\s*lm los
 _ARG_RE = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_]*) \.{2,} (\S.*?)\s*$")
 _RANK_PREFIX_RE = re.compile(r"^rank-\d+\s+")
 _VERSION_RE = re.compile(r"\b(NCCL|RCCL|HIP|ROCm) version\s*:?\s+(\S+)")
-_INT_RE = re.compile(r"[-+]?\d+")
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|infinity)", re.IGNORECASE)
 
 #: Note recorded when Primus prints GiB values with a "GB" label.
@@ -99,15 +122,11 @@ KNOWN_KEYS = frozenset(
         "number of nan iterations",
         "load_balancing_loss",
         "mem usages",
-        "hip mem usage/free/total/usage_ratio",
+        HIP_FIELD,
         "rocm mem usage/free/total/usage_ratio",
         "rocm max mem usage/usage_ratio",
     }
 )
-
-
-class LineError(ValueError):
-    """A value in a log line that cannot be read as what its label says."""
 
 
 def _find_iteration(text: str) -> re.Match[str] | None:
@@ -118,76 +137,11 @@ def _find_iteration(text: str) -> re.Match[str] | None:
     return match
 
 
-def parse_float(text: str) -> float:
-    """A float as a log prints it (``1.5E-04``, ``nan``, ``inf``); anything else is an error."""
-    # float() alone would also take "1_000" and non-ASCII digits.
-    if text.isascii() and "_" not in text:
-        try:
-            return float(text)
-        except ValueError:
-            pass
-    raise LineError(f"not a number: {text.strip()[:40]!r}")
-
-
-def parse_int(text: str) -> int:
-    if text.isascii() and "_" not in text:
-        try:
-            return int(text)
-        except ValueError:
-            pass
-    raise LineError(f"not an integer: {text.strip()[:40]!r}")
-
-
-def parse_pair(text: str) -> tuple[float, float | None]:
-    """``X``, ``X/Y`` or ``X (avg Y)``: the instantaneous value and the framework's average."""
-    if "(avg" in text:
-        first, _, rest = text.partition("(avg")
-        return parse_float(first), parse_float(rest.strip().rstrip(")"))
-    if "/" in text:
-        parts = text.split("/")
-        if len(parts) != 2:
-            raise LineError(f"expected X/Y: {text.strip()[:40]!r}")
-        return parse_float(parts[0]), parse_float(parts[1])
-    return parse_float(text), None
-
-
-def parse_units(text: str, count: int, wanted: tuple[int, ...]) -> list[float]:
-    """``153.81GB/102.17GB/255.98GB/60.09%`` -> the numbers at ``wanted``, units dropped.
-
-    The text must hold exactly ``count`` values, so a cut-off segment is an error.
-    """
-    parts = text.split("/")
-    if len(parts) != count:
-        raise LineError(f"expected {count} values separated by '/': {text.strip()[:60]!r}")
-    return [parse_float(parts[i].strip().rstrip("GiB%")) for i in wanted]
-
-
-def normal_key(key: str) -> str:
-    """A log's label as a record key: ``"throughput per GPU (TFLOP/s/GPU)"`` -> ``throughput_per_gpu_tflop_s_gpu``."""
-    return re.sub(r"[^a-z0-9]+", "_", key.lower()).strip("_")
-
-
 def _other_number(name: str, value: str, fields: dict, reported: dict) -> None:
     """A segment no handler knows: kept as ``reported[name]`` when its value is one number."""
     number = _NUMBER_RE.fullmatch(value.strip())
     if number is not None:
         reported[name] = float(number.group(0))
-
-
-def fact_value(text: str) -> Any:
-    """A value as a log prints it, typed: ``True``/``False``, an int, a float, else the text."""
-    value = text.strip()
-    if value in ("True", "False"):
-        return value == "True"
-    if _INT_RE.fullmatch(value):
-        try:
-            return int(value)
-        except ValueError:  # more digits than Python converts: text, not a number
-            return value
-    try:
-        return parse_float(value)
-    except LineError:
-        return value
 
 
 def validation_record(line: str, source: str) -> EvalRecord | ParseIssue | None:
@@ -283,7 +237,7 @@ class MegatronLogParser:
             "tokens/s/GPU inst/harmonic mean": self._tokens("tokens_per_s_per_gpu_harmonic_mean"),
             # Forks that add their own throughput segment (Pai-Megatron-Patch's "tokens/sec/gpu").
             "tokens/sec/gpu": self._reported_float("tokens_per_s_per_gpu"),
-            "hip mem usage/free/total/usage_ratio": self._hip_memory,
+            HIP_FIELD: self._hip_memory,
             "rocm mem usage/free/total/usage_ratio": self._rocm_memory,
             "rocm max mem usage/usage_ratio": self._rocm_max_memory,
             "mem usages": self._reported_float("mem_usage_ratio"),
@@ -689,7 +643,7 @@ class MegatronLogParser:
             return [self.issue(lineno, f"unreadable memory line ({report.problem}); skipped")]
         if not report.mib:
             return [self.issue(lineno, "memory line without values; skipped")]
-        values = {f"mem_{name}_gib": mib / MIB_PER_GIB for name, mib in report.mib.items()}
+        values: dict[str, Any] = {f"mem_{name}_gib": mib / MIB_PER_GIB for name, mib in report.mib.items()}
         try:
             record = IterationRecord(iteration=report.iteration, source=self.where(lineno), **values)
         except (TypeError, ValueError) as exc:
@@ -706,7 +660,7 @@ class MegatronLogParser:
         key = FACT_ARGUMENTS.get(match.group(1))
         if key is None or match.group(2) == "None":
             return []
-        fact = self.fact(key, fact_value(match.group(2)), lineno)
+        fact = self.fact(key, typed_value(match.group(2)), lineno)
         return [fact] if fact is not None else []
 
     # -- segment handlers -----------------------------------------------------------------
@@ -775,7 +729,7 @@ class MegatronLogParser:
 
     @staticmethod
     def _hip_memory(value: str, fields: dict, reported: dict) -> None:
-        used, total = parse_units(value, 4, (0, 2))
+        used, total = read_hip_usage(value)
         fields["mem_device_used_gib"] = used
         fields["mem_device_total_gib"] = total
         fields["_gib_label"] = True
@@ -792,252 +746,3 @@ class MegatronLogParser:
         (used,) = parse_units(value, 2, (0,))
         reported["rocm_smi_max_mem_used_gib_all_ranks"] = used
         fields["_gib_label"] = True
-
-
-def iter_events(parser: MegatronLogParser | Any, lines: Iterable[str]) -> Iterator[Event]:
-    """Run ``parser`` over ``lines`` lazily: each event is yielded as soon as its line is read.
-
-    Most lines of a training log hold nothing a parser wants; a line is only
-    handed to ``parser.feed`` when it contains one of the parser's trigger
-    substrings, or when the parser holds an unfinished line.  Start-up lines
-    (arguments, versions) are only looked for until training starts: from
-    the line that sets ``parser.started`` on, ``parser.running_triggers``
-    replace ``parser.triggers``.  When ``lines`` can also be read as byte chunks (a
-    :class:`tprimat.parse.logfile.LogFile`), the triggers are searched in the bytes
-    and only matching lines are decoded; the events are the same, except
-    that start-up lines are looked for in the first :data:`STARTUP_BYTES`
-    of a file only.
-    """
-    chunks = getattr(lines, "byte_chunks", None)
-    if callable(chunks):
-        # A range of a file (see tprimat.parse.logfile.LogFile): its first line's number, where it
-        # starts, and the reader's state there; the state at its end is handed back.
-        resume = getattr(lines, "resume_state", None)
-        if resume is not None:
-            parser.resume(resume)
-        before = getattr(lines, "first_lineno", 1) - 1
-        counted, offset = yield from _iter_chunks(parser, chunks(), before, getattr(lines, "start", 0))
-        yield from _rank_peaks(parser)
-        if hasattr(lines, "final_state") and hasattr(parser, "state"):
-            lines.final_state = parser.state()
-            # Past the start-up lines: training started, or no more are looked for from here on.
-            lines.started = parser.started or offset >= STARTUP_BYTES
-            lines.line_count = counted - before
-        if not getattr(lines, "at_end", True):
-            return  # the file goes on in the next range
-    else:
-        yield from _iter_lines(parser, lines)
-        yield from _rank_peaks(parser)
-    try:
-        yield from parser.finish()
-    except Exception as exc:
-        yield ParseIssue(source=parser.where(0), message=f"end of log not understood ({type(exc).__name__})")
-
-
-def _rank_peaks(parser: Any) -> list[RankPeak]:
-    """The memory peaks per rank a parser read (see ``MegatronLogParser.rank_peaks``), if it reads them."""
-    peaks = getattr(parser, "rank_peaks", None)
-    return peaks() if peaks is not None else []
-
-
-def _feed(parser: Any, line: str, lineno: int) -> list[Event] | None:
-    try:
-        return parser.feed(line, lineno)
-    except Exception as exc:  # a parser bug must not lose the rest of the log
-        return [ParseIssue(source=parser.where(lineno), message=f"line not understood ({type(exc).__name__}); skipped")]
-
-
-def _check_triggers(triggers: tuple[str, ...]) -> None:
-    if not 1 <= len(triggers) <= 10 or not all(t.isascii() and t for t in triggers):
-        raise ValueError("between 1 and 10 non-empty ASCII trigger strings")
-
-
-def _triggers_now(parser: Any) -> tuple[str, ...]:
-    """What ``parser`` looks for at this point of its stream (see :func:`iter_events`)."""
-    return parser.running_triggers if parser.started else parser.triggers
-
-
-def _iter_lines(parser: Any, lines: Iterable[str]) -> Iterator[Event]:
-    numbered = enumerate(lines, 1)
-    changed = True
-    while changed:  # again with the triggers a line changed: training started, or more are looked for
-        changed = False
-        triggers = _triggers_now(parser)
-        _check_triggers(triggers)
-        t1, t2, t3, t4, t5, t6, t7, t8, t9, t10 = tuple(triggers) + (triggers[0],) * (10 - len(triggers))
-        pending = parser.holds_line()
-        # One loop per number of triggers: the test of a line that holds nothing is the cost
-        # of parsing a log, so it is kept to the fewest substring scans.
-        if len(triggers) <= 2:
-            for lineno, line in numbered:
-                if not pending and t1 not in line and t2 not in line:
-                    continue
-                events = _feed(parser, line, lineno)
-                pending = parser.holds_line()
-                if events:
-                    yield from events
-                if _triggers_now(parser) is not triggers:
-                    changed = True
-                    break
-        else:
-            for lineno, line in numbered:
-                if not (
-                    pending
-                    or t1 in line
-                    or t2 in line
-                    or t3 in line
-                    or t4 in line
-                    or t5 in line
-                    or t6 in line
-                    or t7 in line
-                    or t8 in line
-                    or t9 in line
-                    or t10 in line
-                ):
-                    continue
-                events = _feed(parser, line, lineno)
-                pending = parser.holds_line()
-                if events:
-                    yield from events
-                if _triggers_now(parser) is not triggers:
-                    changed = True
-                    break
-
-
-_LONE_CR = re.compile(rb"\r(?!\n)")
-_ANY_NEWLINE = re.compile(rb"\r\n|\r|\n")
-
-
-#: Start-up lines (arguments, versions) are looked for in this much of a file at most, also
-#: in a file that never reaches an iteration line (a rank that does not log them).
-STARTUP_BYTES = 64 * 1024 * 1024
-
-
-#: Bytes that can precede "iteration" in a line whose copies are recognised by their bytes: none
-#: of them can be part of a terminal colour code, so the text from "iteration" on reads the
-#: same whatever came before it.
-_REPEAT_SAFE_BEFORE = frozenset(b" \t|:])>,")
-
-
-def repeat_key(line: bytes) -> bytes | None:
-    """The bytes that decide what an iteration or memory line reads as, or None if they cannot be told.
-
-    Two lines with the same key give the same record but for where they were
-    read and their timestamp: the key is the line from the byte before the
-    first "iteration" (or before the "(after N " of a memory line) on, plus
-    whether the line holds colour codes (which are stripped from the whole
-    line or not at all).  Lines whose start could hold an earlier iteration
-    match (a "|") or whose key may follow a colour code get no key.
-    """
-    position = line.find(b"iteration")
-    if position <= 0:
-        return None
-    after = line.rfind(b"(after ", 0, position)
-    if after > 0 and line[after + 7 : position - 1].isdigit() and line[position - 1] == 32:
-        position = after
-    if line[position - 1] not in _REPEAT_SAFE_BEFORE or b"|" in line[:position]:
-        return None
-    coloured = b"\x1b" in line or b"[0m" in line
-    return line[position - 1 :] + (b"\x01" if coloured else b"\x00")
-
-
-def _iter_chunks(
-    parser: Any, chunks: Iterable[bytes], before: int = 0, offset: int = 0
-) -> Generator[Event, None, tuple[int, int]]:
-    # before: lines in earlier chunks; offset: bytes in earlier chunks.  Returns the lines read and
-    # before, and the bytes read and before (where the next chunk would start).
-    copy_of = getattr(parser, "copy_of", None)
-    remember = getattr(parser, "remember", None)
-    for chunk in chunks:
-        started = parser.started or offset >= STARTUP_BYTES
-        offset += len(chunk)
-        if b"\r" in chunk and _LONE_CR.search(chunk):
-            # Lines also end at a lone carriage return (progress bars): split like text mode.
-            pieces = _ANY_NEWLINE.split(chunk)
-            if pieces and pieces[-1] == b"":
-                pieces.pop()
-            yield from _iter_lines_from(parser, pieces, before)
-            before += len(pieces)
-            continue
-        triggers = parser.running_triggers if started else parser.triggers
-        _check_triggers(triggers)
-        spans = _trigger_lines(chunk, triggers)
-        index, last = 0, len(spans)
-        counted_to, counted = 0, before  # `counted` lines lie before offset `counted_to`
-        fed_to = 0  # bytes already given to the parser
-        held = parser.holds_line()
-        while True:
-            if held:
-                if fed_to >= len(chunk):
-                    break
-                start = fed_to  # an unfinished line: the next line goes in whatever it holds
-                end = chunk.find(b"\n", start)
-                end = len(chunk) if end == -1 else end + 1
-                line = chunk[start:end]
-                key = None
-            else:
-                if index == last:
-                    break
-                start, end = spans[index]
-                index += 1
-                if start < fed_to:
-                    continue  # read already, as the continuation of a held line
-                line = chunk[start:end]
-                key = None
-                if copy_of is not None:
-                    copied, key = copy_of(line)
-                    if copied is not None:
-                        fed_to = end
-                        if copied:
-                            yield from copied
-                        continue
-            counted += newline_count(chunk, counted_to, start)
-            counted_to = start
-            clean_before = not held and remember is not None and parser.state_is_clean()
-            events = _feed(parser, line.decode("utf-8", "replace"), counted + 1)
-            fed_to = end
-            if remember is not None:
-                remember(key, events or [], clean_before, line)
-            if events:
-                yield from events
-            held = parser.holds_line()
-            if (started or parser.started) and parser.running_triggers is not triggers:
-                # Training started with this line, or the line turned on more triggers (see
-                # PrimusLogParser): the rest of the chunk is searched for the running ones.
-                started = True
-                triggers = parser.running_triggers
-                _check_triggers(triggers)
-                spans = [span for span in _trigger_lines(chunk, triggers) if span[0] >= fed_to]
-                index, last = 0, len(spans)
-        # Lines of this chunk: those counted up to the last line read, and the rest.
-        before = counted + newline_count(chunk, counted_to) + (0 if chunk.endswith(b"\n") else 1)
-    return before, offset
-
-
-def _trigger_lines(chunk: bytes, triggers: tuple[str, ...]) -> list[tuple[int, int]]:
-    """Where the lines of ``chunk`` that hold a trigger start and end (after their newline), in order."""
-    spans: dict[int, int] = {}
-    size = len(chunk)
-    find, rfind = chunk.find, chunk.rfind
-    for trigger in {t.encode() for t in triggers}:
-        position = find(trigger)
-        while position != -1:
-            end = find(b"\n", position) + 1
-            spans[rfind(b"\n", 0, position) + 1] = end or size
-            if not end:
-                break
-            position = find(trigger, end)
-    return sorted(spans.items()) if len(triggers) > 1 else list(spans.items())
-
-
-def _iter_lines_from(parser: Any, pieces: list[bytes], before: int) -> Iterator[Event]:
-    remember = getattr(parser, "remember", None)
-    for offset, piece in enumerate(pieces, 1):
-        triggers = parser.running_triggers if parser.started else parser.triggers
-        line = piece.decode("utf-8", "replace") + "\n"
-        if parser.holds_line() or any(t in line for t in triggers):
-            events = _feed(parser, line, before + offset)
-            if remember is not None:
-                remember(None, events or [], False)
-            if events:
-                yield from events

@@ -20,12 +20,10 @@ from typing import Any
 from tprimat.contract import FrameworkSettings, LaunchContext, LaunchPlan
 from tprimat.contract.torchrun import torchrun_argv
 from tprimat.errors import TprimatError
-from tprimat.plugins.megatron.family import attention_env_conflicts
 from tprimat.plugins.megatron.framework import megatron_lm_kept, shared_values
 from tprimat.plugins.megatron.settings import (
     DEFAULT_VERSION,
     SNAPSHOT_FILE,
-    MegatronSettingsError,
     build_settings,
     detect_version,
     memory_snapshot,
@@ -33,6 +31,7 @@ from tprimat.plugins.megatron.settings import (
     parse_version,
     to_argv,
 )
+from tprimat.plugins.megatron_core.attention import refuse_attention_conflicts
 
 #: What Megatron-LM itself asks of the environment on every platform.
 MEGATRON_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
@@ -119,17 +118,6 @@ def megatron_plan(context: LaunchContext, *, backend: str, platform_env: dict[st
         snapshot_globs=(SNAPSHOT_FILE,) if context.memory_snapshot else (),
         framework=framework_settings(settings, version, extra_args=added),
     )
-
-
-def refuse_attention_conflicts(backend: str, env: dict[str, str]) -> None:
-    """Stop a plan whose environment megatron-core's attention-backend rule would refuse at model build."""
-    conflicts = attention_env_conflicts(backend, env)
-    if conflicts:
-        raise MegatronSettingsError(
-            f"kernels.attention_backend = {backend!r} with {', '.join(conflicts)}: megatron-core "
-            "(LanguageModule._set_attention_backend) refuses this at model construction; "
-            f'use kernels.attention_backend = "auto" or leave these variables to tprimat'
-        )
 
 
 def framework_settings(

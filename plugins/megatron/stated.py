@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 
 from tprimat.contract.records import LogFact
+from tprimat.contract.values import typed_value
 
 #: Argument names (underscores) -> fact keys.
 KEYS = {
@@ -57,15 +58,8 @@ class StatedFact:
 
 
 def _value(text: str | None) -> Any:
-    if text is None:  # a bare flag: --profile
-        return True
-    if text in ("True", "true"):
-        return True
-    if text in ("False", "false"):
-        return False
-    if text in ("None", "null"):
-        return None
-    return int(text)
+    """A value :data:`_VALUE` matched, typed; a bare flag (``--profile``, no value) is True."""
+    return True if text is None else _scalar(text)
 
 
 def _key(name: str) -> str:
@@ -80,10 +74,10 @@ def _stated(line: str, world_known: bool = False) -> Iterator[tuple[str, Any, st
     if "': " in line:
         for match in _DICT_RE.finditer(line):
             yield _key(match.group(1)), _value(match.group(2)), "argument dict"
-    if " .." in line and (match := _DUMP_RE.search(line.rstrip())):
-        yield _key(match.group(1)), _value(match.group(2)), "argument dump"
-    if not world_known and "rank-" in line and (match := _RANK_RE.search(line)):
-        yield "world_size", int(match.group(1)), "rank prefix"
+    if " .." in line and (dump := _DUMP_RE.search(line.rstrip())):
+        yield _key(dump.group(1)), _value(dump.group(2)), "argument dump"
+    if not world_known and "rank-" in line and (rank := _RANK_RE.search(line)):
+        yield "world_size", int(rank.group(1)), "rank prefix"
 
 
 def scan_lines(lines: Iterable[str], source: str) -> dict[str, StatedFact]:
@@ -122,10 +116,9 @@ BRIDGE_KEYS = (
 
 
 def _scalar(text: str) -> Any:
-    try:
-        return _value(text)
-    except ValueError:
-        return text
+    """A command-line, argument-dict or YAML value: Python's and YAML's spellings of booleans and
+    None, ints; floats kept as text (only sizes and switches are read)."""
+    return typed_value(text, nulls=True, lower_case=True, floats=False)
 
 
 def bridge_config_dumps(lines: Iterable[str]) -> list[tuple[int, dict[str, Any]]]:

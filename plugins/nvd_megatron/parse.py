@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from tprimat.plugins.megatron.logparse import Event, MegatronLogParser, iter_events
+from tprimat.plugins.megatron.logparse import MegatronLogParser
+from tprimat.plugins.megatron_core.lines import Event
+from tprimat.plugins.megatron_core.stream import iter_events
 
 _STEP_TIME_RE = re.compile(r"Step Time\s*:\s*([0-9.]+)\s*s\b(?:.*?GPU utilization:\s*([0-9.]+)\s*MODEL_TFLOP/s/GPU)?")
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from tprimat import hookimpl
 from tprimat.contract import BackendSpec, LogMatch, Requirements
-from tprimat.plugins.megatron.family import TUNABLES
-from tprimat.plugins.megatron.memory_lines import memory_peaks
+from tprimat.plugins.megatron_core.memory_lines import memory_peaks
+from tprimat.plugins.megatron_core.tunables import TUNABLES
 from tprimat.plugins.nvd_nemo.explain import explain_nemo
 from tprimat.plugins.nvd_nemo.owned import OWNER
 from tprimat.plugins.nvd_nemo.readback import READBACK

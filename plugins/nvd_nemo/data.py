@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tprimat.contract import BenchmarkConfig, get_model
 from tprimat.contract.plans import DataArguments, PreparedDataset
-from tprimat.plugins.megatron.data import SPLIT, dataset_tokenizer, megatron_split
+from tprimat.plugins.megatron_core.data import SPLIT, dataset_tokenizer, megatron_split
 
 
 def data_arguments(dataset: PreparedDataset, config: BenchmarkConfig) -> DataArguments:

@@ -29,6 +29,8 @@ from typing import Any
 
 import attrs
 
+from tprimat.contract.values import typed_value
+
 _STDOUT_RE = re.compile(r"DLL (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) - (\S+) (.*)$")
 _INT_RE = re.compile(r"[-+]?\d+")
 _DECODER = json.JSONDecoder()
@@ -47,20 +49,6 @@ class Record:
     when: str | None  # ISO 8601 as written (no time zone unless the writer gave one)
 
 
-def _scalar(text: str) -> Any:
-    """A value as DLLogger's stdout backend prints it (``str(value)``), typed."""
-    if text in ("True", "False"):
-        return text == "True"
-    if text == "None":
-        return None
-    if _INT_RE.fullmatch(text):
-        return int(text)
-    try:
-        return float(text)
-    except ValueError:
-        return text
-
-
 def _pairs(text: str) -> dict[str, Any]:
     """``k : v  k : v `` -> {k: v}; a piece without `` : `` belongs to the value before it."""
     data: dict[str, Any] = {}
@@ -72,7 +60,8 @@ def _pairs(text: str) -> dict[str, Any]:
             data[last] = value.strip()
         elif last is not None:
             data[last] += "  " + piece
-    return {key: _scalar(value) for key, value in data.items()}
+    # DLLogger prints each value as str(value): Python's spellings, None included.
+    return {key: typed_value(value, nulls=True) for key, value in data.items()}
 
 
 def _step(value: Any) -> int | str | None:

@@ -19,7 +19,7 @@ from tprimat.contract import BenchmarkConfig, ModelSpec
 from tprimat.contract.plans import FrameworkSettings, LaunchContext, LaunchPlan
 from tprimat.contract.torchrun import torchrun_argv
 from tprimat.errors import TprimatError
-from tprimat.plugins.megatron.pretrain import refuse_attention_conflicts
+from tprimat.plugins.megatron_core.attention import refuse_attention_conflicts
 
 SCRIPT = "nemo_pretrain.py"
 SETTINGS = "nemo_settings.json"

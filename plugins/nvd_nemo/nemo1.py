@@ -34,7 +34,7 @@ import attrs
 
 from tprimat.contract import IterationRecord
 from tprimat.contract.records import EvalRecord, LogFact, ParseIssue
-from tprimat.plugins.megatron.logparse import normal_key
+from tprimat.plugins.megatron_core.lines import normal_key
 from tprimat.plugins.nvd_nemo import dllogger
 from tprimat.plugins.nvd_nemo.expconfig import ConfigBlock, model_facts, whole
 from tprimat.plugins.nvd_nemo.steptiming import CLOCK_RESOLUTION_S, first_impossible, undo_window

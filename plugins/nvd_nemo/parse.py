@@ -26,19 +26,14 @@ their lines to.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tprimat.contract import IterationRecord
-from tprimat.contract.records import EvalRecord, LogFact, ParseIssue
-from tprimat.plugins.megatron.colour import strip_ansi
-from tprimat.plugins.megatron.logparse import (
-    LineError,
-    iter_events,
-    normal_key,
-    parse_float,
-    parse_int,
-)
+from tprimat.contract.records import EvalRecord, LogFact, ParseEvent, ParseIssue
+from tprimat.plugins.megatron_core.colour import strip_ansi
+from tprimat.plugins.megatron_core.lines import LineError, normal_key, parse_float, parse_int
+from tprimat.plugins.megatron_core.stream import iter_events
 from tprimat.plugins.nvd_nemo.expconfig import MARK
 from tprimat.plugins.nvd_nemo.nemo1 import TFLOPS, TIMER_RESET, Nemo1Reader
 
@@ -124,45 +119,14 @@ class NemoLogParser:
         return None
 
     def _step(self, match: re.Match[str], lineno: int) -> list[Event]:
+        """The record of one step line, with the facts it states first (or the issue that refuses it)."""
         self._seen_step_lines = self.started = True
         batch_index, last_index = int(match.group(2)), int(match.group(3))
-        values: dict[str, str] = {}
-        for segment in match.group(4).split("|"):
-            key, sep, value = segment.partition(":")
-            if sep:
-                values[key.strip()] = value.strip()
+        values = _segments(match.group(4))
         events: list[Event] = []
-        fields: dict[str, Any] = {}
-        reported: dict[str, float | str | None] = {}
         try:
-            if "global_step" in values:
-                step = _whole(values.pop("global_step"))
-            else:
-                step = batch_index
-                fact = self.fact(
-                    "note.nemo_no_global_step", "NeMo lines without global_step: keyed on the batch index", lineno
-                )
-                if fact is not None:
-                    events.append(fact)
-            if "train_step_timing in s" in values:
-                fields["step_time_s"] = parse_float(values.pop("train_step_timing in s"))
-            if "reduced_train_loss" in values:
-                fields["loss"] = parse_float(values.pop("reduced_train_loss"))
-            if "lr" in values:
-                fields["lr"] = parse_float(values.pop("lr"))
-            if "global_batch_size" in values:
-                fields["global_batch_size"] = _whole(values.pop("global_batch_size"))
-            if "consumed_samples" in values:
-                fields["consumed_samples"] = _whole(values.pop("consumed_samples"))
-            if "max_memory_reserved" in values:
-                fields["mem_max_reserved_gib"] = parse_float(values.pop("max_memory_reserved")) / GIB
-            if "max_memory_allocated" in values:
-                fields["mem_max_allocated_gib"] = parse_float(values.pop("max_memory_allocated")) / GIB
-            if "TFLOPS_per_GPU" in values:
-                reported["tflops_per_gpu"] = parse_float(values.pop("TFLOPS_per_GPU"))
-            for key, value in values.items():
-                if _NUMBER_RE.fullmatch(value) and len(key) < 60:
-                    reported[normal_key(key)] = float(value)
+            step = self._step_number(values, batch_index, lineno, events)
+            fields, reported = _step_values(values)
         except LineError as exc:
             return [self.issue(lineno, f"unreadable NeMo step line ({exc}); skipped")]
         step_time = fields.get("step_time_s")
@@ -182,6 +146,15 @@ class NemoLogParser:
         if evaluation is not None:
             events.append(evaluation)
         return events
+
+    def _step_number(self, values: dict[str, str], batch_index: int, lineno: int, events: list[Event]) -> int:
+        """The line's ``global_step`` (taken out of ``values``), else its batch index, noted once in ``events``."""
+        if "global_step" in values:
+            return _whole(values.pop("global_step"))
+        fact = self.fact("note.nemo_no_global_step", "NeMo lines without global_step: keyed on the batch index", lineno)
+        if fact is not None:
+            events.append(fact)
+        return batch_index
 
     def _evaluation(self, text: str | None, step: int, lineno: int) -> Event | None:
         """An evaluation where ``val_loss`` first appears or changes.
@@ -222,6 +195,41 @@ class NemoLogParser:
         return events
 
 
+def _segments(text: str) -> dict[str, str]:
+    """``k: v | k: v`` -> {k: v}, keys and values stripped; a segment without ":" is left out."""
+    values: dict[str, str] = {}
+    for segment in text.split("|"):
+        key, sep, value = segment.partition(":")
+        if sep:
+            values[key.strip()] = value.strip()
+    return values
+
+
+def _gib(text: str) -> float:
+    """A byte count as NeMo's memory callback prints it, in GiB."""
+    return parse_float(text) / GIB
+
+
+def _step_values(values: dict[str, str]) -> tuple[dict[str, Any], dict[str, float | str | None]]:
+    """The record fields and the reported figures of a step line's ``values`` (each field read is
+    taken out of ``values``): the known keys by :data:`_STEP_FIELDS`, NeMo's ``TFLOPS_per_GPU``
+    as reported, and any other key whose value is one number under its normalised name.
+
+    A known value that cannot be read is a :class:`LineError`.
+    """
+    fields: dict[str, Any] = {}
+    for key, field, read in _STEP_FIELDS:
+        if key in values:
+            fields[field] = read(values.pop(key))
+    reported: dict[str, float | str | None] = {}
+    if "TFLOPS_per_GPU" in values:
+        reported["tflops_per_gpu"] = parse_float(values.pop("TFLOPS_per_GPU"))
+    for key, value in values.items():
+        if _NUMBER_RE.fullmatch(value) and len(key) < 60:
+            reported[normal_key(key)] = float(value)
+    return fields, reported
+
+
 def _whole(text: str) -> int:
     """An integer NeMo may print as a float (``5120.0``); a fraction is an error."""
     try:
@@ -233,6 +241,18 @@ def _whole(text: str) -> int:
         return int(value)
 
 
-def parse_nemo(lines: Iterable[str], source: str) -> Iterator[Event]:
+#: Step-line keys read into a record's fields: (key, field, reader), in the order they are read.
+_STEP_FIELDS: tuple[tuple[str, str, Callable[[str], float | int]], ...] = (
+    ("train_step_timing in s", "step_time_s", parse_float),
+    ("reduced_train_loss", "loss", parse_float),
+    ("lr", "lr", parse_float),
+    ("global_batch_size", "global_batch_size", _whole),
+    ("consumed_samples", "consumed_samples", _whole),
+    ("max_memory_reserved", "mem_max_reserved_gib", _gib),
+    ("max_memory_allocated", "mem_max_allocated_gib", _gib),
+)
+
+
+def parse_nemo(lines: Iterable[str], source: str) -> Iterator[ParseEvent]:
     """Events from a NeMo 2 log, yielded as each line is read."""
     return iter_events(NemoLogParser(source), lines)

@@ -27,11 +27,11 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from tprimat.contract.values import typed_value
 from tprimat.plugins.nvd_nemo.expconfig import precision_facts, whole
 
 TITLE = "Resolved Arguments"
 _ASSIGN_RE = re.compile(r"^( *)([A-Za-z_]\w*)=(.*?)[,)]*$")
-_INT_RE = re.compile(r"-?\d+")
 
 #: Table keys -> fact keys.
 TABLE_KEYS = (
@@ -45,17 +45,6 @@ TABLE_KEYS = (
     ("trainer.strategy.context_parallel_size", "context_parallel"),
     ("trainer.strategy.expert_model_parallel_size", "expert_parallel"),
 )
-
-
-def _value(text: str) -> Any:
-    text = text.strip()
-    if _INT_RE.fullmatch(text):
-        return int(text)
-    if text in ("True", "False"):
-        return text == "True"
-    if text == "None":
-        return None
-    return text
 
 
 def _rows(lines: Iterable[str]) -> Iterator[tuple[int, str, str]]:
@@ -93,7 +82,8 @@ def resolved_arguments(lines: Iterable[str]) -> dict[str, tuple[Any, int]]:
         if text.rstrip().endswith("("):
             stack.append((indent, key))
         elif "…" not in text and "(" not in value:
-            found.setdefault(path, (_value(value), lineno))
+            # fiddle's repr: Python's spellings; floats kept as text (only sizes and switches are read).
+            found.setdefault(path, (typed_value(value, nulls=True, floats=False), lineno))
     return found
 
 

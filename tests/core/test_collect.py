@@ -1,7 +1,7 @@
 import pytest
 
-from tprimat.contract.records import LogFact, ParseIssue
-from tprimat.result.collect import MAX_ISSUES_KEPT, EventCollector, is_memory_only
+from tprimat.contract.records import LogFact, ParseIssue, is_memory_only
+from tprimat.result.collect import MAX_ISSUES_KEPT, EventCollector
 from tprimat.result.schema import IterationRecord
 
 

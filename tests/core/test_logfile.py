@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.plugins.logfixtures import LOGS
-from tprimat.parse.logfile import LogFile, newline_count
+from tprimat.contract.logfile import LogFile, newline_count
 from tprimat.plugins.amd_megatron.parse import parse_rocm_megatron
 from tprimat.plugins.amd_primus.parse import parse_primus
 from tprimat.plugins.nvd_megatron.parse import parse_megatron

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from tests.plugins.logfixtures import LOGS
+from tprimat.contract.records import MAX_STEP_TIME_S
 from tprimat.contract.registry import Registry
 from tprimat.errors import TprimatError
 from tprimat.parse.logs import Workload, parse_logs
-from tprimat.result.collect import MAX_STEP_TIME_S
 from tprimat.result.schema import dumps_result, result_from_dict
 
 FIXTURES = sorted(path for path in LOGS.rglob("*") if path.is_file() and path.suffix != ".md")

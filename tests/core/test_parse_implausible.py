@@ -14,11 +14,11 @@ from click.testing import CliRunner
 
 from tests.plugins.logfixtures import LOGS
 from tprimat.cli import cli
-from tprimat.contract.records import ParseIssue
+from tprimat.contract.records import MAX_STEP_TIME_S, ParseIssue
 from tprimat.contract.registry import Registry
 from tprimat.parse.errors import ParseError
 from tprimat.parse.logs import Workload, parse_logs
-from tprimat.result.collect import MAX_STEP_TIME_S, EventCollector, implausible
+from tprimat.result.collect import EventCollector, implausible
 from tprimat.result.metrics import describe
 from tprimat.result.schema import IterationRecord
 

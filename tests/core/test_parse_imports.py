@@ -9,7 +9,7 @@ import sys
 def test_parse_modules_import_without_heavy_libraries():
     code = (
         "import sys\n"
-        "import tprimat.cli.parse, tprimat.parse.logs, tprimat.parse.logfile\n"
+        "import tprimat.cli.parse, tprimat.parse.logs, tprimat.contract.logfile\n"
         "import tprimat.plugins.amd_primus.parse, tprimat.plugins.amd_megatron.parse\n"
         "import tprimat.plugins.nvd_megatron.parse, tprimat.plugins.nvd_nemo.parse\n"
         "heavy = ('torch', 'matplotlib', 'numpy', 'transformers')\n"

@@ -17,10 +17,10 @@ import attrs
 import pytest
 
 from tests.plugins.logfixtures import LOGS
+from tprimat.contract.logfile import LogFile
 from tprimat.contract.records import REPEATED_LINE, IterationRecord, LogFact, ParseIssue, RankPeak
 from tprimat.contract.registry import Registry
 from tprimat.parse import parallel as parse_parallel
-from tprimat.parse.logfile import LogFile
 from tprimat.parse.logs import ParseError, parse_logs
 from tprimat.result.schema import dumps_result
 

@@ -8,9 +8,9 @@ import attrs
 import pytest
 
 from tests.plugins.logfixtures import LOGS
+from tprimat.contract.logfile import LogFile
 from tprimat.contract.registry import Registry
 from tprimat.parse import logs
-from tprimat.parse.logfile import LogFile
 from tprimat.result import spill
 from tprimat.result.collect import EventCollector
 from tprimat.result.metrics import summarize

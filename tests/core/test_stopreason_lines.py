@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.plugins.nvd_nemo.nemologs import LLAMA70B
-from tprimat.parse.logfile import LogFile
+from tprimat.contract.logfile import LogFile
 from tprimat.parse.stopreason import line_number_at, tail_text
 
 

@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tprimat.contract.records import LogFact, ParseIssue
-from tprimat.result.collect import EventCollector, is_memory_only
+from tprimat.contract.records import LogFact, ParseIssue, is_memory_only
+from tprimat.result.collect import EventCollector
 from tprimat.result.schema import IterationRecord
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"

@@ -92,11 +92,11 @@ def test_primus_mlperf_end_lines():
 
 def test_primus_mlperf_end_lines_after_the_start_up_part_of_a_long_log(tmp_path, monkeypatch):
     """During training only the iteration trigger is searched; an evaluation turns on the end lines'."""
-    import tprimat.plugins.megatron.logparse as logparse
-    from tprimat.parse.logfile import LogFile
+    import tprimat.plugins.megatron_core.stream as stream
+    from tprimat.contract.logfile import LogFile
     from tprimat.plugins.amd_primus.parse import parse_primus
 
-    monkeypatch.setattr(logparse, "STARTUP_BYTES", 1)  # the running triggers from the first chunk on
+    monkeypatch.setattr(stream, "STARTUP_BYTES", 1)  # the running triggers from the first chunk on
     training = LOGS / "primus" / "primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log"
     validation = next(
         line

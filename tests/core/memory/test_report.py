@@ -10,7 +10,7 @@ import pytest
 from tprimat.contract.records import RankPeak
 from tprimat.contract.registry import Registry
 from tprimat.parse.logs import parse_logs
-from tprimat.plugins.megatron.memory_lines import memory_peaks
+from tprimat.plugins.megatron_core.memory_lines import memory_peaks
 from tprimat.result.memory import log_rank_peaks, memory_report, monitor_rank_peaks
 from tprimat.result.schema import IterationRecord, dumps_result, load_result
 from tprimat.running.monitor import GpuReading, Sample

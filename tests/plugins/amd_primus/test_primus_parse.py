@@ -156,7 +156,7 @@ def test_lines_read_as_text_find_the_triggers_an_evaluation_turns_on(tmp_path):
     """A live run's output is read line by line: the MLPerf end lines after an evaluation, which
     only an evaluation makes the parser look for once training has started, are read as the
     file reader reads them."""
-    from tprimat.parse.logfile import LogFile
+    from tprimat.contract.logfile import LogFile
 
     training = (LOGS / P21).read_text(encoding="utf-8").splitlines(keepends=True)
     end_lines = (LOGS / PR656).read_text(encoding="utf-8").splitlines(keepends=True)[2:]

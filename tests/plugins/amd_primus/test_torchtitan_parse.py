@@ -46,10 +46,10 @@ def test_parse_reads_it_as_amd_primus_when_told():
 
 
 def test_step_lines_are_found_past_the_start_up_part_of_a_large_file(monkeypatch):
-    from tprimat.parse.logfile import LogFile
-    from tprimat.plugins.megatron import logparse
+    from tprimat.contract.logfile import LogFile
+    from tprimat.plugins.megatron_core import stream
 
-    monkeypatch.setattr(logparse, "STARTUP_BYTES", 1)  # every chunk after the first is "running"
+    monkeypatch.setattr(stream, "STARTUP_BYTES", 1)  # every chunk after the first is "running"
     events = list(parse_primus(LogFile(TITAN, chunk_bytes=64), "t.log"))
     assert [e.iteration for e in events if hasattr(e, "iteration")] == [4, 5]
 
@@ -57,7 +57,7 @@ def test_step_lines_are_found_past_the_start_up_part_of_a_large_file(monkeypatch
 def test_other_ranks_copies_of_a_step_are_told_from_their_bytes(tmp_path, monkeypatch):
     """Every rank prints each step, its own figures differing a little (the fixture's two copies
     of step 4): the file reader skips the copies unread and gives what reading them gives."""
-    from tprimat.parse.logfile import LogFile
+    from tprimat.contract.logfile import LogFile
     from tprimat.plugins.amd_primus.torchtitan import TorchTitanSteps
 
     step_four = TITAN.read_text().splitlines(keepends=True)[:2]  # two ranks' copies of step 4
@@ -80,9 +80,9 @@ def test_other_ranks_copies_of_a_step_are_told_from_their_bytes(tmp_path, monkey
 
 def test_what_the_reader_keeps_per_step_is_bounded(tmp_path):
     """Copies are recognised from a bounded memory of recent records: a long log does not grow it."""
-    from tprimat.parse.logfile import LogFile
+    from tprimat.contract.logfile import LogFile
     from tprimat.plugins.amd_primus.parse import PrimusLogParser
-    from tprimat.plugins.megatron.logparse import iter_events
+    from tprimat.plugins.megatron_core.stream import iter_events
 
     template = TITAN.read_text().splitlines(keepends=True)[2]
     path = tmp_path / "titan.log"

@@ -18,8 +18,8 @@ from tprimat.plugins.megatron.corecheck import (  # noqa: E402
     MegatronCoreMissingError,
     check_with_megatron_core,
 )
-from tprimat.plugins.megatron.family import ATTENTION_ENV  # noqa: E402
 from tprimat.plugins.megatron.settings import ARGS  # noqa: E402
+from tprimat.plugins.megatron_core.attention import ATTENTION_ENV  # noqa: E402
 
 BACKENDS = ["amd_primus", "amd_megatron", "nvd_megatron"]
 MODELS = ["llama3.1-8b", "qwen2.5-7b"]

@@ -10,15 +10,10 @@ from hypothesis import strategies as st
 
 from tests.plugins.logfixtures import LOGS, facts_of, issues_of, records_of
 from tprimat.contract.records import LogFact, ParseIssue, RankPeak
-from tprimat.plugins.megatron.colour import strip_ansi
-from tprimat.plugins.megatron.logparse import (
-    GIB_LABEL_NOTE,
-    LineError,
-    MegatronLogParser,
-    iter_events,
-    parse_pair,
-    parse_units,
-)
+from tprimat.plugins.megatron.logparse import GIB_LABEL_NOTE, MegatronLogParser
+from tprimat.plugins.megatron_core.colour import strip_ansi
+from tprimat.plugins.megatron_core.lines import LineError, parse_pair, parse_units
+from tprimat.plugins.megatron_core.stream import iter_events
 from tprimat.result.schema import IterationRecord
 
 LINE = (
@@ -255,7 +250,7 @@ def test_a_memory_report_ends_start_up_on_a_rank_without_iteration_lines(tmp_pat
     alike: a start-up marker printed later is not read, and a range reader learns
     that the start-up lines are behind it (``LogFile.started``).
     """
-    from tprimat.parse.logfile import LogFile
+    from tprimat.contract.logfile import LogFile
     from tprimat.plugins.amd_primus.parse import PrimusLogParser
 
     fixture = LOGS / "primus" / "primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log"

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.plugins.logfixtures import LOGS
+from tprimat.contract.logfile import LogFile
 from tprimat.contract.records import REPEATED_LINE, RepeatedLine
-from tprimat.parse.logfile import LogFile
 from tprimat.plugins.amd_primus.parse import parse_primus
-from tprimat.plugins.megatron.logparse import repeat_key
+from tprimat.plugins.megatron_core.stream import repeat_key
 from tprimat.result.collect import EventCollector
 
 P21 = LOGS / "primus/primus_AMD-AGI-Primus_deepseek-v4_p21_smoke_pp2_ep4_MI355X_2026-05-07_excerpt.log"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tprimat.plugins.megatron.memory_lines import (
+from tprimat.plugins.megatron_core.memory_lines import (
     RankMemory,
     parse_allocator,
     parse_hip_usage,
@@ -103,7 +103,7 @@ ALL_LOGS = sorted(str(p.relative_to(LOGS)) for p in LOGS.rglob("*") if p.is_file
 
 @pytest.mark.parametrize("block_bytes", [997, 1 << 24])
 def test_the_file_scan_reads_blocks_and_finds_what_the_line_scan_finds(monkeypatch, block_bytes):
-    import tprimat.plugins.megatron.memory_lines as logfacts
+    import tprimat.plugins.megatron_core.memory_lines as logfacts
 
     monkeypatch.setattr(logfacts, "_BLOCK_BYTES", block_bytes)
     found = 0
@@ -116,7 +116,7 @@ def test_the_file_scan_reads_blocks_and_finds_what_the_line_scan_finds(monkeypat
 
 def test_hip_fields_the_byte_scan_cannot_read_go_to_the_text_scan(tmp_path):
     """Colour codes inside the values, a line without a rank tag: read as text, same figures."""
-    import tprimat.plugins.megatron.memory_lines as logfacts
+    import tprimat.plugins.megatron_core.memory_lines as logfacts
 
     real = _lines("primus/primus_AMD-AGI-Primus-SaFE_Lens-telemetry-tests_legacy-trainer-lines_MI325X_2025-10to12.log")
     line = _first(real, "rank-63/64")
@@ -152,8 +152,8 @@ def _parser_for(relative: str):
 @pytest.mark.parametrize("chunked", [True, False], ids=["bytes", "text"])
 def test_the_parser_reads_each_ranks_peaks_as_the_file_scan_does(chunked):
     """The log parser counts copies of a line from other ranks without reading them again: same peaks."""
-    from tprimat.parse.logfile import LogFile
-    from tprimat.plugins.megatron.logparse import iter_events  # noqa: F401  (the parsers' engine)
+    from tprimat.contract.logfile import LogFile
+    from tprimat.plugins.megatron_core.stream import iter_events  # noqa: F401  (the parsers' engine)
     from tprimat.result.collect import EventCollector
 
     compared = 0
@@ -173,7 +173,7 @@ def test_the_parser_reads_each_ranks_peaks_as_the_file_scan_does(chunked):
 
 def test_copies_from_other_ranks_count_for_their_rank(tmp_path):
     """An interleaved console log: each rank's copy of the iteration line gives that rank its peak."""
-    from tprimat.parse.logfile import LogFile
+    from tprimat.contract.logfile import LogFile
     from tprimat.plugins.amd_primus.parse import parse_primus
     from tprimat.result.collect import EventCollector
 
@@ -188,7 +188,7 @@ def test_copies_from_other_ranks_count_for_their_rank(tmp_path):
 
 
 def logfacts_scan(path):
-    from tprimat.plugins.megatron.memory_lines import scan_memory_file
+    from tprimat.plugins.megatron_core.memory_lines import scan_memory_file
 
     return scan_memory_file(path)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tprimat.contract.plans import LaunchContext
 from tprimat.hardware.platform import PlatformInfo
-from tprimat.plugins.megatron.data import megatron_split
+from tprimat.plugins.megatron_core.data import megatron_split
 from tprimat.plugins.nvd_nemo.launcher import settings
 from tprimat.settings.config import load_config
 from tprimat.settings.models import get_model

@@ -15,6 +15,7 @@ any log without running the iteration parser:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,9 +23,10 @@ from typing import Any
 
 import attrs
 
+from tprimat.contract import LogFile
 from tprimat.contract.records import RankPeak
-from tprimat.parse.logfile import LogFile
-from tprimat.plugins.megatron.colour import strip_ansi
+from tprimat.plugins.megatron_core.colour import strip_ansi
+from tprimat.plugins.megatron_core.lines import LineError, parse_units
 
 MIB_PER_GIB = 1024.0
 GIB = 2**30
@@ -44,7 +46,11 @@ ALLOCATOR_NAMES = {
     "cached": "reserved",
     "max cached": "max_reserved",
 }
-_HIP_RE = re.compile(r"hip mem usage/free/total/usage_ratio: ([\d.]+)GB/([\d.]+)GB/([\d.]+)GB/([\d.]+)%")
+#: Primus's device-memory field in its iteration lines (``<field>: 153.81GB/102.17GB/255.98GB/60.09%``),
+#: read by :func:`read_hip_usage`.
+HIP_FIELD = "hip mem usage/free/total/usage_ratio"
+# The field and its value as Primus prints it (the value in group 1), to find it in a line.
+_HIP_RE = re.compile(re.escape(HIP_FIELD) + r": ((?:[\d.]+GB/){3}[\d.]+%)")
 _PRIMUS_RANK_RE = re.compile(r"\[rank-(\d+)/\d+\]")
 # The same tag with the colour codes Primus puts around the rank (as in ``[\x1b[36mrank-7/8\x1b[0m]``).
 _PRIMUS_RANK_TAG_RE = re.compile(r"\[(?:\x1b?\[[\d;]*m)*rank-(\d+)/\d+(?:\x1b?\[[\d;]*m)*\]")
@@ -147,6 +153,23 @@ def parse_allocator(line: str) -> RankPeak | None:
     )
 
 
+@functools.lru_cache(maxsize=4096)
+def read_hip_usage(value: str) -> tuple[float, float]:
+    """The used and total device memory, in GiB, that a value of Primus's :data:`HIP_FIELD` gives.
+
+    The one reader of the field: the log parser's records and the per-rank peaks (from text or
+    from bytes) all come from it.  ``153.81GB/102.17GB/255.98GB/60.09%`` is used/free/total/usage
+    ratio from ``torch.cuda.mem_get_info``; Primus prints bytes / 1024³ labelled "GB", so the
+    figures are GiB (2**30 bytes) and are returned as they are.  A value that is not four
+    figures separated by "/" (a cut-off one included) is a :class:`LineError`.
+
+    Every iteration line of every rank holds the field, mostly with a value seen before: the
+    figures of the latest values are kept (a value read again costs a look-up).
+    """
+    used, total = parse_units(value, 4, (0, 2))
+    return used, total
+
+
 def parse_hip_usage(line: str) -> RankPeak | None:
     """Primus's ``hip mem usage/free/total/usage_ratio`` field, or None."""
     found = _hip_figures(line)
@@ -160,14 +183,17 @@ def _hip_figures(line: str) -> tuple[int | None, float, float] | None:
     """The rank, used and total GiB of :func:`parse_hip_usage` (read once per iteration line)."""
     match = _HIP_RE.search(line)
     rank = _PRIMUS_RANK_TAG_RE.search(line, 0, match.start()) if match is not None else None
-    if rank is None:  # colour codes inside the field, or no rank tag before it: read it cleaned
+    if match is None or rank is None:  # colour codes inside the field, or no rank tag before it: read it cleaned
         clean = strip_ansi(line)
         match = _HIP_RE.search(clean)
         if match is None:
             return None
         rank = _PRIMUS_RANK_RE.search(clean)
-    used, _free, total, _ratio = match.groups()
-    return None if rank is None else int(rank.group(1)), float(used), float(total)
+    try:
+        used, total = read_hip_usage(match.group(1))
+    except LineError:
+        return None
+    return None if rank is None else int(rank.group(1)), used, total
 
 
 def parse_nemo_memory(line: str) -> RankPeak | None:
@@ -299,8 +325,8 @@ def scan_memory(lines: Iterable[str]) -> LogMemory:
 # the values after the field, the rank from the tag before it (colour codes allowed around the
 # rank, as the text scan strips them).  A field the byte pattern does not read (colour codes
 # inside the values) sends its line to the text scan.
-_HIP_FIELD = b"hip mem usage/free/total/usage_ratio: "
-_HIP_VALUES_B = re.compile(rb"hip mem usage/free/total/usage_ratio: ([\d.]+)GB/[\d.]+GB/([\d.]+)GB/[\d.]+%")
+_HIP_FIELD = f"{HIP_FIELD}: ".encode()
+_HIP_VALUES_B = re.compile(_HIP_RE.pattern.encode())
 _RANK_TAG_B = re.compile(_PRIMUS_RANK_TAG_RE.pattern.encode())
 # The rank of a copy of an allocator report, where the line shows it as it is (no colour codes).
 _ALLOCATOR_RANK_B = re.compile(rb"\[Rank (\d+)\] \([^)]*\) memory \(MB\) \| allocated: ")
@@ -327,10 +353,15 @@ def _scan_block(block: bytes, peaks: RankMemory) -> None:
             if tag is None:
                 slow.add(line_start)
                 continue
+            try:
+                used, total = read_hip_usage(match.group(1).decode("ascii"))
+            except LineError:  # not figures after all ("1.2.3GB"): the text scan leaves it out
+                slow.add(line_start)
+                continue
             read += 1
             rank = int(tag.group(1))
-            peaks.hip_used[(rank, float(match.group(1)))] = None
-            peaks.hip_total[rank] = float(match.group(2))
+            peaks.hip_used[(rank, used)] = None
+            peaks.hip_total[rank] = total
         if read != fields:  # some fields are not in the byte form: their lines are read as text
             position = block.find(_HIP_FIELD)
             while position != -1:

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.plugins.logfixtures import LOGS
-from tprimat.plugins.megatron.colour import strip_ansi
-from tprimat.plugins.megatron.memory_lines import parse_hip_usage
+from tprimat.plugins.megatron_core.colour import strip_ansi
+from tprimat.plugins.megatron_core.memory_lines import parse_hip_usage
 
 # The definition in the module docstring, written out here on its own.
 DEFINITION = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\[[0-9;]*[0-9]m")
