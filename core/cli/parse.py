@@ -13,7 +13,14 @@ from tprimat.cli.options import config_options
 from tprimat.cli.output import echo_json, make_console, registry_from
 
 
-def _shortcut_overrides(model, seq_length, global_batch_size, precision, warmup) -> list[str]:
+def _shortcut_overrides(
+    model: str | None,
+    seq_length: int | None,
+    global_batch_size: int | None,
+    precision: str | None,
+    warmup: int | None,
+) -> list[str]:
+    """The shortcut options (``--model``, ``--seq-length`` ...) as ``--set`` overrides, those given only."""
     pairs = [
         ("benchmark.model", model),
         ("training.seq_length", seq_length),

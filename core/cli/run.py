@@ -9,7 +9,7 @@ forwards every one of them to the nodes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import click
@@ -18,6 +18,11 @@ from tprimat.cli.export import report_destinations, report_result, report_to_opt
 from tprimat.cli.options import config_options
 from tprimat.cli.output import make_console, registry_from
 from tprimat.cli.tags import tag_option
+
+if TYPE_CHECKING:
+    from tprimat.contract.registry import Registry
+    from tprimat.export.deliver import Destination
+    from tprimat.running.prepare import PreparedRun, RunRequest
 
 
 def backend_option_params(ctx: click.Context) -> list[click.Option]:
@@ -172,28 +177,28 @@ def backend_options(registry: Any, given: dict[str, Any]) -> dict[str, Any]:
 @click.pass_context
 def run(
     ctx: click.Context,
-    backend,
-    model,
-    config_file,
-    overrides,
-    iterations,
-    output,
-    run_id,
-    nproc_per_node,
-    nnodes,
-    node_rank,
-    master_addr,
-    master_port,
-    profile,
-    memory_snapshot,
-    dry_run,
-    device,
-    slurm_node,
-    strict,
-    system_profiler=None,
-    report_to=(),
-    tags=None,
-    **given,
+    backend: str | None,
+    model: str | None,
+    config_file: str | None,
+    overrides: tuple[str, ...],
+    iterations: int | None,
+    output: Path,
+    run_id: str | None,
+    nproc_per_node: int | None,
+    nnodes: int | None,
+    node_rank: int,
+    master_addr: str | None,
+    master_port: int | None,
+    profile: bool,
+    memory_snapshot: bool,
+    dry_run: bool,
+    device: str | None,
+    slurm_node: bool,
+    strict: bool,
+    system_profiler: str | None = None,
+    report_to: tuple[str, ...] = (),
+    tags: dict[str, str] | None = None,
+    **given: Any,
 ) -> None:
     """Train a model for N iterations, measure every one, write a result.
 
@@ -323,7 +328,13 @@ def check_launch_options(scheduling: Scheduling, *, dry_run: bool, device: str |
 
 
 def submit_scheduled(
-    ctx: click.Context, request, scheduling: Scheduling, *, strict: bool, dry_run: bool, reporting: list
+    ctx: click.Context,
+    request: RunRequest,
+    scheduling: Scheduling,
+    *,
+    strict: bool,
+    dry_run: bool,
+    reporting: list[Destination],
 ) -> None:
     """Submit the run to Kubernetes or SLURM and follow it to its end (``--dry-run``: print the job)."""
     s = scheduling
@@ -365,7 +376,15 @@ def submit_scheduled(
     )
 
 
-def run_here(ctx: click.Context, registry, request, *, strict: bool, dry_run: bool, reporting: list) -> None:
+def run_here(
+    ctx: click.Context,
+    registry: Registry,
+    request: RunRequest,
+    *,
+    strict: bool,
+    dry_run: bool,
+    reporting: list[Destination],
+) -> None:
     """Plan the run on this machine and train it (``--dry-run``: print the plan); exit code 1 unless it completed.
 
     The plan and the outcome are left in ``ctx.meta`` for `tprimat profile`.
@@ -403,7 +422,7 @@ def check_scheduler_options(*, slurm: bool, k8s: bool, used: dict[str, bool]) ->
             raise TprimatError(f"{', '.join(given)}: only with {needs}")
 
 
-def preflight(prepared, *, strict: bool) -> list[dict[str, str]]:
+def preflight(prepared: PreparedRun, *, strict: bool) -> list[dict[str, str]]:
     """The `tprimat doctor` checks before a run: warnings on stderr, or a refusal with --strict.
 
     Returns the findings as recorded in the run manifest (``extra["doctor"]``).

@@ -7,12 +7,17 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tprimat.cli.options import config_options
 from tprimat.cli.output import echo_json, print_table
+
+if TYPE_CHECKING:
+    from tprimat.tune import Plan
+    from tprimat.tune.search import Outcome
+    from tprimat.tune.space import Candidate
 
 
 @click.command()
@@ -125,23 +130,23 @@ def tune(
     directory = output_dir or Path("tunes") / f"{backend}-{spec.model}"
     plan, started_at = tuning.open_directory(plan, directory)
     outcome, pruned = _search(ctx, plan, directory, as_json)
-    _refuse_without_winner(outcome, directory, as_json)
+    winner = _winner_or_exit(outcome, directory, as_json)
     path = _write_presets(plan, outcome, pruned, started_at, backend, directory, preset_dir)
     if as_json:
         echo_json(
             {
                 "preset": str(path),
-                "winner": outcome.winner.as_dict(),
+                "winner": winner.as_dict(),
                 "decision": outcome.decision,
                 "directory": str(directory),
             }
         )
         return
-    click.echo(f"winner: {outcome.winner.describe(plan.base)} ({outcome.decision})")
+    click.echo(f"winner: {winner.describe(plan.base)} ({outcome.decision})")
     click.echo(f"preset: {path}  (use it with --set benchmark.methodology=tuned)")
 
 
-def _search(ctx: click.Context, plan, directory: Path, as_json: bool) -> tuple[Any, list[dict[str, Any]]]:
+def _search(ctx: click.Context, plan: Plan, directory: Path, as_json: bool) -> tuple[Outcome, list[dict[str, Any]]]:
     """Run the trials of ``plan`` in ``directory`` and write its summary: (the outcome, the pruned candidates).
 
     Tests inject an in-process trial launcher (``ctx.obj["trial_launcher"]``); by default each
@@ -170,9 +175,9 @@ def _search(ctx: click.Context, plan, directory: Path, as_json: bool) -> tuple[A
     return outcome, pruned
 
 
-def _refuse_without_winner(outcome, directory: Path, as_json: bool) -> None:
-    """Exit with code 1 when the search found no winner: undecided (measured, not told apart) or
-    nothing completed.  No preset then names a winner the search could not find."""
+def _winner_or_exit(outcome: Outcome, directory: Path, as_json: bool) -> Candidate:
+    """The search's winner; exit with code 1 when there is none: undecided (measured, not told
+    apart) or nothing completed.  No preset then names a winner the search could not find."""
     if outcome.undecided:
         if as_json:
             echo_json({"preset": None, "winner": None, "decision": outcome.decision, "directory": str(directory)})
@@ -181,10 +186,17 @@ def _refuse_without_winner(outcome, directory: Path, as_json: bool) -> None:
         raise click.ClickException(
             f"no configuration completed a run ({outcome.decision}); see {directory}/summary.json"
         )
+    return outcome.winner
 
 
 def _write_presets(
-    plan, outcome, pruned: list[dict[str, Any]], started_at, backend: str, directory: Path, preset_dir: Path | None
+    plan: Plan,
+    outcome: Outcome,
+    pruned: list[dict[str, Any]],
+    started_at: str,
+    backend: str,
+    directory: Path,
+    preset_dir: Path | None,
 ) -> Path:
     """Write the winner as a preset (into ``preset_dir``, default the user preset directory) and
     a copy into the tune directory; the preset's path."""
@@ -208,7 +220,7 @@ def _write_presets(
     return path
 
 
-def _print_plan(plan, worst: int) -> None:
+def _print_plan(plan: Plan, worst: int) -> None:
     spec = plan.spec
     for note in plan.notes:
         click.echo(f"tune: {note}", err=True)
@@ -244,7 +256,7 @@ def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
         os.close(saved)
 
 
-def _print_outcome(plan, outcome) -> None:
+def _print_outcome(plan: Plan, outcome: Outcome) -> None:
     rows = []
     for candidate in plan.spec.candidates:
         stats = outcome.statistics.get(candidate.id)

@@ -59,9 +59,9 @@ def find_capacity(device_name: str | None) -> DeviceCapacity | None:
     check for the MIG profile (:func:`tprimat.hardware.partitions.mig_profile_in_name`).
     """
     match = identify_device(device_name)
-    if match is None or match.memory is None or match.memory.capacity_gib is None:
+    memory = match.memory if match is not None else None
+    if memory is None or memory.capacity_gib is None:
         return None
-    memory = match.memory
     return DeviceCapacity(
         key=memory.key,
         capacity_gib=memory.capacity_gib,
