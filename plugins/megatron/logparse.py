@@ -493,25 +493,7 @@ class MegatronLogParser:
             total = int(match.group(2))
         except ValueError:  # thousands of digits: no iteration count
             return [self.issue(lineno, "iteration number too long to be a count; line skipped")]
-        cache = self._segments
-        # The segments between the "|"s after the iteration count; one without a ":" reads as nothing.
-        # In the order of the line: a later segment's value replaces an earlier one's.
-        fields: dict[str, Any] = {}
-        reported: dict[str, float | str | None] = {}
-        problems: list[str] = []
-        for segment in clean[match.end() :].split("|"):
-            read = cache.get(segment)
-            if read is None:
-                read = self._segment(segment, fields, reported, problems)
-                if read is None:
-                    continue  # read into fields and reported
-            fields_read, reported_read, problem = read
-            if fields_read:
-                fields.update(fields_read)
-            if reported_read:
-                reported.update(reported_read)
-            if problem is not None:
-                problems.append(problem)
+        fields, reported, problems = self._read_segments(clean[match.end() :])
         if problems:
             # A value that does not read as its label says: keep nothing from this line.
             return [self.issue(lineno, "unreadable iteration line (" + "; ".join(problems) + "); skipped")]
@@ -525,16 +507,7 @@ class MegatronLogParser:
         # An interval holds at least the iterations it skipped (first line of an excerpt).
         covers = max(self._covers(iteration), fields.get("skipped", 0))
         timestamp = self._timestamp(clean[: match.start()])
-        for key, value in (("train_iters", total), ("global_batch_size", fields.get("global_batch_size"))):
-            if value is not None and key not in self._facts:
-                fact = self.fact(key, value, lineno)
-                if fact is not None:
-                    events.append(fact)
-        if "_gib_label" in fields:
-            del fields["_gib_label"]
-            fact = self.fact("note.gib_labelled_gb", GIB_LABEL_NOTE, lineno)
-            if fact is not None:
-                events.append(fact)
+        events.extend(self._line_facts(total, fields, lineno))
         try:
             record = IterationRecord(
                 iteration=iteration,
@@ -549,6 +522,47 @@ class MegatronLogParser:
         events.append(record)
         self.started = True
         return events
+
+    def _read_segments(self, tail: str) -> tuple[dict[str, Any], dict[str, float | str | None], list[str]]:
+        """The fields, reported values and problems of an iteration line's segments.
+
+        The segments are the text between the "|"s after the iteration count; one without a ":"
+        reads as nothing.  In the order of the line: a later segment's value replaces an earlier one's.
+        """
+        cache = self._segments
+        fields: dict[str, Any] = {}
+        reported: dict[str, float | str | None] = {}
+        problems: list[str] = []
+        for segment in tail.split("|"):
+            read = cache.get(segment)
+            if read is None:
+                read = self._segment(segment, fields, reported, problems)
+                if read is None:
+                    continue  # read into fields and reported
+            fields_read, reported_read, problem = read
+            if fields_read:
+                fields.update(fields_read)
+            if reported_read:
+                reported.update(reported_read)
+            if problem is not None:
+                problems.append(problem)
+        return fields, reported, problems
+
+    def _line_facts(self, total: int, fields: dict[str, Any], lineno: int) -> list[Event]:
+        """Facts an iteration line states the first time: the run's length, its global batch, and
+        that its memory figures are GiB labelled GB (the label is taken out of ``fields``)."""
+        facts: list[Event] = []
+        for key, value in (("train_iters", total), ("global_batch_size", fields.get("global_batch_size"))):
+            if value is not None and key not in self._facts:
+                fact = self.fact(key, value, lineno)
+                if fact is not None:
+                    facts.append(fact)
+        if "_gib_label" in fields:
+            del fields["_gib_label"]
+            fact = self.fact("note.gib_labelled_gb", GIB_LABEL_NOTE, lineno)
+            if fact is not None:
+                facts.append(fact)
+        return facts
 
     def _segment(self, segment: str, fields: dict, reported: dict, problems: list[str]) -> _SegmentRead | None:
         """What one ``key: value`` segment adds to the fields and reported values, or its problem.
