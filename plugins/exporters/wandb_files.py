@@ -59,8 +59,12 @@ def export(run: TrackerRun, target: ExportTarget) -> str:
         where = handle.settings.sync_dir
     except BaseException:
         handle.finish(exit_code=1)
+        wandb.teardown()
         raise
     handle.finish(exit_code=0 if run.status in FINISHED else 1)
+    # wandb keeps a service and its threads after finish(); a process that later forks workers
+    # (tprimat parses with forked processes only when no other thread runs) needs them gone.
+    wandb.teardown()
     if mode == "offline":
         return f"wandb offline run {handle.id} in {where} (upload with: wandb sync {where})"
     return f"wandb run {handle.id}: {handle.url or where}"

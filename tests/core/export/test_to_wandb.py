@@ -109,3 +109,17 @@ def test_summary_and_exit_status(exported):
     assert records["exit"] == [{"exit_code": 0}]
     (failed,) = [records for (project, _), records in exported.items() if project == "failed"]
     assert failed["exit"] == [{"exit_code": 1}]
+
+
+def test_an_export_leaves_no_thread_behind(offline, tmp_path):
+    """wandb's service threads would stop every later forked parse of this process (can_fork)."""
+    import threading
+
+    from tprimat.workers import can_fork
+
+    before = {t.ident for t in threading.enumerate()}
+    to = destination(Registry.from_environment({}), "wandb", ExportTarget(uri=str(tmp_path), experiment="threads"))
+    done, _ = export_results([H200], [to])
+    assert [item.error for item in done] == [None]
+    assert {t.ident for t in threading.enumerate()} <= before
+    assert can_fork()
