@@ -45,7 +45,7 @@ def main() -> None:
     from tprimat.contract.logfile import LogFile
     from tprimat.contract.registry import Registry
     from tprimat.parse.logs import parse_logs
-    from tprimat.result.schema import write_result
+    from tprimat.result.resultjson import write_result
 
     registry = Registry.from_environment()
     backend = denselogs.BACKENDS[args.kind]

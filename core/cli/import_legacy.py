@@ -75,7 +75,7 @@ def import_legacy(
     result's provenance notes.
     """
     from tprimat.parse.legacy import LegacyOptions, convert_legacy, write_name
-    from tprimat.result.schema import write_result
+    from tprimat.result.resultjson import write_result
     from tprimat.settings.config import default_config_dict
 
     if warmup_iterations is None:

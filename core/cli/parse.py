@@ -107,7 +107,8 @@ def parse(
     from tprimat.errors import TprimatError
     from tprimat.mlperf.reader import mllog_files
     from tprimat.parse.logs import Workload, cycle_collection_paused, parse_logs
-    from tprimat.result.schema import result_to_dict, write_result
+    from tprimat.result.resultjson import write_result
+    from tprimat.result.schema import result_to_dict
     from tprimat.settings.config import load_config
 
     if backend is None and mllog_files(paths):  # MLPerf result files: time to train, olympic score

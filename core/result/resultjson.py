@@ -1,4 +1,4 @@
-"""A result document's JSON text, piece by piece, so that writing a long run never holds it whole.
+"""Writing a result: its JSON text, piece by piece, so that writing a long run never holds it whole.
 
 The text is exactly :func:`tprimat.result.schema.dumps_result`'s (indent 2, strict
 JSON): the document without its iterations is encoded once, and each
@@ -29,17 +29,25 @@ import re
 from collections.abc import Iterator, Sequence
 from itertools import chain, repeat, starmap
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
+from pathlib import Path
 from typing import Any
 
 import attrs
 import msgspec
 
+from tprimat.atomic import atomic_write_text
 from tprimat.contract.records import ITERATION_FIELDS, IterationRecord, iteration_values
+from tprimat.result import schema
 from tprimat.result.childtext import TextInChild
 
 _CONTAINERS = frozenset({dict, list})
 _MARK = "\x00tprimat-iterations\x00"
 _ITEM_INDENT = " " * 4  # "iterations" is a key of the top-level object: its items are two levels in
+
+
+def write_result(result: Any, path: str | Path) -> Path:
+    """Write ``result`` to ``path`` atomically (never a half-written file), in bounded memory."""
+    return atomic_write_text(path, iter_result_json(result))
 
 
 def iter_result_json(result: Any) -> Iterator[str]:
@@ -59,8 +67,6 @@ def iter_result_json(result: Any) -> Iterator[str]:
 
 def _document_text(result: Any, starts: Sequence[int], rest: TextInChild | None) -> Iterator[str]:
     """The document's pieces: its records are the batches that begin at ``starts``, then ``rest``'s text."""
-    from tprimat.result import schema
-
     skeleton = schema.result_to_dict(attrs.evolve(result, iterations=[]))
     if not result.iterations or skeleton.get("iterations") != []:
         yield schema.dumps_result(result)
@@ -82,8 +88,6 @@ def _document_text(result: Any, starts: Sequence[int], rest: TextInChild | None)
 def _batches_text(iterations: Sequence[Any], starts: Sequence[int]) -> Iterator[str]:
     """The text of the records in the batches that begin at ``starts``, each after its separator
     (but the very first record's)."""
-    from tprimat.result import schema
-
     for start in starts:
         batch = iterations[start : start + BATCH_RECORDS]
         encoded = _batch_text(batch)

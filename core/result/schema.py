@@ -22,7 +22,6 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn
 from cattrs.v import format_exception
 
-from tprimat.atomic import atomic_write_text
 from tprimat.contract.records import IterationRecord
 from tprimat.errors import TprimatError
 from tprimat.hardware.partitions import DevicePartition
@@ -456,13 +455,6 @@ def _describe_problem(exc: BaseException, type_: Any) -> str:
 def dumps_result(result: Result) -> str:
     """Strict JSON text of ``result``."""
     return json.dumps(result_to_dict(result), indent=2, allow_nan=False) + "\n"
-
-
-def write_result(result: Result, path: str | Path) -> Path:
-    """Write ``result`` to ``path`` atomically (never a half-written file), in bounded memory."""
-    from tprimat.result.resultjson import iter_result_json
-
-    return atomic_write_text(path, iter_result_json(result))
 
 
 def load_result(path: str | Path) -> Result:

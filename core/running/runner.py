@@ -42,8 +42,8 @@ from tprimat.result.collect import EventCollector
 from tprimat.result.convergence import RUN_CLOCK_FACTS
 from tprimat.result.framework import framework_record, read_stated
 from tprimat.result.metrics import nothing_measured
+from tprimat.result.resultjson import write_result as _write_result
 from tprimat.result.schema import IterationRecord, Provenance, Result, RunInfo, RunStatus, Software
-from tprimat.result.schema import write_result as _write_result
 from tprimat.running.manifest import Manifest, capture_manifest, launcher_of, write_manifest
 from tprimat.running.prepare import SYSPROF_DIR, PreparedRun, require_backend
 from tprimat.running.supervise import ProcessExecution, SignalForwarding, kill_leftovers

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from tprimat.cli import cli
 from tprimat.compare.load import load_runs
 from tprimat.parse.legacy import LegacyOptions, convert_legacy, integer_factor
-from tprimat.result.schema import load_result, write_result
+from tprimat.result.resultjson import write_result
+from tprimat.result.schema import load_result
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "legacy"
 AMD = FIXTURES / "output_prev__train_amd_prim_llama.516b342.json"

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tprimat.parse.legacy import LegacyError, LegacyOptions, convert_legacy, load_legacy
-from tprimat.result.schema import dumps_result, load_result, write_result
+from tprimat.result.resultjson import write_result
+from tprimat.result.schema import dumps_result, load_result
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "legacy"
 CUDA = FIXTURES / "output__benchmark_cuda_llama.627dfac.json"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tprimat.result.resultjson import write_result
 from tprimat.result.schema import (
     IterationRecord,
     Result,
@@ -12,7 +13,6 @@ from tprimat.result.schema import (
     RunInfo,
     Summary,
     load_result,
-    write_result,
 )
 
 

@@ -15,8 +15,8 @@ from tprimat.contract.records import IterationRecord
 from tprimat.contract.registry import Registry
 from tprimat.parse.logs import parse_logs
 from tprimat.result import childtext, resultjson, schema
-from tprimat.result.resultjson import _batch_text, _record_text, iter_result_json
-from tprimat.result.schema import dumps_result, load_result, write_result
+from tprimat.result.resultjson import _batch_text, _record_text, iter_result_json, write_result
+from tprimat.result.schema import dumps_result, load_result
 
 PATHS = [
     LOGS / "megatron/mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log",

@@ -5,6 +5,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from tprimat.result.resultjson import write_result
 from tprimat.result.schema import (
     SCHEMA_VERSION,
     IterationRecord,
@@ -16,7 +17,6 @@ from tprimat.result.schema import (
     dumps_result,
     load_result,
     result_from_dict,
-    write_result,
 )
 
 

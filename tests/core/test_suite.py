@@ -8,7 +8,8 @@ from click.testing import CliRunner
 
 from tprimat.cli import cli
 from tprimat.result.builder import assemble_result
-from tprimat.result.schema import IterationRecord, ResultConfig, RunInfo, write_result
+from tprimat.result.resultjson import write_result
+from tprimat.result.schema import IterationRecord, ResultConfig, RunInfo
 from tprimat.suite.campaign import (
     STATE_FILE,
     SuiteError,

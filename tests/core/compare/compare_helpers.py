@@ -16,7 +16,8 @@ import attrs
 
 from tprimat.parse.legacy import LegacyOptions, convert_legacy
 from tprimat.result.builder import assemble_result
-from tprimat.result.schema import Provenance, Result, write_result
+from tprimat.result.resultjson import write_result
+from tprimat.result.schema import Provenance, Result
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 LEGACY = FIXTURES / "legacy"

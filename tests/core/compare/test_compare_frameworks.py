@@ -15,7 +15,7 @@ from tests.plugins.launching import prepared
 from tprimat.compare.model import MismatchError, build_comparison
 from tprimat.compare.report import write_report
 from tprimat.result.framework import framework_record
-from tprimat.result.schema import write_result
+from tprimat.result.resultjson import write_result
 from tprimat.settings.config import load_config
 
 COST = load_config().cost

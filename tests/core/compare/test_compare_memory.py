@@ -10,7 +10,7 @@ from compare_helpers import AMD, NVD, imported
 from tprimat.compare.model import build_comparison
 from tprimat.compare.report import write_report
 from tprimat.result.memory import memory_report
-from tprimat.result.schema import write_result
+from tprimat.result.resultjson import write_result
 from tprimat.settings.config import load_config
 
 COST = load_config().cost

@@ -7,7 +7,7 @@ import pytest
 from compare_helpers import AMD, imported, window_result
 
 from tprimat.compare.model import build_comparison
-from tprimat.result.schema import write_result
+from tprimat.result.resultjson import write_result
 from tprimat.settings.config import load_config
 
 COST = load_config().cost
