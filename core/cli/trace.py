@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from tprimat.cli.jobs import jobs_option
 from tprimat.cli.output import echo_json, print_table
+
+if TYPE_CHECKING:
+    from tprimat.trace.compare import TraceComparison
 
 _jobs = jobs_option("the traces: a file each, or ranges of one large file")
 _hta_rounding = click.option(
@@ -106,102 +110,126 @@ def analyze(
     if as_json:
         echo_json({"ranks": results})
         return
-    from tprimat.trace.categories import LABELS
-
     gpu_results = [r for r in results if r["temporal"] is not None]
     if len(gpu_results) > 1:
-        print_table(
-            "ranks (ms; communication and memcpy/memset: exposed)",
-            ("rank", "device", "total", "idle", "compute", "communication", "memcpy/memset", "kernels"),
-            [
-                (
-                    "?" if r["rank"] is None else r["rank"],
-                    _text(r["device"] or ""),
-                    _ms(r["temporal"]["total_us"]),
-                    _ms(r["temporal"]["idle_us"]),
-                    _ms(r["temporal"]["compute_us"]),
-                    _ms(r["temporal"]["communication_us"]),
-                    _ms(r["temporal"]["memory_us"]),
-                    r["launches"]["kernels"],
-                )
-                for r in gpu_results
-            ],
-        )
-
+        _ranks_table(gpu_results)
     for r in results:
-        who = f"rank {r['rank']}" if r["rank"] is not None else "rank ?"
-        window = r["window"]
-        if window["mode"] == "all":
-            scope = "whole trace"
-        else:
-            scope = f"steps {window['steps'][0]}..{window['steps'][-1]}" if window["steps"] else "no steps"
-        t = r["temporal"]
-        if t is None:
-            _no_gpu(r, who, scope)
-            continue
-        total = t["total_us"]
-        title = _text(f"{Path(r['file']).name} — {who}, {r['device'] or 'unknown device'}, {scope}{_source(r)}")
-        rows = [
-            ("total", _ms(total), "100.0%"),
-            ("idle", _ms(t["idle_us"]), _pct(t["idle_us"], total)),
-            ("compute", _ms(t["compute_us"]), _pct(t["compute_us"], total)),
-            ("communication (exposed)", _ms(t["communication_us"]), _pct(t["communication_us"], total)),
-            ("memcpy/memset (exposed)", _ms(t["memory_us"]), _pct(t["memory_us"], total)),
-            ("GPU sync (exposed)", _ms(t["other_us"]), _pct(t["other_us"], total)),
-        ]
-        comm = r["communication"]
-        if comm["total_us"]:
-            rows.append(("communication overlapped", _ms(comm["overlapped_us"]), _pct(comm["overlapped_us"], total)))
-        print_table(title, ("temporal", "ms", "of total"), rows)
-        print_table(
-            "categories",
-            ("category", "kernels", "kernel ms", "exclusive ms", "of total"),
-            [
-                (LABELS[c], v["count"], _ms(v["kernel_us"]), _ms(v["exclusive_us"]), _pct(v["exclusive_us"], total))
-                for c, v in r["categories"].items()
-            ],
-        )
-        print_table(
-            f"top {len(r['top_kernels'])} kernels",
-            ("kernel", "category", "count", "total ms", "mean µs", "share"),
-            [
-                (
-                    _text(k["short_name"]),
-                    LABELS[k["category"]],
-                    k["count"],
-                    _ms(k["total_us"]),
-                    f"{k['mean_us']:.1f}",
-                    f"{100 * k['share_of_kernel_time']:.1f}%",
-                )
-                for k in r["top_kernels"]
-            ],
-        )
-        launches = r["launches"]
-        if r["steps"]:
-            print_table(
-                "per profiler step",
-                ("step", "host ms", "GPU ms", "idle", "compute", "comm exposed", "kernels"),
-                [
-                    (
-                        s["step"],
-                        _ms(s["host_us"]),
-                        _ms(s["temporal"]["total_us"]),
-                        _pct(s["temporal"]["idle_us"], s["temporal"]["total_us"]),
-                        _pct(s["temporal"]["compute_us"], s["temporal"]["total_us"]),
-                        _pct(s["temporal"]["communication_us"], s["temporal"]["total_us"]),
-                        s["launches"]["kernels"],
-                    )
-                    for s in r["steps"]
-                ],
+        _rank_report(r)
+
+
+def _ranks_table(results: list[dict]) -> None:
+    """One row per rank with GPU activity: its temporal breakdown side by side with the others'."""
+    print_table(
+        "ranks (ms; communication and memcpy/memset: exposed)",
+        ("rank", "device", "total", "idle", "compute", "communication", "memcpy/memset", "kernels"),
+        [
+            (
+                "?" if r["rank"] is None else r["rank"],
+                _text(r["device"] or ""),
+                _ms(r["temporal"]["total_us"]),
+                _ms(r["temporal"]["idle_us"]),
+                _ms(r["temporal"]["compute_us"]),
+                _ms(r["temporal"]["communication_us"]),
+                _ms(r["temporal"]["memory_us"]),
+                r["launches"]["kernels"],
             )
-        if r.get("malformed_note"):
-            click.echo(f"note: {r['malformed_note']}")
-        _runtime_line(r)
-        click.echo(
-            f"launches: {launches['kernels']} kernels, {launches['memcpy']} memcpy, "
-            f"{launches['memset']} memset ({r['activities']} of {r['activities_in_file']} GPU activities "
-            "in the window)\n"
-        )
+            for r in results
+        ],
+    )
+
+
+def _rank_report(r: dict) -> None:
+    """The tables of one rank's analysis: temporal breakdown, categories, top kernels, profiler steps."""
+    who = f"rank {r['rank']}" if r["rank"] is not None else "rank ?"
+    window = r["window"]
+    if window["mode"] == "all":
+        scope = "whole trace"
+    else:
+        scope = f"steps {window['steps'][0]}..{window['steps'][-1]}" if window["steps"] else "no steps"
+    if r["temporal"] is None:
+        _no_gpu(r, who, scope)
+        return
+    _temporal_table(r, _text(f"{Path(r['file']).name} — {who}, {r['device'] or 'unknown device'}, {scope}{_source(r)}"))
+    _kernel_tables(r)
+    if r["steps"]:
+        _steps_table(r["steps"])
+    if r.get("malformed_note"):
+        click.echo(f"note: {r['malformed_note']}")
+    _runtime_line(r)
+    launches = r["launches"]
+    click.echo(
+        f"launches: {launches['kernels']} kernels, {launches['memcpy']} memcpy, "
+        f"{launches['memset']} memset ({r['activities']} of {r['activities_in_file']} GPU activities "
+        "in the window)\n"
+    )
+
+
+def _temporal_table(r: dict, title: str) -> None:
+    """Where the window's GPU time went: idle, compute and what no compute hides (and the overlap)."""
+    t = r["temporal"]
+    total = t["total_us"]
+    rows = [
+        ("total", _ms(total), "100.0%"),
+        ("idle", _ms(t["idle_us"]), _pct(t["idle_us"], total)),
+        ("compute", _ms(t["compute_us"]), _pct(t["compute_us"], total)),
+        ("communication (exposed)", _ms(t["communication_us"]), _pct(t["communication_us"], total)),
+        ("memcpy/memset (exposed)", _ms(t["memory_us"]), _pct(t["memory_us"], total)),
+        ("GPU sync (exposed)", _ms(t["other_us"]), _pct(t["other_us"], total)),
+    ]
+    comm = r["communication"]
+    if comm["total_us"]:
+        rows.append(("communication overlapped", _ms(comm["overlapped_us"]), _pct(comm["overlapped_us"], total)))
+    print_table(title, ("temporal", "ms", "of total"), rows)
+
+
+def _kernel_tables(r: dict) -> None:
+    """The window's kernel categories (kernel and exclusive time) and its kernels with the most time."""
+    from tprimat.trace.categories import LABELS
+
+    total = r["temporal"]["total_us"]
+    print_table(
+        "categories",
+        ("category", "kernels", "kernel ms", "exclusive ms", "of total"),
+        [
+            (LABELS[c], v["count"], _ms(v["kernel_us"]), _ms(v["exclusive_us"]), _pct(v["exclusive_us"], total))
+            for c, v in r["categories"].items()
+        ],
+    )
+    print_table(
+        f"top {len(r['top_kernels'])} kernels",
+        ("kernel", "category", "count", "total ms", "mean µs", "share"),
+        [
+            (
+                _text(k["short_name"]),
+                LABELS[k["category"]],
+                k["count"],
+                _ms(k["total_us"]),
+                f"{k['mean_us']:.1f}",
+                f"{100 * k['share_of_kernel_time']:.1f}%",
+            )
+            for k in r["top_kernels"]
+        ],
+    )
+
+
+def _steps_table(steps: list[dict]) -> None:
+    """One row per profiler step of the window: host time, GPU time and its split, kernels."""
+    print_table(
+        "per profiler step",
+        ("step", "host ms", "GPU ms", "idle", "compute", "comm exposed", "kernels"),
+        [
+            (
+                s["step"],
+                _ms(s["host_us"]),
+                _ms(s["temporal"]["total_us"]),
+                _pct(s["temporal"]["idle_us"], s["temporal"]["total_us"]),
+                _pct(s["temporal"]["compute_us"], s["temporal"]["total_us"]),
+                _pct(s["temporal"]["communication_us"], s["temporal"]["total_us"]),
+                s["launches"]["kernels"],
+            )
+            for s in steps
+        ],
+    )
 
 
 @trace.command("critical-path")
@@ -411,7 +439,7 @@ def compare(
         click.echo(f"wrote {output / 'trace_comparison.md'} {written}")
 
 
-def _operator_gap(comparison, la: str, lb: str, limit: int = 12) -> None:
+def _operator_gap(comparison: TraceComparison, la: str, lb: str, limit: int = 12) -> None:
     """The step difference by operator group: the decomposition, the largest groups, the roofline sentences."""
     gap = comparison.operator_gap()
     if gap is None:
@@ -432,13 +460,13 @@ def _operator_gap(comparison, la: str, lb: str, limit: int = 12) -> None:
         )
         for r in gap.matched()[:limit]
     ]
+    # the rest of the difference: unmatched operators (no time per side), GPU time of no operator, idle
+    rows.append(("unmatched operators", "", "", "", f"{parts['unmatched_us'] / 1000.0:+.3f}", "", "", *blank))
     for label, a_us, b_us, delta in (
-        ("unmatched operators", None, None, parts["unmatched_us"]),
         ("GPU time of no operator", gap.a.no_operator_us, gap.b.no_operator_us, parts["no_operator_us"]),
         ("idle (no GPU activity)", gap.a.idle_us, gap.b.idle_us, parts["idle_us"]),
     ):
-        cells = ("", "") if a_us is None else (_ms(a_us), _ms(b_us))
-        rows.append((label, "", *cells, f"{delta / 1000.0:+.3f}", "", "", *blank))
+        rows.append((label, "", _ms(a_us), _ms(b_us), f"{delta / 1000.0:+.3f}", "", "", *blank))
     columns = ["operator", "shapes", la, lb, f"{lb} − {la}", f"roofline {la}", f"roofline {lb}"]
     if paths:
         columns += [f"on critical path {la}", f"on critical path {lb}"]

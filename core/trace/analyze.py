@@ -91,7 +91,9 @@ def _union_length(intervals: list[tuple[float, float]]) -> float:
     return total + cur_end - cur_start
 
 
-def _exclusive(indices: Sequence[int], ts, dur, cats: Sequence[int]) -> tuple[list[float], float]:
+def _exclusive(
+    indices: Sequence[int], ts: Sequence[float], dur: Sequence[float], cats: Sequence[int]
+) -> tuple[list[float], float]:
     """Sweep the timeline: exclusive µs per category index (in PRIORITY order) and the busy µs.
 
     ``cats[j]`` is the category index of activity ``indices[j]``."""
@@ -271,13 +273,57 @@ def breakdown(
     total = end - start
     exclusive, busy = _exclusive(indices, ts, dur, cats)
     by_cat = dict(zip(PRIORITY, exclusive, strict=True))
+    tally = _tally(trace, indices, cats, classified)
+    communication_total = _union_length(tally.comm_intervals)
+    exposed = by_cat["communication"]
+    ranked = sorted(tally.per_name.items(), key=lambda item: -item[1].total_us)
+    return {
+        "temporal": _temporal(by_cat, total, busy),
+        "busy_us": busy,
+        "communication": {
+            "total_us": communication_total,
+            "exposed_us": exposed,
+            "overlapped_us": max(communication_total - exposed, 0.0),
+            "by_collective": {k: {"count": int(v[0]), "kernel_us": v[1]} for k, v in sorted(tally.collectives.items())},
+        },
+        "categories": _categories(tally, by_cat, total),
+        "top_kernels": _top_kernels(trace, ranked[:top], tally),
+        "top_by_category": _top_by_category(trace, ranked, top),
+        "launches": tally.launches,
+    }
 
-    kernel_us: dict[str, float] = defaultdict(float)
-    count: dict[str, int] = defaultdict(int)
-    per_name: dict[int, list[float]] = {}
-    comm_intervals: list[tuple[float, float]] = []
-    collectives: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
-    launches = {"kernels": 0, "memcpy": 0, "memset": 0, "sync": 0}
+
+class _NameTotal:
+    """The activities of one kernel name in a window: how many, their µs, the first one's category index."""
+
+    __slots__ = ("category", "count", "total_us")
+
+    def __init__(self, duration_us: float, category: int) -> None:
+        self.count = 1
+        self.total_us = duration_us
+        self.category = category
+
+
+class _Tally:
+    """What the activities of one window add up to, per category, per kernel name and per collective."""
+
+    def __init__(self) -> None:
+        self.kernel_us: dict[str, float] = defaultdict(float)
+        self.count: dict[str, int] = defaultdict(int)
+        self.per_name: dict[int, _NameTotal] = {}
+        self.comm_intervals: list[tuple[float, float]] = []
+        #: collective kind -> [count, kernel µs]
+        self.collectives: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+        self.launches = {"kernels": 0, "memcpy": 0, "memset": 0, "sync": 0}
+
+
+def _tally(trace: RankTrace, indices: Sequence[int], cats: Sequence[int], classified: _Classified) -> _Tally:
+    """One pass over the window's activities (``cats[j]``: the category index of ``indices[j]``):
+    kernel µs and count per category, launches by kind, totals per kernel name (GPU sync waits
+    excluded) and the communication kernels' intervals and collectives."""
+    ts, dur, name_id, code = trace.ts, trace.dur, trace.name_id, trace.code
+    tally = _Tally()
+    kernel_us, count, per_name, launches = tally.kernel_us, tally.count, tally.per_name, tally.launches
     for i, c in zip(indices, cats, strict=True):
         category = PRIORITY[c]
         d = dur[i]
@@ -296,72 +342,80 @@ def breakdown(
             continue
         entry = per_name.get(name_id[i])
         if entry is None:
-            per_name[name_id[i]] = [1, d, c]
+            per_name[name_id[i]] = _NameTotal(d, c)
         else:
-            entry[0] += 1
-            entry[1] += d
+            entry.count += 1
+            entry.total_us += d
         if category == "communication":
-            comm_intervals.append((ts[i], ts[i] + d))
-            kind = collectives[classified.collective_of(name_id[i])]
+            tally.comm_intervals.append((ts[i], ts[i] + d))
+            kind = tally.collectives[classified.collective_of(name_id[i])]
             kind[0] += 1
             kind[1] += d
+    return tally
 
+
+def _temporal(by_cat: dict[str, float], total: float, busy: float) -> dict[str, float]:
+    """The temporal breakdown of a window from its exclusive µs per category, total and busy µs."""
     compute = sum(v for c, v in by_cat.items() if TEMPORAL_CLASS[c] == "compute")
-    communication_total = _union_length(comm_intervals)
-    exposed = by_cat["communication"]
-    temporal = {
+    return {
         "total_us": total,
         "idle_us": max(total - busy, 0.0),
         "compute_us": compute,
-        "communication_us": exposed,
+        "communication_us": by_cat["communication"],
         "memory_us": by_cat["memory"],
         "other_us": by_cat["sync"],
     }
-    kernel_total = sum(kernel_us.values()) - kernel_us.get("sync", 0.0)
+
+
+def _categories(tally: _Tally, by_cat: dict[str, float], total: float) -> dict[str, dict[str, Any]]:
+    """Per category met in the window (in CATEGORIES order): count, kernel µs, exclusive µs and share of total."""
     categories = {}
     for category in CATEGORIES:
-        if not count.get(category):
+        if not tally.count.get(category):
             continue
         categories[category] = {
-            "count": count[category],
-            "kernel_us": kernel_us[category],
+            "count": tally.count[category],
+            "kernel_us": tally.kernel_us[category],
             "exclusive_us": by_cat[category],
             "share_of_total": by_cat[category] / total if total else 0.0,
         }
+    return categories
+
+
+def _top_kernels(trace: RankTrace, ranked: list[tuple[int, _NameTotal]], tally: _Tally) -> list[dict[str, Any]]:
+    """The ``ranked`` kernel names (longest total first) with their share of the window's kernel time
+    (GPU sync waits excluded)."""
+    kernel_total = sum(tally.kernel_us.values()) - tally.kernel_us.get("sync", 0.0)
     top_kernels = []
-    for nid, (n, t, c) in sorted(per_name.items(), key=lambda item: -item[1][1])[:top]:
+    for nid, entry in ranked:
         name = trace.names[nid]
         top_kernels.append(
             {
                 "name": name,
                 "short_name": _shorten(name),
-                "category": PRIORITY[c],
-                "count": n,
-                "total_us": t,
-                "mean_us": t / n,
-                "share_of_kernel_time": t / kernel_total if kernel_total else 0.0,
+                "category": PRIORITY[entry.category],
+                "count": entry.count,
+                "total_us": entry.total_us,
+                "mean_us": entry.total_us / entry.count,
+                "share_of_kernel_time": entry.total_us / kernel_total if kernel_total else 0.0,
             }
         )
+    return top_kernels
+
+
+def _top_by_category(
+    trace: RankTrace, ranked: list[tuple[int, _NameTotal]], top: int
+) -> dict[str, list[dict[str, Any]]]:
+    """The ``top`` longest kernel names of each category (``ranked``: every name, longest total first)."""
     by_category: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for nid, (n, t, c) in sorted(per_name.items(), key=lambda item: -item[1][1]):
-        bucket = by_category[PRIORITY[c]]
+    for nid, entry in ranked:
+        bucket = by_category[PRIORITY[entry.category]]
         if len(bucket) < top:
             name = trace.names[nid]
-            bucket.append({"name": name, "short_name": _shorten(name), "count": n, "total_us": t})
-    return {
-        "temporal": temporal,
-        "busy_us": busy,
-        "communication": {
-            "total_us": communication_total,
-            "exposed_us": exposed,
-            "overlapped_us": max(communication_total - exposed, 0.0),
-            "by_collective": {k: {"count": int(v[0]), "kernel_us": v[1]} for k, v in sorted(collectives.items())},
-        },
-        "categories": categories,
-        "top_kernels": top_kernels,
-        "top_by_category": dict(by_category),
-        "launches": launches,
-    }
+            bucket.append(
+                {"name": name, "short_name": _shorten(name), "count": entry.count, "total_us": entry.total_us}
+            )
+    return dict(by_category)
 
 
 def _empty() -> dict[str, Any]:
@@ -431,8 +485,8 @@ def analyze_trace(
         out["temporal"] = None
         out["busy_us"] = None
         out["communication"] = None
-        for step in per_step:
-            step["temporal"] = None
+        for step_result in per_step:
+            step_result["temporal"] = None
     return out
 
 
@@ -495,7 +549,7 @@ def hta_rounded(trace: RankTrace) -> RankTrace:
 
     import attrs
 
-    def inward(ts_values, dur_values):
+    def inward(ts_values: Sequence[float], dur_values: Sequence[float]) -> tuple[array[float], array[float]]:
         new_ts, new_dur = array("d"), array("d")
         for t, d in zip(ts_values, dur_values, strict=True):
             start = math.ceil(t)

@@ -29,13 +29,17 @@ import functools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from tprimat.errors import TprimatError
 from tprimat.trace.categories import LABELS
 from tprimat.trace.opgap import OperatorGap, SideOperators, efficiency_sentence, summarize_operators
+
+if TYPE_CHECKING:
+    from tprimat.trace.opread import OpTrace
+    from tprimat.trace.reader import RankTrace
 
 #: Rows of the comparison, in order: idle first, then the categories by exclusive time.
 BUCKETS: tuple[str, ...] = (
@@ -464,7 +468,7 @@ def summarize_side(analyses: Sequence[dict[str, Any]], label: str, top: int = 3)
     overlapped = 0.0
     kernels = 0.0
     step_by_rank = []
-    host = []
+    host: list[float] = []
     top_acc: dict[str, dict[str, list[Any]]] = defaultdict(dict)
     notes = []
     bases = set()
@@ -497,8 +501,9 @@ def summarize_side(analyses: Sequence[dict[str, Any]], label: str, top: int = 3)
         top_kernels[category] = tuple(
             KernelShare(short, v[0], v[1] / ranks_n, round(v[2] / ranks_n, 1)) for short, v in ranked
         )
-    breakdowns = [r.get("operators") for r in analyses]
-    operators = summarize_operators(breakdowns) if breakdowns and all(breakdowns) else None  # type: ignore[arg-type]
+    # the operator split only where every rank has one
+    breakdowns = [split for split in (r.get("operators") for r in analyses) if split]
+    operators = summarize_operators(breakdowns) if len(breakdowns) == len(analyses) else None
     first = analyses[0]
     vendors = {r["vendor"] for r in analyses}
     devices = {r["device"] for r in analyses}
@@ -531,7 +536,7 @@ def _default_label(analyses: Sequence[dict[str, Any]], fallback: str) -> str:
     return fallback
 
 
-def all_steps(trace) -> tuple[int, int] | None:
+def all_steps(trace: RankTrace) -> tuple[int, int] | None:
     """Every profiler step of a trace as a ``steps`` range (None when it has none)."""
     numbers = sorted({step.number for step in trace.steps})
     return (numbers[0], numbers[-1]) if numbers else None
@@ -638,7 +643,7 @@ def _refused(file: Path, kind: str, operators: bool, critical_path: bool) -> lis
     ]
 
 
-def _add_critical_path(ops, split: dict[str, Any], numbers: list[int] | None) -> None:
+def _add_critical_path(ops: OpTrace, split: dict[str, Any], numbers: list[int] | None) -> None:
     """Each group's GPU µs on the critical path of the window's last complete step, into ``split``."""
     from tprimat.trace.opgap import critical_path_shares
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -209,13 +209,14 @@ class _Ev:
         return self.ts + self.dur
 
 
-def _ev(e: _Event, cat: str) -> _Ev:
+def _ev(e: _Event, cat: str, ts: float, dur: float) -> _Ev:
+    """The graph's event of trace event ``e``, whose start ``ts`` and duration ``dur`` the caller has checked."""
     args = e.args or _Args()
     return _Ev(
         name=e.name or "",
         cat=cat,
-        ts=float(e.ts),
-        dur=float(e.dur),
+        ts=float(ts),
+        dur=float(dur),
         pid=e.pid,
         tid=e.tid,
         stream=_id(args.stream),
@@ -254,7 +255,7 @@ def read_step(
         ts, dur = e.ts, e.dur
         if ts is None or dur is None or dur <= 0 or not window.start_us <= ts <= window.end_us:
             continue
-        host.append(_ev(e, cat))
+        host.append(_ev(e, cat, ts, dur))
     launched = {h.correlation for h in host if h.cat in _RUNTIME and h.correlation >= 0}
     gpu: list[_Ev] = []
     busy: dict[tuple[Any, int], float] = {}
@@ -262,9 +263,10 @@ def read_step(
         cat = canonical_category(e.cat)
         if (cat not in _GPU and cat != "cuda_sync") or e.ph not in (None, "X"):
             continue
-        if e.ts is None or e.dur is None:
+        ts, dur = e.ts, e.dur
+        if ts is None or dur is None:
             continue
-        ev = _ev(e, cat)
+        ev = _ev(e, cat, ts, dur)
         if ev.correlation in launched:
             gpu.append(ev)
         elif cat in _GPU and ev.ts <= window.end_us:
@@ -287,7 +289,8 @@ class Graph:
     events: list[_Ev]
     out: dict[int, list[tuple[int, float, str, int]]] = attrs.Factory(lambda: defaultdict(list))
     #: edges that run back in time (a child ending after its parent, clock skew): a negative weight set
-    #: to 0, or a host edge into the end of a blocking call, which is not weighed
+    #: to 0, or an edge that is not weighed (into the end of a blocking call, a synchronisation or
+    #: dependency edge from work that ends after the call that waits for it)
     clamped: int = 0
 
     def time(self, node: int) -> float:
@@ -297,7 +300,7 @@ class Graph:
     def add(self, u: int, v: int, kind: str, event: int = -1, weigh: bool = True) -> None:
         elapsed = self.time(v) - self.time(u)
         weight = elapsed if weigh and kind not in (DEPENDENCY, SYNC) else 0.0
-        if weight < 0 or (kind == HOST and elapsed < 0):
+        if elapsed < 0:
             self.clamped += 1
             weight = 0.0
         self.out[u].append((v, weight, kind, event))
@@ -432,7 +435,16 @@ def _activity_edges(
     last_end[key] = 2 * i + 1
 
 
-def _sync_edges(graph, i, rt, last_end, records, waits, launched_before, launched_after) -> None:
+def _sync_edges(
+    graph: Graph,
+    i: int,
+    rt: int | None,
+    last_end: dict[tuple[Any, int], int],
+    records: dict[int, int],
+    waits: dict[int, int],
+    launched_before: Callable[[Any, int, float], int | None],
+    launched_after: Callable[[tuple[Any, Any, Any, int], float], int | None],
+) -> None:
     """The edges of one synchronisation record ``i`` (``rt``: its runtime call)."""
     events = graph.events
     ev = events[i]

@@ -31,7 +31,7 @@ from __future__ import annotations
 import queue
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import IO, Annotated, Any
 
 import msgspec
@@ -404,7 +404,7 @@ def fast_events(
     threaded: bool,
     start: int,
     array_type: type[EventArray] = EventArray,
-) -> Iterator[Any]:
+) -> Generator[Any, None, None]:
     """The elements of the event array of the open trace ``fh``: :class:`Event` or :class:`Malformed`.
 
     ``start``: the offset of the byte after the array's ``[`` (:func:`read_head`), or of the

@@ -42,8 +42,9 @@ Nothing is guessed.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -214,6 +215,10 @@ class _Args:
             return None
         text = self.concrete[index]
         return text.strip() if isinstance(text, str) and text.strip() else None
+
+
+#: A rule's cost function: the operator kind and one call's recorded inputs -> its cost.
+_Cost = Callable[[str, _Args], OpCost]
 
 
 def _is_size(value: Any) -> bool:
@@ -452,7 +457,7 @@ def _bytes_only(kind: str, reads: float, writes: float, formula: str) -> OpCost:
     return OpCost(kind=kind, bytes=float(reads + writes), formula=formula)
 
 
-def _like(indices: Sequence[int]):
+def _like(indices: Sequence[int]) -> _Cost:
     """Outputs shaped and typed like the inputs at ``indices`` (absent inputs write nothing)."""
 
     def cost(kind: str, args: _Args) -> OpCost:
@@ -463,7 +468,7 @@ def _like(indices: Sequence[int]):
     return cost
 
 
-def _elementwise(out: str):
+def _elementwise(out: str) -> _Cost:
     """``out``: "promote" (the widest dimensioned input's dtype), "bool", "inplace", "copy", "fill"."""
 
     def cost(kind: str, args: _Args) -> OpCost:
@@ -488,7 +493,7 @@ def _elementwise(out: str):
     return cost
 
 
-def _reduction(dim_index: int, dim_kind: str, out_size: float | None = None):
+def _reduction(dim_index: int, dim_kind: str, out_size: float | None = None) -> _Cost:
     """A reduction over the dimensions recorded at ``dim_index`` (``dim_kind``: "list" or "int")."""
 
     def cost(kind: str, args: _Args) -> OpCost:
@@ -533,7 +538,7 @@ def _tensor_lists(kind: str, args: _Args) -> OpCost:
     raise _Uncosted("no tensor list recorded")
 
 
-def _foreach_rule(name: str):
+def _foreach_rule(name: str) -> tuple[str, _Cost] | None:
     if name.startswith(("aten::_foreach_", "aten::_fused_adam", "aten::_fused_sgd")):
         return ("optimizer", _tensor_lists)
     return None
@@ -550,8 +555,8 @@ _ELEMENTWISE_PROMOTE = (
 _ELEMENTWISE_BOOL = "eq ne lt le gt ge isnan isinf isfinite logical_and logical_or logical_not logical_xor".split()
 
 
-def _rules() -> dict[str, tuple[str, Any]]:
-    rules: dict[str, tuple[str, Any]] = {}
+def _rules() -> dict[str, tuple[str, _Cost]]:
+    rules: dict[str, tuple[str, _Cost]] = {}
     #: name -> (the first matrix operand's input index, batched)
     plain = {
         "mm": (0, False),
@@ -560,9 +565,8 @@ def _rules() -> dict[str, tuple[str, Any]]:
         "bmm": (0, True),
         "baddbmm": (1, True),
     }
-    gemms: dict[str, Any] = {
-        name: lambda kind, args, first=first, batched=batched: _plain_gemm(kind, args, first, batched)
-        for name, (first, batched) in plain.items()
+    gemms: dict[str, _Cost] = {
+        name: functools.partial(_plain_gemm, first=first, batched=batched) for name, (first, batched) in plain.items()
     }
     gemms |= {
         "matmul": _matmul,
@@ -572,7 +576,7 @@ def _rules() -> dict[str, tuple[str, Any]]:
     for name, cost in gemms.items():
         rules[f"aten::{name}"] = ("gemm", cost)
     for name, spec in _ATTENTION.items():
-        rules[name] = ("attention", lambda kind, args, spec=spec: _attention(kind, args, spec))
+        rules[name] = ("attention", functools.partial(_attention, spec=spec))
     norms = {
         "layer_norm": (0,),
         "native_layer_norm": (0,),

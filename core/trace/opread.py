@@ -116,7 +116,9 @@ _LAUNCH, _CPU_OP, _GPU_ANNOTATION, _OTHER = -1, -2, -3, -4
 
 def _kind(cat: object) -> int:
     canonical = canonical_category(cat)
-    code = _ACTIVITY_INDEX.get(canonical)  # type: ignore[arg-type]
+    if canonical is None:
+        return _OTHER  # not a string: no category
+    code = _ACTIVITY_INDEX.get(canonical)
     if code is not None:
         return code
     if canonical in ("cuda_runtime", "cuda_driver"):

@@ -32,7 +32,7 @@ import os
 import re
 import zlib
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
@@ -69,6 +69,8 @@ def _kind(cat: object) -> int:
     """What an event of category ``cat`` is (an activity code, or ``_LAUNCH``/``_GPU_ANNOTATION``/``_OTHER``),
     in any spelling Kineto has used (see :data:`~tprimat.trace.categories.CATEGORY_ALIASES`)."""
     canonical = canonical_category(cat)
+    if canonical is None:
+        return _OTHER  # not a string: no category
     code = _ACTIVITY_INDEX.get(canonical)
     if code is not None:
         return code
@@ -275,7 +277,7 @@ def read_split_or_whole(
 @contextmanager
 def trace_events(
     path: Path, head: TraceHead, after: dict[str, Any], array_type: type[EventArray] | None = None
-) -> Iterator[Iterator[Any]]:
+) -> Iterator[Generator[Any, None, None]]:
     """The events of the whole trace at ``path`` (plain or gzip), streamed, for the ``with`` block.
 
     The readers of this package (:func:`read_trace`, :func:`tprimat.trace.opread.read_ops`,
@@ -485,9 +487,9 @@ def _take(trace: RankTrace, stream: Iterator[Any]) -> None:
                     lcorr_a.append(correlation)
                     lts_a.append(event.ts)
             elif code != _GPU_ANNOTATION:
-                name = event.name
-                if name and name.startswith("ProfilerStep"):
-                    match = PROFILER_STEP.match(name)
+                host_name = event.name
+                if host_name and host_name.startswith("ProfilerStep"):
+                    match = PROFILER_STEP.match(host_name)
                     if match and event.dur is not None and event.ts is not None:
                         trace.steps.append(ProfilerStep(int(match.group(1)), event.ts, event.dur))
     finally:

@@ -78,7 +78,7 @@ def sniff_csv(head: bytes) -> str | None:
 def _rows(path: Path) -> Iterator[tuple[str, csv.DictReader]]:
     """The kind of the rocprofv3 CSV at ``path`` and its rows, read line by line."""
     csv.field_size_limit(MAX_FIELD_CHARS)
-    with io.TextIOWrapper(open_binary(path), encoding="utf-8", errors="replace", newline="") as fh:  # type: ignore[arg-type]
+    with io.TextIOWrapper(open_binary(path), encoding="utf-8", errors="replace", newline="") as fh:
         reader = csv.DictReader(fh)
         try:
             kind = csv_kind(list(reader.fieldnames or []))

@@ -25,8 +25,9 @@ not in the tables gets no fraction, and the result says so.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import msgspec
@@ -34,6 +35,9 @@ import msgspec
 from tprimat.errors import TprimatError
 from tprimat.trace.opcost import OpCost, shapes_text
 from tprimat.trace.opread import OpTrace
+
+if TYPE_CHECKING:
+    from tprimat.trace.reader import RankTrace
 
 #: GPU activities that are work (a ``cuda_sync`` event is waiting, not work).
 _WORK = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -150,8 +154,13 @@ def group_key(name: str, dims: Any, types: Any) -> str:
     return f"{name} {msgspec.json.encode(dims).decode()} {msgspec.json.encode(types).decode()}"
 
 
-def attribute_window(ops: OpTrace, indices: list[int], operators) -> tuple[dict[str, _Group], float, int]:
-    """The window's GPU work grouped by operator group; also the µs and count attributed to no operator."""
+def attribute_window(
+    ops: OpTrace, indices: list[int], operators: Sequence[int]
+) -> tuple[dict[str, _Group], float, int]:
+    """The window's GPU work grouped by operator group; also the µs and count attributed to no operator.
+
+    ``operators``: for each GPU activity of the trace, its operator (-1: none; see
+    :func:`~tprimat.trace.opread.activity_operators`)."""
     from tprimat.trace.reader import ACTIVITY_CODES
 
     trace = ops.trace
@@ -216,17 +225,17 @@ def group_row(ops: OpTrace, key: str, group: _Group, ceilings: Ceilings) -> dict
         mamf_ok = mamf_ok and roof_mamf is not None
         mamf_s += n * (roof_mamf or 0.0)
     costed = costed_calls > 0
-    calls = len(group.calls)
+    n_calls = len(group.calls)
     row: dict[str, Any] = {
         "key": key,
         "name": group.name,
         "shapes": shapes_text(group.dims, group.types),
         "kind": kind,
         "dtype": dtype if costed and have_flops else None,
-        "calls": calls,
+        "calls": n_calls,
         "kernels": group.kernels,
         "gpu_us": group.gpu_us,
-        "mean_us": group.gpu_us / calls if calls else None,
+        "mean_us": group.gpu_us / n_calls if n_calls else None,
         "flops_per_call": flops / costed_calls if costed and have_flops else None,
         "bytes_per_call": moved / costed_calls if costed else None,
         "intensity": flops / moved if costed and have_flops and moved else None,
@@ -243,7 +252,7 @@ def group_row(ops: OpTrace, key: str, group: _Group, ceilings: Ceilings) -> dict
         "note": None,
     }
     if costed and reasons:
-        row["note"] = f"{calls - costed_calls} of {calls} calls not costed: {'; '.join(dict.fromkeys(reasons))}"
+        row["note"] = f"{n_calls - costed_calls} of {n_calls} calls not costed: {'; '.join(dict.fromkeys(reasons))}"
     if costed and costed_us > 0:
         if fraction_ok:
             row["roofline_fraction"] = roof_s * 1e6 / costed_us
@@ -337,7 +346,7 @@ def roofline(
     }
 
 
-def compute_units_of(trace) -> int | None:
+def compute_units_of(trace: RankTrace) -> int | None:
     """The SMs / compute units of the trace's first device (``deviceProperties[0].numSms``), if recorded."""
     props = trace.metadata.get("deviceProperties") or trace.metadata.get("computeProperties")
     if isinstance(props, list) and props and isinstance(props[0], dict):

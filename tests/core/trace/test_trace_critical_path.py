@@ -224,6 +224,35 @@ def test_a_hand_made_step_whose_path_is_known(tmp_path: Path) -> None:
     assert [s["bucket"] for s in path.segments] == ["cpu_host", "launch_delay", "gpu_compute"]
 
 
+def test_events_without_a_start_or_a_duration_are_left_out_of_the_graph(tmp_path: Path) -> None:
+    """The hand-made step above, with a host operator, a launch call, a kernel and a sync record
+    that lack ``ts`` or ``dur`` (or have them null): they are no part of the graph, so the path is
+    the same."""
+    events = [
+        _x("user_annotation", "ProfilerStep#3", 0, 300),
+        _x("cpu_op", "aten::mm", 0, 100),
+        _x("cuda_runtime", "cudaLaunchKernel", 10, 10, correlation=1),
+        _x("kernel", "ampere_sgemm_128x64_tn", 40, 200, tid=7, stream=7, correlation=1),
+        _x("cuda_runtime", "cudaStreamSynchronize", 100, 145, correlation=2),
+        _x("cuda_sync", "Stream Sync", 238, 2, tid=7, stream=7, correlation=2),
+    ]
+    untimed = [
+        _x("cpu_op", "aten::add", 20, 0) | {"dur": None},
+        _x("cuda_runtime", "cudaLaunchKernel", 30, 5, correlation=3) | {"ts": None},
+        _x("kernel", "vectorized_elementwise_kernel", 250, 10, tid=7, stream=7, correlation=3) | {"dur": None},
+        _x("kernel", "vectorized_elementwise_kernel", 260, 10, tid=7, stream=7, correlation=1),
+        _x("cuda_sync", "Event Sync", 270, 1, tid=7, stream=7, correlation=2),
+    ]
+    del untimed[3]["dur"], untimed[4]["ts"]
+    trace = tmp_path / "untimed.json"
+    trace.write_text(json.dumps({"traceEvents": events + untimed}))
+    path = critical_path(trace, step=3)
+    assert (path.length_us, path.span_us) == (240.0, 240.0)
+    expected = dict.fromkeys(BUCKETS, 0.0) | {"cpu_host": 10.0, "launch_delay": 30.0, "gpu_compute": 200.0}
+    assert path.breakdown_us == expected
+    assert [s["bucket"] for s in path.segments] == ["cpu_host", "launch_delay", "gpu_compute"]
+
+
 def test_a_launch_into_a_busy_stream_is_no_launch_delay(tmp_path: Path) -> None:
     """The same step, but the stream still runs a kernel launched before the step: the kernel
     waited for the GPU, so the path is that backlog's end, not the host before the launch."""
@@ -302,6 +331,23 @@ def test_an_operator_that_ends_after_the_blocking_call_it_starts_in_counts_as_ti
     trace.write_text(json.dumps({"traceEvents": events}))
     path = critical_path(trace, step=1)
     assert path.clamped_edges == 1 and path.length_us > path.span_us
+
+
+def test_a_sync_that_ends_before_the_kernel_it_waits_for_counts_as_time_running_back(tmp_path):
+    """A Stream Sync record that ends (at 0 µs) before the kernel it waits for (0 to 2 µs): the
+    synchronisation edge from the kernel's end to the call's end runs back in time and is counted,
+    so a path longer than its span is explained."""
+    events = [
+        _x("user_annotation", "ProfilerStep#1", 0, 500),
+        _x("cuda_runtime", "cudaLaunchKernel", 0, 1, correlation=1),
+        _x("kernel", "k", 0, 2, stream=1, correlation=1),
+        _x("cuda_sync", "Stream Sync", 0, 0, stream=1, correlation=1),
+    ]
+    trace = tmp_path / "early_sync.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    path = critical_path(trace, step=1)
+    assert (path.length_us, path.span_us) == (2.0, 1.0)
+    assert path.clamped_edges == 1
 
 
 def test_vendor_profiles_have_no_critical_path() -> None:

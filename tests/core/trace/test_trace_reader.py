@@ -132,3 +132,27 @@ def test_property_reader_keeps_exactly_the_gpu_activities(tmp_path, events, gz):
     launches = [e for e in events if e["cat"] == "cuda_runtime"]
     assert list(trace.launch_correlation) == [e["args"]["correlation"] for e in launches]
     assert trace.events == len(events)
+
+
+@pytest.mark.parametrize("cat", [None, "absent"])
+def test_events_without_a_category_are_no_activity_but_steps_still_count(tmp_path, cat):
+    """An event whose category is missing or null is no GPU activity and no launch; a
+    ProfilerStep so written is still a step (both readers: activities, and operators)."""
+    from tprimat.trace.opread import read_ops
+
+    def event(name, ts, dur, **args):
+        e = {"ph": "X", "name": name, "ts": ts, "dur": dur, "pid": 0, "tid": 1, "args": args}
+        return e if cat == "absent" else e | {"cat": cat}
+
+    events = [
+        event("ProfilerStep#4", 0, 100),
+        event("ampere_sgemm_128x64_tn", 10, 20, stream=7, correlation=1),
+        event("cudaLaunchKernel", 5, 2, correlation=1),
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 40, "dur": 5, "pid": 0, "tid": 7, "args": {"stream": 7}},
+    ]
+    path = tmp_path / "rank-0.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    for trace in (read_trace(path), read_ops(path).trace):
+        assert [(s.number, s.ts, s.dur) for s in trace.steps] == [(4, 0.0, 100.0)]
+        assert [trace.names[i] for i in trace.name_id] == ["k"]
+        assert list(trace.launch_correlation) == []

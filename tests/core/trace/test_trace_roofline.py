@@ -12,9 +12,10 @@ from click.testing import CliRunner
 from tprimat.cli import cli
 from tprimat.result.peaks import BANDWIDTH_VERSION, lookup_bandwidth, lookup_peak
 from tprimat.trace import reader
+from tprimat.trace.analyze import select_window
 from tprimat.trace.opread import activity_operators, read_ops
 from tprimat.trace.reader import read_trace
-from tprimat.trace.roofline import device_ceilings, roofline, roofline_file
+from tprimat.trace.roofline import attribute_window, device_ceilings, group_row, roofline, roofline_file
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
 MI300 = FIXTURES / "tracelens" / "mi300_Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
@@ -275,3 +276,22 @@ def test_a_compute_partition_under_the_whole_gpus_name_gets_no_fraction(tmp_path
     result = roofline_file(path)
     assert all(r["roofline_fraction"] is None for r in result["groups"])
     assert any("38 of the 304 compute units" in n for n in result["notes"])
+
+
+def test_a_group_of_several_signatures_counts_the_calls_of_every_one():
+    """Calls of one name, shapes and dtypes whose other recorded inputs differ (two signatures:
+    ``aten::copy_`` with ``non_blocking`` True and False in this ResNet trace) are one group: its calls,
+    mean time and not-costed note count the calls of every signature, not those of the last one."""
+    ops = read_ops(FIXTURES / "tracelens" / "mi300_resnet_act_checkpoint.json.gz")
+    indices, _ = select_window(ops.trace)
+    groups, _, _ = attribute_window(ops, indices, activity_operators(ops))
+    several = {key: group for key, group in groups.items() if len(group.by_sig) > 1}
+    assert several
+    ceilings = device_ceilings(ops.trace.device)
+    for key, group in several.items():
+        calls = sum(len(c) for c in group.by_sig.values())
+        row = group_row(ops, key, group, ceilings)
+        assert row["calls"] == calls > max(len(c) for c in group.by_sig.values())
+        assert row["mean_us"] == pytest.approx(row["gpu_us"] / calls)
+        if row["note"] and "calls not costed" in row["note"]:
+            assert f" of {calls} calls not costed" in row["note"]
