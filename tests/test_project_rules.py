@@ -216,3 +216,16 @@ def test_no_plugin_submodule_is_named_after_a_hook():
         if module.parent.name.startswith("_"):
             continue  # shared helper packages are not plugins and implement no hooks
         assert module.stem not in hooks, f"{module} is named after the {module.stem} hook"
+
+
+def test_no_function_is_longer_than_a_hundred_lines():
+    """A function that long does several jobs: split it into named steps."""
+    long = []
+    for folder in ("core", "plugins"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > 100:
+                        long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []

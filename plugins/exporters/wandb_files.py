@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from tprimat.contract.exporter import ExportTarget, TrackerRun
 
@@ -25,7 +26,8 @@ def export(run: TrackerRun, target: ExportTarget) -> str:
     """Write ``run`` with wandb and return where it went."""
     import wandb
 
-    mode = os.environ.get("WANDB_MODE") or "offline"
+    # As given: wandb's Settings also take "dryrun" and "run", which init()'s typed Literal omits.
+    mode: Any = os.environ.get("WANDB_MODE") or "offline"
     directory = Path(target.uri or os.environ.get("WANDB_DIR") or ".")
     directory.mkdir(parents=True, exist_ok=True)
     settings = wandb.Settings(
@@ -41,7 +43,7 @@ def export(run: TrackerRun, target: ExportTarget) -> str:
         project=target.experiment or os.environ.get("WANDB_PROJECT") or DEFAULT_PROJECT,
         name=run.name,
         dir=str(directory),
-        mode=mode,  # type: ignore[arg-type]  # WANDB_MODE as given: wandb's Settings also take dryrun/run, init's Literal omits them
+        mode=mode,
         job_type="benchmark",
         config={**run.params, **run.facts},
         tags=list(run.labels),
