@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tprimat.cli.export import report_result
-from tprimat.cli.slurm_run import IMAGE_PROGRAM, gpu_vendor_for, node_run_arguments
+from tprimat.cli.slurm_run import IMAGE_PROGRAM, gpu_vendor_for, node_run_arguments, show_collected
 from tprimat.running.prepare import RunRequest
 
 if TYPE_CHECKING:
@@ -41,7 +40,6 @@ def submit_and_follow_k8s(
 ) -> None:
     """Apply the JobSet, follow it to its end, print node 0's result and export it to ``reporting``'s trackers."""
     from tprimat.cli.output import registry_from
-    from tprimat.result.schema import load_result
     from tprimat.running import k8s, runner
     from tprimat.running.prepare import RunError, new_run_id
     from tprimat.running.slurm import tprimat_node_command
@@ -93,19 +91,14 @@ def submit_and_follow_k8s(
         k8s.delete(name, namespace)
         click.echo(f"JobSet {name} deleted (kubectl delete jobset); what it wrote stays on its volume")
         ctx.exit(1)
-    for log in ended.logs:
-        click.echo(f"log: {log}")
     result_path = run_dir / runner.RESULT_NAME
-    if ended.result_path is None or not result_path.exists():
-        click.echo(f"JobSet {name} ended {ended.state} without a result in node 0's log")
-        ctx.exit(1)
-    result = load_result(result_path)
-    from rich.console import Console
-
-    from tprimat.running.live import summary_table
-
-    Console().print(summary_table(result))
-    click.echo(f"JobSet {name} ended {ended.state}; result: {result_path}")
-    report_result(result_path, list(reporting))
-    if result.run.status != "completed" or not ended.ok:
-        ctx.exit(1)
+    collected = ended.result_path is not None and result_path.exists()
+    show_collected(
+        ctx,
+        result_path if collected else None,
+        ended=f"JobSet {name} ended {ended.state}",
+        logs=ended.logs,
+        ok=ended.ok,
+        reporting=reporting,
+        missing="without a result in node 0's log",
+    )

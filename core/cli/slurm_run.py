@@ -192,7 +192,6 @@ def _print_job_files(
 
 def _follow_and_report(ctx: click.Context, job_id: str, run_dir: Path, reporting: Sequence[Destination]) -> None:
     """Follow the job to its end (Ctrl-C cancels it), print its result and export it; exit 1 unless it completed."""
-    from tprimat.result.schema import load_result
     from tprimat.running import runner, slurm
 
     try:
@@ -203,18 +202,42 @@ def _follow_and_report(ctx: click.Context, job_id: str, run_dir: Path, reporting
         subprocess.run(["scancel", job_id], check=False)
         click.echo(f"job {job_id} cancelled (scancel); its partial result stays in {run_dir}")
         ctx.exit(1)
-    for log in ended.logs:
-        click.echo(f"log: {log}")
     result_path = run_dir / runner.RESULT_NAME
-    if not result_path.exists():
-        click.echo(f"job {job_id} ended {ended.state} (exit code {ended.exit_code}) without a result")
-        ctx.exit(1)
-    result = load_result(result_path)
+    show_collected(
+        ctx,
+        result_path if result_path.exists() else None,
+        ended=f"job {job_id} ended {ended.state} (exit code {ended.exit_code})",
+        logs=ended.logs,
+        ok=ended.ok,
+        reporting=reporting,
+    )
+
+
+def show_collected(
+    ctx: click.Context,
+    result_path: Path | None,
+    *,
+    ended: str,
+    logs: Sequence[object],
+    ok: bool,
+    reporting: Sequence[Destination],
+    missing: str = "without a result",
+) -> None:
+    """The end of a run followed on a scheduler (SLURM, Kubernetes): its logs, its result's summary,
+    the export to ``reporting``'s trackers; exit code 1 unless the job succeeded and the run completed."""
     from tprimat.cli.output import make_console
+    from tprimat.result.schema import load_result
     from tprimat.running.live import summary_table
 
+    for log in logs:
+        click.echo(f"log: {log}")
+    if result_path is None:
+        click.echo(f"{ended} {missing}")
+        ctx.exit(1)
+        return
+    result = load_result(result_path)
     make_console().print(summary_table(result))
-    click.echo(f"job {job_id} ended {ended.state} (exit code {ended.exit_code}); result: {result_path}")
+    click.echo(f"{ended}; result: {result_path}")
     report_result(result_path, list(reporting))
-    if result.run.status != "completed" or not ended.ok:
+    if result.run.status != "completed" or not ok:
         ctx.exit(1)
