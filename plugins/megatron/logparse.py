@@ -45,6 +45,7 @@ from tprimat.plugins.megatron_core.colour import strip_ansi
 from tprimat.plugins.megatron_core.lines import (
     Event,
     LineError,
+    StreamEvents,
     normal_key,
     parse_float,
     parse_int,
@@ -178,7 +179,7 @@ _NEW_VALUES_CACHED = 32
 _NOTHING_READ: _SegmentRead = ((), (), None)
 
 
-class MegatronLogParser:
+class MegatronLogParser(StreamEvents):
     """Stateful reader of one stream of Megatron-family log lines.
 
     Call :meth:`feed` with each complete line and :meth:`finish` at the end;
@@ -245,20 +246,12 @@ class MegatronLogParser:
 
     # -- helpers --------------------------------------------------------------------------
 
-    def where(self, lineno: int) -> str:
-        return f"{self.source}:{lineno}"
-
-    def issue(self, lineno: int, message: str) -> ParseIssue:
-        return ParseIssue(source=self.where(lineno), message=message)
-
     def fact(self, key: str, value: Any, lineno: int) -> LogFact | None:
-        """A fact, or None if this stream already stated the same value."""
-        if key in self._facts and self._facts[key] == value:
-            return None
-        self._facts[key] = value
-        if key == "log_interval" and isinstance(value, int) and value > 0:
+        """A fact, or None if this stream already stated the same value; a log interval is kept."""
+        fact = super().fact(key, value, lineno)
+        if fact is not None and key == "log_interval" and isinstance(value, int) and value > 0:
             self.log_interval = value
-        return LogFact(key=key, value=value, source=self.where(lineno))
+        return fact
 
     # -- the stream -----------------------------------------------------------------------
 

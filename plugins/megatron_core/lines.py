@@ -2,7 +2,8 @@
 
 The pieces every parser of a Megatron-core log is made of: the events a
 parser yields (:data:`Event`), the error for a value that cannot be read
-(:class:`LineError`), and the readers of a printed number, ``X/Y`` pair,
+(:class:`LineError`), where a line is and the issues and facts it gives
+(:class:`StreamEvents`), and the readers of a printed number, ``X/Y`` pair,
 ``153.81GB/…`` unit list and label (a typed value:
 :func:`tprimat.contract.values.typed_value`).  Pure functions of the text.
 """
@@ -10,8 +11,9 @@ parser yields (:data:`Event`), the error for a value that cannot be read
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from tprimat.contract.records import ParseEvent
+from tprimat.contract.records import LogFact, ParseEvent, ParseIssue
 
 #: What a line parser yields: what ``parse_metrics`` may yield.
 Event = ParseEvent
@@ -19,6 +21,30 @@ Event = ParseEvent
 
 class LineError(ValueError):
     """A value in a log line that cannot be read as what its label says."""
+
+
+class StreamEvents:
+    """What a parser of one log stream says about a line: where it is, an issue, a fact stated once.
+
+    A parser sets ``source`` (the stream's name, for ``file:line`` references) and ``_facts``
+    (the facts it stated, by key) in its ``__init__``.
+    """
+
+    source: str
+    _facts: dict[str, Any]
+
+    def where(self, lineno: int) -> str:
+        return f"{self.source}:{lineno}"
+
+    def issue(self, lineno: int, message: str) -> ParseIssue:
+        return ParseIssue(source=self.where(lineno), message=message)
+
+    def fact(self, key: str, value: Any, lineno: int) -> LogFact | None:
+        """A fact, or None if this stream already stated the same value."""
+        if key in self._facts and self._facts[key] == value:
+            return None
+        self._facts[key] = value
+        return LogFact(key=key, value=value, source=self.where(lineno))
 
 
 def parse_float(text: str) -> float:

@@ -32,7 +32,7 @@ from typing import Any
 from tprimat.contract import IterationRecord
 from tprimat.contract.records import EvalRecord, LogFact, ParseEvent, ParseIssue
 from tprimat.plugins.megatron_core.colour import strip_ansi
-from tprimat.plugins.megatron_core.lines import LineError, normal_key, parse_float, parse_int
+from tprimat.plugins.megatron_core.lines import LineError, StreamEvents, normal_key, parse_float, parse_int
 from tprimat.plugins.megatron_core.stream import iter_events
 from tprimat.plugins.nvd_nemo.expconfig import MARK
 from tprimat.plugins.nvd_nemo.nemo1 import TFLOPS, TIMER_RESET, Nemo1Reader
@@ -48,7 +48,7 @@ _LIST = "train_step_timing in s: ["
 GIB = 1024.0**3
 
 
-class NemoLogParser:
+class NemoLogParser(StreamEvents):
     """Stateful reader of one stream of NeMo log lines."""
 
     name = "nemo"
@@ -63,18 +63,6 @@ class NemoLogParser:
         self._summary: tuple[list[float], int] | None = None
         self._val_loss: str | None = None  # the last val_loss text seen on a step line
         self._nemo1 = Nemo1Reader(self)
-
-    def where(self, lineno: int) -> str:
-        return f"{self.source}:{lineno}"
-
-    def issue(self, lineno: int, message: str) -> ParseIssue:
-        return ParseIssue(source=self.where(lineno), message=message)
-
-    def fact(self, key: str, value: Any, lineno: int) -> LogFact | None:
-        if key in self._facts and self._facts[key] == value:
-            return None
-        self._facts[key] = value
-        return LogFact(key=key, value=value, source=self.where(lineno))
 
     def holds_line(self) -> bool:
         """Inside NeMo 1's configuration block, or after its TFLOPs failure line: every line is wanted."""
