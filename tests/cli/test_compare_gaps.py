@@ -79,6 +79,7 @@ def line_xs(fig) -> list[list[float]]:
 
 
 def test_an_excerpt_with_lines_cut_out_names_the_gap_and_the_figures_leave_it_blank(tmp_path, figures):
+    pytest.importorskip("matplotlib")  # the figures (the plot extra)
     # lines 382-384 are iterations 700, 800 and 900 (each covering the 100 iterations before it)
     whole = parse(MEGATRON, tmp_path / "whole.json")
     assert gap_notes(whole) == []
@@ -96,6 +97,7 @@ def test_an_excerpt_with_lines_cut_out_names_the_gap_and_the_figures_leave_it_bl
 
 
 def test_a_restart_that_lost_lines_is_a_gap_and_one_from_an_earlier_checkpoint_is_not(tmp_path, figures):
+    pytest.importorskip("matplotlib")  # the figures (the plot extra)
     args = ("--seq-length", "2048", "--world-size", "8")
     # the whole log: iterations 0-15, a crash, then 10-19 again from the step-10 checkpoint
     whole = parse(RESTART, tmp_path / "whole.json", *args)
@@ -111,6 +113,7 @@ def test_a_restart_that_lost_lines_is_a_gap_and_one_from_an_earlier_checkpoint_i
 
 
 def test_each_run_has_its_own_colour_and_warm_up_and_legends_stay_off_the_data(tmp_path, figures):
+    pytest.importorskip("matplotlib")  # the figures (the plot extra)
     args = ("--seq-length", "2048", "--world-size", "8")
     parse(RESTART, tmp_path / "a.json", *args)  # iterations 1-20, warm-up 1-2
     parse(cut(RESTART, 141, 148, tmp_path / "late.log"), tmp_path / "b.json", *args)  # from 9: warm-up 9-10
