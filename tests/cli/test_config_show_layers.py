@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import tomllib
 
+import pytest
 from click.testing import CliRunner
 
 from tprimat import hookimpl
@@ -29,6 +29,7 @@ def _invoke(*args: str, env: dict[str, str] | None = None):
     return CliRunner().invoke(cli, list(args), obj={"registry": registry}, env=env, catch_exceptions=False)
 
 
+@pytest.mark.torch  # the CPU's default backend (torch) must be usable, as for `tprimat run`
 def test_on_a_cpu_the_shown_config_is_the_cpu_preset_that_run_uses(tmp_path):
     shown = _invoke("config", "show", "--json")
     assert shown.exit_code == 0, shown.output
@@ -37,10 +38,7 @@ def test_on_a_cpu_the_shown_config_is_the_cpu_preset_that_run_uses(tmp_path):
     assert data["config"]["training"]["seq_length"] == cpu["training"]["seq_length"]
     assert data["config"]["benchmark"]["model"] == cpu["benchmark"]["model"]
     assert data["layers"][1].startswith("CPU preset (tprimat/settings/cpu.toml)")
-    if importlib.util.find_spec("torch") and importlib.util.find_spec("transformers"):
-        assert data["backend"].startswith("torch (")
-    else:  # the ml extra missing: the layers are still those run would use, and the backend says why not
-        assert "torch (default backend on cpu) is not usable here" in data["backend"]
+    assert data["backend"].startswith("torch (")
 
     dry = _invoke("run", "--dry-run", "--output", str(tmp_path))
     assert dry.exit_code == 0, dry.output
