@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tprimat.cli.slurm_run import IMAGE_PROGRAM, gpu_vendor_for, node_run_arguments, show_collected
+from tprimat.cli.slurm_run import IMAGE_PROGRAM, gpu_vendor_for, node_run_arguments, scheduled_run, show_collected
 from tprimat.running.prepare import RunRequest
 
 if TYPE_CHECKING:
@@ -41,24 +41,16 @@ def submit_and_follow_k8s(
     """Apply the JobSet, follow it to its end, print node 0's result and export it to ``reporting``'s trackers."""
     from tprimat.cli.output import registry_from
     from tprimat.running import k8s, runner
-    from tprimat.running.prepare import RunError, new_run_id
     from tprimat.running.slurm import tprimat_node_command
-    from tprimat.settings.config import load_config
 
     if not image:
         raise k8s.K8sError("--k8s runs the image's tprimat on every node: give the image with --container-image")
-    config = load_config(request.config_file, [*request.overrides, *request.flag_overrides()])
+    config, run_id, run_dir = scheduled_run(request, dry_run=dry_run)
+    if not dry_run and shutil.which("kubectl") is None:
+        raise k8s.K8sError(
+            "kubectl not found on PATH: install it and point it at the cluster (--dry-run prints the manifest)"
+        )
     port = request.master_port or config.launch.master_port
-    output = Path(request.output)
-    run_id = request.run_id or new_run_id(request.backend or "default", config.benchmark.model, output)
-    run_dir = (output / run_id).absolute()
-    if not dry_run:
-        if run_dir.exists():
-            raise RunError(f"run directory {run_dir} already exists; choose another --run-id")
-        if shutil.which("kubectl") is None:
-            raise k8s.K8sError(
-                "kubectl not found on PATH: install it and point it at the cluster (--dry-run prints the manifest)"
-            )
     options = k8s.K8sOptions(
         run_id=run_id,
         image=image,

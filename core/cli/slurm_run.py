@@ -29,6 +29,7 @@ from tprimat.running.prepare import RunRequest
 if TYPE_CHECKING:
     from tprimat.contract.registry import Registry
     from tprimat.export.deliver import Destination
+    from tprimat.settings.config import BenchmarkConfig
 
 #: What a node runs in an image: the ``tprimat`` the image installs (docker/*.Dockerfile).
 IMAGE_PROGRAM = "tprimat"
@@ -96,6 +97,25 @@ def node_mounts(request: RunRequest, dataset: str, extra: tuple[str, ...]) -> tu
     return container.same_path_mounts(paths, [container.parse_mount(m) for m in extra])
 
 
+def scheduled_run(request: RunRequest, *, dry_run: bool) -> tuple[BenchmarkConfig, str, Path]:
+    """The config as given (checked before anything is submitted), the run id and the run directory.
+
+    Only the model (for the run's name) and the rendezvous port are taken from the config: the
+    nodes decide the final config (a login node without GPUs must not shape it).  A run
+    directory that exists already is refused unless nothing is submitted.
+    """
+    from tprimat.running.prepare import RunError, new_run_id
+    from tprimat.settings.config import load_config
+
+    config = load_config(request.config_file, [*request.overrides, *request.flag_overrides()])
+    output = Path(request.output)
+    run_id = request.run_id or new_run_id(request.backend or "default", config.benchmark.model, output)
+    run_dir = (output / run_id).absolute()
+    if not dry_run and run_dir.exists():
+        raise RunError(f"run directory {run_dir} already exists; choose another --run-id")
+    return config, run_id, run_dir
+
+
 def submit_and_follow(
     ctx: click.Context,
     request: RunRequest,
@@ -115,24 +135,13 @@ def submit_and_follow(
 ) -> None:
     """Submit the job, follow it to its end, print its result and export it to ``reporting``'s trackers."""
     from tprimat.running import slurm
-    from tprimat.running.prepare import RunError, new_run_id
-    from tprimat.settings.config import load_config
 
-    # The config is checked here, before anything is submitted, but only the model (for the
-    # run's name) and the rendezvous port are taken from it: the nodes decide the final
-    # config (a login node without GPUs must not shape it).
-    config = load_config(request.config_file, [*request.overrides, *request.flag_overrides()])
+    config, run_id, run_dir = scheduled_run(request, dry_run=dry_run)
+    if not dry_run and shutil.which("sbatch") is None:
+        raise slurm.SlurmError(
+            "sbatch not found on PATH: run --slurm on a SLURM login node (--dry-run prints the job script anywhere)"
+        )
     port = request.master_port or config.launch.master_port
-    output = Path(request.output)
-    run_id = request.run_id or new_run_id(request.backend or "default", config.benchmark.model, output)
-    run_dir = (output / run_id).absolute()
-    if not dry_run:
-        if run_dir.exists():
-            raise RunError(f"run directory {run_dir} already exists; choose another --run-id")
-        if shutil.which("sbatch") is None:
-            raise slurm.SlurmError(
-                "sbatch not found on PATH: run --slurm on a SLURM login node (--dry-run prints the job script anywhere)"
-            )
     args = node_run_arguments(request, run_id=run_id, strict=strict)
     spec = None
     if image:
