@@ -281,13 +281,16 @@ class Registry:
             for spec in specs:
                 yield impl.plugin_name, spec
 
-    def _conflict(self, what: str, name: str, previous_plugin: str, plugin_name: str) -> str | None:
-        """The error of a name two plugins claim (None when the same plugin declares it again)."""
-        if previous_plugin == plugin_name:
-            return None
-        first = self._origins.get(previous_plugin, (None, None))[0] or previous_plugin
-        second = self._origins.get(plugin_name, (None, None))[0] or plugin_name
-        return f"{what} {name!r} is claimed by both {first} and {second}; uninstall one"
+    def _claim(self, found: dict[str, Any], what: str, name: str, entry: Any) -> None:
+        """Enter ``entry`` under ``name``; a name another plugin claimed already keeps the first
+        claim, marked with the conflict (the same plugin declaring it again replaces it)."""
+        previous = found.get(name)
+        if previous is not None and previous.plugin_name != entry.plugin_name:
+            first = self._origins.get(previous.plugin_name, (None, None))[0] or previous.plugin_name
+            second = self._origins.get(entry.plugin_name, (None, None))[0] or entry.plugin_name
+            conflict = f"{what} {name!r} is claimed by both {first} and {second}; uninstall one"
+            entry = attrs.evolve(previous, conflict=conflict)
+        found[name] = entry
 
     def _collect_backends(self) -> dict[str, RegisteredBackend]:
         found: dict[str, RegisteredBackend] = {}
@@ -299,12 +302,7 @@ class Registry:
                 distribution=distribution,
                 version=version,
             )
-            previous = found.get(spec.name)
-            if previous is not None and (
-                conflict := self._conflict("backend", spec.name, previous.plugin_name, plugin_name)
-            ):
-                entry = attrs.evolve(previous, conflict=conflict)
-            found[spec.name] = entry
+            self._claim(found, "backend", spec.name, entry)
         return dict(sorted(found.items()))
 
     def backend(self, name: str) -> RegisteredBackend:
@@ -329,12 +327,7 @@ class Registry:
         for plugin_name, spec in self._declarations("register_exporters", ExporterSpec):
             distribution = self._origins.get(plugin_name, (None, None))[0]
             entry = RegisteredExporter(spec=spec, plugin_name=plugin_name, distribution=distribution)
-            previous = found.get(spec.name)
-            if previous is not None and (
-                conflict := self._conflict("exporter", spec.name, previous.plugin_name, plugin_name)
-            ):
-                entry = attrs.evolve(previous, conflict=conflict)
-            found[spec.name] = entry
+            self._claim(found, "exporter", spec.name, entry)
         return dict(sorted(found.items()))
 
     def exporter(self, name: str) -> ExporterSpec:
