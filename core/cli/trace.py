@@ -19,6 +19,16 @@ _hta_rounding = click.option(
     is_flag=True,
     help="Round timestamps inward to whole µs first, as HolisticTraceAnalysis does (to reproduce its numbers).",
 )
+_nvtx_step = click.option(
+    "--nvtx-step",
+    "nvtx_step",
+    default=None,
+    metavar="REGEX",
+    help="Nsight Systems exports: the NVTX ranges whose name REGEX finds are the profiler steps (only the "
+    "outermost of nested matches); REGEX's first group is the step number, else the ranges are numbered "
+    "0, 1, … in time order.  Default: ProfilerStep#N ranges.  Without a match the window is the whole "
+    "profile and the output lists the most frequent NVTX ranges.",
+)
 
 
 @click.group("trace")
@@ -26,7 +36,7 @@ def trace() -> None:
     """Analyse profiler traces: where GPU time goes, what set a step's length, and why two runs differ.
 
     Kineto (PyTorch profiler) traces everywhere; `analyze` also reads Nsight Systems SQLite
-    exports and rocprofv3 CSV traces.
+    exports and rocprofv3 CSV traces, JSON outputs and Perfetto traces.
     """
 
 
@@ -74,6 +84,8 @@ def _no_gpu(r: dict, who: str, scope: str) -> None:
     _runtime_line(r)
     if r.get("malformed_note"):
         click.echo(f"  note: {r['malformed_note']}")
+    if r.get("steps_note"):
+        click.echo(f"  note: {r['steps_note']}")
     if r["steps"]:
         print_table("host step times", ("step", "host ms"), [(s["step"], _ms(s["host_us"])) for s in r["steps"]])
     click.echo("")
@@ -90,22 +102,38 @@ def _no_gpu(r: dict, who: str, scope: str) -> None:
 )
 @click.option("--top", default=10, show_default=True, help="How many kernels to list by total time.")
 @_hta_rounding
+@_nvtx_step
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON (one object per rank).")
 @_jobs
 def analyze(
-    traces: tuple[str, ...], steps: str | None, top: int, hta_rounding: bool, as_json: bool, jobs: int | None
+    traces: tuple[str, ...],
+    steps: str | None,
+    top: int,
+    hta_rounding: bool,
+    nvtx_step: str | None,
+    as_json: bool,
+    jobs: int | None,
 ) -> None:
     """Break down GPU time per rank: idle/compute/communication/memory, categories, top kernels.
 
     TRACES are Kineto trace files (plain or gzip JSON, one per rank),
-    Nsight Systems SQLite exports (nsys export --type sqlite) or rocprofv3 CSV
-    traces (*_kernel_trace.csv), or directories holding them: the format is
+    Nsight Systems SQLite exports (nsys export --type sqlite), rocprofv3 databases
+    (*_results.db), JSON outputs (*_results.json), Perfetto traces (*_results.pftrace) or CSV traces
+    (*_kernel_trace.csv), or directories
+    holding them: the format is
     told by the content.
     """
     from tprimat.trace.analyze import analyze_paths, parse_steps
+    from tprimat.trace.nsys import nvtx_step_pattern
 
+    nvtx_step_pattern(nvtx_step)  # a bad regex is bad input before any file is read
     results = analyze_paths(
-        [str(f) for f in _files(traces)], steps=parse_steps(steps), top=top, hta_rounding=hta_rounding, workers=jobs
+        [str(f) for f in _files(traces)],
+        steps=parse_steps(steps),
+        top=top,
+        hta_rounding=hta_rounding,
+        workers=jobs,
+        nvtx_step=nvtx_step,
     )
     if as_json:
         echo_json({"ranks": results})
@@ -155,6 +183,8 @@ def _rank_report(r: dict) -> None:
         _steps_table(r["steps"])
     if r.get("malformed_note"):
         click.echo(f"note: {r['malformed_note']}")
+    if r.get("steps_note"):
+        click.echo(f"note: {r['steps_note']}")
     _runtime_line(r)
     launches = r["launches"]
     click.echo(
@@ -353,6 +383,7 @@ def _short(name: str) -> str:
     help="Also give each operator group's share of GPU time on the critical path of one step "
     "(the last complete one; reads every trace again).",
 )
+@_nvtx_step
 @_jobs
 def compare(
     a: str,
@@ -364,22 +395,26 @@ def compare(
     as_json: bool,
     no_operators: bool,
     with_critical_path: bool,
+    nvtx_step: str | None,
     jobs: int | None,
 ) -> None:
     """Step time of A and B (host ProfilerStep) and the difference (B − A) by kernel category and GPU idle,
     then by operator (name and recorded shapes) with each side's roofline efficiency.
 
     A and B are trace files, directories of per-rank traces, or run directories
-    (their traces/ folder).  Nsight Systems SQLite exports and rocprofv3 CSV
-    traces compare by category too: they have no profiler steps (the whole
-    profile window is one span) and no operators (no operator split or critical
-    path), and the output says so.
+    (their traces/ folder).  Nsight Systems SQLite exports and rocprofv3
+    databases, JSON outputs, Perfetto traces and CSV traces compare by category too: they have no
+    operators (no operator split or critical path), and no profiler steps (the whole profile window is one
+    span) unless NVTX ranges of an Nsight Systems export mark them
+    (--nvtx-step); the output says so.
     """
     import json
 
     from tprimat.trace.analyze import parse_steps
     from tprimat.trace.compare import compare_traces
+    from tprimat.trace.nsys import nvtx_step_pattern
 
+    nvtx_step_pattern(nvtx_step)  # a bad regex is bad input before any file is read
     comparison = compare_traces(
         [a],
         [b],
@@ -388,6 +423,7 @@ def compare(
         workers=jobs,
         operators=not no_operators,
         critical_path=with_critical_path,
+        nvtx_step=nvtx_step,
     )
     if output is not None:
         from tprimat.atomic import atomic_write_text

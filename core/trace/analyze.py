@@ -475,6 +475,7 @@ def analyze_trace(
         "note": None,
         "malformed_events": trace.malformed,
         "malformed_note": malformed_note(trace),
+        "steps_note": trace.steps_note,
         **result,
         "steps": per_step,
     }
@@ -503,6 +504,7 @@ def analyze_paths(
     top: int = 10,
     hta_rounding: bool = False,
     workers: int | None = None,
+    nvtx_step: str | None = None,
 ) -> list[dict[str, Any]]:
     """Read and analyse each trace file (one per rank), in rank order.
 
@@ -511,23 +513,30 @@ def analyze_paths(
     ``workers`` processes (default: every CPU; see :func:`tprimat.workers.map_files`),
     each file by one of them, and a single large file by all of them (see
     :func:`~tprimat.trace.reader.read_trace`): the analyses are the same for any number.
+    ``nvtx_step``: the NVTX ranges that are an Nsight Systems export's steps
+    (:func:`~tprimat.trace.nsys.read_nsys`).
     """
     from tprimat.workers import default_workers, map_files
 
     paths = list(paths)
     workers = default_workers() if workers is None else max(1, workers)
     if len(paths) == 1:
-        return [_analyze_file(paths[0], steps, top, hta_rounding, workers)]
-    analyse = functools.partial(_analyze_file, steps=steps, top=top, hta_rounding=hta_rounding)
+        return [_analyze_file(paths[0], steps, top, hta_rounding, workers, nvtx_step)]
+    analyse = functools.partial(_analyze_file, steps=steps, top=top, hta_rounding=hta_rounding, nvtx_step=nvtx_step)
     results = map_files(analyse, paths, workers)
     results.sort(key=lambda r: (r["rank"] is None, r["rank"] if r["rank"] is not None else 0, r["file"]))
     return results
 
 
 def _analyze_file(
-    path: str, steps: tuple[int | None, int | None] | None, top: int, hta_rounding: bool, workers: int = 1
+    path: str,
+    steps: tuple[int | None, int | None] | None,
+    top: int,
+    hta_rounding: bool,
+    workers: int = 1,
+    nvtx_step: str | None = None,
 ) -> dict[str, Any]:
-    trace = load_trace(path, workers=workers)
+    trace = load_trace(path, workers=workers, nvtx_step=nvtx_step)
     if hta_rounding:
         trace = hta_rounded(trace)
     result = analyze_trace(trace, steps=steps, top=top)

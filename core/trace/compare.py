@@ -80,7 +80,7 @@ def trace_files(path: str | Path) -> list[Path]:
     """The trace files a path names: the file itself, or the traces in a directory.
 
     A directory is searched for Kineto traces, Nsight Systems SQLite exports and rocprofv3
-    kernel traces (:func:`~tprimat.trace.reader.traces_in`); a run directory (holding
+    kernel traces, JSON outputs and Perfetto traces (:func:`~tprimat.trace.reader.traces_in`); a run directory (holding
     ``traces/``) is searched in ``traces/``.
     """
     from tprimat.trace.reader import traces_in
@@ -91,7 +91,7 @@ def trace_files(path: str | Path) -> list[Path]:
         if not found:
             raise TprimatError(
                 f"{path}: no traces in it (Kineto *.json or *.json.gz, Nsight Systems SQLite export *.sqlite, "
-                "rocprofv3 *kernel_trace.csv)"
+                "rocprofv3 *kernel_trace.csv, *_results.json or *_results.pftrace)"
             )
         return found
     if not path.exists():
@@ -434,8 +434,8 @@ def _rank_step(result: dict[str, Any]) -> tuple[int, str, float, dict[str, float
             from tprimat.trace.reader import FORMAT_NAMES
 
             note = (
-                f"{name} ({FORMAT_NAMES.get(result['format'], result['format'])}): the format has no profiler "
-                "steps: the whole profile window is one span, measured as the span of its GPU activity (host time "
+                f"{name} ({FORMAT_NAMES.get(result['format'], result['format'])}): no profiler steps in "
+                "it: the whole profile window is one span, measured as the span of its GPU activity (host time "
                 "outside it is not seen), so its 'step' is the whole profile, not one training step"
             )
         elif window.get("steps"):
@@ -484,6 +484,8 @@ def summarize_side(analyses: Sequence[dict[str, Any]], label: str, top: int = 3)
             notes.append(note)
         if result.get("malformed_note"):
             notes.append(f"{Path(result['file']).name}: {result['malformed_note']}")
+        if result.get("steps_note"):
+            notes.append(f"{Path(result['file']).name}: {result['steps_note']}")
         notes += result.get("refused", [])
         overlapped += result["communication"]["overlapped_us"] / n_steps
         kernels += result["launches"]["kernels"] / n_steps
@@ -551,6 +553,7 @@ def compare_traces(
     workers: int | None = None,
     operators: bool = True,
     critical_path: bool = False,
+    nvtx_step: str | None = None,
 ) -> TraceComparison:
     """Compare two trace sets (files, directories of traces, or run directories).
 
@@ -562,7 +565,8 @@ def compare_traces(
     ``operators`` (the default) each step is also split by operator group and the
     difference attributed to operators (:mod:`tprimat.trace.opgap`); with
     ``critical_path`` too, each group's share of GPU time on the critical path of one
-    step (the last complete one of the window) on each side.
+    step (the last complete one of the window) on each side.  ``nvtx_step``: the NVTX ranges
+    that are an Nsight Systems export's steps (:func:`~tprimat.trace.nsys.read_nsys`).
     """
     from tprimat.workers import map_files
 
@@ -573,7 +577,12 @@ def compare_traces(
             raise TprimatError(f"side {fallback}: no trace files given")
         sides_files.append(files)
     analyse = functools.partial(
-        _analyze_for_comparison, steps=steps, top=max(top, 5), operators=operators, critical_path=critical_path
+        _analyze_for_comparison,
+        steps=steps,
+        top=max(top, 5),
+        operators=operators,
+        critical_path=critical_path,
+        nvtx_step=nvtx_step,
     )
     analyses = map_files(analyse, [*sides_files[0], *sides_files[1]], workers)
     split = len(sides_files[0])
@@ -595,6 +604,7 @@ def _analyze_for_comparison(
     top: int,
     operators: bool = False,
     critical_path: bool = False,
+    nvtx_step: str | None = None,
 ) -> dict[str, Any]:
     """One file's analysis for a side: over ``steps``, else every profiler step, with its host steps
     and, with ``operators``, their split by operator group."""
@@ -610,7 +620,7 @@ def _analyze_for_comparison(
             ops = read_ops(file)
         except TraceFormatError:
             ops = None  # a broken trace: load_trace says what is wrong
-    trace = ops.trace if ops is not None else load_trace(file)
+    trace = ops.trace if ops is not None else load_trace(file, nvtx_step=nvtx_step)
     analysis = analyze_trace(trace, steps=steps or all_steps(trace), top=top)
     if kind != "kineto":
         analysis["refused"] = _refused(file, kind, operators, critical_path)

@@ -122,10 +122,13 @@ class RankTrace:
     launch_correlation: array = attrs.Factory(lambda: array("q"))
     launch_ts: array = attrs.Factory(lambda: array("d"))
     steps: list[ProfilerStep] = attrs.Factory(list)
-    #: the file's format: "kineto", "nsys-sqlite" or "rocprofv3-csv" (see :func:`load_trace`)
+    #: the file's format: "kineto", "nsys-sqlite", "rocprofv3-csv", "rocprofv3-json", "rocprofv3-rocpd"
+    #: or "rocprofv3-pftrace" (see :func:`load_trace`)
     format: str = "kineto"
     #: host time in runtime calls, from a vendor profiler's API trace (:mod:`tprimat.trace.runtime_calls`)
     runtime_api: dict[str, Any] | None = None
+    #: why a vendor profiler's file has no profiler steps, and what would give them (:mod:`tprimat.trace.nsys`)
+    steps_note: str | None = None
     events: int = 0  # events read in traceEvents
     # events skipped for malformed fields: how many, the first (index in traceEvents, what is
     # wrong), and how many of them were GPU activity
@@ -316,18 +319,26 @@ SNIFF_BYTES = 4096
 
 
 def sniff_format(path: str | Path) -> str:
-    """A profile's format from its first bytes: ``"nsys-sqlite"`` (any SQLite database),
-    ``"rocprofv3-csv"``, ``"rocprofv3-json"`` or ``"kineto"`` (anything else)."""
-    from tprimat.trace.nsys import SQLITE_MAGIC
+    """A profile's format from its first bytes: ``"rocprofv3-rocpd"`` (an SQLite database with
+    rocprofv3's ``rocpd_`` tables, told by opening it), ``"nsys-sqlite"`` (any other SQLite
+    database), ``"rocprofv3-csv"``, ``"rocprofv3-json"``, ``"rocprofv3-pftrace"`` (a Perfetto
+    protobuf, :func:`~tprimat.trace.pftrace.sniff_pftrace`) or ``"kineto"`` (anything else)."""
     from tprimat.trace.rocprof import sniff_csv
+    from tprimat.trace.sqlitefile import SQLITE_MAGIC
 
     head = _head_bytes(Path(path))  # nothing where unreadable: the Kineto reader says precisely what is wrong
     if head.startswith(SQLITE_MAGIC):
-        return "nsys-sqlite"
+        from tprimat.trace.rocpd import is_rocpd
+
+        return "rocprofv3-rocpd" if is_rocpd(Path(path)) else "nsys-sqlite"
     if sniff_csv(head) is not None:
         return "rocprofv3-csv"
     if b'"rocprofiler-sdk-tool"' in head:
         return "rocprofv3-json"
+    from tprimat.trace.pftrace import sniff_pftrace
+
+    if sniff_pftrace(head):
+        return "rocprofv3-pftrace"
     return "kineto"
 
 
@@ -336,21 +347,29 @@ FORMAT_NAMES = {
     "kineto": "PyTorch profiler (Kineto) trace",
     "nsys-sqlite": "Nsight Systems export",
     "rocprofv3-csv": "rocprofv3 trace",
+    "rocprofv3-json": "rocprofv3 JSON output",
+    "rocprofv3-rocpd": "rocprofv3 database (rocpd)",
+    "rocprofv3-pftrace": "rocprofv3 Perfetto trace",
 }
 
 #: File names a directory search looks at; the content then tells the format.
 _KINETO_NAMES = (".json", ".json.gz")
 _NSYS_NAMES = (".sqlite", ".sqlite.gz")
 _CSV_NAMES = (".csv", ".csv.gz")
+_ROCPD_NAMES = (".db", ".db.gz")
+_PFTRACE_NAMES = (".pftrace", ".pftrace.gz")
 
 
 def traces_in(directory: Path) -> list[Path]:
     """The profiles in ``directory`` and below, one per rank or profiling run, sorted.
 
-    Kineto traces (``*.json``, ``*.json.gz``), Nsight Systems SQLite exports (``*.sqlite``,
-    ``*.sqlite.gz`` that are SQLite databases) and rocprofv3 kernel traces (``*.csv``,
+    Kineto traces and rocprofv3 JSON outputs (``*.json``, ``*.json.gz``: the content tells
+    which), Nsight Systems SQLite exports (``*.sqlite``,
+    ``*.sqlite.gz`` that are SQLite databases), rocprofv3 databases (``*.db``, ``*.db.gz`` with
+    rocprofv3's ``rocpd_`` tables, :mod:`tprimat.trace.rocpd`) and rocprofv3 kernel traces (``*.csv``,
     ``*.csv.gz`` with a kernel trace's columns; the memory copy and HIP API files of the same
-    run are read with it, :mod:`tprimat.trace.rocprof`, so they are not listed apart).
+    run are read with it, :mod:`tprimat.trace.rocprof`, so they are not listed apart), and
+    rocprofv3 Perfetto traces (``*.pftrace``, ``*.pftrace.gz`` that are Perfetto protobufs).
     """
     from tprimat.trace.rocprof import KERNEL, sniff_csv
 
@@ -359,9 +378,13 @@ def traces_in(directory: Path) -> list[Path]:
         name = path.name
         if name.endswith(_KINETO_NAMES):
             found.append(path)
-        elif name.endswith(_NSYS_NAMES) and sniff_format(path) == "nsys-sqlite":
+        elif name.endswith(_NSYS_NAMES) and sniff_format(path) in ("nsys-sqlite", "rocprofv3-rocpd"):
+            found.append(path)
+        elif name.endswith(_ROCPD_NAMES) and sniff_format(path) == "rocprofv3-rocpd":
             found.append(path)
         elif name.endswith(_CSV_NAMES) and sniff_csv(_head_bytes(path)) == KERNEL:
+            found.append(path)
+        elif name.endswith(_PFTRACE_NAMES) and sniff_format(path) == "rocprofv3-pftrace":
             found.append(path)
     return found
 
@@ -375,28 +398,39 @@ def _head_bytes(path: Path) -> bytes:
         return b""
 
 
-def load_trace(path: str | Path, workers: int = 1) -> RankTrace:
+def load_trace(path: str | Path, workers: int = 1, nvtx_step: str | None = None) -> RankTrace:
     """Read a profile of one rank in whichever format its content shows (:func:`sniff_format`).
 
-    An SQLite database is an Nsight Systems export (:mod:`tprimat.trace.nsys`); a CSV file
-    with rocprofv3's columns a rocprofv3 trace (:mod:`tprimat.trace.rocprof`); anything
-    else a Kineto trace (:func:`read_trace`).  rocprofv3's JSON and rocpd database
-    outputs are recognised and refused with what to do instead.
+    An SQLite database with rocprofv3's ``rocpd_`` tables is rocprofv3's database
+    (:mod:`tprimat.trace.rocpd`), any other an Nsight Systems export (:mod:`tprimat.trace.nsys`); a CSV file
+    with rocprofv3's columns a rocprofv3 trace (:mod:`tprimat.trace.rocprof`); a JSON
+    document of rocprofv3 (``"rocprofiler-sdk-tool"``) its JSON output
+    (:mod:`tprimat.trace.rocprof_json`); a Perfetto protobuf rocprofv3's ``pftrace`` output
+    (:mod:`tprimat.trace.pftrace`); anything else a Kineto trace (:func:`read_trace`).
+    ``nvtx_step``: the NVTX ranges that are an Nsight Systems export's profiler steps
+    (:func:`~tprimat.trace.nsys.read_nsys`).
     """
     from tprimat.trace.nsys import read_nsys
     from tprimat.trace.rocprof import read_rocprof_csv
 
     path = Path(path)
     kind = sniff_format(path)
+    if kind == "rocprofv3-rocpd":
+        from tprimat.trace.rocpd import read_rocpd
+
+        return read_rocpd(path)
     if kind == "nsys-sqlite":
-        return read_nsys(path)
+        return read_nsys(path, nvtx_step=nvtx_step)
     if kind == "rocprofv3-csv":
         return read_rocprof_csv(path)
     if kind == "rocprofv3-json":
-        raise TraceFormatError(
-            f"{path}: rocprofv3's JSON output is not read; profile with `rocprofv3 --kernel-trace "
-            "--hip-trace --output-format csv` and give the *_kernel_trace.csv file"
-        )
+        from tprimat.trace.rocprof_json import read_rocprof_json
+
+        return read_rocprof_json(path)
+    if kind == "rocprofv3-pftrace":
+        from tprimat.trace.pftrace import read_pftrace
+
+        return read_pftrace(path)
     return read_trace(path, workers=workers)
 
 

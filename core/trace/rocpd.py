@@ -1,0 +1,221 @@
+"""Read rocprofv3's database (``--output-format rocpd``, its default since ROCm 7.0) into a :class:`RankTrace`.
+
+rocprofv3 writes one SQLite database per process, ``<pid>_results.db``: tables named
+``rocpd_<what>_<uuid>`` and, over them, views named ``rocpd_<what>`` (schema 3 of
+rocprofiler-sdk's ``rocpd_tables.sql``).  They hold what its CSV files hold
+(:mod:`tprimat.trace.rocprof`), and are read through the views:
+
+* ``rocpd_kernel_dispatch``: every dispatch with ``start``/``end`` (ns), ``agent_id``
+  (the GPU), ``stream_id`` (the HIP stream, 0 the default one) and ``kernel_id``, whose
+  name is ``rocpd_info_kernel_symbol.display_name``: the temporal breakdown, the
+  categories and the top kernels;
+* ``rocpd_memory_copy``: the copies (``gpu_memcpy``), named by their direction
+  (``MEMORY_COPY_HOST_TO_DEVICE`` in ``rocpd_string``), on their stream;
+* ``rocpd_region``: the API calls that took time (``--hip-trace``), named in
+  ``rocpd_string``, of the HIP categories (``HIP_RUNTIME_API``, ``HIP_COMPILER_API``
+  and their ``_EXT`` forms) of their ``rocpd_event``: launch times and the host time in
+  launch and synchronisation calls (:mod:`tprimat.trace.runtime_calls`);
+* ``rocpd_info_agent``: the GPU's ``product_name`` (``AMD Instinct MI300X``), the
+  device name the peak tables are looked up by.
+
+Each record's ``rocpd_event`` carries its correlation id as ``stack_id`` (the CSV's
+``Correlation_Id``; ``correlation_id`` there is the user's external id), which ties a
+dispatch to the call that launched it.  Calls that took no measurable time are
+stored as samples without their name and are not counted.
+
+What the database cannot give: PyTorch operators, shapes and nesting, and
+``ProfilerStep`` annotations (the window is the whole run).  With several GPUs, the
+agent that ran most kernels is analysed and the others are counted in ``metadata``;
+a database merged from several processes (``rocpd merge``) is read for the process
+(``guid``) of that agent.  Times are kept in µs from the first activity
+(``metadata["time_origin_ns"]``), as for the CSV files.
+
+The database is opened read-only, a gzip-compressed one inflated to a temporary file
+first (as an Nsight Systems export, :mod:`tprimat.trace.nsys`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from tprimat.trace.reader import ACTIVITY_CODES, RankTrace, TraceFormatError
+from tprimat.trace.runtime_calls import add_runtime_call, new_summary
+from tprimat.trace.sqlitefile import open_database
+
+#: The prefix of every table and view rocprofv3 writes to its database.
+ROCPD_PREFIX = "rocpd_"
+_KERNELS = """
+    SELECT K.guid, K.agent_id, K.start, K."end", K.kernel_id, S.display_name, S.kernel_name, K.stream_id, E.stack_id
+    FROM rocpd_kernel_dispatch K
+    LEFT JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id AND S.guid = K.guid
+    LEFT JOIN rocpd_event E ON E.id = K.event_id AND E.guid = K.guid
+"""
+_COPIES = """
+    SELECT C.start, C."end", N.string, C.stream_id, E.stack_id
+    FROM rocpd_memory_copy C
+    LEFT JOIN rocpd_string N ON N.id = C.name_id AND N.guid = C.guid
+    LEFT JOIN rocpd_event E ON E.id = C.event_id AND E.guid = C.guid
+    WHERE C.guid = ?
+"""
+_CALLS = """
+    SELECT R.start, R."end", N.string, G.string, E.stack_id
+    FROM rocpd_region R
+    LEFT JOIN rocpd_string N ON N.id = R.name_id AND N.guid = R.guid
+    LEFT JOIN rocpd_event E ON E.id = R.event_id AND E.guid = R.guid
+    LEFT JOIN rocpd_string G ON G.id = E.category_id AND G.guid = E.guid
+    WHERE R.guid = ?
+"""
+
+
+def _names(con: sqlite3.Connection) -> dict[str, set[str]]:
+    """The tables and views of the database, with their columns."""
+    names = [row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
+    return {name: {row[1] for row in con.execute(f'PRAGMA table_info("{name}")')} for name in names}
+
+
+def is_rocpd(path: Path) -> bool:
+    """Whether ``path`` is an SQLite database with rocprofv3's ``rocpd_`` tables (by content)."""
+    try:
+        with open_database(path) as con:
+            return any(
+                name.startswith(ROCPD_PREFIX)
+                for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+            )
+    except (TraceFormatError, OSError, sqlite3.Error):
+        return False
+
+
+def read_rocpd(path: str | Path) -> RankTrace:
+    """The GPU activity and launches of one rocprofv3 database (see the module docstring)."""
+    path = Path(path)
+    try:
+        with open_database(path) as con:
+            return _read(con, path)
+    except sqlite3.Error as exc:
+        raise TraceFormatError(f"{path}: cannot read the rocpd database: {exc}") from None
+
+
+def _read(con: sqlite3.Connection, path: Path) -> RankTrace:
+    names = _names(con)
+    dispatches = names.get("rocpd_kernel_dispatch")
+    if dispatches is None or not {"start", "end", "agent_id", "kernel_id"} <= dispatches:
+        version = _schema_version(con, names)
+        raise TraceFormatError(
+            f"{path}: a rocpd database (schema {version or 'unknown'}) without rocprofv3's kernel dispatch "
+            "view (rocpd_kernel_dispatch with start, end, agent_id, kernel_id); profile with `rocprofv3 "
+            "--kernel-trace --output-format csv` and give the *_kernel_trace.csv file"
+        )
+    rows: list[tuple[int, int, str, str, int, int]] = []  # start, end, name, activity, stream, corr
+    per_agent: dict[tuple[Any, Any], list[tuple[int, int, str, str, int, int]]] = {}
+    bad = 0
+    for guid, agent, start, end, kernel_id, display, symbol, stream, corr in con.execute(_KERNELS):
+        if not (_is_int(start) and _is_int(end)) or end < start:
+            bad += 1
+            continue
+        name = display or symbol or f"kernel {kernel_id}"
+        row = (start, end, str(name), "kernel", _int_or(stream), _int_or(corr))
+        per_agent.setdefault((guid, agent), []).append(row)
+    counts = {key: len(found) for key, found in per_agent.items()}
+    guid, agent = max(counts, key=counts.__getitem__) if counts else (_only_guid(con), None)
+    rows.extend(per_agent.get((guid, agent), []))
+    every_start = [row[0] for found in per_agent.values() for row in found]
+    if guid is not None and "rocpd_memory_copy" in names:
+        for start, end, direction, stream, corr in con.execute(_COPIES, (guid,)):
+            if not (_is_int(start) and _is_int(end)) or end < start:
+                bad += 1
+                continue
+            name = f"Memcpy {str(direction or '').removeprefix('MEMORY_COPY_')}"
+            rows.append((start, end, name, "gpu_memcpy", _int_or(stream), _int_or(corr)))
+            every_start.append(start)
+    rows.sort()
+    # times are kept from the first activity on (any agent's, as the CSV reader): µs since the epoch
+    # in a double would lose the nanoseconds rocprofv3 records
+    origin = min(every_start) if every_start else 0
+    trace = RankTrace(path=path, vendor="amd")
+    codes = {code: i for i, code in enumerate(ACTIVITY_CODES)}
+    interned: dict[str, int] = {}
+    for start, end, name, activity, stream, corr in rows:
+        trace.ts.append((start - origin) / 1000.0)
+        trace.dur.append((end - start) / 1000.0)
+        trace.name_id.append(interned.setdefault(name, len(interned)))
+        trace.code.append(codes[activity])
+        trace.stream.append(stream)
+        trace.correlation.append(corr)
+    trace.names.extend(interned)
+    trace.events = len(every_start) + bad
+    if bad:
+        trace.malformed = trace.malformed_activities = bad
+        trace.malformed_first = (-1, "a record without integer timestamps, or ending before it starts")
+    if not len(trace.ts) and bad:
+        raise TraceFormatError(f"{path}: no usable GPU activity: all {bad} records have malformed fields")
+    trace.runtime_api = _calls(con, names, guid, trace, origin)
+    trace.device = _device_name(con, names, guid, agent)
+    trace.format = "rocprofv3-rocpd"
+    trace.metadata = {
+        "schema_version": _schema_version(con, names),
+        "guid": guid,
+        "agent": agent,
+        "time_origin_ns": origin,
+        "other_agents_kernels": {f"{g}/{a}": n for (g, a), n in counts.items() if (g, a) != (guid, agent)},
+    }
+    return trace
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_or(value: Any) -> int:
+    """``value`` when an integer, else -1 (not recorded)."""
+    return value if _is_int(value) else -1
+
+
+def _only_guid(con: sqlite3.Connection) -> str | None:
+    """The process of a database without kernels: its one ``guid``, if it has one."""
+    guids = [row[0] for row in con.execute("SELECT DISTINCT guid FROM rocpd_info_process LIMIT 2")]
+    return guids[0] if len(guids) == 1 else None
+
+
+def _calls(
+    con: sqlite3.Connection, names: dict[str, set[str]], guid: str | None, trace: RankTrace, origin: int
+) -> dict[str, Any] | None:
+    """Each activity's launch (correlation -> call start), and the host time in HIP API calls."""
+    if guid is None or "rocpd_region" not in names:
+        return None
+    wanted = set(trace.correlation)
+    summary = new_summary()
+    for start, end, name, category, corr in con.execute(_CALLS, (guid,)):
+        if not (_is_int(start) and _is_int(end)) or end < start:
+            continue
+        if not (isinstance(category, str) and category.startswith("HIP_") and "_API" in category):
+            continue
+        add_runtime_call(summary, str(name or ""), (end - start) / 1000.0)
+        if corr in wanted:
+            trace.launch_correlation.append(corr)
+            trace.launch_ts.append((start - origin) / 1000.0)
+    return summary if summary["calls"] else None
+
+
+def _device_name(con: sqlite3.Connection, names: dict[str, set[str]], guid: str | None, agent: Any) -> str | None:
+    """The analysed agent's product name (``AMD Instinct MI300X``), else its name (``gfx942``)."""
+    columns = names.get("rocpd_info_agent", set())
+    if agent is None or not {"id", "guid", "product_name", "name"} <= columns:
+        return None
+    row = con.execute(
+        "SELECT product_name, name FROM rocpd_info_agent WHERE id = ? AND guid = ?", (agent, guid)
+    ).fetchone()
+    if row is None:
+        return None
+    return next((str(v).strip() for v in row if isinstance(v, str) and v.strip()), None)
+
+
+def _schema_version(con: sqlite3.Connection, names: dict[str, set[str]]) -> str | None:
+    if not {"tag", "value"} <= names.get("rocpd_metadata", set()):
+        return None
+    row = con.execute("SELECT value FROM rocpd_metadata WHERE tag = 'schema_version' LIMIT 1").fetchone()
+    return str(row[0]) if row else None
+
+
+__all__ = ["ROCPD_PREFIX", "is_rocpd", "read_rocpd"]
