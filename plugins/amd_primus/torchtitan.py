@@ -18,6 +18,10 @@ there is no step time, and ``tprimat parse`` says so.
 
 Every rank may print the same step: the first line of each step is read, later copies are
 skipped.  A step number lower than the last one starts a new stretch (a restart).
+
+Every step line is a record, so its reading is kept to a few C-level calls: the step pattern is
+tried only where ``step:`` occurs (its search, which starts at a word boundary, would otherwise
+try every position of the line), and the figures of a plain ASCII line are converted at once.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from tprimat.contract import IterationRecord
 from tprimat.contract.records import ParseIssue
@@ -39,6 +44,19 @@ STEP_RE = re.compile(
 #: The same pattern over a line's bytes as they are (colour codes left in: such a line is read as text).
 STEP_BYTES_RE = re.compile(STEP_RE.pattern.encode())
 _TIMESTAMP_RE = re.compile(r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})[,.](\d{3,6})")
+
+
+def _first_step(line: Any, pattern: re.Pattern[Any], key: Any) -> Any:
+    """``pattern.search(line)`` for :data:`STEP_RE` over a text (``key`` ``"step:"``) or
+    :data:`STEP_BYTES_RE` over bytes (``b"step:"``), tried only where ``key`` occurs: every match
+    starts there (after a word boundary), so the first place it matches is where the search finds it."""
+    position = line.find(key)
+    while position != -1:
+        match = pattern.match(line, position)  # its \b still sees the character before
+        if match is not None:
+            return match
+        position = line.find(key, position + 1)
+    return None
 
 
 class TorchTitanSteps:
@@ -63,18 +81,18 @@ class TorchTitanSteps:
         prints to, most step lines are such copies)."""
         if self._last_step is None:
             return False
-        match = STEP_BYTES_RE.search(line)
+        match = _first_step(line, STEP_BYTES_RE, b"step:")
         return match is not None and int(match["step"]) == self._last_step
 
     def feed(self, line: str, lineno: int) -> list[Event] | None:
         clean = strip_ansi(line)
-        match = STEP_RE.search(clean)
+        match = _first_step(clean, STEP_RE, "step:")
         if match is None:
             return None
         step = int(match["step"])
         if self._last_step is not None and step == self._last_step:
             return []  # another rank's copy of the same step
-        stamp = _TIMESTAMP_RE.search(clean[: match.start()])
+        stamp = _TIMESTAMP_RE.search(clean, 0, match.start())  # in the text before the step
         time = None
         if stamp is not None:
             time = datetime.fromisoformat(f"{stamp[1].replace('T', ' ')}.{stamp[2]:0<6}")
@@ -95,19 +113,50 @@ class TorchTitanSteps:
             covers = step - previous
             if time is not None and self._last_time is not None and time > self._last_time:
                 step_time = (time - self._last_time).total_seconds() / covers
+        loss, grad_norm, memory, tps, tflops, mfu, memory_pct = _figures(match)
         return IterationRecord(
             iteration=step,
             step_time_s=step_time,
-            loss=parse_float(match["loss"]),
-            grad_norm=parse_float(match["grad_norm"]) if match["grad_norm"] else None,
+            loss=loss,
+            grad_norm=grad_norm,
             covers_iterations=covers,
-            mem_max_reserved_gib=parse_float(match["memory"]),
+            mem_max_reserved_gib=memory,
             timestamp=stamp,
             source=self.where(lineno),
             reported={
-                "tokens_per_s_per_gpu": parse_float(match["tps"].replace(",", "")),
-                "tflops_per_gpu": parse_float(match["tflops"].replace(",", "")),
-                "mfu_percent": parse_float(match["mfu"]),
-                "mem_max_reserved_percent": parse_float(match["memory_pct"]),
+                "tokens_per_s_per_gpu": tps,
+                "tflops_per_gpu": tflops,
+                "mfu_percent": mfu,
+                "mem_max_reserved_percent": memory_pct,
             },
         )
+
+
+def _figures(match: re.Match[str]) -> tuple[float, float | None, float, float, float, float, float]:
+    """A step line's loss, grad norm (None when not printed), memory, tps, tflops, mfu and memory
+    percentage; a figure that is not a number is a :class:`LineError` (the first, in that order)."""
+    _, loss, grad_norm, memory, memory_pct, tps, tflops, mfu = match.groups()
+    tps, tflops = tps.replace(",", ""), tflops.replace(",", "")
+    if match.string.isascii() and "_" not in loss and (grad_norm is None or "_" not in grad_norm):
+        # What parse_float reads an ASCII text without "_" as: float's own reading.
+        try:
+            return (
+                float(loss),
+                float(grad_norm) if grad_norm else None,
+                float(memory),
+                float(tps),
+                float(tflops),
+                float(mfu),
+                float(memory_pct),
+            )
+        except ValueError:
+            pass  # read again below, for the error of the first figure that is not a number
+    return (
+        parse_float(loss),
+        parse_float(grad_norm) if grad_norm else None,
+        parse_float(memory),
+        parse_float(tps),
+        parse_float(tflops),
+        parse_float(mfu),
+        parse_float(memory_pct),
+    )

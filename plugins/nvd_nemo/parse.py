@@ -18,6 +18,11 @@ no ``consumed_samples``; a run restarted from a checkpoint logs steps again
 and is kept as reported.  NeMo-Launcher's end-of-run ``train_step_timing in
 s: [list]`` summary is read only when the log has no per-step lines.
 
+A run logged every step is mostly step lines, each a record: a line in one of
+the forms NeMo 2 prints (its keys in NeMo's order, plain numbers) is read in
+one regex match; any other is read segment by segment, which is the
+definition (both give the same record).
+
 NeMo 1 (``exp_manager``) logs and DLLogger JSON files are read by
 :class:`~tprimat.plugins.nvd_nemo.nemo1.Nemo1Reader`, which this parser hands
 their lines to.
@@ -109,31 +114,41 @@ class NemoLogParser(StreamEvents):
     def _step(self, match: re.Match[str], lineno: int) -> list[Event]:
         """The record of one step line, with the facts it states first (or the issue that refuses it)."""
         self._seen_step_lines = self.started = True
-        batch_index, last_index = int(match.group(2)), int(match.group(3))
-        values = _segments(match.group(4))
         events: list[Event] = []
-        try:
-            step = self._step_number(values, batch_index, lineno, events)
-            fields, reported = _step_values(values)
-        except LineError as exc:
-            return [self.issue(lineno, f"unreadable NeMo step line ({exc}); skipped")]
+        known = _known_form(match)
+        if known is not None:
+            step, fields, reported, val_loss = known
+        else:
+            values = _segments(match.group(4))
+            try:
+                step = self._step_number(values, int(match.group(2)), lineno, events)
+                fields, reported = _step_values(values)
+            except LineError as exc:
+                return [self.issue(lineno, f"unreadable NeMo step line ({exc}); skipped")]
+            val_loss = values.get("val_loss")
         step_time = fields.get("step_time_s")
         if step_time is not None and not step_time > 0:
             return [self.issue(lineno, f"train_step_timing is {step_time:g} s; line skipped")]
-        for key, value in (("train_iters", last_index + 1), ("global_batch_size", fields.get("global_batch_size"))):
-            if value is not None and key not in self._facts:
-                fact = self.fact(key, value, lineno)
-                if fact is not None:
-                    events.append(fact)
+        if "train_iters" not in self._facts or "global_batch_size" not in self._facts:
+            self._first_facts(int(match.group(3)) + 1, fields.get("global_batch_size"), lineno, events)
         try:
             record = IterationRecord(iteration=step + 1, source=self.where(lineno), reported=reported, **fields)
         except (TypeError, ValueError) as exc:
             return [*events, self.issue(lineno, f"NeMo step line rejected: {exc}")]
         events.append(record)
-        evaluation = self._evaluation(values.get("val_loss"), step, lineno)
-        if evaluation is not None:
-            events.append(evaluation)
+        if val_loss is not None:
+            evaluation = self._evaluation(val_loss, step, lineno)
+            if evaluation is not None:
+                events.append(evaluation)
         return events
+
+    def _first_facts(self, train_iters: int, global_batch_size: int | None, lineno: int, events: list[Event]) -> None:
+        """The run's length and global batch, into ``events`` the first time a step line shows them."""
+        for key, value in (("train_iters", train_iters), ("global_batch_size", global_batch_size)):
+            if value is not None and key not in self._facts:
+                fact = self.fact(key, value, lineno)
+                if fact is not None:
+                    events.append(fact)
 
     def _step_number(self, values: dict[str, str], batch_index: int, lineno: int, events: list[Event]) -> int:
         """The line's ``global_step`` (taken out of ``values``), else its batch index, noted once in ``events``."""
@@ -144,14 +159,14 @@ class NemoLogParser(StreamEvents):
             events.append(fact)
         return batch_index
 
-    def _evaluation(self, text: str | None, step: int, lineno: int) -> Event | None:
+    def _evaluation(self, text: str, step: int, lineno: int) -> Event | None:
         """An evaluation where ``val_loss`` first appears or changes.
 
         Lightning repeats the latest ``val_loss`` on every later step line; a new
         value means a validation ran before this step, after ``step`` optimizer steps.
         Two validations giving the very same printed value read as one.
         """
-        if text is None or text == self._val_loss:
+        if text == self._val_loss:
             return None
         self._val_loss = text
         try:
@@ -181,6 +196,55 @@ class NemoLogParser(StreamEvents):
             else:
                 events.append(self.issue(lineno, f"step {index} has time {seconds:g} s; skipped"))
         return events
+
+
+#: A number as :func:`parse_float` reads it: ASCII, no "_" (float() may still refuse one, such as "1.2.3").
+_FLOAT = r"([-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|nan|inf))"
+#: A number as :data:`_NUMBER_RE` finds one, in ASCII digits.
+_PLAIN = r"([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"
+#: The segments of the step lines NeMo 2 prints (every form of the fixtures), after the "|" that
+#: follows the iteration: known keys in NeMo's order, one space around each "|" and after each
+#: ":", the numbers plain.  Such a line is read in one match (see :func:`_known_form`).
+_KNOWN_FORM_RE = re.compile(
+    rf" lr: {_FLOAT} \| (?:consumed_samples: ([0-9]+) \| )?global_batch_size: ([0-9]+) \| global_step: ([0-9]+) \| "
+    rf"(?:max_memory_reserved: {_FLOAT} \| max_memory_allocated: {_FLOAT} \| )?reduced_train_loss: {_FLOAT}"
+    rf"(?: \| train_step_timing in s: {_FLOAT})?(?: \| TFLOPS_per_GPU: {_FLOAT})?"
+    rf"(?: \| consumed_samples: ([0-9]+))?(?: \| val_loss: {_PLAIN})?"
+)
+_VAL_LOSS = normal_key("val_loss")  # its name among the reported figures
+
+
+def _known_form(match: re.Match[str]) -> tuple[int, dict[str, Any], dict[str, float | str | None], str | None] | None:
+    """The step number, record fields, reported figures and ``val_loss`` text of a step line in a
+    form NeMo 2 prints (:data:`_KNOWN_FORM_RE`), as :func:`_segments` and :func:`_step_values` read
+    them; None for any other line (or a number float() refuses), which they read.
+
+    ``match`` is :data:`_LINE_RE`'s; its last group, the segments, runs to the end of the text.
+    """
+    known = _KNOWN_FORM_RE.fullmatch(match.string, match.start(4))
+    if known is None:
+        return None
+    lr, samples_first, batch, step, reserved, allocated, loss, seconds, tflops, samples, val_loss = known.groups()
+    if samples is None:
+        samples = samples_first
+    elif samples_first is not None:
+        return None  # printed twice: the general reader says which is kept
+    try:
+        fields = {
+            "step_time_s": float(seconds) if seconds is not None else None,
+            "loss": float(loss),
+            "lr": float(lr),
+            "global_batch_size": int(batch),
+            "consumed_samples": int(samples) if samples is not None else None,
+            "mem_max_reserved_gib": float(reserved) / GIB if reserved is not None else None,
+            "mem_max_allocated_gib": float(allocated) / GIB if allocated is not None else None,
+        }
+        reported: dict[str, float | str | None] = {} if tflops is None else {"tflops_per_gpu": float(tflops)}
+    except ValueError:
+        return None
+    if val_loss is not None:
+        reported[_VAL_LOSS] = float(val_loss)
+    return int(step), fields, reported, val_loss
 
 
 def _segments(text: str) -> dict[str, str]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from tprimat.contract.registry import Registry
 from tprimat.parse.logs import parse_logs
@@ -91,3 +93,93 @@ def test_what_the_reader_keeps_per_step_is_bounded(tmp_path):
     records = [e for e in iter_events(parser, LogFile(path)) if hasattr(e, "iteration")]
     assert len(records) == 10_000
     assert len(parser._generations) <= 4096 and len(parser._line_records) <= 256
+
+
+# -- the step pattern is tried only where "step:" occurs, the figures of an ASCII line read at once --
+
+_PIECES = st.sampled_from(
+    [
+        "step:",
+        "step: 4",
+        " loss: 7.1",
+        "  grad_norm: 2",
+        " memory: 6.9GiB(37.5%)",
+        " tps: 1,0",
+        " tflops: 3",
+        " mfu: 1%",
+        "x",
+        " ",
+        "\u0663",
+        "\x1b[0m",
+    ]
+)
+
+
+_STEP = (
+    "step: 5  loss:  7.07623  grad_norm: 46.5000  memory: 66.91GiB(37.51%)  tps: 10,007  tflops: 313.36  mfu: 13.93%"
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(st.one_of(_PIECES, st.text(max_size=3)), max_size=8),
+    st.sampled_from(["", _STEP, _STEP.replace("  grad_norm: 46.5000", ""), _STEP.replace("tps", "tps ")]),
+    st.lists(st.one_of(_PIECES, st.text(max_size=3)), max_size=4),
+)
+def test_the_step_pattern_is_found_where_its_search_finds_it(before, step, after):
+    from tprimat.plugins.amd_primus.torchtitan import STEP_BYTES_RE, STEP_RE, _first_step
+
+    text = "".join(before) + step + "".join(after)
+    for line, pattern, key in ((text, STEP_RE, "step:"), (text.encode(), STEP_BYTES_RE, b"step:")):
+        found, searched = _first_step(line, pattern, key), pattern.search(line)
+        assert (found and (found.span(), found.groups())) == (searched and (searched.span(), searched.groups()))
+
+
+def _reference_figures(match):
+    """The figures as every one of them is read on its own (the reading of a line that is not plain ASCII)."""
+    from tprimat.plugins.megatron_core.lines import parse_float
+
+    return (
+        parse_float(match["loss"]),
+        parse_float(match["grad_norm"]) if match["grad_norm"] else None,
+        parse_float(match["memory"]),
+        parse_float(match["tps"].replace(",", "")),
+        parse_float(match["tflops"].replace(",", "")),
+        parse_float(match["mfu"]),
+        parse_float(match["memory_pct"]),
+    )
+
+
+_PLAIN = st.from_regex(r"\A[0-9]{1,3}(\.[0-9]{1,3})?\Z")
+_DIGITS = st.one_of(_PLAIN, _PLAIN, _PLAIN, st.sampled_from([".", "1.2.3", "\u0663", "7."]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(_DIGITS, st.sampled_from(["nan", "-inf", "1_0", "1e-3", "\u0663.5", "x"])),
+            st.one_of(st.none(), _DIGITS, st.sampled_from(["inf", "2_5"])),
+            st.lists(_DIGITS, min_size=5, max_size=5),
+            st.sampled_from(["", ",", "0,0"]),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+@example([("1_0", "2", ["6.5", "37.5", "10", "313.36", "13.9"], ","), ("7.1", "2_5", ["6", "3", "1", "3", "1"], "")])
+@example([("7.1", None, ["6.5", "1.2.3", "10", "3", "1"], ""), ("\u0663.5", "2", ["6", "3", "1", "3", "."], "")])
+def test_the_figures_of_a_step_line_read_as_each_read_on_its_own(lines):
+    from tprimat.plugins.amd_primus import torchtitan
+
+    text = []
+    for step, (loss, grad_norm, (memory, percent, tps, tflops, mfu), comma) in enumerate(lines, 1):
+        norm = f"  grad_norm: {grad_norm}" if grad_norm is not None else ""
+        text.append(
+            f"[titan] 2026-02-24 19:46:{step:02d},145 - root - INFO - step: {step}  loss:  {loss}{norm}"
+            f"  memory: {memory}GiB({percent}%)  tps: {tps}{comma}  tflops: {tflops}{comma}  mfu: {mfu}%\n"
+        )
+    read = [repr(e) for e in parse_primus(text, "t.log")]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torchtitan, "_figures", _reference_figures)
+        assert read == [repr(e) for e in parse_primus(text, "t.log")]

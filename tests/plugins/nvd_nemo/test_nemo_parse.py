@@ -138,3 +138,85 @@ pretrain/0 [default0]:Training epoch 0, iteration 2/49 | consumed_samples: 768 |
     assert records[2].mem_max_allocated_gib == 56.0
     assert records[0].step_time_s == pytest.approx(21.93)
     assert facts_of(events)["world_size"] == 16
+
+
+# -- step lines in the forms NeMo 2 prints are read in one match; the general reader is the reference --
+
+
+def _general_reading(lines):
+    """The events of ``lines`` when no line is taken for a known form (every line read segment by segment)."""
+    from tprimat.plugins.nvd_nemo import parse
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(parse, "_known_form", lambda match: None)
+        return [repr(e) for e in parse_nemo(lines, "k.log")]
+
+
+def test_every_fixture_step_line_is_in_a_known_form_and_reads_as_the_general_reader_reads_it():
+    from tprimat.plugins.nvd_nemo import parse
+
+    for name in (
+        CELL14,
+        CELL22,
+        CELL46,
+        PEFT,
+        AWS,
+        RUN12,
+        "nemo/nemo2_2025-08-26_e5-finetune_1gpu_starting-with-1-processes_cell16.log",
+    ):
+        lines = (LOGS / name).read_text(encoding="utf-8").splitlines(True)
+        for line in lines:
+            match = parse._LINE_RE.search(line.rstrip()) if "Training epoch" in line else None
+            if match is not None:
+                assert parse._known_form(match) is not None, line
+        assert [repr(e) for e in parse_nemo(lines, "k.log")] == _general_reading(lines), name
+
+
+#: Number texts a step line may hold: plain, odd, and not numbers at all.
+_NUMBERS = st.one_of(
+    st.from_regex(r"\A[-+]?[0-9]{1,4}(\.[0-9]{0,4})?([eE][-+]?[0-9]{1,3})?\Z"),
+    st.sampled_from(["nan", "inf", "-inf", "1.2.3", ".", "+.5", "1_0", "\u0663.5", "0", "-0", "1e400", "5120.0", "x"]),
+)
+#: Counts as NeMo prints them (global batch, step, consumed samples), and some that it does not.
+_COUNTS = st.one_of(st.integers(0, 10**7).map(str), st.sampled_from(["5120.0", "12.5", "-3", "+7", "\u0665", "1_0"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(_NUMBERS, min_size=6, max_size=6),
+            st.lists(_COUNTS, min_size=4, max_size=4),
+            st.lists(st.booleans(), min_size=7, max_size=7),
+            st.sampled_from(["", "\x1b[32m", "nemo/0 [default0]:", "a Training epoch 1, iteration 2/3 x "]),
+            st.sampled_from(["\n", "  \n", "\t\n", " | note\n", " | other_key: 3\n"]),
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_known_forms_read_as_the_general_reader_reads_them(shapes):
+    """Lines built like NeMo's (optional segments, odd numbers, prefixes, endings): the same events."""
+    lines = []
+    for numbers, counts, present, prefix, ending in shapes:
+        lr, reserved, allocated, loss, seconds, tflops = numbers
+        first, batch, step, samples = counts
+        val_loss = tflops if present[6] else loss
+        segments = [f" lr: {lr} |"]
+        if present[0]:
+            segments.append(f" consumed_samples: {first} |")
+        segments.append(f" global_batch_size: {batch} | global_step: {step} |")
+        if present[1]:
+            segments.append(f" max_memory_reserved: {reserved} | max_memory_allocated: {allocated} |")
+        segments.append(f" reduced_train_loss: {loss}")
+        for shown, segment in zip(
+            present[2:5],
+            (f"train_step_timing in s: {seconds}", f"TFLOPS_per_GPU: {tflops}", f"consumed_samples: {samples}"),
+            strict=True,
+        ):
+            if shown:
+                segments.append(f" | {segment}")
+        if present[5]:
+            segments.append(f" | val_loss: {val_loss}")
+        lines.append(f"{prefix}Training epoch 0, iteration 3/9 |{''.join(segments)}{ending}")
+    assert [repr(e) for e in parse_nemo(lines, "k.log")] == _general_reading(lines)
