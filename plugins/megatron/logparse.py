@@ -165,9 +165,34 @@ def validation_record(line: str, source: str) -> EvalRecord | ParseIssue | None:
 _NOTHING: list[Event] = []
 _REPEATED: list[Event] = [REPEATED_LINE]
 
-# What one segment of an iteration line reads as: its (field, value) pairs, its reported
-# (key, value) pairs, and its problem or None.
-_SegmentRead = tuple[tuple[tuple[str, Any], ...], tuple[tuple[str, Any], ...], str | None]
+
+def _read_number(
+    name: str, parse: Callable[[str], Any], into_reported: bool, value: str, fields: dict, reported: dict
+) -> None:
+    """A segment whose value is one number: ``fields[name]``, or ``reported[name]``."""
+    (reported if into_reported else fields)[name] = parse(value)
+
+
+#: Segments whose value is one number: label -> (record field or reported name, reader, reported or not).
+_NUMBER_SEGMENTS: dict[str, tuple[str, Callable[[str], Any], bool]] = {
+    "consumed samples": ("consumed_samples", parse_int, False),
+    "learning rate": ("lr", parse_float, False),
+    "global batch size": ("global_batch_size", parse_int, False),
+    "lm loss": ("loss", parse_float, False),
+    "grad norm": ("grad_norm", parse_float, False),
+    "number of skipped iterations": ("skipped", parse_int, False),
+    "loss scale": ("loss_scale", parse_float, True),
+    # Forks that add their own throughput segment (Pai-Megatron-Patch's "tokens/sec/gpu").
+    "tokens/sec/gpu": ("tokens_per_s_per_gpu", parse_float, True),
+    "mem usages": ("mem_usage_ratio", parse_float, True),
+}
+# What parse_float and parse_int come to for a value that is ASCII and free of "_" (the two
+# things they check before calling float() or int()), but for a ValueError instead of a LineError.
+_UNCHECKED: dict[Callable[[str], Any], Callable[[str], Any]] = {parse_float: float, parse_int: int}
+
+# What one segment of an iteration line reads as: its fields, its reported values (two dicts,
+# shared and never changed: they are only merged into a line's own), and its problem or None.
+_SegmentRead = tuple[dict[str, Any], dict[str, Any], str | None]
 # Segment text -> what it reads as (a pure function of the text, shared by every stream).  Only
 # segments whose values repeat are kept: those of a key whose values keep changing (loss, learning
 # rate, step time) are read afresh each time, by their key's reader (see `MegatronLogParser._segment`).
@@ -176,7 +201,12 @@ _SEGMENTS: dict[str, _SegmentRead] = {}
 _SEGMENTS_HELD = 8192
 #: A key whose segments were read this many times with a value not seen before is no longer cached.
 _NEW_VALUES_CACHED = 32
-_NOTHING_READ: _SegmentRead = ((), (), None)
+_NO_VALUES: dict[str, Any] = {}  # never changed
+_NOTHING_READ: _SegmentRead = (_NO_VALUES, _NO_VALUES, None)
+# How the segments of one key are read: its handler or None, the key shown in a problem, whether
+# its segments are cached, and for a number segment (see _NUMBER_SEGMENTS) its name, its reader
+# for a value that is ASCII without "_", and whether it is reported.
+_KeyEntry = tuple[Callable[[str, dict, dict], None] | None, str, bool, tuple[str, Callable[[str], Any], bool] | None]
 
 
 class MegatronLogParser(StreamEvents):
@@ -215,33 +245,24 @@ class MegatronLogParser(StreamEvents):
         self._rank_memory = RankMemory()
         self._line_memory: Any = None  # what the line just read gave `_rank_memory`
         self._segments = _SEGMENTS
-        # A segment's key text as the line prints it -> (its handler or None, the key shown in a
-        # problem, whether its segments are cached); new values read per key (see `_segment`).
-        self._keys: dict[str, tuple[Callable[[str, dict, dict], None] | None, str, bool]] = {}
+        # A segment's key text as the line prints it -> how its segments are read (see `_key_entry`);
+        # new values read per key (see `_segment`).
+        self._keys: dict[str, _KeyEntry] = {}
         self._new_values: dict[str, int] = {}
         self._quiet: set[bytes] = set()
         self._generations: dict[int, int] = {}
         self._generation = 0
         self._handlers: dict[str, Callable[[str, dict, dict], None]] = {
-            "consumed samples": self._consumed,
+            **{label: functools.partial(_read_number, *how) for label, how in _NUMBER_SEGMENTS.items()},
             "elapsed time per iteration (ms)": self._elapsed,
-            "learning rate": self._lr,
-            "global batch size": self._global_batch,
-            "lm loss": self._loss,
-            "grad norm": self._grad_norm,
-            "number of skipped iterations": self._skipped,
             "number of nan iterations": self._nan_iterations,
-            "loss scale": self._reported_float("loss_scale"),
             "throughput per GPU (TFLOP/s/GPU)": self._tflops,
             "compute per GPU (TFLOP/s/GPU)": self._tflops,
             "tokens per GPU (tokens/s/GPU)": self._tokens("tokens_per_s_per_gpu_avg"),
             "tokens/s/GPU inst/harmonic mean": self._tokens("tokens_per_s_per_gpu_harmonic_mean"),
-            # Forks that add their own throughput segment (Pai-Megatron-Patch's "tokens/sec/gpu").
-            "tokens/sec/gpu": self._reported_float("tokens_per_s_per_gpu"),
             HIP_FIELD: self._hip_memory,
             "rocm mem usage/free/total/usage_ratio": self._rocm_memory,
             "rocm max mem usage/usage_ratio": self._rocm_max_memory,
-            "mem usages": self._reported_float("mem_usage_ratio"),
         }
 
     # -- helpers --------------------------------------------------------------------------
@@ -521,17 +542,34 @@ class MegatronLogParser(StreamEvents):
 
         The segments are the text between the "|"s after the iteration count; one without a ":"
         reads as nothing.  In the order of the line: a later segment's value replaces an earlier one's.
+        A segment read before is looked up (see `_segment`).  The segment of a key whose values
+        keep changing is read here: a number by float() or int() when its value is ASCII without
+        "_" (all that parse_float and parse_int check first), anything else by its handler.
         """
         cache = self._segments
+        keys = self._keys
         fields: dict[str, Any] = {}
         reported: dict[str, float | str | None] = {}
         problems: list[str] = []
         for segment in tail.split("|"):
             read = cache.get(segment)
             if read is None:
-                read = self._segment(segment, fields, reported, problems)
-                if read is None:
-                    continue  # read into fields and reported
+                key, colon, value = segment.partition(":")
+                entry = keys.get(key) if colon else None
+                if entry is not None and not entry[2]:  # a key whose values keep changing
+                    number = entry[3]
+                    if number is not None and value.isascii() and "_" not in value:
+                        try:
+                            (reported if number[2] else fields)[number[0]] = number[1](value)
+                            continue
+                        except ValueError:
+                            pass  # its handler tells why
+                    try:
+                        entry[0](value, fields, reported)  # type: ignore[misc]  # not cached: a handler
+                    except LineError as exc:
+                        problems.append(f"{entry[1]}: {exc}")
+                    continue
+                read = self._segment(segment)
             fields_read, reported_read, problem = read
             if fields_read:
                 fields.update(fields_read)
@@ -557,14 +595,13 @@ class MegatronLogParser(StreamEvents):
                 facts.append(fact)
         return facts
 
-    def _segment(self, segment: str, fields: dict, reported: dict, problems: list[str]) -> _SegmentRead | None:
+    def _segment(self, segment: str) -> _SegmentRead:
         """What one ``key: value`` segment adds to the fields and reported values, or its problem.
 
-        A pure function of the text: kept in `_SEGMENTS` and returned while its key's values
-        repeat from line to line.  The segment of a key whose values keep changing (loss,
-        learning rate, step time) is read straight into ``fields``, ``reported`` and
-        ``problems`` instead, and None is returned.  The key ends at the first ":"; a
-        segment without one adds nothing.
+        A pure function of the text: kept in `_SEGMENTS` and looked up while its key's values
+        repeat from line to line; a key whose values keep changing (loss, learning rate, step
+        time) is no longer cached (`_read_segments` reads its segments).  The key ends at the
+        first ":"; a segment without one adds nothing.
         """
         key, colon, value = segment.partition(":")
         if not colon:
@@ -573,33 +610,27 @@ class MegatronLogParser(StreamEvents):
             entry = self._keys.get(key)
             if entry is None:
                 entry = self._key_entry(key)
-            handler, shown, cached = entry
+            handler, shown, _, number = entry  # cached: `_read_segments` reads the others
             if handler is None:
                 read = _NOTHING_READ
-            elif not cached:
-                try:
-                    handler(value, fields, reported)
-                except LineError as exc:
-                    problems.append(f"{shown}: {exc}")
-                return None
             else:
                 own_fields: dict[str, Any] = {}
                 own_reported: dict[str, float | str | None] = {}
                 try:
                     handler(value, own_fields, own_reported)
-                    read = (tuple(own_fields.items()), tuple(own_reported.items()), None)
+                    read = (own_fields, own_reported, None)
                 except LineError as exc:
-                    read = ((), (), f"{shown}: {exc}")
+                    read = (_NO_VALUES, _NO_VALUES, f"{shown}: {exc}")
                 new = self._new_values[key] = self._new_values.get(key, 0) + 1
                 if new > _NEW_VALUES_CACHED:
-                    self._keys[key] = (handler, shown, False)  # its values keep changing
+                    self._keys[key] = (handler, shown, False, number)  # its values keep changing
         cache = self._segments
         if len(cache) >= _SEGMENTS_HELD:
             cache.clear()
         cache[segment] = read
         return read
 
-    def _key_entry(self, key: str) -> tuple[Callable[[str, dict, dict], None] | None, str, bool]:
+    def _key_entry(self, key: str) -> _KeyEntry:
         """How the segments of ``key`` (as the line prints it) are read: see `_segment`."""
         if len(self._keys) >= 1024:  # keys a log prints are few; junk keys must not pile up
             self._keys.clear()
@@ -611,7 +642,11 @@ class MegatronLogParser(StreamEvents):
             handler = self._handlers.get(shown)
         if handler is None and shown and len(shown) < 60:
             handler = functools.partial(_other_number, normal_key(shown))
-        entry = (handler, shown, True)
+        number = None
+        if isinstance(handler, functools.partial) and handler.func is _read_number:
+            name, parse, into_reported = handler.args
+            number = (name, _UNCHECKED[parse], into_reported)
+        entry = (handler, shown, True, number)
         self._keys[key] = entry
         return entry
 
@@ -673,10 +708,6 @@ class MegatronLogParser(StreamEvents):
     # -- segment handlers -----------------------------------------------------------------
 
     @staticmethod
-    def _consumed(value: str, fields: dict, reported: dict) -> None:
-        fields["consumed_samples"] = parse_int(value)
-
-    @staticmethod
     def _elapsed(value: str, fields: dict, reported: dict) -> None:
         instant, average = parse_pair(value)
         fields["step_time_s"] = instant / 1000.0
@@ -684,38 +715,11 @@ class MegatronLogParser(StreamEvents):
             reported["elapsed_time_per_iteration_ms_avg"] = average
 
     @staticmethod
-    def _lr(value: str, fields: dict, reported: dict) -> None:
-        fields["lr"] = parse_float(value)
-
-    @staticmethod
-    def _global_batch(value: str, fields: dict, reported: dict) -> None:
-        fields["global_batch_size"] = parse_int(value)
-
-    @staticmethod
-    def _loss(value: str, fields: dict, reported: dict) -> None:
-        fields["loss"] = parse_float(value)
-
-    @staticmethod
-    def _grad_norm(value: str, fields: dict, reported: dict) -> None:
-        fields["grad_norm"] = parse_float(value)
-
-    @staticmethod
-    def _skipped(value: str, fields: dict, reported: dict) -> None:
-        fields["skipped"] = parse_int(value)
-
-    @staticmethod
     def _nan_iterations(value: str, fields: dict, reported: dict) -> None:
         count = parse_int(value)
         if not 0 <= count <= 2**53:  # a count of iterations, kept as a float: exactly
             raise LineError(f"not a count of iterations: {value.strip()[:40]!r}")
         reported["nan_iterations"] = float(count)
-
-    @staticmethod
-    def _reported_float(name: str) -> Callable[[str, dict, dict], None]:
-        def handler(value: str, fields: dict, reported: dict) -> None:
-            reported[name] = parse_float(value)
-
-        return handler
 
     @staticmethod
     def _tflops(value: str, fields: dict, reported: dict) -> None:

@@ -290,3 +290,30 @@ def test_segments_are_read_between_the_bars_in_order():
     (record,) = records_of(parse([line]))
     assert (record.iteration, record.consumed_samples, record.step_time_s, record.loss) == (3, 240, 4.0, 2.0)
     assert record.reported == {"custom_figure": 8.5, "nan_iterations": 0.0}
+
+
+@pytest.mark.parametrize(
+    ("first", "old", "new", "problem"),
+    [
+        (1000, "1.048269E+01", "1_0.5", "lm loss: not a number: '1_0.5'"),
+        (2000, "1.048269E+01", "\u0661\u0662", "lm loss: not a number: '\u0661\u0662'"),  # digits float() takes
+        (3000, "         160 |", "1_60 |", "consumed samples: not an integer: '1_60'"),
+        (4000, "1.048269E+01", "1.0.4", "lm loss: not a number: '1.0.4'"),
+        (5000, "1.0 |", "one |", "loss scale: not a number: 'one'"),
+    ],
+)
+def test_a_number_reads_the_same_once_its_values_keep_changing(first, old, new, problem):
+    """Segments whose values keep changing are no longer cached but read straight away: same values, same problems."""
+    # Values no other test prints: segments read before, by any parser, are looked up and not counted as new.
+    numbers = range(first, first + 80)
+    lines = [LINE.replace("1.048269E+01", f"{n / 7:.6E}").replace(" 160 |", f" {n} |") for n in numbers]
+    bad = LINE.replace(old, new)
+    assert bad != LINE
+    events = parse([*lines, bad])
+    records = records_of(events)
+    assert [r.loss for r in records] == [float(f"{n / 7:.6E}") for n in numbers]
+    assert [r.consumed_samples for r in records] == list(numbers)
+    alone = issues_of(parse([bad]))
+    later = issues_of(events)
+    assert [i.message for i in alone] == [i.message for i in later]
+    assert problem in later[0].message
