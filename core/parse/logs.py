@@ -49,7 +49,7 @@ from tprimat.result.schema import (
     RunStatus,
     Software,
 )
-from tprimat.result.spill import RecordSequence, record_fields
+from tprimat.result.spill import FIELD_INDEX, RecordSequence, Row, record_fields
 from tprimat.result.workload import SIZE_LIMITS, Workload, as_int, as_size, check_workload_declared
 from tprimat.running.manifest import Manifest, find_manifest, load_manifest
 from tprimat.settings.config import BenchmarkConfig, default_config_dict
@@ -66,7 +66,7 @@ WRAP_SAMPLE_LINES = 5000
 #: Iteration records held in memory while reading; beyond them, the older ones wait in a
 #: temporary file (see :mod:`tprimat.result.spill`), so that a long run's log is parsed in
 #: bounded memory.  About 1 KiB each: a log of fewer iterations is read as before.
-SPILL_AFTER_RECORDS = 45056
+SPILL_AFTER_RECORDS = 16384
 
 
 @attrs.frozen(kw_only=True)
@@ -520,7 +520,7 @@ def _timed_or_refuse(
             else ""
         )
         raise ParseError(f"{shown}: no training iterations found in the log for backend {backend}{because}")
-    if not any(r.step_time_s is not None for r in timed):
+    if all(step_time is None for (step_time,) in record_fields(timed, "step_time_s")):
         raise ParseError(no_timing_message(shown, backend, timed, _stopped_after_last_iteration(files, common, timed)))
     return timed
 
@@ -704,8 +704,8 @@ def _stopped_after_last_iteration(files: Sequence[Path], common: Path | None, ti
     # Only files that hold iteration lines: another rank's signal may precede a restart.
     names = {_display_name(path, common) for path in files}
     with_iterations: set[str] = set()
-    for record in timed:
-        name = (record.source or "").rpartition(":")[0]
+    for (source,) in record_fields(timed, "source"):
+        name = (source or "").rpartition(":")[0]
         if name in names and name not in with_iterations:
             with_iterations.add(name)
             if len(with_iterations) == len(names):
@@ -810,17 +810,29 @@ def _with_stated_facts(
                 facts[fact.key] = fact.value
                 notes.append(f"log states {fact.key}={fact.value} ({fact.source})")
     if window:
-        mark = functools.partial(_marked_profiled, window=frozenset(window))
         if isinstance(records, RecordSequence):
-            records = records.map(mark, changes=("profiled",))
+            mark = functools.partial(_marked_profiled_row, window=frozenset(window))
+            records = records.map_rows(mark, changes=("profiled",))
         else:
-            records = list(map(mark, records))
+            records = list(map(functools.partial(_marked_profiled, window=frozenset(window)), records))
     return facts, notes, records
 
 
 def _marked_profiled(record: IterationRecord, *, window: frozenset[int]) -> IterationRecord:
     """``record``, marked as profiled if its iteration lies in the profiler's ``window``."""
     return attrs.evolve(record, profiled=True) if record.iteration in window and not record.profiled else record
+
+
+_ITERATION, _PROFILED = FIELD_INDEX["iteration"], FIELD_INDEX["profiled"]
+
+
+def _marked_profiled_row(row: Row, *, window: frozenset[int]) -> Row:
+    """:func:`_marked_profiled` for a record read back from a file as its row."""
+    if row[_ITERATION] not in window or row[_PROFILED]:
+        return row
+    values = list(row)
+    values[_PROFILED] = True
+    return tuple(values)
 
 
 def _hard_wrapped(files: Sequence[Path]) -> dict[Path, int]:

@@ -375,9 +375,10 @@ def _adopt(events: list[Any], firsts: dict[int, int], last: dict[Any, Any]) -> N
 
     * Events read with marker line numbers (``file:N``) get their true numbers; ``firsts``
       maps a unit's index to the true number of its first line.
-    * A float equal to the same field's in the record before (``last`` holds them) becomes
-      that same object: pickling copies every float, so a run's repeated figures (memory,
-      loss scale) would otherwise take a float object per record, as a serial read does not.
+    * A float of the first and the last record equal to the same field's in the record before
+      (``last`` holds them) becomes that same object.  Within a batch the records share what
+      the reader made them share (see :mod:`tprimat.result.packing`), as in a serial read;
+      across ranges, a run's repeated figures (memory, loss scale) are then one object too.
 
     The events were made for this range alone (received from a worker, or read again here)
     and nothing else holds them yet, so setting fields of these frozen records is safe.
@@ -393,8 +394,9 @@ def _adopt(events: list[Any], firsts: dict[int, int], last: dict[Any, Any]) -> N
                 value = int(number)
                 index = value // MARK
                 object.__setattr__(event, "source", f"{name}:{value - _marker(index) + firsts[index]}")
-        if type(event) is IterationRecord:
-            _share_repeated(event, last)
+    records = [event for event in events if type(event) is IterationRecord]
+    for record in records[:1] + records[1:][-1:]:
+        _share_repeated(record, last)
 
 
 #: The record's fields that may hold a float (their annotations are text: see ``from __future__``).

@@ -45,7 +45,7 @@ from tprimat.contract.records import (
     is_memory_only,
 )
 from tprimat.result.schema import IterationRecord
-from tprimat.result.spill import BLOCK_RECORDS, ColdRecords, RecordSequence
+from tprimat.result.spill import BLOCK_RECORDS, ColdRecords, RecordSequence, RowSource, memory_only_row
 from tprimat.settings.config import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_SEQ_LENGTH
 
 #: How many skipped-line references a result keeps verbatim (the rest are counted).
@@ -141,12 +141,19 @@ class TimedRecords(Collection[IterationRecord], Reversible[IterationRecord], Pro
     """What :func:`timed_records` gives: records read in order, or from the last one back."""
 
 
-class _TimedRecords(Collection[IterationRecord]):
+class _TimedRecords(Collection[IterationRecord], RowSource):
     """The records of a :class:`~tprimat.result.spill.RecordSequence` that are not memory lines
-    alone, read again on each pass (never held)."""
+    alone, read again on each pass (never held); their fields are read from the stored rows
+    (:func:`~tprimat.result.spill.record_fields`) without making records."""
 
-    def __init__(self, records: Sequence[IterationRecord]) -> None:
+    def __init__(self, records: RecordSequence) -> None:
         self._records = records
+
+    def rows(self) -> Iterator[tuple[Any, ...]]:
+        return itertools.filterfalse(memory_only_row, self._records.rows())
+
+    def fields(self, *names: str) -> Iterator[tuple[Any, ...]]:
+        return self._records.fields(*names, timed=True)
 
     def __iter__(self) -> Iterator[IterationRecord]:
         return itertools.filterfalse(is_memory_only, self._records)
@@ -312,15 +319,18 @@ class EventCollector:
     def _spill(self) -> None:
         """Move the records in memory to the file but the newest (the last taken in).
 
-        The newest :data:`HOT_RECORDS` stay, or half of ``spill_after`` if that is fewer.  A
+        The newest :data:`HOT_RECORDS` stay, or half of ``spill_after`` if that is fewer (and
+        the few more that make the moved ones whole blocks of the file).  A
         log long enough to have reached ``spill_after`` records is written to the file
         whole in the end, so holding more of it gains nothing.
         """
         assert self.spill_after is not None
         if self._cold is None:
             self._cold = ColdRecords()
-        kept = min(HOT_RECORDS, self.spill_after // 2)
-        moved = list(itertools.islice(self.iterations, len(self.iterations) - kept))
+        count = len(self.iterations) - min(HOT_RECORDS, self.spill_after // 2)
+        if count >= BLOCK_RECORDS:  # whole blocks (a few more stay): no block of one record each time
+            count -= count % BLOCK_RECORDS
+        moved = list(itertools.islice(self.iterations, count))
         for start in range(0, len(moved), BLOCK_RECORDS):  # a block at a time: few copies at once
             batch = moved[start : start + BLOCK_RECORDS]
             self._cold.put([self.iterations.pop(iteration) for iteration in batch])

@@ -18,6 +18,7 @@ ints stay ints, and values that are not finite are left out.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from array import array
 from collections.abc import Iterator, Sequence
@@ -109,11 +110,12 @@ class Column:
         if not self._runs:
             return filter(math.isfinite, self._held)
         self._write_run()
-        return (value for run in range(len(self._runs)) for value in self._all(run))
+        blocks = ((run, block) for run, found in enumerate(self._runs) for block in range(len(found.blocks)))
+        return itertools.chain.from_iterable(itertools.starmap(self._read, blocks))
 
-    def _all(self, run: int) -> Iterator[Any]:
-        for block in range(len(self._runs[run].blocks)):
-            yield from self._read(run, block)
+    def drop_cache(self) -> None:
+        """Let go of the blocks kept from reading (they are read again when needed)."""
+        self._cache.clear()
 
     def _write_run(self) -> None:
         """Sort the values held and write them to the file as one run."""

@@ -18,10 +18,9 @@ import functools
 import itertools
 import math
 import operator
-import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -30,8 +29,10 @@ from tprimat.result.column import Column
 from tprimat.result.flops import flops_per_token, formula_name
 from tprimat.result.peaks import lookup_peak
 from tprimat.result.schema import DevicePartition, IterationRecord, Stats, Summary
-from tprimat.result.spill import RecordSequence, record_fields
+from tprimat.result.spill import FIELD_INDEX, RecordSequence, Row, record_fields
 from tprimat.settings.models import ModelSpec
+
+_T = TypeVar("_T")
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -144,7 +145,7 @@ def describe_sorted(ordered: Sequence[float], values: Callable[[], Iterable[floa
         return None
     count = len(ordered)
     try:
-        mean = statistics.fmean(values())
+        mean = math.fsum(values()) / count  # statistics.fmean's value, without counting in Python
     except OverflowError:  # a partial sum past the largest float, in this order of the values
         mean = _exact_mean(values(), count)
     cv = None
@@ -175,7 +176,9 @@ def describe_column(column: Column | None) -> Stats | None:
     """:func:`describe` of a :class:`~tprimat.result.column.Column`'s values (None: no values)."""
     if column is None:
         return None
-    return describe_sorted(column.ordered(), column.values)
+    stats = describe_sorted(column.ordered(), column.values)
+    column.drop_cache()  # described once: its blocks read are not needed again
+    return stats
 
 
 def with_throughput(
@@ -201,27 +204,42 @@ def with_throughput(
     if owned or isinstance(records, RecordSequence):
         field = attrs.fields(IterationRecord).tokens
         field.validator(None, field, tokens)  # type: ignore[misc]  # what a copy's __init__ would check
+    if isinstance(records, RecordSequence):  # each pass reads new rows: they are filled in as read
+        fill_row = functools.partial(_filled_row, tokens=tokens, world_size=world_size)
+        return records.map_rows(fill_row, changes=("tokens", "tokens_per_s_per_gpu"))
     fill = functools.partial(_fill_throughput, tokens=tokens, world_size=world_size)
-    if isinstance(records, RecordSequence):  # each pass reads new records: they are filled in as read
-        return records.map(fill, changes=("tokens", "tokens_per_s_per_gpu"))
     ordered = sorted(records, key=lambda r: r.iteration)
     if owned:
         return list(map(fill, ordered))
-    return [attrs.evolve(r, tokens=tokens, tokens_per_s_per_gpu=_per_gpu(r, tokens, world_size)) for r in ordered]
+    return [
+        attrs.evolve(r, tokens=tokens, tokens_per_s_per_gpu=_per_gpu(r.step_time_s, tokens, world_size))
+        for r in ordered
+    ]
 
 
-def _per_gpu(record: IterationRecord, tokens: int | None, world_size: int | None) -> float | None:
+def _per_gpu(step_time_s: float | None, tokens: int | None, world_size: int | None) -> float | None:
     """tokens/s/GPU of one iteration: global batch × sequence length / step time / world size."""
-    if tokens is not None and world_size and record.step_time_s:
-        return tokens / record.step_time_s / world_size
+    if tokens is not None and world_size and step_time_s:
+        return tokens / step_time_s / world_size
     return None
 
 
 def _fill_throughput(record: IterationRecord, *, tokens: int | None, world_size: int | None) -> IterationRecord:
     """``record`` itself, its ``tokens`` and ``tokens_per_s_per_gpu`` set (it is the caller's alone)."""
     object.__setattr__(record, "tokens", tokens)
-    object.__setattr__(record, "tokens_per_s_per_gpu", _per_gpu(record, tokens, world_size))
+    object.__setattr__(record, "tokens_per_s_per_gpu", _per_gpu(record.step_time_s, tokens, world_size))
     return record
+
+
+_TOKENS, _PER_GPU, _STEP_TIME = FIELD_INDEX["tokens"], FIELD_INDEX["tokens_per_s_per_gpu"], FIELD_INDEX["step_time_s"]
+
+
+def _filled_row(row: Row, *, tokens: int | None, world_size: int | None) -> Row:
+    """The row of :func:`_fill_throughput`'s record, for a record read back from a file as its row."""
+    values = list(row)
+    values[_TOKENS] = tokens
+    values[_PER_GPU] = _per_gpu(row[_STEP_TIME], tokens, world_size)
+    return tuple(values)
 
 
 def _scan(pairs: Iterable[tuple[int, int]]) -> tuple[int | None, list[tuple[int, int]]]:
@@ -301,17 +319,23 @@ class _Selection:
 
     def counts(self, record: IterationRecord) -> bool:
         """Whether ``record`` is measured; if not, it is noted as left out."""
-        if record.iteration - record.covers_iterations + 1 < self.warmup_end:
-            self.warmup.append(record.iteration)
-        elif self.exclude_profiled and record.profiled:
-            self.profiled.append(record.iteration)
-        elif record.step_time_s is None:
-            self.untimed.append(record.iteration)
-        elif not record.step_time_s <= MAX_STEP_TIME_S:  # not finite, or longer than a day
-            self.implausible.append(record.iteration)
+        return self.counted(
+            record.iteration, record.covers_iterations, record.profiled, record.step_time_s, record.skipped
+        )
+
+    def counted(self, iteration: int, covers: int, profiled: bool, step_time_s: float | None, skipped: int) -> bool:
+        """:meth:`counts` of the record with these values."""
+        if iteration - covers + 1 < self.warmup_end:
+            self.warmup.append(iteration)
+        elif self.exclude_profiled and profiled:
+            self.profiled.append(iteration)
+        elif step_time_s is None:
+            self.untimed.append(iteration)
+        elif not step_time_s <= MAX_STEP_TIME_S:  # not finite, or longer than a day
+            self.implausible.append(iteration)
         else:
-            if record.skipped:
-                self.skipped.append(record.iteration)
+            if skipped:
+                self.skipped.append(iteration)
             return True
         return False
 
@@ -424,8 +448,8 @@ def _peak(values: Iterable[float | None], known: float | None = None) -> float |
 SUMMARY_CHUNK = 4096
 
 
-def _chunks(records: Iterable[IterationRecord]) -> Iterator[list[IterationRecord]]:
-    iterator = iter(records)
+def _chunks(items: Iterable[_T]) -> Iterator[list[_T]]:
+    iterator = iter(items)
     while chunk := list(itertools.islice(iterator, SUMMARY_CHUNK)):
         yield chunk
 
@@ -457,39 +481,70 @@ class _Gathered:
     final: tuple[int, float] | None = None  # the last iteration with a loss, and its loss
 
 
+#: The fields the summary reads of each record (see :func:`_gather`).
+_GATHERED = (
+    "iteration",
+    "covers_iterations",
+    "profiled",
+    "step_time_s",
+    "skipped",
+    "tokens_per_s_per_gpu",
+    "tokens",
+    "energy_j",
+    "reported",
+    "loss",
+    "mem_max_allocated_gib",
+    "mem_allocated_gib",
+    "mem_max_reserved_gib",
+    "mem_reserved_gib",
+    "mem_device_used_gib",
+    "mem_rss_gib",
+)
+
+
 def _gather(records: Iterable[IterationRecord], selection: _Selection) -> _Gathered:
-    """One pass over ``records``, a chunk at a time: only numbers are kept."""
+    """One pass over ``records``' fields (:func:`record_fields`: no record is made of a row read
+    back from a file), a chunk at a time, each field a column of the chunk: only numbers are kept."""
     found = _Gathered()
     peaks = found.peaks
-    for chunk in _chunks(records):
-        peaks["mem_max_allocated_gib"] = _peak(
-            (r.mem_max_allocated_gib if r.mem_max_allocated_gib is not None else r.mem_allocated_gib for r in chunk),
-            peaks["mem_max_allocated_gib"],
+    for chunk in _chunks(record_fields(records, *_GATHERED)):
+        columns = list(zip(*chunk, strict=True))
+        iterations, covers, profiled, steps, skipped, per_gpu, tokens, energies, reported, losses = columns[:10]
+        max_allocated, allocated, max_reserved, reserved, device, rss = columns[10:]
+        del columns
+        peaks["mem_max_allocated_gib"] = _peak(map(_either, max_allocated, allocated), peaks["mem_max_allocated_gib"])
+        peaks["mem_max_reserved_gib"] = _peak(map(_either, max_reserved, reserved), peaks["mem_max_reserved_gib"])
+        peaks["mem_device_used_gib"] = _peak(device, peaks["mem_device_used_gib"])
+        peaks["mem_rss_gib"] = _peak(rss, peaks["mem_rss_gib"])
+        for iteration, loss in zip(iterations, losses, strict=True):
+            if loss is not None and (found.final is None or iteration >= found.final[0]):
+                found.final = (iteration, loss)
+        counted = list(
+            itertools.compress(
+                range(len(chunk)), list(map(selection.counted, iterations, covers, profiled, steps, skipped))
+            )
         )
-        peaks["mem_max_reserved_gib"] = _peak(
-            (r.mem_max_reserved_gib if r.mem_max_reserved_gib is not None else r.mem_reserved_gib for r in chunk),
-            peaks["mem_max_reserved_gib"],
-        )
-        peaks["mem_device_used_gib"] = _peak((r.mem_device_used_gib for r in chunk), peaks["mem_device_used_gib"])
-        peaks["mem_rss_gib"] = _peak((r.mem_rss_gib for r in chunk), peaks["mem_rss_gib"])
-        for record in chunk:
-            if record.loss is not None and (found.final is None or record.iteration >= found.final[0]):
-                found.final = (record.iteration, record.loss)
-        counted = [record for record in chunk if selection.counts(record)]
+        if len(counted) < len(chunk):
+            steps, per_gpu, tokens, energies, reported = (
+                tuple([column[i] for i in counted]) for column in (steps, per_gpu, tokens, energies, reported)
+            )
         found.measured += len(counted)
-        found.figures.extend("step", [r.step_time_s for r in counted])
-        found.figures.extend("per_gpu", [r.tokens_per_s_per_gpu for r in counted])
-        found.figures.extend("job", [r.tokens / r.step_time_s for r in counted if r.tokens and r.step_time_s])
+        found.figures.extend("step", list(steps))
+        found.figures.extend("per_gpu", list(per_gpu))
+        found.figures.extend("job", [t / s for t, s in zip(tokens, steps, strict=True) if t and s])
         if found.all_energy and counted:
-            energies = [r.energy_j for r in counted]
             found.all_energy = all(energy is not None and math.isfinite(energy) for energy in energies)
             if found.all_energy:
-                found.energy.extend(energies)
-                found.total_tokens += sum(r.tokens or 0 for r in counted)
-        dicts = [r.reported for r in counted]
-        for name in set().union(*dicts):
-            found.reported.extend(name, list(map(dict.get, dicts, itertools.repeat(name))))
+                found.energy.extend(list(energies))
+                found.total_tokens += sum(t or 0 for t in tokens)
+        for name in set().union(*reported):
+            found.reported.extend(name, list(map(dict.get, reported, itertools.repeat(name))))
     return found
+
+
+def _either(value: float | None, otherwise: float | None) -> float | None:
+    """``value``, or ``otherwise`` where it is None (a peak figure, else the current one)."""
+    return value if value is not None else otherwise
 
 
 def summarize(

@@ -39,6 +39,8 @@ from tprimat.atomic import atomic_write_text
 from tprimat.contract.records import ITERATION_FIELDS, IterationRecord, iteration_values
 from tprimat.result import schema
 from tprimat.result.childtext import TextInChild
+from tprimat.result.packing import record_from
+from tprimat.result.spill import RecordSequence
 
 _CONTAINERS = frozenset({dict, list})
 _MARK = "\x00tprimat-iterations\x00"
@@ -89,10 +91,16 @@ def _batches_text(iterations: Sequence[Any], starts: Sequence[int]) -> Iterator[
     """The text of the records in the batches that begin at ``starts``, each after its separator
     (but the very first record's)."""
     for start in starts:
-        batch = iterations[start : start + BATCH_RECORDS]
-        encoded = _batch_text(batch)
-        if encoded is None:
-            encoded = _ITEM_SEPARATOR.join(_record_text(record, schema) for record in batch)
+        if isinstance(iterations, RecordSequence):  # the stored rows, no record made but where needed
+            rows = iterations.row_slice(start, min(start + BATCH_RECORDS, len(iterations)))
+            encoded = _rows_text(rows)
+            if encoded is None:
+                encoded = _ITEM_SEPARATOR.join(_record_text(record_from(row), schema) for row in rows)
+        else:
+            batch = iterations[start : start + BATCH_RECORDS]
+            encoded = _batch_text(batch)
+            if encoded is None:
+                encoded = _ITEM_SEPARATOR.join(_record_text(record, schema) for record in batch)
         yield (_ITEM_SEPARATOR + encoded) if start else encoded
 
 
@@ -187,10 +195,16 @@ def _batch_text(records: Sequence[Any]) -> str | None:
     that is not a JSON scalar, a NaN or an infinity (msgspec writes null: found by
     counting the nulls), text json escapes (non-ASCII, DEL).
     """
-    if not _REPORTED_LAST or set(map(type, records)) != {IterationRecord}:
+    if set(map(type, records)) != {IterationRecord}:
+        return None
+    return _rows_text(list(map(_record_values, records)))
+
+
+def _rows_text(values: list[tuple[Any, ...]]) -> str | None:
+    """:func:`_batch_text` of the records whose rows (values in ``ITERATION_FIELDS`` order) are ``values``."""
+    if not _REPORTED_LAST:
         return None
     # Every check below runs over the whole batch in C: a record costs no Python loop of its own.
-    values = list(map(_record_values, records))
     reported = list(map(_LAST, values))
     if set(map(type, reported)) != {dict}:
         return None

@@ -8,18 +8,24 @@ sorted by iteration, read one block at a time.  Whatever reads records after col
 (the checks, the summary, the result writer) reads them in passes and never holds them
 all, so memory no longer grows with the length of the run.
 
-A block is the tuple of each record's field values (``ITERATION_FIELDS`` order), pickled:
-a pass that needs a few fields (:func:`record_fields`) reads those from the tuples
-without making records, about a quarter of the cost.  Blocks go to an unnamed temporary
-file and are read back by position (``os.pread``), so a forked process (the result
-writer's second encoder) reads them without sharing a file offset.
+A record is stored as its *row*, the tuple of its field values (``ITERATION_FIELDS``
+order), and a block of rows by field: each field's values of the block, one column after
+the other (:mod:`marshal`).  No pass after collection makes records: a pass that needs a
+few fields (:func:`record_fields`) decodes only those columns, what is filled in later
+(:meth:`RecordSequence.map_rows`) is applied to the rows, and the result writer encodes
+the rows.  Blocks go to an unnamed temporary file and are read back by position
+(``os.pread``), so a forked process (the result writer's second encoder) reads them
+without sharing a file offset.
 """
 
 from __future__ import annotations
 
+import abc
 import bisect
+import functools
 import heapq
 import itertools
+import marshal
 import operator
 import os
 import pickle
@@ -29,7 +35,7 @@ from typing import Any, overload
 
 import attrs
 
-from tprimat.contract.records import ITERATION_FIELDS, IterationRecord, iteration_values
+from tprimat.contract.records import BODY_FIELDS, EMPTY_BODY, ITERATION_FIELDS, IterationRecord, iteration_values
 from tprimat.result.packing import record_from
 
 #: Records per block: what one read brings back into memory.
@@ -38,24 +44,57 @@ BLOCK_RECORDS = 1024
 #: A record as stored: its field values in ``ITERATION_FIELDS`` order.
 Row = tuple[Any, ...]
 
-#: Something done to each record as it is read back (see :meth:`RecordSequence.map`).
-RecordFunction = Callable[[IterationRecord], IterationRecord]
+#: Something done to each record's row as it is read back (see :meth:`RecordSequence.map_rows`).
+RowFunction = Callable[[Row], Row]
 
-_FIELD_INDEX = {name: index for index, name in enumerate(ITERATION_FIELDS)}
-_ITERATION = _FIELD_INDEX["iteration"]
+#: Each field's place in a row.
+FIELD_INDEX = {name: index for index, name in enumerate(ITERATION_FIELDS)}
+_ITERATION = FIELD_INDEX["iteration"]
 _iteration_of = operator.itemgetter(_ITERATION)
 
 
 class RecordFile:
-    """Blocks of records in an unnamed temporary file, deleted when it is closed or freed."""
+    """Blocks of records in an unnamed temporary file, deleted when it is closed or freed.
+
+    :meth:`write` and :meth:`read` store any list (a column of figures, see
+    :mod:`tprimat.result.column`); :meth:`write_rows` stores records' rows by field, each
+    field's values one after the other, so that :meth:`read_columns` decodes only the
+    fields a pass asks for.
+    """
 
     def __init__(self) -> None:
         self._file = tempfile.TemporaryFile(prefix="tprimat-records-")
         self._size = 0
 
-    def write(self, rows: list[Row]) -> tuple[int, int]:
-        """Append ``rows`` as one block; its offset and length."""
-        data = memoryview(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
+    def write(self, values: list[Any]) -> tuple[int, int]:
+        """Append ``values`` as one block; its offset and length."""
+        return self._append(pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def read(self, offset: int, length: int) -> list[Any]:
+        """The values of the block at ``offset``."""
+        return pickle.loads(self._bytes(offset, length))  # noqa: S301  (a file this process wrote)
+
+    def write_rows(self, rows: list[Row]) -> tuple[int, int]:
+        """Append ``rows`` as one block of columns (one per field); its offset and length."""
+        columns = list(zip(*rows, strict=True)) or [()] * len(ITERATION_FIELDS)
+        encoded = list(map(_encoded_column, columns))
+        header = marshal.dumps([len(column) for column in encoded])
+        return self._append(b"".join([len(header).to_bytes(4, "little"), header, *encoded]))
+
+    def read_columns(self, offset: int, length: int, places: Sequence[int]) -> list[Sequence[Any]]:
+        """The columns at ``places`` (fields' places in a row) of the block of rows at ``offset``."""
+        data = memoryview(self._bytes(offset, length))
+        size = int.from_bytes(data[:4], "little")
+        lengths = marshal.loads(data[4 : 4 + size])
+        starts = list(itertools.accumulate(lengths, initial=4 + size))
+        return [_decoded_column(data[starts[place] : starts[place + 1]]) for place in places]
+
+    def read_rows(self, offset: int, length: int) -> list[Row]:
+        """The rows of the block of rows at ``offset``."""
+        return list(zip(*self.read_columns(offset, length, range(len(ITERATION_FIELDS))), strict=True))
+
+    def _append(self, block: bytes) -> tuple[int, int]:
+        data = memoryview(block)
         offset = self._size
         while data:
             written = os.pwrite(self._file.fileno(), data, self._size)
@@ -63,8 +102,7 @@ class RecordFile:
             self._size += written
         return offset, self._size - offset
 
-    def read(self, offset: int, length: int) -> list[Row]:
-        """The rows of the block at ``offset``."""
+    def _bytes(self, offset: int, length: int) -> bytes:
         parts = []
         while length:
             part = os.pread(self._file.fileno(), length, offset)
@@ -73,7 +111,25 @@ class RecordFile:
             parts.append(part)
             offset += len(part)
             length -= len(part)
-        return pickle.loads(b"".join(parts))  # noqa: S301  (a file this process wrote)
+        return b"".join(parts)
+
+
+def _encoded_column(values: tuple[Any, ...]) -> bytes:
+    """A column of values as bytes: by :mod:`marshal` (fast to read back, and a value several
+    records share stays one object), or by pickle for what marshal does not write."""
+    try:
+        return b"M" + marshal.dumps(values)
+    except ValueError:  # an instance of a subclass of a built-in type
+        return b"P" + pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _decoded_column(data: memoryview) -> Sequence[Any]:
+    column: Sequence[Any]
+    if data[0] == ord("M"):
+        column = marshal.loads(data[1:])  # noqa: S302  (a file this process wrote)
+    else:
+        column = pickle.loads(data[1:])  # noqa: S301  (likewise)
+    return column
 
 
 @attrs.define
@@ -111,7 +167,7 @@ class ColdRecords:
         rows = sorted(map(iteration_values, records), key=_iteration_of)
         for start in range(0, len(rows), BLOCK_RECORDS):
             block = rows[start : start + BLOCK_RECORDS]
-            offset, length = self.file.write(block)
+            offset, length = self.file.write_rows(block)
             first = block[0][_ITERATION]
             if self.blocks and first <= self.blocks[-1].last:
                 self._in_order = False  # a restart logged iterations again: blocks overlap
@@ -144,7 +200,7 @@ class ColdRecords:
         """The rows of block ``index`` (the block read last is kept)."""
         if self._loaded is None or self._loaded[0] != index:
             block = self.blocks[index]
-            self._loaded = (index, self.file.read(block.offset, block.length))
+            self._loaded = (index, self.file.read_rows(block.offset, block.length))
         return self._loaded[1]
 
     def record(self, where: tuple[int, int]) -> IterationRecord:
@@ -184,8 +240,8 @@ class ColdRecords:
             return block.first, block.last
         if not positions:
             return None
-        rows = self.file.read(block.offset, block.length)
-        return rows[positions[0]][_ITERATION], rows[positions[-1]][_ITERATION]
+        (iterations,) = self.file.read_columns(block.offset, block.length, [_ITERATION])
+        return iterations[positions[0]], iterations[positions[-1]]
 
     def _merged(self, blocks: list[_Block], kept: list[tuple[int, ...] | None]) -> list[_Part]:
         """The kept records of ``blocks`` (sorted by first iteration), in iteration order, written
@@ -204,7 +260,7 @@ class ColdRecords:
         while pending or following < len(blocks):
             while following < len(blocks) and (not pending or blocks[following].first <= pending[0][0]):
                 block, positions = blocks[following], kept[following]
-                read = self.file.read(block.offset, block.length)
+                read = self.file.read_rows(block.offset, block.length)
                 if positions is not None:
                     read = [read[p] for p in positions]
                 if read:
@@ -222,10 +278,10 @@ class ColdRecords:
             else:
                 del rows[index], taken[index]
             if len(batch) == BLOCK_RECORDS:
-                parts.append(_Part(*self.file.write(batch), len(batch), None))
+                parts.append(_Part(*self.file.write_rows(batch), len(batch), None))
                 batch = []
         if batch:
-            parts.append(_Part(*self.file.write(batch), len(batch), None))
+            parts.append(_Part(*self.file.write_rows(batch), len(batch), None))
         return parts
 
 
@@ -247,64 +303,125 @@ class _Part:
     positions: tuple[int, ...] | None
 
 
-class RecordSequence(Sequence[IterationRecord]):
+class RowSource(abc.ABC):
+    """Records that can be read as their rows (field values in ``ITERATION_FIELDS`` order)
+    without making a record of each: what :func:`record_fields` reads fields from."""
+
+    @abc.abstractmethod
+    def rows(self) -> Iterator[Row]:
+        """Each record's row, in order."""
+
+    def fields(self, *names: str) -> Iterator[tuple[Any, ...]]:
+        """:func:`record_fields` of these records."""
+        return _tuples(operator.itemgetter(*(FIELD_INDEX[name] for name in names)), self.rows(), names)
+
+
+_STEP_TIME = FIELD_INDEX["step_time_s"]
+_BODY_PLACES = [FIELD_INDEX[name] for name in BODY_FIELDS]
+_row_body = operator.itemgetter(*_BODY_PLACES)
+
+
+def memory_only_row(row: Row) -> bool:
+    """:func:`~tprimat.contract.records.is_memory_only` of the record whose row is ``row``."""
+    return row[_STEP_TIME] is None and _row_body(row) == EMPTY_BODY
+
+
+class RecordSequence(Sequence[IterationRecord], RowSource):
     """Records in a :class:`RecordFile`, sorted by iteration: a read-only sequence that reads
     a block at a time.
 
     Each read makes new record objects (the block read last is kept), so a pass over all
-    of them holds one block.  :meth:`map` gives the same records with a function applied to
-    each as it is read, which is how they are filled in after collection.
+    of them holds one block.  :meth:`rows` reads the stored values and makes no records
+    (nor does :func:`record_fields`).  :meth:`map_rows` gives the same records with a function
+    applied to each row as it is read, which is how they are filled in after collection.
     """
 
     def __init__(
         self,
         file: RecordFile,
         parts: list[_Part],
-        functions: tuple[RecordFunction, ...] = (),
-        changed: frozenset[str] = frozenset(),
+        functions: tuple[RowFunction, ...] = (),
+        changed: frozenset[int] = frozenset(),
     ) -> None:
         self._file = file
         self._parts = parts
         self._functions = functions
-        self._changed = changed
+        self._changed = changed  # the places in a row that the functions may change
         self._starts = [0]
         for part in parts:
             self._starts.append(self._starts[-1] + part.count)
         self._loaded: tuple[int, list[IterationRecord]] | None = None
 
-    def map(self, function: RecordFunction, *, changes: Iterable[str]) -> RecordSequence:
-        """These records, each passed through ``function`` when read (after the functions before).
+    def map_rows(self, function: RowFunction, *, changes: Iterable[str]) -> RecordSequence:
+        """These records, each row passed through ``function`` when read (after the functions before).
 
-        ``changes`` names the fields ``function`` may change: :meth:`fields` reads the others
-        without making records.
+        ``function`` takes a row and returns the row of the record as it should be: the same
+        tuple, or a new one whose changed values were checked as a record's would be.
+        ``changes`` names the fields it may change: :meth:`fields` of the others skips it.
         """
-        changed = self._changed | frozenset(changes)
+        changed = self._changed | {FIELD_INDEX[name] for name in changes}
         return RecordSequence(self._file, self._parts, (*self._functions, function), changed)
 
-    def fields(self, *names: str) -> Iterator[tuple[Any, ...]]:
-        """The values of the fields ``names`` of each record, as tuples, in order.
+    def rows(self) -> Iterator[Row]:
+        """Each record's row, in order, a block at a time (no record is made)."""
+        return itertools.chain.from_iterable(map(self._rows, range(len(self._parts))))
 
-        Read from the stored values when no function given to :meth:`map` changes them.
-        """
-        if self._changed.intersection(names):
-            return record_fields(iter(self), *names)
-        getter = operator.itemgetter(*(_FIELD_INDEX[name] for name in names))
-        return (values for index in range(len(self._parts)) for values in _tuples(getter, self._rows(index), names))
+    def fields(self, *names: str, timed: bool = False) -> Iterator[tuple[Any, ...]]:
+        """:func:`record_fields` of these records (``timed``: of those that are not memory lines
+        alone): only those fields are read from the file, unless a function given to
+        :meth:`map_rows` may change one of them (then whole rows are read, through them)."""
+        places = [FIELD_INDEX[name] for name in names]
+        if not self._changed.isdisjoint(places):
+            rows = itertools.filterfalse(memory_only_row, self.rows()) if timed else self.rows()
+            return _tuples(operator.itemgetter(*places), rows, names)
+        read = functools.partial(self._part_fields, places, timed)
+        return itertools.chain.from_iterable(map(read, range(len(self._parts))))
+
+    def _part_fields(self, places: list[int], timed: bool, index: int) -> Iterator[tuple[Any, ...]]:
+        """The values at ``places`` of each row of part ``index`` (see :meth:`fields`)."""
+        part = self._parts[index]
+        columns = self._part_columns(part, [*places, _STEP_TIME] if timed else places)
+        if timed:
+            steps = columns.pop()
+            if None in steps:  # a record without a step time may be a memory line alone
+                bodies = zip(*self._part_columns(part, _BODY_PLACES), strict=True)
+                kept = [step is not None or body != EMPTY_BODY for step, body in zip(steps, bodies, strict=True)]
+                columns = [list(itertools.compress(column, kept)) for column in columns]
+        return zip(*columns, strict=True)
+
+    def _part_columns(self, part: _Part, places: list[int]) -> list[Sequence[Any]]:
+        columns = self._file.read_columns(part.offset, part.length, places)
+        if part.positions is None:
+            return columns
+        return [[column[p] for p in part.positions] for column in columns]
+
+    def row_slice(self, start: int, stop: int) -> list[Row]:
+        """The rows of the records ``start`` to ``stop`` (a slice's bounds, within the sequence)."""
+        found: list[Row] = []
+        while start < stop:
+            block = bisect.bisect_right(self._starts, start) - 1
+            first = self._starts[block]
+            found.extend(self._rows(block)[start - first : stop - first])
+            start = self._starts[block + 1]
+        return found
 
     def __len__(self) -> int:
         return self._starts[-1]
 
-    def _rows(self, index: int) -> list[Row]:
+    def _rows(self, index: int, *, functions: bool = True) -> list[Row]:
+        """The rows of part ``index``, passed through the functions of :meth:`map_rows` unless not ``functions``."""
         part = self._parts[index]
-        rows = self._file.read(part.offset, part.length)
-        return rows if part.positions is None else [rows[p] for p in part.positions]
+        rows = self._file.read_rows(part.offset, part.length)
+        if part.positions is not None:
+            rows = [rows[p] for p in part.positions]
+        for function in self._functions if functions else ():
+            rows = list(map(function, rows))
+        return rows
 
     def _block(self, index: int) -> list[IterationRecord]:
         if self._loaded is not None and self._loaded[0] == index:
             return self._loaded[1]
         records = list(map(record_from, self._rows(index)))
-        for function in self._functions:
-            records = list(map(function, records))
         self._loaded = (index, records)
         return records
 
@@ -338,7 +455,7 @@ class RecordSequence(Sequence[IterationRecord]):
             yield from self._block(index)
 
 
-def _tuples(getter: Callable[[Row], Any], rows: list[Row], names: tuple[str, ...]) -> Iterator[tuple[Any, ...]]:
+def _tuples(getter: Callable[[Row], Any], rows: Iterable[Row], names: tuple[str, ...]) -> Iterator[tuple[Any, ...]]:
     values = map(getter, rows)
     return values if len(names) > 1 else zip(values)
 
@@ -346,10 +463,10 @@ def _tuples(getter: Callable[[Row], Any], rows: list[Row], names: tuple[str, ...
 def record_fields(records: Iterable[IterationRecord], *names: str) -> Iterator[tuple[Any, ...]]:
     """The values of the fields ``names`` of each of ``records``, as tuples, in order.
 
-    For records kept in a file, read without making the records (see
-    :meth:`RecordSequence.fields`): a pass that needs a few fields costs a quarter as much.
+    For records kept in a file (a :class:`RowSource`), read from their rows without making
+    the records: a pass that needs a few fields costs a quarter as much.
     """
-    if isinstance(records, RecordSequence):
+    if isinstance(records, RowSource):
         return records.fields(*names)
     getter = operator.attrgetter(*names)
     return map(getter, records) if len(names) > 1 else zip(map(getter, records))

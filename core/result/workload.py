@@ -18,6 +18,7 @@ import attrs
 
 from tprimat.contract.records import IterationRecord
 from tprimat.errors import TprimatError
+from tprimat.result.spill import record_fields
 from tprimat.settings.config import INT_LIMITS, MAX_BATCH_SIZE, MAX_PARALLEL, MAX_PROCS_PER_NODE, MAX_SEQ_LENGTH
 
 #: The most GPUs a run may have: the config's limits on nodes and processes per node.
@@ -69,23 +70,28 @@ def as_size(key: str, value: Any) -> int | None:
     return size if size is not None and 0 < size <= SIZE_LIMITS[key] else None
 
 
+#: Records whose samples are compared at a time (see :func:`_samples_off`).
+SAMPLES_CHUNK = 65536
+
+
 def _samples_off(records: Collection[IterationRecord], gbs: int) -> Iterable[tuple[IterationRecord, IterationRecord]]:
     """The consecutive pairs of the records that count consumed samples, to check one by one:
     none when every pair's samples are the global batch times its iterations (compared all at
-    once, in C, over the iterations and samples alone), else all of them (``records`` read again)."""
-    iterations, samples = array("q"), array("q")
-    try:
-        for record in records:
-            if record.consumed_samples is not None:
-                iterations.append(record.iteration)
-                samples.append(record.consumed_samples)
-    except (OverflowError, TypeError):  # not a 64-bit integer: compared pair by pair
-        pass
-    else:
+    once, in C, over the iterations and samples alone, a chunk at a time: a long run's are
+    never held whole), else all of them (``records`` read again)."""
+    counted = ((i, s) for i, s in record_fields(records, "iteration", "consumed_samples") if s is not None)
+    every_pair = itertools.pairwise(r for r in records if r.consumed_samples is not None)  # lazy: read if needed
+    last: list[tuple[int, int]] = []  # the last pair of the chunk before, compared with the next chunk's first
+    while len(chunk := last + list(itertools.islice(counted, SAMPLES_CHUNK))) > len(last):
+        try:
+            iterations, samples = (array("q", column) for column in zip(*chunk, strict=True))
+        except (OverflowError, TypeError):  # not a 64-bit integer: compared pair by pair
+            return every_pair
         steps = map(operator.sub, iterations[1:], iterations)
-        if list(map(operator.sub, samples[1:], samples)) == list(map(operator.mul, steps, itertools.repeat(gbs))):
-            return ()
-    return itertools.pairwise(r for r in records if r.consumed_samples is not None)
+        if list(map(operator.sub, samples[1:], samples)) != list(map(operator.mul, steps, itertools.repeat(gbs))):
+            return every_pair
+        last = chunk[-1:]
+    return ()
 
 
 class DeclaredSizes(Protocol):
@@ -115,7 +121,7 @@ def check_workload_declared(
     gbs = workload.global_batch_size
     if gbs is not None:
         by = declared.get("global_batch_size", "the log")
-        logged = sorted({r.global_batch_size for r in records if r.global_batch_size is not None})
+        logged = sorted({v for (v,) in record_fields(records, "global_batch_size") if v is not None})
         fact = as_int(facts.get("global_batch_size"))
         if fact is not None and not logged:
             logged = [fact]

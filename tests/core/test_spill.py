@@ -63,18 +63,65 @@ def test_a_sequence_reads_back_every_record_by_index_slice_and_pass(tiny_blocks)
     assert _values(records) == _values(originals)  # a second pass reads the same
 
 
-def test_map_applies_a_function_to_each_record_as_it_is_read(tiny_blocks):
+def _mark_even(row: tuple) -> tuple:
+    values = list(row)
+    values[spill.FIELD_INDEX["profiled"]] = row[spill.FIELD_INDEX["iteration"]] % 2 == 0
+    return tuple(values)
+
+
+class _Figure(float):
+    """A float of a subclass: marshal does not write it (its column is pickled)."""
+
+
+def test_a_column_marshal_does_not_write_is_stored_all_the_same(tiny_blocks):
+    originals = [_record(i, loss=_Figure(i / 2), reported={"x": _Figure(i)}) for i in range(1, 6)]
+    records = ColdRecords().finish(originals)
+    assert _values(records) == _values(originals)
+    assert list(record_fields(records, "loss")) == [(i / 2,) for i in range(1, 6)]
+
+
+def test_map_rows_applies_a_function_to_each_row_as_it_is_read(tiny_blocks):
     cold = ColdRecords()
     records = cold.finish([_record(i) for i in range(1, 8)])
-    marked = records.map(lambda r: attrs.evolve(r, profiled=r.iteration % 2 == 0), changes=["profiled"])
+    marked = records.map_rows(_mark_even, changes=["profiled"])
     assert [r.profiled for r in marked] == [i % 2 == 0 for i in range(1, 8)]
+    assert [r.profiled for r in marked[2:5]] == [False, True, False]  # iterations 3, 4, 5
     assert not any(r.profiled for r in records)  # the records underneath are unchanged
-    # Fields read without making records, and the changed field through the function.
+    assert marked.row_slice(1, 6) == [attrs.astuple(r, recurse=False) for r in marked[1:6]]
+    # Fields read from the rows, the changed field through the function.
     assert list(record_fields(marked, "iteration", "profiled")) == [(i, i % 2 == 0) for i in range(1, 8)]
     assert list(record_fields(marked, "step_time_s")) == [(r.step_time_s,) for r in records]
     assert list(record_fields(list(marked), "iteration", "profiled")) == list(
         record_fields(marked, "iteration", "profiled")
     )
+
+
+def test_fields_of_records_in_a_file_are_read_without_making_records(tiny_blocks, monkeypatch):
+    from tprimat.result.collect import timed_records
+    from tprimat.result.metrics import with_throughput
+
+    memory_line = IterationRecord(iteration=9, mem_allocated_gib=3.0)
+    records = ColdRecords().finish([_record(i, loss=float(i)) for i in range(1, 8)] + [memory_line])
+    filled = with_throughput(records, global_batch_size=4, seq_length=8, world_size=2)
+    expected = [(r.iteration, r.tokens_per_s_per_gpu) for r in filled]
+    assert expected[0][1] == 32 / records[0].step_time_s / 2
+    timed = timed_records(records)  # without the memory line
+    made = []
+    monkeypatch.setattr(spill, "record_from", lambda row: made.append(row))
+    assert list(record_fields(filled, "iteration", "tokens_per_s_per_gpu")) == expected
+    assert list(record_fields(timed, "iteration", "loss")) == [(i, float(i)) for i in range(1, 8)]
+    assert made == []
+
+
+def test_a_collector_moves_whole_blocks_to_the_file(monkeypatch):
+    from tprimat.result import collect
+
+    monkeypatch.setattr(collect, "HOT_RECORDS", collect.BLOCK_RECORDS)
+    collector = EventCollector(spill_after=2 * collect.BLOCK_RECORDS + 10)
+    collector.consume([_record(i) for i in range(1, 3 * collect.BLOCK_RECORDS)])
+    assert collector._cold is not None
+    assert all(block.count == collect.BLOCK_RECORDS for block in collector._cold.blocks)
+    assert [r.iteration for r in collector.records] == list(range(1, 3 * collect.BLOCK_RECORDS))
 
 
 def test_records_taken_back_and_interleaved_blocks_come_out_once_in_order(tiny_blocks):
