@@ -32,7 +32,7 @@ import os
 import re
 import zlib
 from array import array
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
@@ -139,6 +139,25 @@ class RankTrace:
     @property
     def label(self) -> str:
         return f"rank {self.rank}" if self.rank is not None else self.path.name
+
+
+def append_ns_activities(trace: RankTrace, rows: Iterable[tuple[int, int, str, str, int, int]], origin_ns: int) -> None:
+    """Append GPU activities timed in ns, ``(start, end, name, activity, stream, correlation)``, in order.
+
+    Vendor profilers (rocprofv3, Nsight Systems) record ns since a clock's origin; times are kept
+    in µs from ``origin_ns`` (the first activity), since µs since the epoch in a double would
+    lose those nanoseconds.  ``activity`` is a Kineto category of :data:`ACTIVITY_CODES`.
+    """
+    names = {name: index for index, name in enumerate(trace.names)}
+    known = len(names)
+    for start, end, name, activity, stream, corr in rows:
+        trace.ts.append((start - origin_ns) / 1000.0)
+        trace.dur.append((end - start) / 1000.0)
+        trace.name_id.append(names.setdefault(name, len(names)))
+        trace.code.append(_ACTIVITY_INDEX[activity])
+        trace.stream.append(stream)
+        trace.correlation.append(corr)
+    trace.names.extend(list(names)[known:])
 
 
 def malformed_note(trace: RankTrace) -> str | None:

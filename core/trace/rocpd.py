@@ -40,7 +40,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from tprimat.trace.reader import ACTIVITY_CODES, RankTrace, TraceFormatError
+from tprimat.trace.reader import RankTrace, TraceFormatError, append_ns_activities
 from tprimat.trace.runtime_calls import add_runtime_call, new_summary
 from tprimat.trace.sqlitefile import open_database
 
@@ -130,20 +130,10 @@ def _read(con: sqlite3.Connection, path: Path) -> RankTrace:
             rows.append((start, end, name, "gpu_memcpy", _int_or(stream), _int_or(corr)))
             every_start.append(start)
     rows.sort()
-    # times are kept from the first activity on (any agent's, as the CSV reader): µs since the epoch
-    # in a double would lose the nanoseconds rocprofv3 records
+    # times are kept from the first activity on (any agent's, as the CSV reader)
     origin = min(every_start) if every_start else 0
     trace = RankTrace(path=path, vendor="amd")
-    codes = {code: i for i, code in enumerate(ACTIVITY_CODES)}
-    interned: dict[str, int] = {}
-    for start, end, name, activity, stream, corr in rows:
-        trace.ts.append((start - origin) / 1000.0)
-        trace.dur.append((end - start) / 1000.0)
-        trace.name_id.append(interned.setdefault(name, len(interned)))
-        trace.code.append(codes[activity])
-        trace.stream.append(stream)
-        trace.correlation.append(corr)
-    trace.names.extend(interned)
+    append_ns_activities(trace, rows, origin)
     trace.events = len(every_start) + bad
     if bad:
         trace.malformed = trace.malformed_activities = bad

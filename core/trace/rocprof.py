@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tprimat.trace.reader import ACTIVITY_CODES, RankTrace, TraceFormatError, open_binary
+from tprimat.trace.reader import RankTrace, TraceFormatError, append_ns_activities, open_binary
 from tprimat.trace.runtime_calls import add_runtime_call, new_summary
 
 #: What a rocprofv3 CSV file holds, by the columns of its header.
@@ -134,21 +134,9 @@ def read_rocprof_csv(path: str | Path) -> RankTrace:
         bad += _copies(files[MEMORY_COPY], rows)
     agent = max(agents, key=agents.__getitem__) if agents else None
     rows.sort()
-    # times are kept from the first activity on: µs since the epoch in a double would lose the
-    # nanoseconds rocprofv3 records
+    # times are kept from the first activity on
     origin = rows[0][0] if rows else 0
-    codes = {code: i for i, code in enumerate(ACTIVITY_CODES)}
-    names: dict[str, int] = {}
-    for start, end, name, activity, stream, corr, row_agent in rows:
-        if activity == "kernel" and row_agent != agent:
-            continue
-        trace.ts.append((start - origin) / 1000.0)
-        trace.dur.append((end - start) / 1000.0)
-        trace.name_id.append(names.setdefault(name, len(names)))
-        trace.code.append(codes[activity])
-        trace.stream.append(stream)
-        trace.correlation.append(corr)
-    trace.names.extend(names)
+    append_ns_activities(trace, (row[:6] for row in rows if row[3] != "kernel" or row[6] == agent), origin)
     trace.events = len(rows) + bad
     if bad:
         trace.malformed = trace.malformed_activities = bad

@@ -52,7 +52,14 @@ from typing import Any
 import msgspec
 
 from tprimat.trace.limits import BrokenTrace
-from tprimat.trace.reader import ACTIVITY_CODES, MAX_DEVICE_CHARS, Inflated, RankTrace, TraceFormatError, open_binary
+from tprimat.trace.reader import (
+    MAX_DEVICE_CHARS,
+    Inflated,
+    RankTrace,
+    TraceFormatError,
+    append_ns_activities,
+    open_binary,
+)
 from tprimat.trace.runtime_calls import add_runtime_call, new_summary
 
 _COPY_BYTES = 16 * 1024 * 1024
@@ -256,19 +263,9 @@ def read_rocprof_json(path: str | Path) -> RankTrace:
     rows += _copies(records.memory_copy, operations, agent, bad)
     rows.sort()
     calls = _calls(records.hip_api, operations)
-    # times are kept from the first activity on: µs since the clock's origin in a double would
-    # lose the nanoseconds rocprofv3 records
+    # times are kept from the first activity on
     origin = rows[0][0] if rows else min((call[0] for call in calls), default=0)
-    codes = {code: i for i, code in enumerate(ACTIVITY_CODES)}
-    names: dict[str, int] = {}
-    for start, end, name, activity, stream, corr in rows:
-        trace.ts.append((start - origin) / 1000.0)
-        trace.dur.append((end - start) / 1000.0)
-        trace.name_id.append(names.setdefault(name, len(names)))
-        trace.code.append(codes[activity])
-        trace.stream.append(stream)
-        trace.correlation.append(corr)
-    trace.names.extend(names)
+    append_ns_activities(trace, rows, origin)
     trace.events = len(records.kernel_dispatch) + len(records.memory_copy)
     if bad:
         trace.malformed = trace.malformed_activities = len(bad)
