@@ -12,10 +12,14 @@ streams were recorded), ``THREAD <n> (<tid>)`` and the thread tracks of the host
 
 The protobuf is decoded here with the standard library alone, packet by packet from the
 file (plain or gzip; a packet of at most :data:`~tprimat.trace.limits.MAX_SPAN_BYTES`), so
-memory grows with the activities kept, not with the file.  The file is recognised by its
-content (:func:`sniff_pftrace`: the first bytes are packets framed as field 1 of ``Trace``
-that decode), after SQLite, CSV and JSON are ruled out.  The fields read (Perfetto's
-``protos/perfetto/trace/``; every other field is skipped):
+memory grows with the activities kept, not with the file.  The hot loops (packets, track
+events, debug annotations) decode one- and two-byte keys, varints and lengths in line and
+pass over the annotations not read without decoding them; anything else goes through
+:func:`fields`' own field reader, so both decode alike.  A short packet whose bytes after
+its timestamp were seen before (the end of each slice on one track) is not decoded again.
+The file is recognised by its content (:func:`sniff_pftrace`: the first bytes are packets
+framed as field 1 of ``Trace`` that decode), after SQLite, CSV and JSON are ruled out.  The
+fields read (Perfetto's ``protos/perfetto/trace/``; every other field is skipped):
 
 * ``TracePacket``: ``timestamp`` (8), ``timestamp_clock_id`` (58),
   ``trusted_packet_sequence_id`` (10), ``sequence_flags`` (13; bit 1 clears the sequence's
@@ -105,6 +109,7 @@ _MAX_BUILTIN_CLOCK = 63
 _CHUNK = 1 << 20
 _STREAM_IN_NAME = re.compile(r"STREAM \[\D*(\d{1,19})")
 _INT64_MAX = 2**63 - 1
+_REPEATED_BYTES, _REPEATED_MAX = 64, 4096  # the packets remembered decoded (after their timestamp)
 
 
 class _Malformed(Exception):
@@ -130,49 +135,60 @@ def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     raise _Cut("a varint runs past the end of its message")
 
 
-def fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
-    """The (field number, wire type, value) of a protobuf message: an int for varint and
-    fixed-width fields, the bytes for length-delimited ones.  Groups are refused (Perfetto
-    writes none).  One-byte keys, varints and lengths, the common case, take a short path."""
-    pos, end = 0, len(buf)
+def _field(buf: bytes, pos: int, end: int) -> tuple[int, int, Any, int]:
+    """The field at ``pos`` of a message ending at ``end`` (the end of ``buf``): its number,
+    wire type and value (an int for varint and fixed-width fields, the bytes for
+    length-delimited ones) and the position after it.  Groups are refused (Perfetto writes
+    none).  One-byte keys, varints and lengths, the common case, take a short path."""
     try:
-        while pos < end:
-            key = buf[pos]
-            if key < 0x80:
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _varint(buf, pos, end)
+        field, wire = key >> 3, key & 7
+        if field == 0:
+            raise _Malformed("field number 0")
+        value: int | bytes
+        if wire == _VARINT:
+            value = buf[pos]
+            if value < 0x80:
                 pos += 1
             else:
-                key, pos = _varint(buf, pos, end)
-            field, wire = key >> 3, key & 7
-            if field == 0:
-                raise _Malformed("field number 0")
-            value: int | bytes
-            if wire == _VARINT:
-                value = buf[pos]
-                if value < 0x80:
-                    pos += 1
-                else:
-                    value, pos = _varint(buf, pos, end)
-            elif wire == _LEN:
-                size = buf[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = _varint(buf, pos, end)
-                if pos + size > end:
-                    raise _Cut(f"field {field} of {size} bytes runs past the end of its message")
-                value = buf[pos : pos + size]
-                pos += size
-            elif wire == _I64 or wire == _I32:
-                width = 8 if wire == _I64 else 4
-                if pos + width > end:
-                    raise _Cut(f"fixed-width field {field} runs past the end of its message")
-                value = int.from_bytes(buf[pos : pos + width], "little")
-                pos += width
+                value, pos = _varint(buf, pos, end)
+        elif wire == _LEN:
+            size = buf[pos]
+            if size < 0x80:
+                pos += 1
             else:
-                raise _Malformed(f"field {field} has wire type {wire}, which Perfetto does not write")
-            yield field, wire, value
+                size, pos = _varint(buf, pos, end)
+            if pos + size > end:
+                raise _Cut(f"field {field} of {size} bytes runs past the end of its message")
+            value = buf[pos : pos + size]
+            pos += size
+        elif wire == _I64 or wire == _I32:
+            width = 8 if wire == _I64 else 4
+            if pos + width > end:
+                raise _Cut(f"fixed-width field {field} runs past the end of its message")
+            value = int.from_bytes(buf[pos : pos + width], "little")
+            pos += width
+        else:
+            raise _Malformed(f"field {field} has wire type {wire}, which Perfetto does not write")
     except IndexError:
         raise _Cut("a field runs past the end of its message") from None
+    return field, wire, value, pos
+
+
+def fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
+    """The (field number, wire type, value) of a protobuf message, as :func:`_field` reads them.
+
+    The hot loops below (packets, track events, debug annotations) read a one-byte key with a
+    one-byte varint or length in line and call :func:`_field` for anything else, so they
+    decode exactly as this does, without a generator step per field."""
+    pos, end = 0, len(buf)
+    while pos < end:
+        field, wire, value, pos = _field(buf, pos, end)
+        yield field, wire, value
 
 
 def _signed(value: int) -> int:
@@ -256,15 +272,9 @@ class _Sequence:
         self.clock_id = self.track = None
 
 
-@attrs.define
-class _Open:
-    """A slice begun and not yet ended on its track."""
-
-    start_ns: int | None
-    category: str | None
-    name: str = ""
-    args: dict[str, Any] = attrs.Factory(dict)
-    index: int = -1
+#: A slice begun and not yet ended on its track: (start ns, category, name, annotations read,
+#: event index); the category is None for a slice of a category not read.
+_Open = tuple[int | None, str | None, str, dict[str, Any], int]
 
 
 class _Reader:
@@ -282,6 +292,7 @@ class _Reader:
         self.events = self.packets = self.data_loss = 0
         self.bad = self.bad_activities = 0
         self.bad_first: tuple[int, str] | None = None
+        self.repeated: dict[bytes, tuple[Any, ...]] = {}  # short packets after their timestamp -> their fields
 
     def skip(self, index: int, problem: str, category: str | None) -> None:
         """Count slice event ``index`` (of ``category``, None where unknown) as skipped for ``problem``."""
@@ -294,7 +305,19 @@ class _Reader:
 
     def packet(self, data: bytes, depth: int = 0) -> None:
         self.packets += 1
-        got = _pick(data, _PACKET_FIELDS)
+        if len(data) > 1 and data[0] == 0x40:  # the timestamp first, as the Perfetto SDK writes it
+            stamp, at = _varint(data, 1, len(data))
+            rest = data[at:]  # the same bytes in every end of a slice on one track: decoded once
+            fields_of_rest = self.repeated.get(rest)
+            if fields_of_rest is None:
+                fields_of_rest = _packet_fields(rest)
+                if len(rest) <= _REPEATED_BYTES and len(self.repeated) < _REPEATED_MAX:
+                    self.repeated[rest] = fields_of_rest
+            time, clock, seq_id, flags, event, got = fields_of_rest
+            if time is None:
+                time = stamp
+        else:
+            time, clock, seq_id, flags, event, got = _packet_fields(data)
         if 133 in got:
             raise _Malformed(
                 "zstd-compressed packets, which are not read: decompress them first (`traceconv decompress_packets`)"
@@ -305,26 +328,33 @@ class _Reader:
             for inner in _inflated_packets(got[50]):
                 self.packet(inner, depth + 1)
             return
-        seq_id = got.get(10, 0)
+        seq = self.sequence(seq_id, flags, got)
+        if time is not None and (clock is not None or seq.clock_id is not None or seq.clocks):
+            time = _time_ns(seq, time, clock)
+        if 60 in got:
+            self.descriptor(got[60])
+        if event is not None:
+            self.track_event(seq, event, time)
+
+    def sequence(self, seq_id: int, flags: int, got: dict[int, Any]) -> _Sequence:
+        """A packet's sequence, its incremental state updated by the packet's flags, interned
+        data, defaults and clock snapshot; a loss of packets before this one counted."""
         seq = self.sequences.get(seq_id)
         if seq is None:
             seq = self.sequences[seq_id] = _Sequence()
         if got.get(42) and seq.seen and not got.get(87):
             self.data_loss += 1
         seq.seen = True
-        if got.get(41) or got.get(13, 0) & 1:
+        if flags & 1 or got.get(41):
             seq.clear()
-        if 12 in got:
-            _intern(seq, got[12])
-        if 59 in got:
-            _defaults(seq, got[59])
-        if 6 in got:
-            _snapshot(seq, got[6])
-        time_ns = _time_ns(seq, got[8], got.get(58)) if 8 in got else None
-        if 60 in got:
-            self.descriptor(got[60])
-        if 11 in got:
-            self.track_event(seq, got[11], time_ns)
+        if got:
+            if 12 in got:
+                _intern(seq, got[12])
+            if 59 in got:
+                _defaults(seq, got[59])
+            if 6 in got:
+                _snapshot(seq, got[6])
+        return seq
 
     def descriptor(self, data: bytes) -> None:
         got = _pick(data, {1: _VARINT, 2: _LEN, 10: _LEN})
@@ -333,59 +363,62 @@ class _Reader:
             self.track_names[got.get(1, 0)] = _text(name)
 
     def track_event(self, seq: _Sequence, data: bytes, time_ns: int | None) -> None:
-        event, category, annotations = _event_fields(seq, data)
-        kind = event.get(9, 0)
-        if kind not in (_SLICE_BEGIN, _SLICE_END):
+        """Read a ``TrackEvent``: a slice's begin or end; the annotations are decoded only for
+        the begin of a slice of a category read."""
+        kind, track, name_iid, name, category, annotations = _event_fields(seq, data)
+        if kind != _SLICE_BEGIN and kind != _SLICE_END:
             return
-        track = event.get(11, seq.track if seq.track is not None else 0)
+        if track is None:
+            track = seq.track if seq.track is not None else 0
         index = self.events
         self.events += 1
-        stack = self.open.setdefault(track, [])
+        stack = self.open.get(track)
+        if stack is None:
+            stack = self.open[track] = []
         if kind == _SLICE_END:
             self.end(stack, time_ns, index, track)
             return
         if category is not None:
             self.categories_seen.add(category)
         if category not in _READ:
-            stack.append(_Open(time_ns, None))
+            stack.append((time_ns, None, "", {}, -1))
             return
-        name = _text(event[23]) if 23 in event else seq.names.get(event.get(10, 0), "")
-        stack.append(_Open(time_ns, category, name, _annotations(seq, annotations), index))
+        text = _text(name) if name is not None else seq.names.get(name_iid, "")
+        stack.append((time_ns, category, text, _annotations(seq, annotations), index))
 
     def end(self, stack: list[_Open], end_ns: int | None, index: int, track: int) -> None:
         """The slice on top of ``stack`` ends at ``end_ns``: kept if it is of a category read."""
         if not stack:
             self.skip(index, "a slice end without a begin on its track", None)
             return
-        begun = stack.pop()
-        if begun.category is None:
+        start_ns, category, name, args, begun = stack.pop()
+        if category is None:
             return
-        if begun.start_ns is None or end_ns is None:
+        if start_ns is None or end_ns is None:
             problem = "a slice without a timestamp, or in a clock that no clock snapshot defines"
-            self.skip(begun.index, problem, begun.category)
-        elif end_ns < begun.start_ns:
-            self.skip(begun.index, "a slice that ends before it starts", begun.category)
+            self.skip(begun, problem, category)
+        elif end_ns < start_ns:
+            self.skip(begun, "a slice that ends before it starts", category)
         else:
-            self.slice(begun, begun.start_ns, end_ns, track)
+            self.slice(category, name, args, start_ns, end_ns, track)
 
-    def slice(self, begun: _Open, start_ns: int, end_ns: int, track: int) -> None:
-        args = begun.args
+    def slice(self, category: str, name: str, args: dict[str, Any], start_ns: int, end_ns: int, track: int) -> None:
         corr = _int64(args.get("corr_id"))
-        if begun.category == _API:
-            self.api_calls.append((begun.name, start_ns, end_ns, corr))
-        elif begun.category == _KERNEL:
+        if category == _API:
+            self.api_calls.append((name, start_ns, end_ns, corr))
+        elif category == _KERNEL:
             queue = _int64(args.get("queue"))
-            self.rows.append((start_ns, end_ns, begun.name, "kernel", args.get("agent"), corr, track, queue, ()))
+            self.rows.append((start_ns, end_ns, name, "kernel", args.get("agent"), corr, track, queue, ()))
         else:
-            name = f"Memcpy {begun.name.removeprefix('MEMORY_COPY_')}"
+            name = f"Memcpy {name.removeprefix('MEMORY_COPY_')}"
             agents = (args.get("src_agent"), args.get("dst_agent"))
             self.rows.append((start_ns, end_ns, name, "gpu_memcpy", None, corr, track, -1, agents))
 
     def unfinished(self) -> None:
         for stack in self.open.values():
-            for begun in stack:
-                if begun.category is not None:
-                    self.skip(begun.index, "a slice that never ends (the trace stops before its end)", begun.category)
+            for _, category, _, _, index in stack:
+                if category is not None:
+                    self.skip(index, "a slice that never ends (the trace stops before its end)", category)
 
     def stream_of(self, track: int, queue: int) -> int:
         match = _STREAM_IN_NAME.search(self.track_names.get(track, ""))
@@ -399,30 +432,133 @@ _PACKET_FIELDS = {
     **dict.fromkeys((8, 58, 10, 13, 41, 42, 87), _VARINT),
     **dict.fromkeys((11, 60, 12, 59, 6, 50, 133), _LEN),
 }
-#: The single fields of a ``TrackEvent`` read: type, track_uuid, name_iid, name.
-_EVENT_FIELDS = {9: _VARINT, 11: _VARINT, 10: _VARINT, 23: _LEN}
+
+
+def _packet_fields(data: bytes) -> tuple[int | None, int | None, int, int, bytes | None, dict[int, Any]]:  # noqa: C901
+    """A ``TracePacket``'s timestamp, clock, sequence, flags and track event (each None or 0
+    where absent), and the rarer fields read (:data:`_PACKET_FIELDS`), the last of each.
+
+    The hottest loop of the read: one- or two-byte keys, varints and lengths are decoded in
+    line (as :func:`_field` decodes them, which takes the rest), hence its many branches."""
+    time: int | None = None
+    clock: int | None = None
+    event: bytes | None = None
+    seq_id = flags = 0
+    got: dict[int, Any] = {}
+    pos, end = 0, len(data)
+    while pos < end:
+        key, at = data[pos], pos + 1  # in line (one- or two-byte key, varint, length): see :func:`fields`
+        if key >= 0x80:  # a longer key, or one cut by the end, is left to :func:`_field` (as key 0)
+            key, at = ((key & 0x7F) | data[at] << 7, at + 1) if at + 1 < end and data[at] < 0x80 else (0, at)
+        if key >= 8 and key & 7 == _VARINT and at < end:
+            field, wire, value = key >> 3, _VARINT, data[at]
+            if value < 0x80:
+                pos = at + 1
+            elif at + 1 < end and data[at + 1] < 0x80:
+                value, pos = (value & 0x7F) | data[at + 1] << 7, at + 2
+            else:
+                value, pos = _varint(data, at, end)
+        elif key >= 8 and key & 7 == _LEN and at < end:
+            size = data[at]
+            if size < 0x80:
+                at += 1
+            elif at + 1 < end and data[at + 1] < 0x80:
+                size, at = (size & 0x7F) | data[at + 1] << 7, at + 2
+            else:
+                size, at = _varint(data, at, end)
+            if at + size > end:
+                raise _Cut(f"field {key >> 3} of {size} bytes runs past the end of its message")
+            field, wire, value, pos = key >> 3, _LEN, data[at : at + size], at + size
+        else:
+            field, wire, value, pos = _field(data, pos, end)
+        if wire == _VARINT:
+            if field == 8:
+                time = value
+            elif field == 13:
+                flags = value
+            elif field == 10:
+                seq_id = value
+            elif field == 58:
+                clock = value
+            elif _PACKET_FIELDS.get(field) == _VARINT:
+                got[field] = value
+        elif wire == _LEN:
+            if field == 11:
+                event = value
+            elif _PACKET_FIELDS.get(field) == _LEN:
+                got[field] = value
+    return time, clock, seq_id, flags, event, got
+
+
+def _event_fields(  # noqa: C901
+    seq: _Sequence, data: bytes
+) -> tuple[int, int | None, int, bytes | None, str | None, list[bytes]]:
+    """A ``TrackEvent``'s type, track, name iid and name (the last of each), its first
+    category, and those of its debug annotations that may be read (an annotation whose
+    interned name is not in :data:`_ANNOTATIONS` is skipped undecoded).
+
+    Hot as :func:`_packet_fields`, and decoded in line the same way."""
+    kind = name_iid = 0
+    track: int | None = None
+    name: bytes | None = None
+    category: str | None = None
+    annotations: list[bytes] = []
+    annotation_names = seq.annotation_names
+    pos, end = 0, len(data)
+    while pos < end:
+        key, at = data[pos], pos + 1  # in line (one- or two-byte key, varint, length): see :func:`fields`
+        if key == 0x22 and pos + 3 < end and data[pos + 2] == 0x08:  # a debug annotation, most of an event
+            stop = at + 1 + data[at]
+            if 1 < data[at] < 0x80 and stop <= end and data[pos + 3] < 0x80:  # its name interned, iid < 128
+                if annotation_names.get(data[pos + 3]) in _ANNOTATIONS:
+                    annotations.append(data[pos + 2 : stop])
+                pos = stop
+                continue
+        if key >= 0x80:  # a longer key, or one cut by the end, is left to :func:`_field` (as key 0)
+            key, at = ((key & 0x7F) | data[at] << 7, at + 1) if at + 1 < end and data[at] < 0x80 else (0, at)
+        wire = key & 7
+        if key < 8 or at >= end:
+            field, wire, value, pos = _field(data, pos, end)
+        elif wire == _VARINT:
+            field, value = key >> 3, data[at]
+            if value < 0x80:
+                pos = at + 1
+            elif at + 1 < end and data[at + 1] < 0x80:
+                value, pos = (value & 0x7F) | data[at + 1] << 7, at + 2
+            else:
+                value, pos = _varint(data, at, end)
+        elif wire == _LEN and data[at] < 0x80 and at + 1 + data[at] <= end:
+            field, stop = key >> 3, at + 1 + data[at]
+            value, pos = data[at + 1 : stop], stop
+        elif wire == _I64 and key != 3 << 3 | _I64 and at + 8 <= end:
+            pos = at + 8  # a fixed64 not read (the flow ids of a slice)
+            continue
+        else:
+            field, wire, value, pos = _field(data, pos, end)
+        if field == 4:
+            if wire == _LEN:
+                annotations.append(value)
+        elif field == 3:
+            if category is None:
+                category = seq.categories.get(_varint(value, 0, len(value))[0] if wire == _LEN else value)
+        elif wire == _VARINT:
+            if field == 9:
+                kind = value
+            elif field == 11:
+                track = value
+            elif field == 10:
+                name_iid = value
+        elif wire == _LEN:
+            if field == 23:
+                name = value
+            elif field == 22 and category is None:
+                category = _text(value)
+    return kind, track, name_iid, name, category, annotations
 
 
 def _pick(data: bytes, wanted: dict[int, int]) -> dict[int, Any]:
     """The fields of a message named in ``wanted`` (field -> wire type), the last of each."""
     return {field: value for field, wire, value in fields(data) if wanted.get(field) == wire}
-
-
-def _event_fields(seq: _Sequence, data: bytes) -> tuple[dict[int, Any], str | None, list[bytes]]:
-    """A ``TrackEvent``'s single fields (:data:`_EVENT_FIELDS`), its first category, its debug annotations."""
-    event: dict[int, Any] = {}
-    category: str | None = None
-    annotations: list[bytes] = []
-    for field, wire, value in fields(data):
-        if field == 4 and wire == _LEN:
-            annotations.append(value)
-        elif field == 3 and category is None:
-            category = seq.categories.get(_varint(value, 0, len(value))[0] if wire == _LEN else value)
-        elif field == 22 and wire == _LEN and category is None:
-            category = _text(value)
-        elif _EVENT_FIELDS.get(field) == wire:
-            event[field] = value
-    return event, category, annotations
 
 
 def _int64(value: Any) -> int:
@@ -511,7 +647,17 @@ def _annotations(seq: _Sequence, annotations: list[bytes]) -> dict[str, Any]:
             continue  # an interned name (one-byte iid) that is not read
         name: str | None = None
         value: Any = None
-        for field, wire, raw in fields(data):
+        pos, end = 0, len(data)
+        while pos < end:
+            key = data[pos]
+            if 8 <= key < 0x80 and key & 7 == _VARINT and pos + 1 < end:  # in line: see :func:`fields`
+                field, wire, raw = key >> 3, _VARINT, data[pos + 1]
+                if raw < 0x80:
+                    pos += 2
+                else:
+                    raw, pos = _varint(data, pos + 1, end)
+            else:
+                field, wire, raw, pos = _field(data, pos, end)
             if field == 1 and wire == _VARINT:
                 name = names.get(raw)
             elif field == 10 and wire == _LEN:
@@ -554,11 +700,17 @@ def _packets(fh: IO[bytes]) -> Iterator[tuple[int, bytes]]:
         if pos >= len(buf):
             return
         offset = base + pos
-        try:
-            key, at = _varint(buf, pos, len(buf))
-            size, at = _varint(buf, at, len(buf))
-        except _Malformed as exc:
-            raise (_Truncated(offset) if eof else _Framing(offset, str(exc))) from None
+        key, size, at = buf[pos], 0, pos + 1
+        if at + 1 < len(buf) and key == 0x0A and buf[at] < 0x80:  # a one-byte length, in line
+            size, at = buf[at], at + 1
+        elif at + 2 < len(buf) and key == 0x0A and buf[at + 1] < 0x80:  # a two-byte length, in line
+            size, at = (buf[at] & 0x7F) | buf[at + 1] << 7, at + 2
+        else:
+            try:
+                key, at = _varint(buf, pos, len(buf))
+                size, at = _varint(buf, at, len(buf))
+            except _Malformed as exc:
+                raise (_Truncated(offset) if eof else _Framing(offset, str(exc))) from None
         if key != 0x0A:
             raise _Framing(offset, f"field {key >> 3} with wire type {key & 7} where a packet (field 1) belongs")
         if size > MAX_SPAN_BYTES:
