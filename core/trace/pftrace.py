@@ -445,6 +445,7 @@ def _packet_fields(data: bytes) -> tuple[int | None, int | None, int, int, bytes
     event: bytes | None = None
     seq_id = flags = 0
     got: dict[int, Any] = {}
+    value: Any  # an int (varint) or bytes (length-delimited), by the field's wire type
     pos, end = 0, len(data)
     while pos < end:
         key, at = data[pos], pos + 1  # in line (one- or two-byte key, varint, length): see :func:`fields`
@@ -504,6 +505,7 @@ def _event_fields(  # noqa: C901
     category: str | None = None
     annotations: list[bytes] = []
     annotation_names = seq.annotation_names
+    value: Any  # an int (varint) or bytes (length-delimited), by the field's wire type
     pos, end = 0, len(data)
     while pos < end:
         key, at = data[pos], pos + 1  # in line (one- or two-byte key, varint, length): see :func:`fields`
@@ -647,6 +649,7 @@ def _annotations(seq: _Sequence, annotations: list[bytes]) -> dict[str, Any]:
             continue  # an interned name (one-byte iid) that is not read
         name: str | None = None
         value: Any = None
+        raw: Any  # an int (varint) or bytes (length-delimited), by the field's wire type
         pos, end = 0, len(data)
         while pos < end:
             key = data[pos]
