@@ -37,7 +37,7 @@ from tprimat.result.collect import EventCollector, TimedRecords, timed_records
 from tprimat.result.convergence import RUN_CLOCK_FACTS
 from tprimat.result.framework import framework_record, read_stated
 from tprimat.result.memory import log_rank_peaks
-from tprimat.result.metrics import nothing_measured
+from tprimat.result.metrics import follows, nothing_measured
 from tprimat.result.schema import (
     Caveats,
     Hardware,
@@ -49,7 +49,7 @@ from tprimat.result.schema import (
     RunStatus,
     Software,
 )
-from tprimat.result.spill import FIELD_INDEX, RecordSequence, Row, record_fields
+from tprimat.result.spill import RecordSequence, record_field_blocks, record_fields
 from tprimat.result.workload import SIZE_LIMITS, Workload, as_int, as_size, check_workload_declared
 from tprimat.running.manifest import Manifest, find_manifest, load_manifest
 from tprimat.settings.config import BenchmarkConfig, default_config_dict
@@ -296,19 +296,26 @@ def _missing_iterations(records: Iterable[IterationRecord], train_iters: int | N
     """
     missing: list[tuple[int, int]] = []  # first and last iteration of each gap
     covered: int | None = None  # the last iteration covered so far
-    for iteration, covers, step_time, loss in record_fields(
-        records, "iteration", "covers_iterations", "step_time_s", "loss"
-    ):
-        if step_time is None and loss is None:
+    names = ("iteration", "covers_iterations", "step_time_s", "loss")
+    for iterations, all_covers, steps, losses in record_field_blocks(records, *names):
+        if None in steps:  # a record with neither a step time nor a loss is left out
+            kept = [step is not None or loss is not None for step, loss in zip(steps, losses, strict=True)]
+            iterations, all_covers = (
+                list(itertools.compress(iterations, kept)),
+                list(itertools.compress(all_covers, kept)),
+            )
+        if covered is not None and follows(iterations, all_covers, covered):  # no gap, whole columns checked
+            covered = iterations[-1]
             continue
-        if covered is None:
-            covered = iteration
-            continue
-        start = iteration - covers + 1
-        if start > covered + 1:
-            missing.append((covered + 1, start - 1))
-        if iteration > covered:
-            covered = iteration
+        for iteration, covers in zip(iterations, all_covers, strict=True):
+            if covered is None:
+                covered = iteration
+                continue
+            start = iteration - covers + 1
+            if start > covered + 1:
+                missing.append((covered + 1, start - 1))
+            if iteration > covered:
+                covered = iteration
     if covered is None:
         return []
     notes = []
@@ -811,8 +818,8 @@ def _with_stated_facts(
                 notes.append(f"log states {fact.key}={fact.value} ({fact.source})")
     if window:
         if isinstance(records, RecordSequence):
-            mark = functools.partial(_marked_profiled_row, window=frozenset(window))
-            records = records.map_rows(mark, changes=("profiled",))
+            mark = functools.partial(_marked_profiled_columns, window=frozenset(window))
+            records = records.map_columns(mark, reads=("iteration", "profiled"), changes=("profiled",))
         else:
             records = list(map(functools.partial(_marked_profiled, window=frozenset(window)), records))
     return facts, notes, records
@@ -823,16 +830,18 @@ def _marked_profiled(record: IterationRecord, *, window: frozenset[int]) -> Iter
     return attrs.evolve(record, profiled=True) if record.iteration in window and not record.profiled else record
 
 
-_ITERATION, _PROFILED = FIELD_INDEX["iteration"], FIELD_INDEX["profiled"]
-
-
-def _marked_profiled_row(row: Row, *, window: frozenset[int]) -> Row:
-    """:func:`_marked_profiled` for a record read back from a file as its row."""
-    if row[_ITERATION] not in window or row[_PROFILED]:
-        return row
-    values = list(row)
-    values[_PROFILED] = True
-    return tuple(values)
+def _marked_profiled_columns(columns: list[Sequence[Any]], *, window: frozenset[int]) -> list[Sequence[Any]]:
+    """:func:`_marked_profiled` for a block of records read back from a file: its ``profiled``
+    column, from its ``iteration`` and ``profiled`` columns."""
+    iterations, profiled = columns
+    if window.isdisjoint(iterations):
+        return [profiled]
+    return [
+        [
+            True if iteration in window and not marked else marked
+            for iteration, marked in zip(iterations, profiled, strict=True)
+        ]
+    ]
 
 
 def _hard_wrapped(files: Sequence[Path]) -> dict[Path, int]:

@@ -155,6 +155,9 @@ class _TimedRecords(Collection[IterationRecord], RowSource):
     def fields(self, *names: str) -> Iterator[tuple[Any, ...]]:
         return self._records.fields(*names, timed=True)
 
+    def field_blocks(self, *names: str) -> Iterator[list[Sequence[Any]]]:
+        return self._records.field_blocks(*names, timed=True)
+
     def __iter__(self) -> Iterator[IterationRecord]:
         return itertools.filterfalse(is_memory_only, self._records)
 
@@ -262,9 +265,14 @@ class EventCollector:
             self.add(ParseIssue(source=event.source or f"iteration {event.iteration}", message=problem))
             return None
         previous = self.iterations.get(event.iteration)
-        if previous is None and self._cold is not None:
-            return self._add_to_cold(event)
-        if previous is not None:
+        if previous is None:
+            cold = self._cold
+            # An iteration above all those in the file (nearly every one) is not there.
+            if cold is not None and (
+                self._finished is not None or (cold.highest is not None and event.iteration <= cold.highest)
+            ):
+                return self._add_to_cold(event)
+        else:
             body = self._bodies.get(event.iteration)
             if body is None:
                 if len(self._bodies) >= BODIES_KEPT:  # the iterations compared long ago are done
@@ -282,7 +290,8 @@ class EventCollector:
             self.replaced.append(event.iteration)
         self.iterations[event.iteration] = event
         self._bodies.pop(event.iteration, None)
-        if self._limit is not None and len(self.iterations) > self._limit:
+        limit = self._limit
+        if limit is not None and len(self.iterations) > limit:
             self._spill()
         return event
 

@@ -9,9 +9,12 @@ registered model; without them only the measurements are recorded.
 
 from __future__ import annotations
 
+import itertools
+import math
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tprimat.contract.records import RankPeak
 from tprimat.settings.trainers import Trainer
@@ -19,7 +22,7 @@ from tprimat.settings.trainers import Trainer
 if TYPE_CHECKING:
     from tprimat.memory.estimate import MemoryEstimate
 from tprimat.result.schema import IterationRecord, MemoryReport, Summary
-from tprimat.result.spill import record_fields
+from tprimat.result.spill import record_field_blocks
 
 #: Key for a measurement that names no rank.
 UNKNOWN_RANK = "?"
@@ -85,15 +88,27 @@ def _max(values: Iterable[float | None]) -> float | None:
 
 def _record_peaks(records: Iterable[IterationRecord], quantities: tuple[str, ...]) -> dict[str, float | None]:
     """The largest ``mem_<quantity>`` of the records, for each quantity, as ``max`` picks it:
-    one pass, so that records read back from a file are read once."""
+    one pass, so that records read back from a file are read once, a block's columns at a time."""
     peaks: dict[str, float | None] = dict.fromkeys(quantities)
-    for values in record_fields(records, *(f"mem_{quantity}" for quantity in quantities)):
-        for quantity, value in zip(quantities, values, strict=True):
-            if value is not None:
-                best = peaks[quantity]
-                if best is None or value > best:
-                    peaks[quantity] = value
+    for columns in record_field_blocks(records, *(f"mem_{quantity}" for quantity in quantities)):
+        for quantity, column in zip(quantities, columns, strict=True):
+            peaks[quantity] = _column_peak(column, peaks[quantity])
     return peaks
+
+
+def _column_peak(column: Sequence[float | None], best: float | None) -> float | None:
+    """``best`` (the peak so far), or the first value of ``column`` that is larger than every one
+    before it and ``best``, the values taken in order (None left out)."""
+    present: Sequence[float] = cast(Sequence[float], column)
+    if None in column:
+        present = list(itertools.compress(present, map(operator.is_not, column, itertools.repeat(None))))
+    if present and math.isfinite(sum(present)):  # no NaN: max is that value, in C
+        largest = max(present)
+        return largest if best is None or largest > best else best
+    for value in present:
+        if best is None or value > best:
+            best = value
+    return best
 
 
 def _predict(

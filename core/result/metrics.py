@@ -19,7 +19,7 @@ import itertools
 import math
 import operator
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import attrs
@@ -29,7 +29,7 @@ from tprimat.result.column import Column
 from tprimat.result.flops import flops_per_token, formula_name
 from tprimat.result.peaks import lookup_peak
 from tprimat.result.schema import DevicePartition, IterationRecord, Stats, Summary
-from tprimat.result.spill import FIELD_INDEX, RecordSequence, Row, record_fields
+from tprimat.result.spill import RecordSequence, record_field_blocks
 from tprimat.settings.models import ModelSpec
 
 _T = TypeVar("_T")
@@ -205,8 +205,8 @@ def with_throughput(
         field = attrs.fields(IterationRecord).tokens
         field.validator(None, field, tokens)  # type: ignore[misc]  # what a copy's __init__ would check
     if isinstance(records, RecordSequence):  # each pass reads new rows: they are filled in as read
-        fill_row = functools.partial(_filled_row, tokens=tokens, world_size=world_size)
-        return records.map_rows(fill_row, changes=("tokens", "tokens_per_s_per_gpu"))
+        fill_columns = functools.partial(_filled_columns, tokens=tokens, world_size=world_size)
+        return records.map_columns(fill_columns, reads=("step_time_s",), changes=("tokens", "tokens_per_s_per_gpu"))
     fill = functools.partial(_fill_throughput, tokens=tokens, world_size=world_size)
     ordered = sorted(records, key=lambda r: r.iteration)
     if owned:
@@ -231,20 +231,33 @@ def _fill_throughput(record: IterationRecord, *, tokens: int | None, world_size:
     return record
 
 
-_TOKENS, _PER_GPU, _STEP_TIME = FIELD_INDEX["tokens"], FIELD_INDEX["tokens_per_s_per_gpu"], FIELD_INDEX["step_time_s"]
+def _filled_columns(columns: list[Sequence[Any]], *, tokens: int | None, world_size: int | None) -> list[Sequence[Any]]:
+    """The ``tokens`` and ``tokens_per_s_per_gpu`` columns of :func:`_fill_throughput`'s records,
+    for a block of records read back from a file, from its ``step_time_s`` column."""
+    (steps,) = columns
+    if tokens is None or not world_size:
+        return [[tokens] * len(steps), [None] * len(steps)]
+    return [[tokens] * len(steps), [tokens / step / world_size if step else None for step in steps]]
 
 
-def _filled_row(row: Row, *, tokens: int | None, world_size: int | None) -> Row:
-    """The row of :func:`_fill_throughput`'s record, for a record read back from a file as its row."""
-    values = list(row)
-    values[_TOKENS] = tokens
-    values[_PER_GPU] = _per_gpu(row[_STEP_TIME], tokens, world_size)
-    return tuple(values)
+def follows(iterations: Sequence[int], covers: Sequence[int], previous: int) -> bool:
+    """Whether a block's records (their ``iterations`` and ``covers_iterations`` columns, not
+    empty) each cover one iteration, the one after the record before (the first: after
+    ``previous``): checked over whole columns, without a step per record."""
+    count = len(iterations)
+    return (
+        count > 0
+        and iterations[0] == previous + 1
+        and iterations[-1] == previous + count
+        and covers.count(1) == count
+        and list(iterations) == list(range(previous + 1, previous + count + 1))
+    )
 
 
-def _scan(pairs: Iterable[tuple[int, int]]) -> tuple[int | None, list[tuple[int, int]]]:
+def _scan(blocks: Iterable[Sequence[Sequence[int]]]) -> tuple[int | None, list[tuple[int, int]]]:
     """The first iteration any record covers, and the iterations no record covers (see
-    :func:`iteration_gaps`), from each record's ``(iteration, covers_iterations)`` in order.
+    :func:`iteration_gaps`), from the ``iteration`` and ``covers_iterations`` columns of each
+    block of records, in order.
 
     A record that says how many iterations it covers (a line logged every k iterations
     covers k) must start right after the one before; a record that says nothing (covers 1)
@@ -253,24 +266,30 @@ def _scan(pairs: Iterable[tuple[int, int]]) -> tuple[int | None, list[tuple[int,
     (a restart from an earlier checkpoint) overlaps and is no gap.  One pass, so that the
     records a summary reads anyway (:class:`_Selection`) cost little more to check.
     """
-    iterator = iter(pairs)
-    head = next(iterator, None)
-    if head is None:
-        return None, []
-    previous = head[0]
-    first = head[0] - head[1] + 1
+    first: int | None = None
+    previous = 0
     ones = 0  # consecutive records that say nothing and are one iteration apart
     jumps: list[tuple[int, int, int]] = []  # (previous, iteration, covers) past previous + 1
-    for iteration, covers in iterator:
-        start = iteration - covers + 1
-        if start < first:
-            first = start
-        if iteration > previous:
-            if start > previous + 1:
-                jumps.append((previous, iteration, covers))
-            elif covers == 1:
-                ones += 1
-            previous = iteration
+    for iterations, all_covers in blocks:
+        if first is None and iterations:
+            previous, first = iterations[0], iterations[0] - all_covers[0] + 1
+            iterations, all_covers = iterations[1:], all_covers[1:]
+        if follows(iterations, all_covers, previous):  # each one iteration after the one before
+            ones += len(iterations)
+            previous = iterations[-1]
+            continue
+        for iteration, covers in zip(iterations, all_covers, strict=True):
+            start = iteration - covers + 1
+            if start < first:  # type: ignore[operator]  # set by the first record
+                first = start
+            if iteration > previous:
+                if start > previous + 1:
+                    jumps.append((previous, iteration, covers))
+                elif covers == 1:
+                    ones += 1
+                previous = iteration
+    if first is None:
+        return None, []
     distances = Counter(iteration - before for before, iteration, covers in jumps if covers == 1)
     if ones:
         distances[1] = ones
@@ -291,7 +310,7 @@ def iteration_gaps(records: Iterable[IterationRecord]) -> list[tuple[int, int]]:
     or both covering 1 and the log interval 100) leave nothing out; 100 and 400 leave out
     201-300 (k = 100, covers 1) or 101-300 (covers 100).  Figures break their lines there.
     """
-    return _scan(record_fields(records, "iteration", "covers_iterations"))[1]
+    return _scan(record_field_blocks(records, "iteration", "covers_iterations"))[1]
 
 
 def gaps_note(gaps: Sequence[tuple[int, int]]) -> str:
@@ -307,7 +326,7 @@ class _Selection:
     """Which records count for statistics, and what was left out and why (see :func:`select_measured`)."""
 
     def __init__(self, records: Iterable[IterationRecord], *, warmup_iterations: int, exclude_profiled: bool) -> None:
-        first, self.gaps = _scan(record_fields(records, "iteration", "covers_iterations"))
+        first, self.gaps = _scan(record_field_blocks(records, "iteration", "covers_iterations"))
         self.first = 0 if first is None else first
         self.warmup_end = self.first + warmup_iterations
         self.exclude_profiled = exclude_profiled
@@ -338,6 +357,32 @@ class _Selection:
                 self.skipped.append(iteration)
             return True
         return False
+
+    def counted_block(
+        self,
+        iterations: Sequence[int],
+        covers: Sequence[int],
+        profiled: Sequence[bool],
+        steps: Sequence[float | None],
+        skipped: Sequence[int],
+    ) -> Sequence[int]:
+        """The positions of the records of a block, given by its columns, that :meth:`counted` keeps.
+
+        A block in which every record counts (past warm-up: nearly every block) is found by checks
+        of whole columns, without a call per record.
+        """
+        if (
+            iterations
+            and min(map(operator.sub, iterations, covers)) + 1 >= self.warmup_end
+            and not (self.exclude_profiled and any(profiled))
+            and None not in steps
+            and max(steps) <= MAX_STEP_TIME_S  # type: ignore[type-var,operator]  # no None, checked above
+            and (total := sum(steps)) == total  # type: ignore[arg-type]  # not NaN: max is then sound
+            and not any(skipped)
+        ):
+            return range(len(iterations))
+        kept = map(self.counted, iterations, covers, profiled, steps, skipped)
+        return list(itertools.compress(range(len(iterations)), list(kept)))
 
     def notes(self) -> list[str]:
         notes = [gaps_note(self.gaps)] if self.gaps else []
@@ -438,20 +483,23 @@ def _against_ceiling(
 
 def _peak(values: Iterable[float | None], known: float | None = None) -> float | None:
     """The largest finite value, after ``known`` (the peak so far), as ``max`` picks it (the first of equal ones)."""
-    found = max((v for v in values if v is not None and math.isfinite(v)), default=None)
+    present = _present(values)
+    found: float | None
+    if present and math.isfinite(sum(present)):  # no NaN nor infinity: max of them all, in C
+        found = max(present)
+    else:
+        found = max((v for v in present if math.isfinite(v)), default=None)
     if found is None or (known is not None and not found > known):
         return known
     return found
 
 
-#: Records summarised at a time: a pass over records read back from a file holds this many.
-SUMMARY_CHUNK = 4096
-
-
-def _chunks(items: Iterable[_T]) -> Iterator[list[_T]]:
-    iterator = iter(items)
-    while chunk := list(itertools.islice(iterator, SUMMARY_CHUNK)):
-        yield chunk
+def _present(values: Iterable[_T | None]) -> Sequence[_T]:
+    """The values that are not None, in order (``values`` itself when none is)."""
+    column = values if isinstance(values, list | tuple) else list(values)
+    if None not in column:
+        return column  # type: ignore[return-value]
+    return list(itertools.compress(column, map(operator.is_not, column, itertools.repeat(None))))
 
 
 class _Columns(dict[str, Column]):
@@ -503,40 +551,37 @@ _GATHERED = (
 
 
 def _gather(records: Iterable[IterationRecord], selection: _Selection) -> _Gathered:
-    """One pass over ``records``' fields (:func:`record_fields`: no record is made of a row read
-    back from a file), a chunk at a time, each field a column of the chunk: only numbers are kept."""
+    """One pass over ``records``' fields a block at a time, each field a column of the block
+    (:func:`record_field_blocks`: the columns of records read back from a file are taken as read,
+    no record or tuple is made): only numbers are kept."""
     found = _Gathered()
     peaks = found.peaks
-    for chunk in _chunks(record_fields(records, *_GATHERED)):
-        columns = list(zip(*chunk, strict=True))
+    for columns in record_field_blocks(records, *_GATHERED):
         iterations, covers, profiled, steps, skipped, per_gpu, tokens, energies, reported, losses = columns[:10]
         max_allocated, allocated, max_reserved, reserved, device, rss = columns[10:]
         del columns
-        peaks["mem_max_allocated_gib"] = _peak(map(_either, max_allocated, allocated), peaks["mem_max_allocated_gib"])
-        peaks["mem_max_reserved_gib"] = _peak(map(_either, max_reserved, reserved), peaks["mem_max_reserved_gib"])
+        peaks["mem_max_allocated_gib"] = _peak(_either_column(max_allocated, allocated), peaks["mem_max_allocated_gib"])
+        peaks["mem_max_reserved_gib"] = _peak(_either_column(max_reserved, reserved), peaks["mem_max_reserved_gib"])
         peaks["mem_device_used_gib"] = _peak(device, peaks["mem_device_used_gib"])
         peaks["mem_rss_gib"] = _peak(rss, peaks["mem_rss_gib"])
-        for iteration, loss in zip(iterations, losses, strict=True):
-            if loss is not None and (found.final is None or iteration >= found.final[0]):
-                found.final = (iteration, loss)
-        counted = list(
-            itertools.compress(
-                range(len(chunk)), list(map(selection.counted, iterations, covers, profiled, steps, skipped))
-            )
-        )
-        if len(counted) < len(chunk):
+        found.final = _final_loss(iterations, losses, found.final)
+        counted = selection.counted_block(iterations, covers, profiled, steps, skipped)
+        if len(counted) < len(iterations):
             steps, per_gpu, tokens, energies, reported = (
                 tuple([column[i] for i in counted]) for column in (steps, per_gpu, tokens, energies, reported)
             )
         found.measured += len(counted)
         found.figures.extend("step", list(steps))
         found.figures.extend("per_gpu", list(per_gpu))
-        found.figures.extend("job", [t / s for t, s in zip(tokens, steps, strict=True) if t and s])
+        if all(tokens) and all(steps):  # every record has both: no test per record
+            found.figures.extend("job", list(map(operator.truediv, tokens, steps)))
+        else:
+            found.figures.extend("job", [t / s for t, s in zip(tokens, steps, strict=True) if t and s])
         if found.all_energy and counted:
             found.all_energy = all(energy is not None and math.isfinite(energy) for energy in energies)
             if found.all_energy:
                 found.energy.extend(list(energies))
-                found.total_tokens += sum(t or 0 for t in tokens)
+                found.total_tokens += sum(filter(None, tokens))
         for name in set().union(*reported):
             found.reported.extend(name, list(map(dict.get, reported, itertools.repeat(name))))
     return found
@@ -545,6 +590,35 @@ def _gather(records: Iterable[IterationRecord], selection: _Selection) -> _Gathe
 def _either(value: float | None, otherwise: float | None) -> float | None:
     """``value``, or ``otherwise`` where it is None (a peak figure, else the current one)."""
     return value if value is not None else otherwise
+
+
+def _either_column(values: Sequence[float | None], otherwise: Sequence[float | None]) -> Sequence[float | None]:
+    """:func:`_either` of each pair of a block's two columns (one of them whole where it can be)."""
+    if None not in values:
+        return values
+    if values.count(None) == len(values):
+        return otherwise
+    return list(map(_either, values, otherwise))
+
+
+def _final_loss(
+    iterations: Sequence[int], losses: Sequence[float | None], final: tuple[int, float] | None
+) -> tuple[int, float] | None:
+    """The last iteration with a loss, and its loss, after a block's columns (``final``: so far).
+
+    Of the records with a loss, the one of the highest iteration (the later of equal ones)
+    replaces ``final`` unless that one's iteration is higher.
+    """
+    if None in losses:
+        kept = list(map(operator.is_not, losses, itertools.repeat(None)))
+        iterations, losses = list(itertools.compress(iterations, kept)), list(itertools.compress(losses, kept))
+    if not iterations:
+        return final
+    highest = max(iterations)
+    if final is not None and highest < final[0]:
+        return final
+    position = len(iterations) - 1 - iterations[::-1].index(highest)
+    return highest, losses[position]  # type: ignore[return-value]  # None left out above
 
 
 def summarize(

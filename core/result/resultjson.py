@@ -7,9 +7,9 @@ whole-document encoder would have put it.  A run of 40 000 iterations is
 written in bounded memory instead of as one dict tree and one string of
 hundreds of megabytes.
 
-Iteration records are encoded a thousand at a time by msgspec, in C, and the
-few numbers msgspec spells otherwise than json (those with an exponent) are
-respelled; a batch msgspec would still write otherwise (a NaN or an infinity,
+Iteration records are encoded a thousand at a time by msgspec, in C, from
+their fields' columns; the few floats msgspec spells otherwise than json (those
+with an exponent) go to it as their ``repr`` text; a batch msgspec would still write otherwise (a NaN or an infinity,
 spelled as a string in tprimat's JSON; non-ASCII text, which json escapes)
 goes record by record: a record is flat but for its ``reported`` figures, so
 it is encoded by two calls of json's C encoder (its scalars, then
@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import functools
 import json
-import operator
-import re
+import math
 from collections.abc import Iterator, Sequence
-from itertools import chain, repeat, starmap
+from itertools import chain, starmap
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import msgspec
@@ -91,10 +90,11 @@ def _batches_text(iterations: Sequence[Any], starts: Sequence[int]) -> Iterator[
     """The text of the records in the batches that begin at ``starts``, each after its separator
     (but the very first record's)."""
     for start in starts:
-        if isinstance(iterations, RecordSequence):  # the stored rows, no record made but where needed
-            rows = iterations.row_slice(start, min(start + BATCH_RECORDS, len(iterations)))
-            encoded = _rows_text(rows)
+        if isinstance(iterations, RecordSequence):  # the stored columns, no record made but where needed
+            columns = iterations.column_slice(start, min(start + BATCH_RECORDS, len(iterations)))
+            encoded = _columns_text(columns)
             if encoded is None:
+                rows = zip(*columns, strict=True)
                 encoded = _ITEM_SEPARATOR.join(_record_text(record_from(row), schema) for row in rows)
         else:
             batch = iterations[start : start + BATCH_RECORDS]
@@ -163,65 +163,78 @@ _ITEM_SEPARATOR = ",\n" + _ITEM_INDENT
 #: A record's fields in their order, for msgspec (which writes an attrs class's fields sorted).
 _Row = msgspec.defstruct("_Row", [(name, Any) for name in _RECORD_FIELDS], gc=False)
 _ROW_TYPES = _SCALAR_TYPES | {dict}
-_LAST = operator.itemgetter(-1)
-#: A number msgspec writes otherwise than Python (``0.00001`` for ``1e-05``, ``1e16`` for
-#: ``1e+16``: those Python writes with an exponent), in the indented text, where a member's
-#: value ends its line.  A string cannot hold a raw newline, so this never matches inside one.
-#: Possessive: nothing that follows a number's characters can be one of them, so a failed
-#: attempt never backtracks.
-_EXPONENT_NUMBER = re.compile(rb'": (-?+(?:[0-9][0-9.]*+e[-+0-9]++|0\.0000[0-9]++))(?=,?\n)')
-
-
-def _python_numbers(text: bytes) -> bytes:
-    """``text`` with each number :data:`_EXPONENT_NUMBER` finds spelled by ``repr``, as json does."""
-    spelled: dict[bytes, bytes] = {}  # a batch's learning rate is mostly one value, spelled once
-
-    def python_number(match: re.Match[bytes]) -> bytes:
-        number = match[1]
-        found = spelled.get(number)
-        if found is None:
-            found = spelled[number] = b'": ' + repr(float(number)).encode()
-        return found
-
-    return _EXPONENT_NUMBER.sub(python_number, text)
+#: Python spells a float with an exponent (``1e-05``, ``1e+16``) below this magnitude or from the
+#: next one on, where msgspec writes ``0.00001`` and ``1e16``: such a float is given to msgspec as
+#: its ``repr``, as json spells it.  msgspec writes every other finite float as ``repr`` does.
+_PLAIN_LEAST, _PLAIN_BEYOND = 1e-4, 1e16
 
 
 def _batch_text(records: Sequence[Any]) -> str | None:
     """``records`` as :func:`_record_text` writes them, joined by the items' separator, or None.
 
-    msgspec encodes and indents the whole batch in C, and the numbers it spells otherwise
-    are then spelled by ``repr`` as json does.  None (the records go one by one) for what
-    msgspec would still write otherwise: a record of another class or holding a value
-    that is not a JSON scalar, a NaN or an infinity (msgspec writes null: found by
-    counting the nulls), text json escapes (non-ASCII, DEL).
+    msgspec encodes and indents the whole batch in C; a float it would spell otherwise than
+    ``repr`` goes to it as its ``repr`` (see :func:`_spelled_column`).  None (the records go one
+    by one) for what msgspec would still write otherwise: a record of another class or holding
+    a value that is not a JSON scalar, a NaN or an infinity (msgspec writes null), text json
+    escapes (non-ASCII, DEL).
     """
     if set(map(type, records)) != {IterationRecord}:
         return None
-    return _rows_text(list(map(_record_values, records)))
+    return _columns_text(list(zip(*map(_record_values, records), strict=True)))
 
 
-def _rows_text(values: list[tuple[Any, ...]]) -> str | None:
-    """:func:`_batch_text` of the records whose rows (values in ``ITERATION_FIELDS`` order) are ``values``."""
-    if not _REPORTED_LAST:
+def _columns_text(columns: list[Sequence[Any]]) -> str | None:
+    """:func:`_batch_text` of the records whose columns (each field's values, in ``ITERATION_FIELDS``
+    order) are ``columns``."""
+    if not _REPORTED_LAST or not columns or not columns[0]:
         return None
-    # Every check below runs over the whole batch in C: a record costs no Python loop of its own.
-    reported = list(map(_LAST, values))
+    # Every check below runs over whole columns in C: a record costs no Python loop of its own.
+    *scalars, reported = columns
     if set(map(type, reported)) != {dict}:
         return None
     figures = list(chain.from_iterable(map(dict.values, reported)))
-    if not set(map(type, figures)) <= _SCALAR_TYPES or not set(map(type, chain.from_iterable(values))) <= _ROW_TYPES:
+    found = [*map(_spelled_column, scalars), _spelled_column(figures)]
+    if any(column is None for column in found):
         return None
-    nulls = sum(map(operator.countOf, values, repeat(None))) + figures.count(None)
-    rows = list(starmap(_Row, values))
+    spelled = cast(list[Sequence[Any]], found)
+    if spelled[-1] is not figures:  # a figure goes as its repr: the dicts are made again with it
+        respelled = iter(spelled[-1])
+        reported = [dict(zip(figure, respelled, strict=False)) for figure in reported]  # each its own
     try:
-        text = msgspec.json.encode(rows)
+        # The records as the items of an object's member: indented four spaces in, as they go.
+        text = msgspec.json.encode({"i": list(starmap(_Row, zip(*spelled[:-1], reported, strict=True)))})
     except (TypeError, ValueError, OverflowError):
         return None
-    if text.count(b"null") != nulls or b"\x7f" in text or not text.isascii():
+    if b"\x7f" in text or not text.isascii():
         return None
-    text = _python_numbers(msgspec.json.format(text, indent=2))
-    # "[\n  {...},\n  {...}\n]": records two spaces in, which go four spaces in.
-    return text[4:-2].replace(b"\n", b"\n  ").decode("ascii")
+    text = msgspec.json.format(text, indent=2)
+    # '{\n  "i": [\n    {...},\n    {...}\n  ]\n}': the records, without what is around them.
+    return text[len(_AROUND_HEAD) : -len(_AROUND_TAIL)].decode("ascii")
+
+
+_AROUND_HEAD, _AROUND_TAIL = b'{\n  "i": [\n    ', b"\n  ]\n}"
+
+
+def _spelled_column(column: Sequence[Any]) -> Sequence[Any] | None:
+    """``column`` (one field's values) as msgspec is to encode it: each float that Python spells
+    with an exponent as :class:`msgspec.Raw` of its ``repr``; the column itself when none is.
+    None for a value msgspec would not write as json does: not a JSON scalar, a NaN, an infinity
+    (or floats whose sum passes the largest float: those records go the general way, as well)."""
+    kinds = set(map(type, column))
+    if not kinds <= _SCALAR_TYPES:
+        return None
+    if float not in kinds:
+        return column
+    floats = column if len(kinds) == 1 else [value for value in column if type(value) is float]
+    if not math.isfinite(sum(floats)):
+        return None
+    magnitudes = list(map(abs, filter(None, floats)))  # zero is spelled alike
+    if not magnitudes or (min(magnitudes) >= _PLAIN_LEAST and max(magnitudes) < _PLAIN_BEYOND):
+        return column
+    # Every float of the column as its repr: msgspec writes the others so too.
+    if len(kinds) == 1:
+        return list(map(msgspec.Raw, map(repr, column)))
+    return [msgspec.Raw(repr(value)) if type(value) is float else value for value in column]
 
 
 def _finite(value: Any, spell: Any) -> Any:

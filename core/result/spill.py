@@ -11,11 +11,11 @@ all, so memory no longer grows with the length of the run.
 A record is stored as its *row*, the tuple of its field values (``ITERATION_FIELDS``
 order), and a block of rows by field: each field's values of the block, one column after
 the other (:mod:`marshal`).  No pass after collection makes records: a pass that needs a
-few fields (:func:`record_fields`) decodes only those columns, what is filled in later
-(:meth:`RecordSequence.map_rows`) is applied to the rows, and the result writer encodes
-the rows.  Blocks go to an unnamed temporary file and are read back by position
-(``os.pread``), so a forked process (the result writer's second encoder) reads them
-without sharing a file offset.
+few fields (:func:`record_fields`, :func:`record_field_blocks`) decodes only those columns,
+what is filled in later (:meth:`RecordSequence.map_columns`) is computed over a block's
+columns, and the result writer encodes the columns.  Blocks go to an unnamed temporary
+file and are read back by position (``os.pread``), so a forked process (the result
+writer's second encoder) reads them without sharing a file offset.
 """
 
 from __future__ import annotations
@@ -46,6 +46,10 @@ Row = tuple[Any, ...]
 
 #: Something done to each record's row as it is read back (see :meth:`RecordSequence.map_rows`).
 RowFunction = Callable[[Row], Row]
+
+#: Something done to a block's columns as they are read back (see :meth:`RecordSequence.map_columns`):
+#: from the columns of the fields it reads, the new columns of those it changes.
+ColumnFunction = Callable[[list[Sequence[Any]]], list[Sequence[Any]]]
 
 #: Each field's place in a row.
 FIELD_INDEX = {name: index for index, name in enumerate(ITERATION_FIELDS)}
@@ -315,10 +319,35 @@ class RowSource(abc.ABC):
         """:func:`record_fields` of these records."""
         return _tuples(operator.itemgetter(*(FIELD_INDEX[name] for name in names)), self.rows(), names)
 
+    def field_blocks(self, *names: str) -> Iterator[list[Sequence[Any]]]:
+        """:func:`record_field_blocks` of these records."""
+        return _blocks(self.fields(*names), len(names))
+
 
 _STEP_TIME = FIELD_INDEX["step_time_s"]
 _BODY_PLACES = [FIELD_INDEX[name] for name in BODY_FIELDS]
 _row_body = operator.itemgetter(*_BODY_PLACES)
+_ALL_PLACES = range(len(ITERATION_FIELDS))
+
+
+@attrs.frozen
+class _Step:
+    """A :data:`ColumnFunction` given to :meth:`RecordSequence.map_columns`, and the places in a
+    row of the fields it reads and of those it changes."""
+
+    function: ColumnFunction
+    reads: tuple[int, ...]
+    changes: tuple[int, ...]
+
+
+def _rows_through(function: RowFunction, places: list[int], columns: list[Sequence[Any]]) -> list[Sequence[Any]]:
+    """The columns at ``places`` of a block whose columns (every field's) are ``columns``,
+    after ``function`` was applied to each row."""
+    rows = list(map(function, zip(*columns, strict=True)))
+    if not rows:
+        return [columns[place] for place in places]
+    changed = list(zip(*rows, strict=True))
+    return [changed[place] for place in places]
 
 
 def memory_only_row(row: Row) -> bool:
@@ -332,25 +361,29 @@ class RecordSequence(Sequence[IterationRecord], RowSource):
 
     Each read makes new record objects (the block read last is kept), so a pass over all
     of them holds one block.  :meth:`rows` reads the stored values and makes no records
-    (nor does :func:`record_fields`).  :meth:`map_rows` gives the same records with a function
-    applied to each row as it is read, which is how they are filled in after collection.
+    (nor does :func:`record_fields`).  :meth:`map_columns` gives the same records with a
+    function applied to each block's columns as they are read, which is how they are filled
+    in after collection (:meth:`map_rows`: to each row).
     """
 
-    def __init__(
-        self,
-        file: RecordFile,
-        parts: list[_Part],
-        functions: tuple[RowFunction, ...] = (),
-        changed: frozenset[int] = frozenset(),
-    ) -> None:
+    def __init__(self, file: RecordFile, parts: list[_Part], steps: tuple[_Step, ...] = ()) -> None:
         self._file = file
         self._parts = parts
-        self._functions = functions
-        self._changed = changed  # the places in a row that the functions may change
+        self._steps = steps
         self._starts = [0]
         for part in parts:
             self._starts.append(self._starts[-1] + part.count)
         self._loaded: tuple[int, list[IterationRecord]] | None = None
+
+    def map_columns(self, function: ColumnFunction, *, reads: Iterable[str], changes: Iterable[str]) -> RecordSequence:
+        """These records, each block's columns passed through ``function`` when read (after those before).
+
+        ``function`` takes a block's columns of the fields ``reads`` (in that order) and returns
+        the block's new columns of the fields ``changes`` (in that order), whose values were
+        checked as a record's would be.  A pass that reads none of ``changes`` skips it.
+        """
+        step = _Step(function, tuple(FIELD_INDEX[name] for name in reads), tuple(FIELD_INDEX[name] for name in changes))
+        return RecordSequence(self._file, self._parts, (*self._steps, step))
 
     def map_rows(self, function: RowFunction, *, changes: Iterable[str]) -> RecordSequence:
         """These records, each row passed through ``function`` when read (after the functions before).
@@ -359,8 +392,9 @@ class RecordSequence(Sequence[IterationRecord], RowSource):
         tuple, or a new one whose changed values were checked as a record's would be.
         ``changes`` names the fields it may change: :meth:`fields` of the others skips it.
         """
-        changed = self._changed | {FIELD_INDEX[name] for name in changes}
-        return RecordSequence(self._file, self._parts, (*self._functions, function), changed)
+        names = tuple(changes)
+        through = functools.partial(_rows_through, function, [FIELD_INDEX[name] for name in names])
+        return self.map_columns(through, reads=ITERATION_FIELDS, changes=names)
 
     def rows(self) -> Iterator[Row]:
         """Each record's row, in order, a block at a time (no record is made)."""
@@ -368,55 +402,72 @@ class RecordSequence(Sequence[IterationRecord], RowSource):
 
     def fields(self, *names: str, timed: bool = False) -> Iterator[tuple[Any, ...]]:
         """:func:`record_fields` of these records (``timed``: of those that are not memory lines
-        alone): only those fields are read from the file, unless a function given to
-        :meth:`map_rows` may change one of them (then whole rows are read, through them)."""
+        alone): only those fields are read from the file (and those the functions given to
+        :meth:`map_columns` that change them read)."""
+        return itertools.chain.from_iterable(itertools.starmap(zip, self.field_blocks(*names, timed=timed)))
+
+    def field_blocks(self, *names: str, timed: bool = False) -> Iterator[list[Sequence[Any]]]:
+        """The columns of the fields ``names`` of each block of records, in order (see :meth:`fields`)."""
         places = [FIELD_INDEX[name] for name in names]
-        if not self._changed.isdisjoint(places):
-            rows = itertools.filterfalse(memory_only_row, self.rows()) if timed else self.rows()
-            return _tuples(operator.itemgetter(*places), rows, names)
-        read = functools.partial(self._part_fields, places, timed)
-        return itertools.chain.from_iterable(map(read, range(len(self._parts))))
+        return map(functools.partial(self._part_fields, places, timed), range(len(self._parts)))
 
-    def _part_fields(self, places: list[int], timed: bool, index: int) -> Iterator[tuple[Any, ...]]:
-        """The values at ``places`` of each row of part ``index`` (see :meth:`fields`)."""
+    def _part_fields(self, places: list[int], timed: bool, index: int) -> list[Sequence[Any]]:
+        """The columns at ``places`` of part ``index`` (see :meth:`fields`)."""
+        if not timed:
+            return self._part_columns(index, places)
+        columns = self._part_columns(index, [*places, _STEP_TIME])
+        steps = columns.pop()
+        if None in steps:  # a record without a step time may be a memory line alone
+            bodies = zip(*self._part_columns(index, _BODY_PLACES), strict=True)
+            kept = [step is not None or body != EMPTY_BODY for step, body in zip(steps, bodies, strict=True)]
+            columns = [list(itertools.compress(column, kept)) for column in columns]
+        return columns
+
+    def _part_columns(self, index: int, places: Sequence[int]) -> list[Sequence[Any]]:
+        """The columns at ``places`` of part ``index``, through the steps of :meth:`map_columns`
+        that change any of them (and those that change what those read)."""
+        needed = set(places)
+        steps: list[_Step] = []
+        for step in reversed(self._steps):
+            if not needed.isdisjoint(step.changes):
+                steps.append(step)
+                needed.update(step.reads)
         part = self._parts[index]
-        columns = self._part_columns(part, [*places, _STEP_TIME] if timed else places)
-        if timed:
-            steps = columns.pop()
-            if None in steps:  # a record without a step time may be a memory line alone
-                bodies = zip(*self._part_columns(part, _BODY_PLACES), strict=True)
-                kept = [step is not None or body != EMPTY_BODY for step, body in zip(steps, bodies, strict=True)]
-                columns = [list(itertools.compress(column, kept)) for column in columns]
-        return zip(*columns, strict=True)
-
-    def _part_columns(self, part: _Part, places: list[int]) -> list[Sequence[Any]]:
-        columns = self._file.read_columns(part.offset, part.length, places)
-        if part.positions is None:
-            return columns
-        return [[column[p] for p in part.positions] for column in columns]
+        wanted = sorted(needed)
+        read = self._file.read_columns(part.offset, part.length, wanted)
+        if part.positions is not None:
+            read = [[column[p] for p in part.positions] for column in read]
+        columns = dict(zip(wanted, read, strict=True))
+        for step in reversed(steps):
+            changed = step.function([columns[place] for place in step.reads])
+            columns.update(zip(step.changes, changed, strict=True))
+        return [columns[place] for place in places]
 
     def row_slice(self, start: int, stop: int) -> list[Row]:
         """The rows of the records ``start`` to ``stop`` (a slice's bounds, within the sequence)."""
-        found: list[Row] = []
+        return list(zip(*self.column_slice(start, stop), strict=True))
+
+    def column_slice(self, start: int, stop: int) -> list[Sequence[Any]]:
+        """The columns (every field's, in ``ITERATION_FIELDS`` order) of the records ``start`` to
+        ``stop`` (a slice's bounds, within the sequence)."""
+        pieces: list[list[Sequence[Any]]] = []
         while start < stop:
             block = bisect.bisect_right(self._starts, start) - 1
             first = self._starts[block]
-            found.extend(self._rows(block)[start - first : stop - first])
+            pieces.append([column[start - first : stop - first] for column in self._part_columns(block, _ALL_PLACES)])
             start = self._starts[block + 1]
-        return found
+        if len(pieces) == 1:
+            return pieces[0]
+        return [list(itertools.chain.from_iterable(parts)) for parts in zip(*pieces, strict=True)] or [
+            [] for _ in _ALL_PLACES
+        ]
 
     def __len__(self) -> int:
         return self._starts[-1]
 
-    def _rows(self, index: int, *, functions: bool = True) -> list[Row]:
-        """The rows of part ``index``, passed through the functions of :meth:`map_rows` unless not ``functions``."""
-        part = self._parts[index]
-        rows = self._file.read_rows(part.offset, part.length)
-        if part.positions is not None:
-            rows = [rows[p] for p in part.positions]
-        for function in self._functions if functions else ():
-            rows = list(map(function, rows))
-        return rows
+    def _rows(self, index: int) -> list[Row]:
+        """The rows of part ``index``, through the functions of :meth:`map_columns`."""
+        return list(zip(*self._part_columns(index, _ALL_PLACES), strict=True))
 
     def _block(self, index: int) -> list[IterationRecord]:
         if self._loaded is not None and self._loaded[0] == index:
@@ -458,6 +509,20 @@ class RecordSequence(Sequence[IterationRecord], RowSource):
 def _tuples(getter: Callable[[Row], Any], rows: Iterable[Row], names: tuple[str, ...]) -> Iterator[tuple[Any, ...]]:
     values = map(getter, rows)
     return values if len(names) > 1 else zip(values)
+
+
+def record_field_blocks(records: Iterable[IterationRecord], *names: str) -> Iterator[list[Sequence[Any]]]:
+    """:func:`record_fields`, a block of records at a time: each block as the columns of the
+    fields ``names`` (for records kept in a file, as they are read back, never made into tuples)."""
+    if isinstance(records, RowSource):
+        return records.field_blocks(*names)
+    return _blocks(record_fields(records, *names), len(names))
+
+
+def _blocks(fields: Iterator[tuple[Any, ...]], count: int) -> Iterator[list[Sequence[Any]]]:
+    """Tuples of ``count`` fields' values, as the columns of each :data:`BLOCK_RECORDS` of them."""
+    while block := list(itertools.islice(fields, BLOCK_RECORDS)):
+        yield list(zip(*block, strict=True)) or [()] * count
 
 
 def record_fields(records: Iterable[IterationRecord], *names: str) -> Iterator[tuple[Any, ...]]:

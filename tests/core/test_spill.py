@@ -15,7 +15,7 @@ from tprimat.result import spill
 from tprimat.result.collect import EventCollector
 from tprimat.result.metrics import summarize
 from tprimat.result.schema import IterationRecord, dumps_result
-from tprimat.result.spill import ColdRecords, RecordSequence, record_fields
+from tprimat.result.spill import ColdRecords, RecordSequence, record_field_blocks, record_fields
 
 #: Real logs with restarts, memory lines, evaluations, rotated files and replaced iterations.
 REAL_LOGS = [
@@ -111,6 +111,16 @@ def test_fields_of_records_in_a_file_are_read_without_making_records(tiny_blocks
     assert list(record_fields(filled, "iteration", "tokens_per_s_per_gpu")) == expected
     assert list(record_fields(timed, "iteration", "loss")) == [(i, float(i)) for i in range(1, 8)]
     assert made == []
+    # By blocks of columns: the same values, in the same order, still without a record made.
+    blocks = list(record_field_blocks(filled, "iteration", "tokens_per_s_per_gpu"))
+    assert [pair for block in blocks for pair in zip(*block, strict=True)] == expected
+    blocks = list(record_field_blocks(timed, "iteration", "loss"))
+    assert [pair for block in blocks for pair in zip(*block, strict=True)] == [(i, float(i)) for i in range(1, 8)]
+    assert made == []
+    monkeypatch.undo()
+    assert list(record_field_blocks(list(filled), "iteration", "loss")) == [
+        [tuple(r.iteration for r in filled), tuple(r.loss for r in filled)]
+    ]
 
 
 def test_a_collector_moves_whole_blocks_to_the_file(monkeypatch):
