@@ -67,14 +67,21 @@ class PrimusLogParser(MegatronLogParser):
 
     def feed(self, line: str, lineno: int) -> list[Event] | None:
         events = super().feed(line, lineno)
-        if events and "[EarlyStop]" not in self.running_triggers and any(isinstance(e, EvalRecord) for e in events):
+        # An iteration line gives one record: told apart before looking for an evaluation.
+        if (
+            events
+            and (len(events) > 1 or type(events[0]) is not IterationRecord)
+            and "[EarlyStop]" not in self.running_triggers
+            and any(isinstance(e, EvalRecord) for e in events)
+        ):
             self.running_triggers = (*self.running_triggers, *self._MLPERF_TRIGGERS)
         return events
 
     def copy_of(self, line: bytes) -> tuple[list[Event] | None, bytes | None]:
         """Also another rank's copy of the TorchTitan step just read: it gives nothing and
         changes nothing (see ``TorchTitanSteps.repeats``)."""
-        if b"tps:" in line and self._titan.repeats(line):
+        # Only once a step line was read (its trigger is then looked for) can a line repeat one.
+        if "tps:" in self.running_triggers and b"tps:" in line and self._titan.repeats(line):
             return [], None
         return super().copy_of(line)
 

@@ -369,20 +369,26 @@ class MegatronLogParser(StreamEvents):
                     self._quiet.clear()
                 self._quiet.add(line)
             return
-        if self._quiet and any(isinstance(e, LogFact) for e in events):
+        one_record = len(events) == 1 and type(events[0]) is IterationRecord  # an iteration line's
+        if self._quiet and not one_record and any(isinstance(e, LogFact) for e in events):
             self._quiet.clear()
-        self._remember_records(key, events, clean_before)
+        self._remember_records(key, events, clean_before, one_record)
 
-    def _remember_records(self, key: bytes | None, events: list[Event], clean_before: bool) -> None:
-        records = [e for e in events if isinstance(e, IterationRecord)]
-        if not records:
-            return
+    def _remember_records(self, key: bytes | None, events: list[Event], clean_before: bool, one_record: bool) -> None:
+        """`remember` for ``events`` that hold records (``one_record``: only one, an :class:`IterationRecord`)."""
+        if one_record:
+            records: list[IterationRecord] = events  # type: ignore[assignment]  # the usual line: one record
+        else:
+            records = [e for e in events if isinstance(e, IterationRecord)]
+            if not records:
+                return
         generations = self._generations
         if len(generations) >= 4096:
             # Bounded like the line keys: a line key whose iteration's generation is gone is read again.
             generations.clear()
             self._line_records.clear()
-        full = [r for r in records if not is_memory_only(r)]
+        # A record with a step time is not memory-only (is_memory_only says so first): the usual one.
+        full = [r for r in records if r.step_time_s is not None or not is_memory_only(r)]
         for record in full:
             self._generation += 1
             generations[record.iteration] = self._generation
@@ -465,7 +471,7 @@ class MegatronLogParser(StreamEvents):
         match = _find_iteration(clean)
         if match is not None:
             body = clean[match.end() :]
-            if "number of nan iterations" not in body:
+            if body.rfind("number of nan iterations") < 0:  # from the end, where the segment is
                 if body.rstrip().endswith("|"):
                     self._pending = (clean.rstrip("\r\n"), lineno)
                     return []
@@ -474,7 +480,7 @@ class MegatronLogParser(StreamEvents):
                         lineno, "iteration line is incomplete (cut off or interleaved with another line); skipped"
                     )
                 ]
-            return self._iteration(clean, match, lineno)
+            return self._iteration(clean, match, lineno, body)
         if "memory (MB)" in clean:
             return self._memory(clean, lineno)
         return None
@@ -500,14 +506,15 @@ class MegatronLogParser(StreamEvents):
             self.issue(start, "iteration line is incomplete (cut off or interleaved with another line); skipped")
         ], False
 
-    def _iteration(self, clean: str, match: re.Match[str], lineno: int) -> list[Event]:
+    def _iteration(self, clean: str, match: re.Match[str], lineno: int, body: str | None = None) -> list[Event]:
+        """The record of an iteration line (``body``: its text after ``match``, if already cut)."""
         events: list[Event] = []
         try:
             iteration = int(match.group(1))
             total = int(match.group(2))
         except ValueError:  # thousands of digits: no iteration count
             return [self.issue(lineno, "iteration number too long to be a count; line skipped")]
-        fields, reported, problems = self._read_segments(clean[match.end() :])
+        fields, reported, problems = self._read_segments(clean[match.end() :] if body is None else body)
         if problems:
             # A value that does not read as its label says: keep nothing from this line.
             return [self.issue(lineno, "unreadable iteration line (" + "; ".join(problems) + "); skipped")]
@@ -582,17 +589,20 @@ class MegatronLogParser(StreamEvents):
     def _line_facts(self, total: int, fields: dict[str, Any], lineno: int) -> list[Event]:
         """Facts an iteration line states the first time: the run's length, its global batch, and
         that its memory figures are GiB labelled GB (the label is taken out of ``fields``)."""
+        stated = self._facts
         facts: list[Event] = []
-        for key, value in (("train_iters", total), ("global_batch_size", fields.get("global_batch_size"))):
-            if value is not None and key not in self._facts:
-                fact = self.fact(key, value, lineno)
-                if fact is not None:
-                    facts.append(fact)
+        if "train_iters" not in stated or "global_batch_size" not in stated:  # else stated already
+            for key, value in (("train_iters", total), ("global_batch_size", fields.get("global_batch_size"))):
+                if value is not None and key not in stated:
+                    fact = self.fact(key, value, lineno)
+                    if fact is not None:
+                        facts.append(fact)
         if "_gib_label" in fields:
             del fields["_gib_label"]
-            fact = self.fact("note.gib_labelled_gb", GIB_LABEL_NOTE, lineno)
-            if fact is not None:
-                facts.append(fact)
+            if stated.get("note.gib_labelled_gb") != GIB_LABEL_NOTE:  # else `fact` gives None
+                fact = self.fact("note.gib_labelled_gb", GIB_LABEL_NOTE, lineno)
+                if fact is not None:
+                    facts.append(fact)
         return facts
 
     def _segment(self, segment: str) -> _SegmentRead:
@@ -668,7 +678,9 @@ class MegatronLogParser(StreamEvents):
 
     @staticmethod
     def _timestamp(prefix: str) -> str | None:
-        found = _MEGATRON_TS_RE.search(prefix)
+        # Megatron's stamp ends the prefix and holds no "[": it can only start at the last one.
+        last = prefix.rfind("[")
+        found = _MEGATRON_TS_RE.match(prefix, last) if last >= 0 else None
         if found is not None:
             return f"{found.group(1)}T{found.group(2)}"
         found = _PRIMUS_TS_RE.search(prefix)

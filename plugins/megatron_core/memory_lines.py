@@ -179,9 +179,12 @@ def parse_hip_usage(line: str) -> RankPeak | None:
     return RankPeak(rank=rank, device_used_gib=used, device_total_gib=total)
 
 
-def _hip_figures(line: str) -> tuple[int | None, float, float] | None:
-    """The rank, used and total GiB of :func:`parse_hip_usage` (read once per iteration line)."""
-    match = _HIP_RE.search(line)
+def _hip_figures(line: str, start: int = 0) -> tuple[int | None, float, float] | None:
+    """The rank, used and total GiB of :func:`parse_hip_usage` (read once per iteration line).
+
+    ``start``: where the line's first "hip mem usage" is, if known (no field starts before it).
+    """
+    match = _HIP_RE.search(line, start)
     rank = _PRIMUS_RANK_TAG_RE.search(line, 0, match.start()) if match is not None else None
     if match is None or rank is None:  # colour codes inside the field, or no rank tag before it: read it cleaned
         clean = strip_ansi(line)
@@ -244,8 +247,9 @@ class RankMemory:
         to read the copy again, or None when the line holds no figure.
         """
         hip_figures = allocator = None
-        if hip and "hip mem usage" in line:
-            found = _hip_figures(line)
+        field = line.find("hip mem usage") if hip else -1
+        if field >= 0:
+            found = _hip_figures(line, field)
             if found is not None:
                 rank, used, total = found
                 self.hip_used[(rank, used)] = None
@@ -258,7 +262,10 @@ class RankMemory:
             if footprint is not None:
                 self.theoretical = footprint
                 return True
-            allocator_words = "memory (MB)" in line or "memory (MB)" in strip_ansi(line)
+            # (strip_ansi changes only a line with an ESC byte or a reset: the test is made here)
+            allocator_words = "memory (MB)" in line or (
+                ("\x1b" in line or "[0m" in line) and "memory (MB)" in strip_ansi(line)
+            )
             peak = parse_allocator(line) if allocator_words else None
             if peak is not None:
                 allocator = attrs.evolve(peak, rank=None)

@@ -74,6 +74,10 @@ def _feed(parser: Any, line: str, lineno: int) -> list[Event] | None:
         return [ParseIssue(source=parser.where(lineno), message=f"line not understood ({type(exc).__name__}); skipped")]
 
 
+#: The events of a line that gave none, as :meth:`remember` is told them (never changed).
+_NO_EVENTS: list[Event] = []
+
+
 def _check_triggers(triggers: tuple[str, ...]) -> None:
     if not 1 <= len(triggers) <= 10 or not all(t.isascii() and t for t in triggers):
         raise ValueError("between 1 and 10 non-empty ASCII trigger strings")
@@ -162,7 +166,7 @@ def repeat_key(line: bytes) -> bytes | None:
     after = line.rfind(b"(after ", 0, position)
     if after > 0 and line[after + 7 : position - 1].isdigit() and line[position - 1] == 32:
         position = after
-    if line[position - 1] not in _REPEAT_SAFE_BEFORE or b"|" in line[:position]:
+    if line[position - 1] not in _REPEAT_SAFE_BEFORE or line.find(b"|", 0, position) >= 0:
         return None
     coloured = b"\x1b" in line or b"[0m" in line
     return line[position - 1 :] + (b"\x01" if coloured else b"\x00")
@@ -175,6 +179,8 @@ def _iter_chunks(
     # before, and the bytes read and before (where the next chunk would start).
     copy_of = getattr(parser, "copy_of", None)
     remember = getattr(parser, "remember", None)
+    holds_line = parser.holds_line
+    is_clean = parser.state_is_clean if remember is not None else None
     for chunk in chunks:
         started = parser.started or offset >= STARTUP_BYTES
         offset += len(chunk)
@@ -192,7 +198,7 @@ def _iter_chunks(
         index, last = 0, len(spans)
         counted_to, counted = 0, before  # `counted` lines lie before offset `counted_to`
         fed_to = 0  # bytes already given to the parser
-        held = parser.holds_line()
+        held = holds_line()
         while True:
             if held:
                 if fed_to >= len(chunk):
@@ -218,16 +224,16 @@ def _iter_chunks(
                         if copied:
                             yield from copied
                         continue
-            counted += newline_count(chunk, counted_to, start)
+            counted += chunk.count(b"\n", counted_to, start)  # a line or two: no faster way
             counted_to = start
-            clean_before = not held and remember is not None and parser.state_is_clean()
+            clean_before = not held and is_clean is not None and is_clean()
             events = _feed(parser, line.decode("utf-8", "replace"), counted + 1)
             fed_to = end
             if remember is not None:
-                remember(key, events or [], clean_before, line)
+                remember(key, events or _NO_EVENTS, clean_before, line)
             if events:
                 yield from events
-            held = parser.holds_line()
+            held = holds_line()
             if (started or parser.started) and parser.running_triggers is not triggers:
                 # Training started with this line, or the line turned on more triggers (see
                 # PrimusLogParser): the rest of the chunk is searched for the running ones.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -317,3 +318,38 @@ def test_a_number_reads_the_same_once_its_values_keep_changing(first, old, new, 
     later = issues_of(events)
     assert [i.message for i in alone] == [i.message for i in later]
     assert problem in later[0].message
+
+
+# The two stamps an iteration line's prefix may hold, as documented: Megatron's closing the prefix,
+# else Primus's own; the reader looks for Megatron's at the last "[" only.
+_MEGATRON_STAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}(?:\.\d+)?)\]\s*$")
+_PRIMUS_STAMP = re.compile(r"\[(\d{4})(\d{2})(\d{2}) (\d{2}:\d{2}:\d{2})\]")
+
+
+_PREFIX_PIECES = [
+    "[2026-05-07 13:47:46.119046]",
+    "[2026-05-07T13:47:46]",
+    "[20260507 13:47:46]",
+    "[2026-05-07 13:47",
+    "[rank-7/8]",
+    "[",
+    "]",
+    " ",
+    "\t",
+    "x",
+]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(_PREFIX_PIECES), max_size=8).map("".join))
+def test_timestamp_is_the_stamp_the_patterns_find_anywhere(prefix):
+    megatron, primus = _MEGATRON_STAMP.search(prefix), _PRIMUS_STAMP.search(prefix)
+    if megatron is not None:
+        expected: str | None = f"{megatron.group(1)}T{megatron.group(2)}"
+    elif primus is not None:
+        expected = "{}-{}-{}T{}".format(*primus.groups())
+    else:
+        expected = None
+    line = f"{prefix} iteration 3/ 10 | elapsed time per iteration (ms): 900.0 | number of nan iterations: 0 |"
+    (record,) = records_of(list(iter_events(MegatronLogParser("x.log"), [line])))
+    assert record.timestamp == expected
