@@ -30,13 +30,19 @@ a database merged from several processes (``rocpd merge``) is read for the proce
 (``guid``) of that agent.  Times are kept in µs from the first activity
 (``metadata["time_origin_ns"]``), as for the CSV files.
 
+Rows are streamed, never held: a first pass counts each agent's dispatches and finds the
+origin, a second reads the analysed agent's dispatches and the copies sorted by SQLite (ties in
+time ordered by name, kind, stream and correlation) straight into the trace's arrays.
+
 The database is opened read-only, a gzip-compressed one inflated to a temporary file
 first (as an Nsight Systems export, :mod:`tprimat.trace.nsys`).
 """
 
 from __future__ import annotations
 
+import heapq
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +52,26 @@ from tprimat.trace.sqlitefile import open_database
 
 #: The prefix of every table and view rocprofv3 writes to its database.
 ROCPD_PREFIX = "rocpd_"
-_KERNELS = """
-    SELECT K.guid, K.agent_id, K.start, K."end", K.kernel_id, S.display_name, S.kernel_name, K.stream_id, E.stack_id
+_KERNEL_TABLES = """
     FROM rocpd_kernel_dispatch K
     LEFT JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id AND S.guid = K.guid
     LEFT JOIN rocpd_event E ON E.id = K.event_id AND E.guid = K.guid
 """
-_COPIES = """
-    SELECT C.start, C."end", N.string, C.stream_id, E.stack_id
+#: Every dispatch's agent and times (a first pass: the agents' counts and the origin).
+_KERNEL_TIMES = 'SELECT K.guid, K.agent_id, K.start, K."end"' + _KERNEL_TABLES
+_KERNELS = (
+    'SELECT K.start, K."end", K.kernel_id, S.display_name, S.kernel_name, K.stream_id, E.stack_id'
+    + _KERNEL_TABLES
+    + 'WHERE K.guid IS ? AND K.agent_id IS ? ORDER BY K.start, K."end"'
+)
+_COPY_TABLES = """
     FROM rocpd_memory_copy C
     LEFT JOIN rocpd_string N ON N.id = C.name_id AND N.guid = C.guid
     LEFT JOIN rocpd_event E ON E.id = C.event_id AND E.guid = C.guid
     WHERE C.guid = ?
 """
+_COPY_TIMES = 'SELECT C.start, C."end"' + _COPY_TABLES
+_COPIES = 'SELECT C.start, C."end", N.string, C.stream_id, E.stack_id' + _COPY_TABLES + 'ORDER BY C.start, C."end"'
 _CALLS = """
     SELECT R.start, R."end", N.string, G.string, E.stack_id
     FROM rocpd_region R
@@ -107,34 +120,35 @@ def _read(con: sqlite3.Connection, path: Path) -> RankTrace:
             "view (rocpd_kernel_dispatch with start, end, agent_id, kernel_id); profile with `rocprofv3 "
             "--kernel-trace --output-format csv` and give the *_kernel_trace.csv file"
         )
-    rows: list[tuple[int, int, str, str, int, int]] = []  # start, end, name, activity, stream, corr
-    per_agent: dict[tuple[Any, Any], list[tuple[int, int, str, str, int, int]]] = {}
-    bad = 0
-    for guid, agent, start, end, kernel_id, display, symbol, stream, corr in con.execute(_KERNELS):
-        if not (_is_int(start) and _is_int(end)) or end < start:
+    # first pass: the valid dispatches of each agent, the malformed records and the first start
+    counts: dict[tuple[Any, Any], int] = {}
+    bad = valid = 0
+    origin: int | None = None
+    for guid, agent, start, end in con.execute(_KERNEL_TIMES):
+        if not _timed(start, end):
             bad += 1
             continue
-        name = display or symbol or f"kernel {kernel_id}"
-        row = (start, end, str(name), "kernel", _int_or(stream), _int_or(corr))
-        per_agent.setdefault((guid, agent), []).append(row)
-    counts = {key: len(found) for key, found in per_agent.items()}
+        counts[(guid, agent)] = counts.get((guid, agent), 0) + 1
+        valid += 1
+        origin = start if origin is None or start < origin else origin
     guid, agent = max(counts, key=counts.__getitem__) if counts else (_only_guid(con), None)
-    rows.extend(per_agent.get((guid, agent), []))
-    every_start = [row[0] for found in per_agent.values() for row in found]
-    if guid is not None and "rocpd_memory_copy" in names:
-        for start, end, direction, stream, corr in con.execute(_COPIES, (guid,)):
-            if not (_is_int(start) and _is_int(end)) or end < start:
+    copies = guid is not None and "rocpd_memory_copy" in names
+    if copies:
+        for start, end in con.execute(_COPY_TIMES, (guid,)):
+            if not _timed(start, end):
                 bad += 1
                 continue
-            name = f"Memcpy {str(direction or '').removeprefix('MEMORY_COPY_')}"
-            rows.append((start, end, name, "gpu_memcpy", _int_or(stream), _int_or(corr)))
-            every_start.append(start)
-    rows.sort()
+            valid += 1
+            origin = start if origin is None or start < origin else origin
     # times are kept from the first activity on (any agent's, as the CSV reader)
-    origin = min(every_start) if every_start else 0
+    origin = origin or 0
     trace = RankTrace(path=path, vendor="amd")
-    append_ns_activities(trace, rows, origin)
-    trace.events = len(every_start) + bad
+    # second pass: the analysed agent's dispatches and the copies, each sorted by SQLite, merged
+    streams = [_ties_sorted(_kernels(con, guid, agent))] if counts else []
+    if copies:
+        streams.append(_ties_sorted(_copies(con, guid)))
+    append_ns_activities(trace, streams[0] if len(streams) == 1 else heapq.merge(*streams), origin)
+    trace.events = valid + bad
     if bad:
         trace.malformed = trace.malformed_activities = bad
         trace.malformed_first = (-1, "a record without integer timestamps, or ending before it starts")
@@ -151,6 +165,43 @@ def _read(con: sqlite3.Connection, path: Path) -> RankTrace:
         "other_agents_kernels": {f"{g}/{a}": n for (g, a), n in counts.items() if (g, a) != (guid, agent)},
     }
     return trace
+
+
+def _kernels(con: sqlite3.Connection, guid: Any, agent: Any) -> Iterator[tuple[int, int, str, str, int, int]]:
+    """The agent's valid dispatches, ``(start, end, name, "kernel", stream, correlation)``, in order."""
+    rows = con.execute(_KERNELS, (guid, agent))
+    for start, end, kernel_id, display, symbol, stream, corr in rows:
+        if _timed(start, end):
+            name = display or symbol or f"kernel {kernel_id}"
+            yield start, end, str(name), "kernel", _int_or(stream), _int_or(corr)
+
+
+def _copies(con: sqlite3.Connection, guid: Any) -> Iterator[tuple[int, int, str, str, int, int]]:
+    """The process's valid copies, ``(start, end, name, "gpu_memcpy", stream, correlation)``, in order."""
+    for start, end, direction, stream, corr in con.execute(_COPIES, (guid,)):
+        if _timed(start, end):
+            name = f"Memcpy {str(direction or '').removeprefix('MEMORY_COPY_')}"
+            yield start, end, name, "gpu_memcpy", _int_or(stream), _int_or(corr)
+
+
+def _ties_sorted(rows: Iterator[tuple[int, int, str, str, int, int]]) -> Iterator[tuple[int, int, str, str, int, int]]:
+    """``rows`` ordered by (start, end), each run of equal times sorted by its other fields too:
+    the activities in the order of their whole tuples, as the CSV reader orders them."""
+    run: list[tuple[int, int, str, str, int, int]] = []  # rows of equal times
+    for row in rows:
+        if run and (row[0] != run[0][0] or row[1] != run[0][1]):
+            if len(run) > 1:
+                run.sort()
+            yield from run
+            run.clear()
+        run.append(row)
+    run.sort()
+    yield from run
+
+
+def _timed(start: Any, end: Any) -> bool:
+    """Whether a record's times are integers (as SQLite gives its integers), ``end`` not before ``start``."""
+    return type(start) is int and type(end) is int and end >= start
 
 
 def _is_int(value: Any) -> bool:
@@ -177,7 +228,7 @@ def _calls(
     wanted = set(trace.correlation)
     summary = new_summary()
     for start, end, name, category, corr in con.execute(_CALLS, (guid,)):
-        if not (_is_int(start) and _is_int(end)) or end < start:
+        if not _timed(start, end):
             continue
         if not (isinstance(category, str) and category.startswith("HIP_") and "_API" in category):
             continue

@@ -21,9 +21,11 @@ annotations (the window is the whole run), collective arguments, and the device'
 name (only an agent number).  With several GPUs in one file, the agent that ran
 most kernels is analysed and the others are counted in ``metadata``.
 
-Files are read line by line; what is kept are the compact arrays of the trace, with times in µs
-from the first activity (``metadata["time_origin_ns"]``: µs since the epoch in a double would
-lose the nanoseconds rocprofv3 records).
+Files are read line by line into typed arrays (about 50 bytes a row, not a tuple each), ordered
+by sorting one integer per row (its start, end and index; rows of equal times by all their
+fields), then kept as the compact arrays of the trace, with times in µs from the first activity
+(``metadata["time_origin_ns"]``: µs since the epoch in a double would lose the nanoseconds
+rocprofv3 records).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +50,10 @@ _SUFFIXES = {
 }
 #: The longest CSV field accepted (a kernel name is under a few kB).
 MAX_FIELD_CHARS = 1 << 20
+#: The range of the integers kept (a signed 64-bit field, as rocprofv3's timestamps and ids).
+_INT64 = range(-(1 << 63), 1 << 63)
+_ACTIVITIES = ("gpu_memcpy", "kernel")  # in the order of their names
+_COPY, _KERNEL = _ACTIVITIES.index("gpu_memcpy"), _ACTIVITIES.index("kernel")
 
 
 def csv_kind(header: list[str]) -> str | None:
@@ -114,8 +121,73 @@ def _siblings(path: Path, kind: str) -> dict[str, Path]:
 def _int(value: Any) -> int | None:
     text = (value or "").strip()
     if text.lstrip("-").isdigit() and len(text) <= 19:
-        return int(text)
+        number = int(text)
+        return number if number in _INT64 else None
     return None
+
+
+class _Activities:
+    """The activities of a run as read, one typed array per field (not a tuple per row): the
+    kernel dispatches of every agent and the copies, names interned as read."""
+
+    def __init__(self) -> None:
+        self.start, self.end = array("q"), array("q")
+        self.stream, self.corr, self.agent = array("q"), array("q"), array("q")
+        self.name, self.kind = array("q"), array("b")  # index into names, into _ACTIVITIES
+        self.names: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def add(self, start: int, end: int, name: str, kind: int, stream: int, corr: int, agent: int) -> None:
+        self.start.append(start)
+        self.end.append(end)
+        self.name.append(self.names.setdefault(name, len(self.names)))
+        self.kind.append(kind)
+        self.stream.append(stream)
+        self.corr.append(corr)
+        self.agent.append(agent)
+
+    def row(self, index: int, names: list[str]) -> tuple[int, int, str, str, int, int, int]:
+        """Activity ``index`` as ``(start, end, name, activity, stream, correlation, agent)``."""
+        activity = _ACTIVITIES[self.kind[index]]
+        return (
+            self.start[index],
+            self.end[index],
+            names[self.name[index]],
+            activity,
+            self.stream[index],
+            self.corr[index],
+            self.agent[index],
+        )
+
+    def in_order(self) -> Iterator[tuple[int, int, str, str, int, int, int]]:
+        """The activities ordered as their tuples ``(start, end, name, activity, stream, correlation,
+        agent)`` would sort: by a sort of one integer per activity packing its start, end and index,
+        each run of equal times then sorted by its whole tuples."""
+        if not len(self):
+            return
+        names = list(self.names)
+        first, last = min(self.start), min(self.end)
+        index_bits = len(self).bit_length()
+        end_bits = (max(self.end) - last).bit_length()
+        keys = [
+            (((start - first) << end_bits | (end - last)) << index_bits) | index
+            for index, (start, end) in enumerate(zip(self.start, self.end, strict=True))
+        ]
+        keys.sort()
+        mask = (1 << index_bits) - 1
+        run: list[int] = []
+        for key in keys:
+            if run and key >> index_bits != run[0] >> index_bits:
+                yield from self._run(run, mask, names)
+                run.clear()
+            run.append(key)
+        yield from self._run(run, mask, names)
+
+    def _run(self, run: list[int], mask: int, names: list[str]) -> Iterator[tuple[int, int, str, str, int, int, int]]:
+        rows = [self.row(key & mask, names) for key in run]
+        return iter(sorted(rows) if len(rows) > 1 else rows)
 
 
 def read_rocprof_csv(path: str | Path) -> RankTrace:
@@ -125,7 +197,7 @@ def read_rocprof_csv(path: str | Path) -> RankTrace:
         pass
     files = _siblings(path, kind)
     trace = RankTrace(path=path, vendor="amd")
-    rows: list[tuple[int, int, str, str, int, int, int]] = []  # start, end, name, activity, stream, corr, agent
+    rows = _Activities()
     bad = 0
     agents: dict[int, int] = {}
     if KERNEL in files:
@@ -133,10 +205,10 @@ def read_rocprof_csv(path: str | Path) -> RankTrace:
     if MEMORY_COPY in files:
         bad += _copies(files[MEMORY_COPY], rows)
     agent = max(agents, key=agents.__getitem__) if agents else None
-    rows.sort()
     # times are kept from the first activity on
-    origin = rows[0][0] if rows else 0
-    append_ns_activities(trace, (row[:6] for row in rows if row[3] != "kernel" or row[6] == agent), origin)
+    origin = min(rows.start) if len(rows) else 0
+    kept = (row[:6] for row in rows.in_order() if row[3] != "kernel" or row[6] == agent)
+    append_ns_activities(trace, kept, origin)
     trace.events = len(rows) + bad
     if bad:
         trace.malformed = trace.malformed_activities = bad
@@ -155,7 +227,7 @@ def read_rocprof_csv(path: str | Path) -> RankTrace:
     return trace
 
 
-def _kernels(path: Path, rows: list, agents: dict[int, int]) -> int:
+def _kernels(path: Path, rows: _Activities, agents: dict[int, int]) -> int:
     bad = 0
     with _rows(path) as (_, reader):
         stream_column = "Stream_Id" if "Stream_Id" in (reader.fieldnames or []) else "Queue_Id"
@@ -171,12 +243,12 @@ def _kernels(path: Path, rows: list, agents: dict[int, int]) -> int:
             corr = _int(row.get("Correlation_Id"))
             name = row.get("Kernel_Name") or ""
             stream_id = -1 if stream is None else stream
-            rows.append((start, end, name, "kernel", stream_id, -1 if corr is None else corr, agent))
+            rows.add(start, end, name, _KERNEL, stream_id, -1 if corr is None else corr, agent)
             agents[agent] = agents.get(agent, 0) + 1
     return bad
 
 
-def _copies(path: Path, rows: list) -> int:
+def _copies(path: Path, rows: _Activities) -> int:
     bad = 0
     with _rows(path) as (_, reader):
         for row in reader:
@@ -186,7 +258,7 @@ def _copies(path: Path, rows: list) -> int:
                 continue
             direction = (row.get("Direction") or "").removeprefix("MEMORY_COPY_")
             corr = _int(row.get("Correlation_Id"))
-            rows.append((start, end, f"Memcpy {direction}", "gpu_memcpy", -1, -1 if corr is None else corr, -1))
+            rows.add(start, end, f"Memcpy {direction}", _COPY, -1, -1 if corr is None else corr, -1)
     return bad
 
 

@@ -189,6 +189,33 @@ def test_the_kernels_read_are_those_of_the_sdks_own_kernels_view(tmp_path: Path)
     assert ours == view and len(view) == 8
 
 
+def test_activities_of_equal_times_are_ordered_alike_in_the_database_and_the_csv(tmp_path: Path) -> None:
+    """Records of equal start and end, stored in reverse, come out ordered by name, kind, stream and
+    correlation: the database's rows sorted by SQLite and the CSV's sorted in memory agree."""
+    files = {}
+    for source in (KERNELS, COPIES):
+        rows = _rows(source)[::-1]
+        for i, row in enumerate(rows):  # two runs of equal times, each mixing dispatches and copies
+            row["Start_Timestamp"], row["End_Timestamp"] = str(5_000 + i % 2), str(9_000 + i % 2)
+        files[source] = tmp_path / f"run_{source.name}"
+        with open(files[source], "w", newline="") as fh:
+            writer = csv.DictWriter(fh, list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    db = _Rocpd(tmp_path / "21228_results.db", {2: PRODUCT, 4: PRODUCT})
+    db.kernels(files[KERNELS]).copies(files[COPIES])
+    db.close()
+    ours, theirs = read_rocpd(tmp_path / "21228_results.db"), read_rocprof_csv(files[KERNELS])
+    assert _events(ours) == _events(theirs) and len(ours.ts) == 12
+    keys = [
+        (ts, dur, theirs.names[n], ACTIVITY_CODES[c], stream, corr)
+        for ts, dur, n, c, stream, corr in zip(
+            theirs.ts, theirs.dur, theirs.name_id, theirs.code, theirs.stream, theirs.correlation, strict=True
+        )
+    ]
+    assert keys == sorted(keys) and len({key[:2] for key in keys}) == 2
+
+
 def test_hip_calls_give_the_runtime_summary_of_the_csv(tmp_path: Path) -> None:
     trace = read_rocpd(_database(tmp_path / "238_results.db", CALLS))
     assert trace.runtime_api == read_rocprof_csv(CALLS).runtime_api

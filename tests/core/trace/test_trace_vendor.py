@@ -189,6 +189,10 @@ def test_unreadable_vendor_files_are_one_clear_error(tmp_path: Path) -> None:
     broken.write_text((FIXTURES / ROCPROF[0]).read_text().replace("8819330200067564", "soon"))
     trace = load_trace(broken)
     assert trace.malformed == 1 and len(trace.ts) == 6
+    # past a signed 64-bit field: no rocprofv3 timestamp, and not kept
+    broken.write_text((FIXTURES / ROCPROF[0]).read_text().replace("8819330200067564", "9" * 19))
+    trace = load_trace(broken)
+    assert trace.malformed == 1 and len(trace.ts) == 6
 
 
 def test_analyze_command_reads_vendor_files() -> None:
