@@ -212,6 +212,7 @@ def main() -> None:
     if (args.write_only or args.written) and args.keep is None:
         parser.error("--write-only and --written need --keep")
     if args.write_only:
+        args.keep.mkdir(parents=True, exist_ok=True)
         write_all(args.kernels, args.keep)
         return
     with tempfile.TemporaryDirectory() as tmp:
