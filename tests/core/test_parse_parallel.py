@@ -115,16 +115,22 @@ def test_a_range_far_after_an_evaluation_is_guessed_with_the_triggers_it_turned_
     """An evaluation turns on the MLPerf end-line triggers for the rest of a Primus stream.
 
     The chunks just before a later range do not show it; the state at the end of the worker's
-    own earlier range does.  Only a worker's first range after the evaluation can miss it.
+    own earlier range does.  Without it, each later range whose lead chunks show no evaluation
+    is read again; with it, only a worker's first ranges can be (how many depends on which
+    worker takes which range: none usually, three seen on a loaded machine): fewer than half.
     """
     monkeypatch.setattr(parse_parallel, "RANGE_MAX_BYTES", 32 * 1024)
     path = _logshapes().build_interleaved(tmp_path / "console.log", 1, evaluation_every=10)
     serial = _document([path], registry, workers=1)
     assert serial.count('"eval_loss"') == 4  # the first in the first quarter of the log
+    assert path.stat().st_size // parse_parallel.RANGE_MAX_BYTES > 20  # ranges
     reread = _reread_spy(monkeypatch)
     assert _document([path], registry, workers=2) == serial
-    assert path.stat().st_size // parse_parallel.RANGE_MAX_BYTES > 20  # ranges
-    assert len(reread) <= 2
+    with_own_state = len(reread)
+    reread.clear()
+    monkeypatch.setattr(parse_parallel, "_known_state", lambda unit: None)
+    assert _document([path], registry, workers=2) == serial
+    assert with_own_state < len(reread) / 2, (with_own_state, len(reread))
 
 
 def _titan_lines(steps: int) -> list[str]:
