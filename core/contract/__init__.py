@@ -11,7 +11,8 @@ BackendSpec, LaunchPlan, ...``) and the ``@tprimat.hookimpl`` marker:
 * profiling: :class:`ProfileWindow` and :func:`check_profile_config`;
 * what ``parse_metrics`` reads, a log as :class:`LogFile` (its lines, or its bytes in
   chunks, whose lines :func:`newline_count` counts), and what it yields:
-  :class:`IterationRecord`, :class:`LogFact`, :class:`EvalRecord`, :class:`ParseIssue`; a value
+  :class:`IterationRecord` (or a run of them as one :class:`IterationBlock`), :class:`LogFact`,
+  :class:`EvalRecord`, :class:`ParseIssue`; a value
   a log prints, typed by one set of rules: :func:`typed_value`;
 * declaring an experiment-tracker exporter: :class:`ExporterSpec`, and what it
   receives: :class:`TrackerRun`, :class:`ExportTarget`;
@@ -52,6 +53,7 @@ if TYPE_CHECKING:  # the names as type checkers see them; at run time they load 
     from tprimat.contract.records import (
         REPEATED_LINE,
         EvalRecord,
+        IterationBlock,
         IterationRecord,
         LogFact,
         ParseIssue,
@@ -87,6 +89,7 @@ _EXPORTS = {
     "LogFile": "logfile",
     "newline_count": "logfile",
     "IterationRecord": "records",
+    "IterationBlock": "records",
     "LogFact": "records",
     "EvalRecord": "records",
     "ParseIssue": "records",

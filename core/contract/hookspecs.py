@@ -118,8 +118,9 @@ def parse_metrics(backend: str, lines: Iterable[str], source: str) -> Iterator[P
     ``lines`` may be a file being read or a live process's output; ``source``
     names it (for ``file:line`` references).  Yield
     :class:`tprimat.contract.records.IterationRecord` (measured values only: the core
-    computes tokens, throughput and everything derived),
-    :class:`tprimat.contract.records.LogFact` (batch size, sequence length, versions
+    computes tokens, throughput and everything derived) or, for a run of iteration
+    lines read at once, :class:`tprimat.contract.records.IterationBlock` (the same
+    records as columns), :class:`tprimat.contract.records.LogFact` (batch size, sequence length, versions
     read from the log), :class:`tprimat.contract.records.EvalRecord` (held-out
     evaluations) and :class:`tprimat.contract.records.ParseIssue` (lines skipped and
     why).  Must be a pure function of the lines: no torch, no hardware.

@@ -66,6 +66,46 @@ body_values = operator.attrgetter(*BODY_FIELDS)
 EMPTY_BODY = body_values(IterationRecord(iteration=0))
 
 
+@attrs.frozen(kw_only=True, eq=False)
+class IterationBlock:
+    """Consecutive iteration records as columns: what a parser yields for a run of iteration lines.
+
+    A long run's log is mostly iteration lines; a parser that reads a run of them at
+    once yields one block instead of one :class:`IterationRecord` per line, and the
+    core takes its columns in whole (collection, checks, the summary and the result
+    file all work on columns).  A block means exactly the records :meth:`records`
+    makes, in that order: ``columns`` holds one list per field of
+    :data:`ITERATION_FIELDS`, in that order, all of one length, and every row must
+    make a valid :class:`IterationRecord` (a parser checks that before yielding it,
+    as the record's own validators would).  A ``reported`` column holds one dict
+    per record, never shared between records.
+    """
+
+    columns: tuple[list[Any], ...] = attrs.field()
+
+    @columns.validator
+    def _check(self, attribute: Any, columns: tuple[list[Any], ...]) -> None:
+        if len(columns) != len(ITERATION_FIELDS):
+            raise ValueError(f"an iteration block has {len(ITERATION_FIELDS)} columns, not {len(columns)}")
+        if len({len(column) for column in columns}) > 1:
+            raise ValueError("the columns of an iteration block differ in length")
+
+    def __len__(self) -> int:
+        return len(self.columns[0])
+
+    def column(self, name: str) -> list[Any]:
+        """The values of one field, in record order."""
+        return self.columns[ITERATION_FIELDS.index(name)]
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """Each record's values, in :data:`ITERATION_FIELDS` order."""
+        return list(zip(*self.columns, strict=True))
+
+    def records(self) -> list[IterationRecord]:
+        """The records the block stands for (validated as any record is)."""
+        return [IterationRecord(**dict(zip(ITERATION_FIELDS, row, strict=True))) for row in self.rows()]
+
+
 def is_memory_only(record: IterationRecord) -> bool:
     """Whether ``record`` holds nothing but memory readings (a Megatron memory line)."""
     # A step time, which nearly every record has, settles it without comparing the whole body.
@@ -166,4 +206,4 @@ class RepeatedLine:
 
 REPEATED_LINE = RepeatedLine()
 
-ParseEvent = IterationRecord | LogFact | ParseIssue | EvalRecord | RepeatedLine | RankPeak
+ParseEvent = IterationRecord | IterationBlock | LogFact | ParseIssue | EvalRecord | RepeatedLine | RankPeak

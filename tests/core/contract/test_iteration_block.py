@@ -1,0 +1,47 @@
+"""IterationBlock: a run of iteration records as columns means exactly the records it makes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tprimat.contract import IterationBlock, IterationRecord
+from tprimat.contract.records import ITERATION_FIELDS, iteration_values
+
+
+def _block(records: list[IterationRecord]) -> IterationBlock:
+    return IterationBlock(columns=tuple(map(list, zip(*map(iteration_values, records), strict=True))))
+
+
+def test_a_block_gives_back_its_records_in_order():
+    records = [
+        IterationRecord(iteration=3, step_time_s=0.5, loss=2.5, source="log:7", reported={"tflops_per_gpu": 410.2}),
+        IterationRecord(iteration=4, step_time_s=0.25, loss=float("nan"), source="log:9"),
+    ]
+    block = _block(records)
+    assert len(block) == 2
+    assert block.column("iteration") == [3, 4]
+    assert block.rows() == [iteration_values(r) for r in records]
+    back = block.records()
+    assert [r.source for r in back] == ["log:7", "log:9"]
+    assert back[0] == records[0] and back[1].step_time_s == 0.25
+
+
+def test_columns_must_be_every_field_and_of_one_length():
+    with pytest.raises(ValueError, match="columns"):
+        IterationBlock(columns=([1], [0.5]))
+    columns = [[None, None] for _ in ITERATION_FIELDS]
+    columns[0] = [1]
+    with pytest.raises(ValueError, match="differ in length"):
+        IterationBlock(columns=tuple(columns))
+
+
+def test_a_row_a_record_would_refuse_is_refused_when_made_into_records():
+    columns = [[None] for _ in ITERATION_FIELDS]
+    columns[ITERATION_FIELDS.index("iteration")] = [5]
+    columns[ITERATION_FIELDS.index("step_time_s")] = [-1.0]
+    columns[ITERATION_FIELDS.index("skipped")] = [0]
+    columns[ITERATION_FIELDS.index("covers_iterations")] = [1]
+    columns[ITERATION_FIELDS.index("profiled")] = [False]
+    columns[ITERATION_FIELDS.index("reported")] = [{}]
+    with pytest.raises(ValueError):
+        IterationBlock(columns=tuple(columns)).records()
