@@ -13,6 +13,14 @@ few blocks, never the whole column; :meth:`Column.values` reads it a block at a 
 the mean and the standard deviation.  Either way the figures are those of sorting the whole
 column in memory: equal values keep the order they came in (as a stable sort keeps them),
 ints stay ints, and values that are not finite are left out.
+
+A logged figure takes few distinct values (a step time printed to a tenth of a millisecond,
+a throughput to one decimal), so a column first only *counts* its values (:meth:`Column.counts`:
+each distinct value and how often it came, counted in C), which gives every rank and every sum
+without sorting or storing the column.  Counting is exact while equal values are also written
+alike: all floats with zeros of one sign, or all ints.  A column that breaks this (an int equal
+to a float, 0.0 beside -0.0), or takes more than :data:`COUNTED_VALUES` distinct values, turns
+its counts into one sorted run and goes on as above.
 """
 
 from __future__ import annotations
@@ -20,8 +28,10 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import operator
 from array import array
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, overload
 
 import attrs
@@ -37,11 +47,17 @@ BLOCK_VALUES = 1024
 #: Blocks kept after reading (the searches for nearby ranks read the same ones).
 BLOCKS_CACHED = 64
 
+#: Distinct values a column counts; past them it keeps its values in sorted runs instead.
+COUNTED_VALUES = 16384
+
 _NUMBER = (int, float)
 _FLOAT = frozenset({float})
 #: Types of the values that count as numbers (``isinstance(value, _NUMBER)`` for these exactly).
 _NUMBER_TYPES = frozenset({float, int, bool})
 _NUMBER_OR_NONE_TYPES = _NUMBER_TYPES | {type(None)}
+_ZERO = 0.0
+#: The largest int a float holds exactly (and every smaller one).
+_EXACT_INT = 2**53
 
 
 @attrs.frozen
@@ -69,14 +85,18 @@ class _Run:
 
 
 class Column:
-    """The numbers of one figure, in the order added: in memory up to :data:`RUN_VALUES`,
-    then in sorted runs in a temporary file.
+    """The numbers of one figure, in the order added: counted while that is exact (see the
+    module docstring), else in memory up to :data:`RUN_VALUES`, then in sorted runs in a
+    temporary file.
 
     In memory the values are an array of 8-byte floats while the column holds only floats, a
     list from its first other number on (so that ints stay ints).
     """
 
     def __init__(self) -> None:
+        self._counts: Counter[Any] | None = Counter()  # the finite values counted; None once not counting
+        self._counted: type | None = None  # the type of every value counted (float or int)
+        self._zero_sign: float | None = None  # the sign (±1.0) of every float zero counted
         self._held: array | list = array("d")
         self._runs: list[_Run] = []
         self._file: RecordFile | None = None
@@ -87,19 +107,31 @@ class Column:
         kinds = set(map(type, values))
         if not kinds <= _NUMBER_TYPES:
             if kinds <= _NUMBER_OR_NONE_TYPES:
-                values = [value for value in values if value is not None]
+                values = list(itertools.compress(values, map(operator.is_not, values, itertools.repeat(None))))
             else:
                 values = [value for value in values if isinstance(value, _NUMBER)]
             kinds = set(map(type, values))
+        if self._counts is not None:
+            if self._count(values, kinds):
+                return
+            self._stop_counting()
         if type(self._held) is array and not kinds <= _FLOAT:
             self._held = self._held.tolist()
         self._held.extend(values)
         if len(self._held) >= RUN_VALUES:
             self._write_run()
 
+    def counts(self) -> Mapping[Any, int] | None:
+        """Each finite value and how often it came, while the column counts its values (else None).
+
+        Equal values are then written alike, so the value at a rank is the one counted."""
+        return self._counts
+
     def ordered(self) -> Sequence[Any]:
         """The finite values, sorted (equal ones in the order added): a list, or for a column
-        written to its file, a :class:`SortedRuns` that reads the ranks asked for."""
+        counted or written to its file, a sequence that finds the ranks asked for."""
+        if self._counts is not None:
+            return CountedOrder(self._counts)
         if not self._runs:
             return sorted(filter(math.isfinite, self._held))
         self._write_run()
@@ -107,6 +139,9 @@ class Column:
 
     def values(self) -> Iterator[Any]:
         """The finite values, a run at a time (in no useful order: for sums and counts)."""
+        if self._counts is not None:
+            counts = self._counts
+            return itertools.chain.from_iterable(map(itertools.repeat, counts, counts.values()))
         if not self._runs:
             return filter(math.isfinite, self._held)
         self._write_run()
@@ -117,10 +152,50 @@ class Column:
         """Let go of the blocks kept from reading (they are read again when needed)."""
         self._cache.clear()
 
+    def _count(self, values: list[Any], kinds: set[type]) -> bool:
+        """Count ``values`` (numbers of the types ``kinds``), if counting stays exact; whether it did."""
+        if not values:
+            return True
+        if len(kinds) != 1 or self._counted not in (None, *kinds):
+            return False
+        (kind,) = kinds
+        if kind is float:
+            if not math.isfinite(sum(values)):  # a NaN or an infinity among them (or a sum past the largest float)
+                values = list(filter(math.isfinite, values))
+            if 0.0 in values:  # -0.0 too: the zeros must have one sign
+                signs = set(map(math.copysign, itertools.repeat(1.0), filter(_ZERO.__eq__, values)))
+                if len(signs | {self._zero_sign} - {None}) > 1:
+                    return False
+                self._zero_sign = signs.pop()
+        elif kind is not int or max(values) > _EXACT_INT or min(values) < -_EXACT_INT:
+            return False  # bools; ints a float cannot hold (the mean takes them as floats)
+        self._counted = kind
+        counts: Counter[Any] = self._counts  # type: ignore[assignment]  # counting: checked by the caller
+        if values and values.count(values[0]) == len(values):  # one value (a loss scale, a total): one addition
+            counts[values[0]] += len(values)
+        else:
+            counts.update(values)
+        if len(counts) > COUNTED_VALUES:
+            self._stop_counting()
+        return True
+
+    def _stop_counting(self) -> None:
+        """Write the values counted as one sorted run, and keep the values from now on."""
+        counts, self._counts = self._counts, None
+        if counts:
+            ordered = sorted(counts)
+            self._write_sorted(
+                list(itertools.chain.from_iterable(map(itertools.repeat, ordered, map(counts.__getitem__, ordered))))
+            )
+
     def _write_run(self) -> None:
         """Sort the values held and write them to the file as one run."""
         ordered = sorted(filter(math.isfinite, self._held))
         self._held = array("d") if type(self._held) is array else []
+        self._write_sorted(ordered)
+
+    def _write_sorted(self, ordered: list[Any]) -> None:
+        """Write ``ordered`` (finite values, sorted) to the file as one run."""
         if not ordered:
             return
         if self._file is None:
@@ -241,3 +316,30 @@ class SortedRuns(Sequence[Any]):
                 return column._at(run, start + index)
             index -= count
         raise AssertionError(f"fewer values equal to {value!r} than counted")
+
+
+class CountedOrder(Sequence[Any]):
+    """A counted :class:`Column`'s finite values in sorted order: the value at a rank is the
+    distinct value whose counts, added in order, pass the rank."""
+
+    def __init__(self, counts: Mapping[Any, int]) -> None:
+        self._values = sorted(counts)
+        self._ends = list(itertools.accumulate(map(counts.__getitem__, self._values)))
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("rank out of range")
+        return self._values[bisect.bisect_right(self._ends, index)]

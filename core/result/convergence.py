@@ -10,13 +10,17 @@ included (the clock never pauses) and initialisation before run start is reporte
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
+import operator
 from collections.abc import Iterable
 
 import attrs
 
 from tprimat.contract.records import EvalRecord
 from tprimat.result.schema import ConvergenceSummary, EvalPoint, IterationRecord
+from tprimat.result.spill import record_field_blocks
 
 TRAINER_CLOCK = "wall time since run start as the training program logged it (evaluations included)"
 #: The run-clock facts a trainer may state (LogFact keys), passed on to the summary.
@@ -52,20 +56,54 @@ def eval_points(
 
 
 def with_step_clock(points: list[EvalPoint], records: Iterable[IterationRecord]) -> tuple[list[EvalPoint], bool]:
-    """Fill in ``time_s`` from the step times when the log gives none; True if it did."""
+    """Fill in ``time_s`` from the step times when the log gives none; True if it did.
+
+    A point's time is the sum, in iteration order, of the step times (× the iterations each
+    record covers) of the records up to its iteration: of the first ones, found by bisection,
+    their sum taken once for all points where it can be.
+    """
     if not points or any(p.time_s is not None for p in points):
         return points, False
-    steps = sorted((r.iteration, r.step_time_s * r.covers_iterations) for r in records if r.step_time_s is not None)
-    if not steps:
+    iterations, times = _step_times(records)
+    if not iterations:
         return points, False
+    # sum() of the first k times, for every k: the running sums where sum() adds in order, one
+    # float after the other (a Python that compensates its float sums adds each prefix anew).
+    running = list(itertools.accumulate(times)) if _SUM_IN_ORDER else None
     filled = []
     for point in points:
         if point.iteration is None:
             filled.append(point)
             continue
-        covered = [t for i, t in steps if i <= point.iteration]
-        filled.append(attrs.evolve(point, time_s=sum(covered) if covered else None))
+        covered = bisect.bisect_right(iterations, point.iteration)
+        total = None
+        if covered:
+            total = running[covered - 1] if running is not None else sum(times[:covered])
+        filled.append(attrs.evolve(point, time_s=total))
     return filled, True
+
+
+#: Whether ``sum`` adds floats one after the other, rounding each time (1e16 + 1.0 rounds to 1e16):
+#: its sum of the first k values is then the running sum's k-th value.
+_SUM_IN_ORDER = sum([1e16, 1.0, -1e16]) == 0.0
+
+
+def _step_times(records: Iterable[IterationRecord]) -> tuple[list[int], list[float]]:
+    """The iteration and step time × iterations covered of each record with a step time, sorted
+    (by iteration, then time), as two columns: read a block's columns at a time (records kept in a
+    file are never made)."""
+    iterations: list[int] = []
+    times: list[float] = []
+    for found, steps, covers in record_field_blocks(records, "iteration", "step_time_s", "covers_iterations"):
+        if None in steps:
+            timed = list(map(operator.is_not, steps, itertools.repeat(None)))
+            found, steps, covers = (list(itertools.compress(column, timed)) for column in (found, steps, covers))
+        iterations.extend(found)
+        times.extend(map(operator.mul, steps, covers))
+    if not all(map(operator.lt, iterations, itertools.islice(iterations, 1, None))):  # not in order already
+        ordered = sorted(zip(iterations, times, strict=True))
+        iterations, times = list(map(operator.itemgetter(0), ordered)), list(map(operator.itemgetter(1), ordered))
+    return iterations, times
 
 
 def summarize_convergence(

@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 import attrs
 
 from tprimat.contract.records import MAX_STEP_TIME_S
-from tprimat.result.column import Column
+from tprimat.result.column import Column, CountedOrder
 from tprimat.result.flops import flops_per_token, formula_name
 from tprimat.result.peaks import lookup_peak
 from tprimat.result.schema import DevicePartition, IterationRecord, Stats, Summary
@@ -67,21 +67,41 @@ def sample_stdev(values: Iterable[float]) -> float:
     iterator = iter(values)
     while batch := list(itertools.islice(iterator, _STDEV_BATCH)):
         count += len(batch)
-        for value, times in Counter(batch).items():
-            numerator, denominator = value.as_integer_ratio()
-            sums[denominator] += times * numerator
-            squares[denominator] += times * numerator * numerator
-    if count < 2:
-        raise ValueError("the sample standard deviation needs two or more values")
-    # Over the largest denominator, 2**scale: variance = (n Σx² − (Σx)²) / (n (n − 1)) / 4**scale.
-    scale = max(sums).bit_length() - 1
-    total = sum(part << (scale - denominator.bit_length() + 1) for denominator, part in sums.items())
-    square = sum(part << 2 * (scale - denominator.bit_length() + 1) for denominator, part in squares.items())
-    return _sqrt_of_fraction(count * square - total * total, count * (count - 1) << (2 * scale))
+        _add_powers(Counter(batch), sums, squares)
+    return _stdev_of_sums(count, sums, squares)
 
 
 #: Values counted at a time by :func:`sample_stdev`.
 _STDEV_BATCH = 65536
+
+
+def _add_powers(counts: Mapping[float, int], sums: dict[int, int], squares: dict[int, int] | None) -> None:
+    """Add Σx (and Σx², unless ``squares`` is None) of the values counted (each distinct value and
+    how often it came) to ``sums`` (and ``squares``): integers by each power-of-two denominator a
+    value has (few: the numerators stay small, so does the arithmetic on them)."""
+    for value, times in counts.items():
+        numerator, denominator = value.as_integer_ratio()
+        sums[denominator] += times * numerator
+        if squares is not None:
+            squares[denominator] += times * numerator * numerator
+
+
+def _over_largest(sums: Mapping[int, int], power: int = 1) -> tuple[int, int]:
+    """The sum of :func:`_add_powers`' ``sums`` (``power`` 1) or ``squares`` (2), as
+    ``(numerator, scale)``: numerator / 2**(power × scale), over the largest denominator 2**scale."""
+    scale = max(sums).bit_length() - 1
+    total = sum(part << power * (scale - denominator.bit_length() + 1) for denominator, part in sums.items())
+    return total, scale
+
+
+def _stdev_of_sums(count: int, sums: Mapping[int, int], squares: Mapping[int, int]) -> float:
+    """The sample standard deviation of ``count`` values whose :func:`_add_powers` are given."""
+    if count < 2:
+        raise ValueError("the sample standard deviation needs two or more values")
+    # variance = (n Σx² − (Σx)²) / (n (n − 1)) / 4**scale.
+    total, scale = _over_largest(sums)
+    square, _ = _over_largest(squares, 2)
+    return _sqrt_of_fraction(count * square - total * total, count * (count - 1) << (2 * scale))
 
 
 def _exact_sum(values: Iterable[float]) -> tuple[int, int]:
@@ -89,13 +109,10 @@ def _exact_sum(values: Iterable[float]) -> tuple[int, int]:
     sums: dict[int, int] = defaultdict(int)
     iterator = iter(values)
     while batch := list(itertools.islice(iterator, _STDEV_BATCH)):
-        for value, times in Counter(batch).items():
-            numerator, denominator = value.as_integer_ratio()
-            sums[denominator] += times * numerator
+        _add_powers(Counter(batch), sums, None)
     if not sums:
         return 0, 0
-    scale = max(sums).bit_length() - 1
-    return sum(part << (scale - denominator.bit_length() + 1) for denominator, part in sums.items()), scale
+    return _over_largest(sums)
 
 
 def _exact_mean(values: Iterable[float], count: int) -> float:
@@ -105,7 +122,11 @@ def _exact_mean(values: Iterable[float], count: int) -> float:
     exact sum, whatever the order of the values.  When the sum itself is past the largest float,
     the mean (which never is) is the exact sum over the count, rounded once.
     """
-    numerator, scale = _exact_sum(values)
+    return _mean_of_sum(*_exact_sum(values), count)
+
+
+def _mean_of_sum(numerator: int, scale: int, count: int) -> float:
+    """:func:`_exact_mean` of ``count`` values whose exact sum is numerator / 2**scale."""
     try:
         return numerator / (1 << scale) / count
     except OverflowError:
@@ -154,6 +175,39 @@ def describe_sorted(ordered: Sequence[float], values: Callable[[], Iterable[floa
             cv = sample_stdev(values()) / mean
         except OverflowError:  # a spread past the largest float: no CV rather than a wrong one
             cv = None
+    return _ranked_stats(ordered, mean, cv)
+
+
+def describe_counted(counts: Mapping[float, int], ordered: Sequence[float] | None = None) -> Stats | None:
+    """:func:`describe` of finite values given as each distinct value and how often it came
+    (``ordered``: those values sorted, as :class:`~tprimat.result.column.CountedOrder` gives them),
+    where equal values are written alike (all floats, their zeros of one sign, or all ints a float
+    holds exactly): the same figures, from sums over the distinct values alone.
+
+    The mean is the exact sum, rounded once, over the count: ``math.fsum``'s correctly rounded sum
+    over the count, as :func:`describe_sorted` takes it; the CV is :func:`sample_stdev`'s over it.
+    """
+    if ordered is None:
+        ordered = CountedOrder(counts)
+    if not ordered:
+        return None
+    count = len(ordered)
+    sums: dict[int, int] = defaultdict(int)
+    squares: dict[int, int] = defaultdict(int)
+    _add_powers(counts, sums, squares)
+    mean = _mean_of_sum(*_over_largest(sums), count)
+    cv = None
+    if count > 1 and mean != 0:
+        try:
+            cv = _stdev_of_sums(count, sums, squares) / mean
+        except OverflowError:  # a spread past the largest float: no CV rather than a wrong one
+            cv = None
+    return _ranked_stats(ordered, mean, cv)
+
+
+def _ranked_stats(ordered: Sequence[float], mean: float, cv: float | None) -> Stats:
+    """The statistics of :func:`describe` from the sorted values (the mean and CV given)."""
+    count = len(ordered)
     middle = count // 2
     median = ordered[middle]
     if not count % 2:  # statistics.median's value, without sorting the sorted values again
@@ -176,6 +230,9 @@ def describe_column(column: Column | None) -> Stats | None:
     """:func:`describe` of a :class:`~tprimat.result.column.Column`'s values (None: no values)."""
     if column is None:
         return None
+    counts = column.counts()
+    if counts is not None:
+        return describe_counted(counts, column.ordered())
     stats = describe_sorted(column.ordered(), column.values)
     column.drop_cache()  # described once: its blocks read are not needed again
     return stats
@@ -237,6 +294,11 @@ def _filled_columns(columns: list[Sequence[Any]], *, tokens: int | None, world_s
     (steps,) = columns
     if tokens is None or not world_size:
         return [[tokens] * len(steps), [None] * len(steps)]
+    if all(steps):  # every record timed: the whole column in C
+        per_gpu = list(
+            map(operator.truediv, map(operator.truediv, itertools.repeat(tokens), steps), itertools.repeat(world_size))
+        )
+        return [[tokens] * len(steps), per_gpu]
     return [[tokens] * len(steps), [tokens / step / world_size if step else None for step in steps]]
 
 

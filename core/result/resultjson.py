@@ -26,8 +26,9 @@ import functools
 import json
 import math
 from collections.abc import Iterator, Sequence
-from itertools import chain, starmap
+from itertools import chain, compress, repeat, starmap
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
+from operator import is_
 from pathlib import Path
 from typing import Any, cast
 
@@ -225,9 +226,14 @@ def _spelled_column(column: Sequence[Any]) -> Sequence[Any] | None:
         return None
     if float not in kinds:
         return column
-    floats = column if len(kinds) == 1 else [value for value in column if type(value) is float]
+    floats = column if len(kinds) == 1 else list(compress(column, map(is_, map(type, column), repeat(float))))
     if not math.isfinite(sum(floats)):
         return None
+    least, largest = min(floats), max(floats)
+    if least == 0 and largest > 0:  # zeros (spelled alike) and positive floats: the least of those
+        least = min(filter(None, floats))
+    if _plain(least, largest):  # all of one sign and spelled alike: no float looked at in Python
+        return column
     magnitudes = list(map(abs, filter(None, floats)))  # zero is spelled alike
     if not magnitudes or (min(magnitudes) >= _PLAIN_LEAST and max(magnitudes) < _PLAIN_BEYOND):
         return column
@@ -235,6 +241,14 @@ def _spelled_column(column: Sequence[Any]) -> Sequence[Any] | None:
     if len(kinds) == 1:
         return list(map(msgspec.Raw, map(repr, column)))
     return [msgspec.Raw(repr(value)) if type(value) is float else value for value in column]
+
+
+def _plain(least: float, largest: float) -> bool:
+    """Whether every float from ``least`` to ``largest`` (finite, both of one sign, not zero) is
+    spelled alike by msgspec and ``repr`` (False where that is not known)."""
+    if least > 0:
+        return least >= _PLAIN_LEAST and largest < _PLAIN_BEYOND
+    return largest <= -_PLAIN_LEAST and least > -_PLAIN_BEYOND
 
 
 def _finite(value: Any, spell: Any) -> Any:

@@ -9,6 +9,8 @@ import threading
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.plugins.logfixtures import LOGS
 from tprimat.contract.records import IterationRecord
@@ -145,3 +147,28 @@ def test_without_a_temporary_directory_this_process_writes_it_all(long_result, m
     monkeypatch.setattr(childtext.tempfile, "TemporaryFile", no_room)
     assert childtext.TextInChild.start(lambda: ["text"]) is None
     assert "".join(iter_result_json(long_result)) == dumps_result(long_result)
+
+
+_MAGNITUDES = st.one_of(
+    st.sampled_from([1e-4, 9.999999999999999e-05, 1e-05, 1.5, 1e15, 9.999999999999998e15, 1e16, 5e-324]),
+    st.floats(1e-7, 1e18),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(_MAGNITUDES, st.sampled_from([0, 1, 1, 1])), min_size=1, max_size=30),
+    st.sampled_from([1.0, -1.0]),
+    st.booleans(),
+)
+def test_a_column_of_one_sign_is_written_as_json_writes_it(figures, sign, with_none):
+    """Floats all of one sign (zeros among them) are checked by their least and largest alone:
+    written as json writes them, those Python spells with an exponent too."""
+    values = [sign * magnitude * kept for magnitude, kept in figures]  # some zeros, signed
+    if with_none:
+        values[0] = None
+    records = [
+        IterationRecord(iteration=i + 1, step_time_s=1.0, lr=value, reported={"figure": value})
+        for i, value in enumerate(values)
+    ]
+    assert _batch_text(records) == _one_by_one(records)

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import math
 
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tprimat.contract.records import EvalRecord
+from tprimat.result import convergence
 from tprimat.result.convergence import STEP_CLOCK, eval_points, summarize_convergence, with_step_clock
 from tprimat.result.schema import IterationRecord
 
@@ -57,3 +63,40 @@ def test_run_summary_line():
     assert convergence_text(hit) == "target 5.2 reached at 64 samples in 2.9 s (init 2.0 s, 4 evaluations)"
     miss = summarize_convergence(points, target_log_perplexity=3.3)
     assert convergence_text(miss).startswith("target 3.3 not reached (best eval loss 4.9000)")
+
+
+def _step_clock_by_definition(points, records):
+    """Each point's time by the plain definition: the sum, in iteration order, of the step times
+    (× iterations covered) of every timed record up to the point's iteration."""
+    steps = sorted((r.iteration, r.step_time_s * r.covers_iterations) for r in records if r.step_time_s is not None)
+    filled = []
+    for point in points:
+        covered = [t for i, t in steps if point.iteration is not None and i <= point.iteration]
+        filled.append(
+            point if point.iteration is None else attrs.evolve(point, time_s=sum(covered) if covered else None)
+        )
+    return filled
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 60), st.none() | st.floats(0.001, 1e4), st.integers(1, 3)),
+        min_size=1,
+        max_size=50,
+    ),
+    st.lists(st.none() | st.integers(0, 70), min_size=1, max_size=6),
+    st.booleans(),
+)
+def test_the_step_clock_is_the_sum_of_the_step_times_up_to_each_evaluation(rows, at, running):
+    """Whether the sums are the running sums (``running``: where ``sum`` adds in order) or each
+    point's own, they are those of ``sum`` over each point's step times."""
+    records = [IterationRecord(iteration=i, step_time_s=s, covers_iterations=c) for i, s, c in rows]
+    points = eval_points([EvalRecord(iteration=i, eval_loss=3.0) for i in at], global_batch_size=8, seq_length=32)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(convergence, "_SUM_IN_ORDER", running and convergence._SUM_IN_ORDER)
+        filled, used = with_step_clock(points, records)
+    if not any(r.step_time_s is not None for r in records):
+        assert (filled, used) == (points, False)
+        return
+    assert used and filled == _step_clock_by_definition(points, records)
