@@ -115,12 +115,27 @@ def dry_run_text(prepared: PreparedRun) -> str:
     return describe_plan(prepared)
 
 
-def parse_events(backend: str, path: str | Path, *, registry: Registry) -> list[ParseEvent]:
-    """Every event ``backend``'s ``parse_metrics`` yields for the log file ``path``, through the registry."""
+def parse_events(backend: str, path: str | Path, *, registry: Registry, blocks: bool = False) -> list[ParseEvent]:
+    """Every event ``backend``'s ``parse_metrics`` yields for the log file ``path``, through the registry.
+
+    An :class:`~tprimat.contract.records.IterationBlock` comes as the records it stands for, in
+    its place, so that the events of a parser that yields blocks compare with records; with
+    ``blocks=True`` the events come as yielded.
+    """
     from tprimat.contract.logfile import LogFile
+    from tprimat.contract.records import IterationBlock
 
     source = Path(path)
-    return list(registry.parse_metrics(backend, lines=LogFile(source), source=source.name))
+    events = registry.parse_metrics(backend, lines=LogFile(source), source=source.name)
+    if blocks:
+        return list(events)
+    found: list[ParseEvent] = []
+    for event in events:
+        if isinstance(event, IterationBlock):
+            found.extend(event.records())
+        else:
+            found.append(event)
+    return found
 
 
 def parse_result(

@@ -527,7 +527,9 @@ class Registry:
 
 
 #: What ``parse_metrics`` may yield, for messages.
-_RECORDS = "a parse record (IterationRecord, LogFact, EvalRecord, ParseIssue, RankPeak or REPEATED_LINE)"
+_RECORDS = (
+    "a parse record (IterationRecord, IterationBlock, LogFact, EvalRecord, ParseIssue, RankPeak or REPEATED_LINE)"
+)
 
 #: The recognisers a BackendSpec declares that are asked of every backend: field, the
 #: check of an answer that is not None, and what it should have been.

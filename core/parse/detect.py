@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tprimat.contract.backend import SNIFF_LINES, LogMatch
 from tprimat.contract.logfile import LogFile
-from tprimat.contract.records import IterationRecord
+from tprimat.contract.records import IterationBlock, IterationRecord
 from tprimat.contract.registry import Registry
 from tprimat.parse.errors import ParseError
 from tprimat.parse.logkind import MAX_WRAP_WIDTH, unwrap_lines, width_of
@@ -151,4 +151,13 @@ def _iterations(lines: Iterable[str], registry: Registry, backend: str, source: 
             timed += event.step_time_s is not None
             if timed >= WRAP_PROBE_RECORDS:
                 break
+        elif isinstance(event, IterationBlock):
+            steps = event.column("step_time_s")
+            wanted = WRAP_PROBE_RECORDS - timed  # its records counted one by one, up to the one that ends the count
+            timed_places = list(itertools.islice((i for i, step in enumerate(steps) if step is not None), wanted))
+            if len(timed_places) < wanted:
+                records += len(steps)
+                timed += len(timed_places)
+            else:
+                return WRAP_PROBE_RECORDS, records + timed_places[-1] + 1
     return timed, records

@@ -37,9 +37,10 @@ import attrs
 
 from tprimat.contract import logfile
 from tprimat.contract.logfile import LogFile, chunk_starts, count_lines
-from tprimat.contract.records import REPEATED_LINE, is_memory_only
+from tprimat.contract.records import ITERATION_FIELDS, REPEATED_LINE, IterationBlock, is_memory_only
 from tprimat.result.packing import pack, unpack
 from tprimat.result.schema import IterationRecord
+from tprimat.result.spill import memory_only_row
 from tprimat.workers import can_fork, default_workers, fork_pool
 
 #: Bytes per chunk of a file (see :class:`tprimat.contract.logfile.LogFile`); ranges start at chunk starts.
@@ -161,8 +162,24 @@ def _read_unit(unit: _Unit) -> _Read | LogReadError:
 
 
 #: Events per piece of a range a worker packs: the collecting process unpacks and takes in one
-#: piece at a time, so that a range of many records is never all objects at once.
+#: piece at a time, so that a range of many records is never all objects at once.  A block of
+#: records counts as its records (see :func:`_pieces`).
 PIECE_EVENTS = 4096
+
+
+def _pieces(events: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """``events`` in lists of about ``size`` records each (a block counts as the records it holds,
+    any other event as one), so that a batch of blocks is no larger than one of records."""
+    piece: list[Any] = []
+    weight = 0
+    for event in events:
+        piece.append(event)
+        weight += len(event) if type(event) is IterationBlock else 1
+        if weight >= size:
+            yield piece
+            piece, weight = [], 0
+    if piece:
+        yield piece
 
 
 def _pack(events: Iterable[Any]) -> _Spooled:
@@ -177,7 +194,7 @@ def _pack(events: Iterable[Any]) -> _Spooled:
     lengths = []
     iterator = iter(events)
     with tempfile.NamedTemporaryFile(dir=_CONTEXT["spool"], prefix="range-", delete=False) as spooled:
-        while piece := list(itertools.islice(iterator, PIECE_EVENTS)):
+        for piece in _pieces(iterator, PIECE_EVENTS):
             data = pack(piece)
             spooled.write(data)
             lengths.append(len(data))
@@ -213,7 +230,15 @@ def _guess(unit: _Unit, path: Path, start: int, end: int | None, state: Any) -> 
 
 
 def _iterations(events: list[Any]) -> set[int]:
-    return {e.iteration for e in events if isinstance(e, IterationRecord) and not is_memory_only(e)}
+    """The iterations of the records of ``events`` (and of their blocks) that are not memory lines alone."""
+    found = {e.iteration for e in events if isinstance(e, IterationRecord) and not is_memory_only(e)}
+    for event in events:
+        if isinstance(event, IterationBlock):
+            if None in event.column("step_time_s"):
+                found.update(row[_ITERATION] for row in event.rows() if not memory_only_row(row))
+            else:
+                found.update(event.column("iteration"))
+    return found
 
 
 # A worker's start-up states, by (stream's first file, chunk size): see _start_up.  Each rotated
@@ -373,35 +398,81 @@ def _marker(index: int) -> int:
 def _adopt(events: list[Any], firsts: dict[int, int], last: dict[Any, Any]) -> None:
     """Make the events of a range, just received, this process's own, in place.
 
-    * Events read with marker line numbers (``file:N``) get their true numbers; ``firsts``
-      maps a unit's index to the true number of its first line.
-    * A float of the first and the last record equal to the same field's in the record before
-      (``last`` holds them) becomes that same object.  Within a batch the records share what
-      the reader made them share (see :mod:`tprimat.result.packing`), as in a serial read;
-      across ranges, a run's repeated figures (memory, loss scale) are then one object too.
+    * Events read with marker line numbers (``file:N``) get their true numbers (an iteration
+      block's records in its ``source`` column); ``firsts`` maps a unit's index to the true
+      number of its first line.
+    * A float of the first and the last record (of a block: its first or last row) equal to
+      the same field's in the record before (``last`` holds them) becomes that same object.
+      Within a batch the records share what the reader made them share (see
+      :mod:`tprimat.result.packing`), as in a serial read; across ranges, a run's repeated
+      figures (memory, loss scale) are then one object too.
 
     The events were made for this range alone (received from a worker, or read again here)
     and nothing else holds them yet, so setting fields of these frozen records is safe.
     """
-    half = MARK // 2
     for event in events:
         if event is REPEATED_LINE:
             continue
+        if type(event) is IterationBlock:
+            _true_sources(event.column("source"), firsts)
+            continue
         source = getattr(event, "source", None)
         if type(source) is str:
-            name, colon, number = source.rpartition(":")
-            if colon and number.isdigit() and int(number) >= half:
-                value = int(number)
-                index = value // MARK
-                object.__setattr__(event, "source", f"{name}:{value - _marker(index) + firsts[index]}")
-    records = [event for event in events if type(event) is IterationRecord]
-    for record in records[:1] + records[1:][-1:]:
-        _share_repeated(record, last)
+            true = _true_source(source, firsts)
+            if true is not source:
+                object.__setattr__(event, "source", true)
+    records = [event for event in events if type(event) is IterationRecord or (type(event) is IterationBlock and event)]
+    if records:
+        _share_repeated(records[0], 0, last)
+        final = len(records[-1]) - 1 if type(records[-1]) is IterationBlock else 0
+        if len(records) > 1 or final:
+            _share_repeated(records[-1], final, last)
+
+
+def _true_source(source: str, firsts: dict[int, int]) -> str:
+    """``source`` (``file:N``) with its true line number if ``N`` is a marker's, else ``source``."""
+    name, colon, number = source.rpartition(":")
+    if colon and number.isdigit() and int(number) >= MARK // 2:
+        value = int(number)
+        index = value // MARK
+        return f"{name}:{value - _marker(index) + firsts[index]}"
+    return source
+
+
+def _true_sources(sources: list[Any], firsts: dict[int, int]) -> None:
+    """:func:`_true_source` of each of a block's ``sources``, in place.
+
+    A block read from one range names one file, its line numbers all that range's markers:
+    then the numbers are shifted at once, else each source is looked at on its own.
+    """
+    if not sources:
+        return
+    first = sources[0]
+    if type(first) is str:
+        name, colon, _ = first.rpartition(":")
+        prefix = name + colon
+        cut = len(prefix)
+        if colon and set(map(type, sources)) == {str} and all(map(str.startswith, sources, itertools.repeat(prefix))):
+            numbers = [s[cut:] for s in sources]
+            if all(map(str.isdigit, numbers)) and all(map(str.isascii, numbers)):
+                values = list(map(int, numbers))
+                least, greatest = min(values), max(values)
+                if greatest < MARK // 2:
+                    return  # true numbers already
+                index = least // MARK
+                if least >= MARK // 2 and greatest // MARK == index:
+                    shift = firsts[index] - _marker(index)
+                    sources[:] = [f"{prefix}{value + shift}" for value in values]
+                    return
+    sources[:] = [s if type(s) is not str else _true_source(s, firsts) for s in sources]
 
 
 #: The record's fields that may hold a float (their annotations are text: see ``from __future__``).
 _FLOAT_FIELDS = tuple(f.name for f in attrs.fields(IterationRecord) if "float" in str(f.type) and f.name != "reported")
 _float_values = operator.attrgetter(*_FLOAT_FIELDS)
+_FLOAT_PLACES = tuple(ITERATION_FIELDS.index(name) for name in _FLOAT_FIELDS)
+_REPORTED = ITERATION_FIELDS.index("reported")
+_ITERATION = ITERATION_FIELDS.index("iteration")
 
 
 #: Keys of ``last`` in :func:`_share_repeated`: the float fields and reported figures last seen.
@@ -409,10 +480,16 @@ _FLOATS_BEFORE, _REPORTED_BEFORE = "floats", "reported"
 _UNSEEN = object()  # a field without a float yet: equal to no value
 
 
-def _share_repeated(record: IterationRecord, last: dict[Any, Any]) -> None:
-    """A float of ``record`` equal to the last float (not 0.0) its field held in the records
-    before becomes that object.  The fields are compared all at once; only equal ones are looked at."""
-    values = _float_values(record)
+def _share_repeated(event: IterationRecord | IterationBlock, position: int, last: dict[Any, Any]) -> None:
+    """A float of the record ``event`` (of a block: of its record at ``position``) equal to the
+    last float (not 0.0) its field held in the records before becomes that object.  The fields
+    are compared all at once; only equal ones are looked at."""
+    if isinstance(event, IterationBlock):
+        values = [event.columns[place][position] for place in _FLOAT_PLACES]
+        reported = event.columns[_REPORTED][position]
+    else:
+        values = list(_float_values(event))
+        reported = event.reported
     before = last.get(_FLOATS_BEFORE)
     if before is None:
         before = last[_FLOATS_BEFORE] = [_UNSEEN] * len(values)
@@ -422,27 +499,34 @@ def _share_repeated(record: IterationRecord, last: dict[Any, Any]) -> None:
             value, previous = values[index], before[index]
             # Not 0.0, which -0.0 equals; not an int equal to a float.
             if value is not previous and type(value) is float and value and type(previous) is float:
-                object.__setattr__(record, _FLOAT_FIELDS[index], previous)
-        values = _float_values(record)
+                values[index] = previous
+                if isinstance(event, IterationBlock):
+                    event.columns[_FLOAT_PLACES[index]][position] = previous
+                else:
+                    object.__setattr__(event, _FLOAT_FIELDS[index], previous)
     if False in equal:
         last[_FLOATS_BEFORE] = [
             value if type(value) is float and value else previous
             for value, previous in zip(values, before, strict=True)
         ]
-    reported = record.reported
     if reported:
-        reported_before = last.get(_REPORTED_BEFORE)
-        if reported_before is None:
-            reported_before = last[_REPORTED_BEFORE] = {}
-        try:
-            same = reported.items() & reported_before.items()
-        except TypeError:  # a figure that is not hashable: nothing shared
-            same = set()
-        for key, value in same:
-            previous = reported_before[key]
-            if value is not previous and type(value) is float and value and type(previous) is float:
-                reported[key] = previous
-        reported_before.update((key, value) for key, value in reported.items() if type(value) is float and value)
+        _share_reported(reported, last)
+
+
+def _share_reported(reported: dict[str, Any], last: dict[Any, Any]) -> None:
+    """:func:`_share_repeated` for a record's ``reported`` figures, in place."""
+    reported_before = last.get(_REPORTED_BEFORE)
+    if reported_before is None:
+        reported_before = last[_REPORTED_BEFORE] = {}
+    try:
+        same = reported.items() & reported_before.items()
+    except TypeError:  # a figure that is not hashable: nothing shared
+        same = set()
+    for key, value in same:
+        previous = reported_before[key]
+        if value is not previous and type(value) is float and value and type(previous) is float:
+            reported[key] = previous
+    reported_before.update((key, value) for key, value in reported.items() if type(value) is float and value)
 
 
 def _resumable(registry: Any, backend: str, path: Path, source: str) -> bool:
@@ -630,10 +714,9 @@ def _read_in_pool(registry: Any, backend: str, units: list[_Unit], workers: int)
 
 def _stream(registry: Any, backend: str, lines: LogFile, source: str) -> Iterator[list[Any]]:
     """One file's events in batches, so that a serial read keeps memory flat."""
-    batch: list[Any] = []
-    for event in registry.parse_metrics(backend, lines=lines, source=source):
-        batch.append(event)
-        if len(batch) >= 4096:
-            yield batch
-            batch = []
-    yield batch
+    empty = True
+    for batch in _pieces(registry.parse_metrics(backend, lines=lines, source=source), PIECE_EVENTS):
+        empty = False
+        yield batch
+    if empty:
+        yield []

@@ -19,10 +19,19 @@ finite or longer than a day, a negative or absurd count, a memory or energy
 figure that is negative or not finite) is refused here, whichever parser read
 it, and noted as a skipped line with its ``file:line``: one bad number never
 becomes a result that looks valid.
+
+An :class:`~tprimat.contract.records.IterationBlock` (a run of iteration lines a
+parser read at once) is taken as the records it stands for.  A block that these
+rules would take record by record as it is (new iterations in ascending order,
+every figure plausible, checked a column at a time) is kept as its columns and
+moved to the file as such, without a record made per line: a long run's log is
+mostly such blocks.
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import itertools
 import math
 import operator
@@ -33,17 +42,21 @@ import attrs
 
 from tprimat.contract.records import (
     EMPTY_BODY,
+    ITERATION_FIELDS,
     MAX_STEP_TIME_S,
     MEMORY_FIELDS,
     REPEATED_LINE,
     EvalRecord,
+    IterationBlock,
     LogFact,
     ParseIssue,
     RankPeak,
     RepeatedLine,
     body_values,
     is_memory_only,
+    iteration_values,
 )
+from tprimat.result.packing import record_from
 from tprimat.result.schema import IterationRecord
 from tprimat.result.spill import BLOCK_RECORDS, ColdRecords, RecordSequence, RowSource, memory_only_row
 from tprimat.settings.config import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_SEQ_LENGTH
@@ -121,6 +134,62 @@ def implausible(record: IterationRecord) -> str | None:
     if energy is not None and not 0 <= energy <= MAX_ENERGY_J:
         return f"energy {energy!r} J is not an energy from 0 to {MAX_ENERGY_J:g} J"
     return None
+
+
+_PLACE = {name: place for place, name in enumerate(ITERATION_FIELDS)}
+_ITERATION = _PLACE["iteration"]
+_PLACES = range(len(ITERATION_FIELDS))
+_STEP_TIME = _PLACE["step_time_s"]
+_INTS = frozenset({int})
+_NUMBERS = frozenset({int, float})
+#: The checks of :func:`implausible` as limits on a block's columns: each checked column's place,
+#: the least and greatest value it may hold, the types it may hold and whether it may hold None.
+_COLUMN_LIMITS = (
+    *(
+        (_PLACE[name], least, greatest, _INTS, name not in ("iteration", "covers_iterations", "skipped"))
+        for name, least, greatest in _COUNT_LIMITS
+    ),
+    *((_PLACE[name], 0, MAX_MEMORY_GIB, _NUMBERS, True) for name in MEMORY_FIELDS),
+    (_PLACE["energy_j"], 0, MAX_ENERGY_J, _NUMBERS, True),
+)
+_not_none = functools.partial(operator.is_not, None)
+#: The least step time a record may hold: the least float above 0 (:func:`implausible` wants more than 0).
+_LEAST_STEP = math.ulp(0.0)
+
+
+def plausible_columns(columns: Sequence[Sequence[Any]]) -> bool:
+    """Whether :func:`implausible` finds nothing to refuse in any record of an iteration block
+    whose columns are ``columns``, and no record is a memory line alone, checked a column at a time.
+
+    False also where the answer is not certain from the columns' types, least and greatest
+    values (a bool, a None step time): such a block is taken a record at a time.
+    """
+    if not _within(columns[_STEP_TIME], _NUMBERS, _LEAST_STEP, MAX_STEP_TIME_S):
+        return False
+    for place, least, greatest, kinds, optional in _COLUMN_LIMITS:
+        values = columns[place]
+        if optional:
+            nones = values.count(None)
+            if nones == len(values):
+                continue
+            if nones:
+                values = list(filter(_not_none, values))
+        if not _within(values, kinds, least, greatest):
+            return False
+    return True
+
+
+def _within(values: Sequence[Any], kinds: frozenset[type], least: float, greatest: float) -> bool:
+    """Whether ``values`` (not empty) are all of ``kinds`` (a bool is not an int here), none NaN,
+    and all from ``least`` to ``greatest``."""
+    types = set(map(type, values))
+    if not types <= kinds:
+        return False
+    if float in types:
+        total = sum(values)  # NaN if any is NaN (or if inf and -inf are, which min and max find)
+        if total != total:
+            return False
+    return least <= min(values) and max(values) <= greatest
 
 
 def _same(value: Any) -> Any:
@@ -206,10 +275,37 @@ def _merge(
     return attrs.evolve(base, **memory)
 
 
+@attrs.frozen
+class _Taken:
+    """A block of records an :class:`EventCollector` took whole: its first and last iteration
+    and its columns (see :class:`~tprimat.contract.records.IterationBlock`)."""
+
+    first: int
+    last: int
+    columns: tuple[list[Any], ...]
+
+
+_first_of = operator.attrgetter("first")
+
+
+def _interleaved(column: list[Any], places: list[int], values: Sequence[Any]) -> list[Any]:
+    """``column`` with each of ``values`` put before its item at the matching place of ``places``
+    (ascending), in one pass."""
+    joined: list[Any] = []
+    start = 0
+    for place, value in zip(places, values, strict=True):
+        joined.extend(column[start:place])
+        joined.append(value)
+        start = place
+    joined.extend(column[start:])
+    return joined
+
+
 @attrs.define
 class EventCollector:
     """Accumulates parse events; :attr:`records` is ordered by iteration."""
 
+    #: The records in memory by iteration (not those of blocks taken whole: see :attr:`records`).
     iterations: dict[int, IterationRecord] = attrs.Factory(dict)
     facts: dict[str, LogFact] = attrs.Factory(dict)
     conflicting_facts: list[str] = attrs.Factory(list)
@@ -226,11 +322,21 @@ class EventCollector:
     _bodies: dict[int, tuple] = attrs.Factory(dict)  # comparison keys of the kept records
     _cold: ColdRecords | None = None  # the records moved out of memory
     _finished: RecordSequence | None = None  # all records, once :attr:`records` was read
+    _taken: list[_Taken] = attrs.Factory(list)  # blocks taken whole, kept as columns (see _add_block)
+    _taken_rows: int = 0  # the records they hold
+    _highest: int = -1  # the largest iteration taken in so far
 
     def add(self, event: Any) -> IterationRecord | None:
-        """Take one event; return the record if it is a new or replaced iteration."""
+        """Take one event; return the record if it is a new or replaced iteration.
+
+        An :class:`~tprimat.contract.records.IterationBlock` is taken as the records it stands
+        for, and None returned (its records, when wanted one by one, are ``block.records()``).
+        """
         if isinstance(event, IterationRecord):
             return self._add_record(event)
+        if isinstance(event, IterationBlock):
+            self._add_block(event)
+            return None
         if isinstance(event, LogFact):
             known = self.facts.get(event.key)
             if known is not None and known.value != event.value:
@@ -256,7 +362,8 @@ class EventCollector:
                 self.issues.append(event)
             return None
         raise TypeError(
-            f"parsers yield IterationRecord, EvalRecord, LogFact, ParseIssue, RepeatedLine or RankPeak, not {event!r}"
+            "parsers yield IterationRecord, IterationBlock, EvalRecord, LogFact, ParseIssue, RepeatedLine or RankPeak,"
+            f" not {event!r}"
         )
 
     def _add_record(self, event: IterationRecord) -> IterationRecord | None:
@@ -265,6 +372,8 @@ class EventCollector:
             self.add(ParseIssue(source=event.source or f"iteration {event.iteration}", message=problem))
             return None
         previous = self.iterations.get(event.iteration)
+        if previous is None and self._taken and event.iteration >= self._taken[0].first:
+            previous = self._thaw(event.iteration)
         if previous is None:
             cold = self._cold
             # An iteration above all those in the file (nearly every one) is not there.
@@ -290,10 +399,57 @@ class EventCollector:
             self.replaced.append(event.iteration)
         self.iterations[event.iteration] = event
         self._bodies.pop(event.iteration, None)
+        if event.iteration > self._highest:
+            self._highest = event.iteration
         limit = self._limit
-        if limit is not None and len(self.iterations) > limit:
+        if limit is not None and len(self.iterations) + self._taken_rows > limit:
             self._spill()
         return event
+
+    def _add_block(self, block: IterationBlock) -> None:
+        """Take the records of ``block``: whole, as its columns, when each is certainly a new
+        iteration that the record path would take as it is; else one record at a time.
+
+        Whole: its iterations ascend, all above every iteration taken so far (so no record is a
+        copy, a replacement or a completion of another), none is a memory line alone and none
+        is refused by :func:`implausible` (see :func:`plausible_columns`).  The block is kept
+        as columns until a later record falls within its span (:meth:`_thaw`) or it is moved
+        to the file (:meth:`_spill`), so that the records, the counts and the notes are those
+        of its records taken one by one.
+        """
+        columns = block.columns
+        iterations = columns[_ITERATION]
+        if not iterations:
+            return
+        if (
+            self._finished is None
+            and set(map(type, iterations)) == _INTS
+            and iterations[0] > self._highest
+            and all(map(operator.lt, iterations, itertools.islice(iterations, 1, None)))
+            and plausible_columns(columns)
+        ):
+            self._taken.append(_Taken(iterations[0], iterations[-1], columns))
+            self._taken_rows += len(iterations)
+            self._highest = iterations[-1]
+            limit = self._limit
+            if limit is not None and len(self.iterations) + self._taken_rows > limit:
+                self._spill()
+            return
+        for record in block.records():
+            self._add_record(record)
+
+    def _thaw(self, iteration: int) -> IterationRecord | None:
+        """The record of ``iteration`` if a block taken whole holds it, that block's records
+        then held as records (a later event for one of them is taken as the record path takes it)."""
+        taken = self._taken
+        index = bisect.bisect_right(taken, iteration, key=_first_of) - 1
+        if index < 0 or iteration > taken[index].last:
+            return None
+        block = taken.pop(index)
+        self._taken_rows -= len(block.columns[_ITERATION])
+        records = map(record_from, zip(*block.columns, strict=True))
+        self.iterations.update(zip(block.columns[_ITERATION], records, strict=True))
+        return self.iterations.get(iteration)
 
     def _add_to_cold(self, event: IterationRecord) -> IterationRecord | None:
         """:meth:`add` for a record whose iteration is not in memory: it may be in the file."""
@@ -314,7 +470,7 @@ class EventCollector:
             else:
                 event = merged
         self.iterations[event.iteration] = event
-        if self._limit is not None and len(self.iterations) > self._limit:
+        if self._limit is not None and len(self.iterations) + self._taken_rows > self._limit:
             self._spill()
         return event
 
@@ -331,20 +487,59 @@ class EventCollector:
         The newest :data:`HOT_RECORDS` stay, or half of ``spill_after`` if that is fewer (and
         the few more that make the moved ones whole blocks of the file).  A
         log long enough to have reached ``spill_after`` records is written to the file
-        whole in the end, so holding more of it gains nothing.
+        whole in the end, so holding more of it gains nothing.  Blocks taken whole go as
+        their columns, the oldest first, until those left hold no more than stay.
         """
         assert self.spill_after is not None
         if self._cold is None:
             self._cold = ColdRecords()
-        count = len(self.iterations) - min(HOT_RECORDS, self.spill_after // 2)
+        keep = min(HOT_RECORDS, self.spill_after // 2)
+        moving = []
+        while self._taken and self._taken_rows > keep:
+            moving.append(self._taken.pop(0))
+            self._taken_rows -= len(moving[-1].columns[_ITERATION])
+        if moving:
+            self._move_taken(moving)
+        count = len(self.iterations) - max(0, keep - self._taken_rows)
+        if count <= 0:
+            return
         if count >= BLOCK_RECORDS:  # whole blocks (a few more stay): no block of one record each time
             count -= count % BLOCK_RECORDS
         moved = list(itertools.islice(self.iterations, count))
+        taken = [block.first for block in self._taken]
         for start in range(0, len(moved), BLOCK_RECORDS):  # a block at a time: few copies at once
             batch = moved[start : start + BLOCK_RECORDS]
-            self._cold.put([self.iterations.pop(iteration) for iteration in batch])
+            self._cold.put([self.iterations.pop(iteration) for iteration in batch], taken)
         for iteration in moved:
             self._bodies.pop(iteration, None)
+
+    def _move_taken(self, blocks: list[_Taken]) -> None:
+        """Move ``blocks`` (taken whole, the oldest, in order) to the file as one run of columns,
+        with the records in memory whose iterations lie between theirs or after them, below the
+        blocks that stay (lines a parser read one by one between its runs): the file's blocks are
+        then whole and none spans another's records.
+
+        No record in memory lies within a block's span (it would have turned the block back
+        into records, see :meth:`_thaw`), only between blocks.
+        """
+        assert self._cold is not None
+        low = blocks[0].first
+        high = self._taken[0].first if self._taken else math.inf
+        between = sorted(iteration for iteration in self.iterations if low < iteration < high)
+        if len(blocks) == 1 and not between:
+            self._cold.put_columns(blocks[0].columns)
+            return
+        columns = [list(itertools.chain.from_iterable(block.columns[place] for block in blocks)) for place in _PLACES]
+        if between:
+            places = [bisect.bisect_left(columns[_ITERATION], iteration) for iteration in between]
+            rows = [iteration_values(self.iterations.pop(iteration)) for iteration in between]
+            for iteration in between:
+                self._bodies.pop(iteration, None)
+            columns = [
+                _interleaved(column, places, values)
+                for column, values in zip(columns, zip(*rows, strict=True), strict=True)
+            ]
+        self._cold.put_columns(columns)
 
     def consume(self, events: Iterable[Any]) -> EventCollector:
         """Take every event of ``events`` (copies of lines, most of an interleaved log's, only counted)."""
@@ -368,8 +563,14 @@ class EventCollector:
         """The records, ordered by iteration: a list, or a :class:`~tprimat.result.spill.RecordSequence`
         when some were moved to a file (after which the collector takes no more records)."""
         if self._cold is None:
+            while self._taken:
+                self._thaw(self._taken[-1].first)
             return [self.iterations[i] for i in sorted(self.iterations)]
         if self._finished is None:
+            if self._taken:
+                taken, self._taken = self._taken, []
+                self._move_taken(taken)
+            self._taken_rows = 0
             self._finished = self._cold.finish(list(self.iterations.values()))
             self.iterations.clear()
             self._bodies.clear()

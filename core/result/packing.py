@@ -6,8 +6,9 @@ Pickle stores an attrs record as a dict of its fields' names and values; here a 
 tuple of its values, and is made again by a generated function that sets each slot directly
 (its values were checked when the record was first made).
 
-Between processes, the records of a batch of events go as one list of those tuples by
-:mod:`marshal`, which reads them back faster than pickle and, unlike pickle, keeps a value
+Between processes, the records of a batch of events go as one list of those tuples (and
+:class:`~tprimat.contract.records.IterationBlock` events as their columns) by :mod:`marshal`,
+which reads them back faster than pickle and, unlike pickle, keeps a value
 that several records share (a memory figure, a loss scale: one float object in the reader)
 one object on the other side; the other events are pickled as pickle does.
 """
@@ -19,7 +20,7 @@ import marshal
 import pickle
 from typing import Any
 
-from tprimat.contract.records import ITERATION_FIELDS, IterationRecord, iteration_values
+from tprimat.contract.records import ITERATION_FIELDS, IterationBlock, IterationRecord, iteration_values
 
 
 class _EventPickler(pickle.Pickler):
@@ -51,36 +52,49 @@ record_from = _record_maker()
 
 
 def pack(events: list[Any]) -> bytes:
-    """``events`` (iteration records and any other picklable events) as bytes, for a process
-    forked from this one (:func:`unpack`)."""
-    rows, others, places = [], [], []
+    """``events`` (iteration records and blocks, any other picklable events) as bytes, for a
+    process forked from this one (:func:`unpack`).
+
+    A record goes as the tuple of its values and an :class:`IterationBlock` as its columns,
+    all by one :mod:`marshal` call (which writes the ``reported`` dicts as dicts, equal when
+    read back); only if marshal refuses a value (an instance of a subclass of a built-in
+    type) does the whole batch go by pickle.
+    """
+    rows, blocks, block_places, others, places = [], [], [], [], []
     for place, event in enumerate(events):
-        if type(event) is IterationRecord:
+        kind = type(event)
+        if kind is IterationRecord:
             rows.append(iteration_values(event))
+        elif kind is IterationBlock:
+            blocks.append(event.columns)
+            block_places.append(place)
         else:
             others.append(event)
             places.append(place)
     try:
-        marshalled: bytes | None = marshal.dumps(rows)
-    except ValueError:  # a value marshal does not write (an instance of a subclass): all pickled
-        marshalled, others, places = None, events, []
+        marshalled: bytes | None = marshal.dumps((rows, blocks))
+    except ValueError:  # a value marshal does not write: all pickled
+        marshalled, others, places, block_places = None, events, [], []
     buffer = io.BytesIO()
-    _EventPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump((marshalled, others, places))
+    _EventPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump((marshalled, others, places, block_places))
     return buffer.getvalue()
 
 
 def unpack(data: bytes) -> list[Any]:
-    """The events :func:`pack` made ``data`` of, in their order."""
-    marshalled, others, places = pickle.loads(data)  # noqa: S301  (bytes this process's own workers wrote)
+    """The events :func:`pack` made ``data`` of, in their order (a block as a block)."""
+    marshalled, others, places, block_places = pickle.loads(data)  # noqa: S301  (bytes this process's own workers wrote)
     if marshalled is None:
         return list(others)
-    records = list(map(record_from, marshal.loads(marshalled)))  # noqa: S302  (likewise)
-    if not others:
+    rows, blocks = marshal.loads(marshalled)  # noqa: S302  (likewise)
+    records = list(map(record_from, rows))
+    if not others and not blocks:
         return records
-    events: list[Any] = [None] * (len(records) + len(others))
+    events: list[Any] = [None] * (len(records) + len(blocks) + len(others))
     for place, event in zip(places, others, strict=True):
         events[place] = event
-    taken = set(places)
+    for place, columns in zip(block_places, blocks, strict=True):
+        events[place] = IterationBlock(columns=columns)
+    taken = {*places, *block_places}
     for place, record in zip((p for p in range(len(events)) if p not in taken), records, strict=True):
         events[place] = record
     return events

@@ -13,9 +13,11 @@ order), and a block of rows by field: each field's values of the block, one colu
 the other (:mod:`marshal`).  No pass after collection makes records: a pass that needs a
 few fields (:func:`record_fields`, :func:`record_field_blocks`) decodes only those columns,
 what is filled in later (:meth:`RecordSequence.map_columns`) is computed over a block's
-columns, and the result writer encodes the columns.  Blocks go to an unnamed temporary
-file and are read back by position (``os.pread``), so a forked process (the result
-writer's second encoder) reads them without sharing a file offset.
+columns, and the result writer encodes the columns.  Records a collector took as the
+columns of an :class:`~tprimat.contract.records.IterationBlock` are stored from those
+columns (:meth:`ColdRecords.put_columns`), never made into rows.  Blocks go to an unnamed temporary
+file and are read back by position (``os.pread``), so a forked process reads them without
+sharing a file offset.
 """
 
 from __future__ import annotations
@@ -80,7 +82,11 @@ class RecordFile:
 
     def write_rows(self, rows: list[Row]) -> tuple[int, int]:
         """Append ``rows`` as one block of columns (one per field); its offset and length."""
-        columns = list(zip(*rows, strict=True)) or [()] * len(ITERATION_FIELDS)
+        return self.write_columns(list(zip(*rows, strict=True)) or [()] * len(ITERATION_FIELDS))
+
+    def write_columns(self, columns: Sequence[tuple[Any, ...]]) -> tuple[int, int]:
+        """Append a block of records given as its columns (one tuple per field, in ``ITERATION_FIELDS``
+        order), as :meth:`write_rows` stores them; its offset and length."""
         encoded = list(map(_encoded_column, columns))
         header = marshal.dumps([len(column) for column in encoded])
         return self._append(b"".join([len(header).to_bytes(4, "little"), header, *encoded]))
@@ -163,23 +169,51 @@ class ColdRecords:
         self.blocks: list[_Block] = []
         self.highest: int | None = None  # the largest iteration ever moved here
         self._loaded: tuple[int, list[Row]] | None = None  # the last block read
-        self._firsts: list[int] = []  # each block's first iteration
-        self._in_order = True  # each block's iterations lie above the block's before it
+        self._firsts: list[int] = []  # the blocks' first iterations, ascending
+        self._order: list[int] = []  # the blocks' indices in that order
+        self._in_order = True  # no two blocks' spans overlap
 
-    def put(self, records: list[IterationRecord]) -> None:
-        """Move ``records`` (of distinct iterations) here, in blocks sorted by iteration."""
+    def put(self, records: list[IterationRecord], firsts: Sequence[int] = ()) -> None:
+        """Move ``records`` (of distinct iterations) here, in blocks sorted by iteration.
+
+        A block ends before the first iteration of a block already here (or of ``firsts``, sorted:
+        those of blocks still to come), so that records logged between blocks taken whole do
+        not make a block whose span covers theirs (spans that overlap are merged in the end).
+        """
         rows = sorted(map(iteration_values, records), key=_iteration_of)
-        for start in range(0, len(rows), BLOCK_RECORDS):
-            block = rows[start : start + BLOCK_RECORDS]
-            offset, length = self.file.write_rows(block)
-            first = block[0][_ITERATION]
-            if self.blocks and first <= self.blocks[-1].last:
-                self._in_order = False  # a restart logged iterations again: blocks overlap
-            self.blocks.append(_Block(offset, length, len(block), first, block[-1][_ITERATION]))
-            self._firsts.append(first)
-        if rows:
-            last = rows[-1][_ITERATION]
-            self.highest = last if self.highest is None else max(self.highest, last)
+        start = 0
+        while start < len(rows):
+            stop = min(start + BLOCK_RECORDS, len(rows))
+            iteration = rows[start][_ITERATION]
+            for bounds in (self._firsts, firsts):
+                place = bisect.bisect_right(bounds, iteration)
+                if place < len(bounds):
+                    stop = bisect.bisect_left(rows, bounds[place], start + 1, stop, key=_iteration_of)
+            block = rows[start:stop]
+            self._add_block(*self.file.write_rows(block), len(block), iteration, block[-1][_ITERATION])
+            start = stop
+
+    def put_columns(self, columns: Sequence[Sequence[Any]]) -> None:
+        """Move records given as columns (one per field, in ``ITERATION_FIELDS`` order; iterations
+        strictly ascending, none held here) here, without making a record or a row of each."""
+        iterations = columns[_ITERATION]
+        for start in range(0, len(iterations), BLOCK_RECORDS):
+            stop = start + BLOCK_RECORDS
+            written = self.file.write_columns([tuple(column[start:stop]) for column in columns])
+            last = iterations[min(stop, len(iterations)) - 1]
+            self._add_block(*written, min(stop, len(iterations)) - start, iterations[start], last)
+
+    def _add_block(self, offset: int, length: int, count: int, first: int, last: int) -> None:
+        """Note a block just written, of ``count`` records from iteration ``first`` to ``last``."""
+        place = bisect.bisect_right(self._firsts, first)
+        if (place and self.blocks[self._order[place - 1]].last >= first) or (
+            place < len(self._firsts) and self._firsts[place] <= last
+        ):
+            self._in_order = False  # a restart logged iterations again: blocks overlap
+        self._firsts.insert(place, first)
+        self._order.insert(place, len(self.blocks))
+        self.blocks.append(_Block(offset, length, count, first, last))
+        self.highest = last if self.highest is None else max(self.highest, last)
 
     def find(self, iteration: int) -> tuple[int, int] | None:
         """Where the record of ``iteration`` is, as (block, position), or None."""
@@ -193,11 +227,14 @@ class ColdRecords:
         return None
 
     def _spanning(self, iteration: int) -> Iterable[int]:
-        """The blocks whose span holds ``iteration``: found by bisection while the blocks are in
-        order (a copy from another rank's file, a whole file later, costs a lookup, not a scan)."""
+        """The blocks whose span holds ``iteration``: found by bisection while no spans overlap
+        (a copy from another rank's file, a whole file later, costs a lookup, not a scan)."""
         if self._in_order:
-            index = bisect.bisect_right(self._firsts, iteration) - 1
-            return (index,) if index >= 0 and iteration <= self.blocks[index].last else ()
+            place = bisect.bisect_right(self._firsts, iteration) - 1
+            if place < 0:
+                return ()
+            index = self._order[place]
+            return (index,) if iteration <= self.blocks[index].last else ()
         return (index for index, block in enumerate(self.blocks) if block.first <= iteration <= block.last)
 
     def _rows(self, index: int) -> list[Row]:

@@ -26,7 +26,7 @@ import os
 import shlex
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -35,6 +35,7 @@ from typing import Any
 import attrs
 
 from tprimat import __version__
+from tprimat.contract.records import IterationBlock
 from tprimat.contract.registry import Registry
 from tprimat.hardware.platform import PlatformInfo, trains_on_cpu
 from tprimat.result.builder import assemble_result, result_config
@@ -121,6 +122,15 @@ def _end_time(record: IterationRecord, arrival: float | None) -> float | None:
         except ValueError:
             pass
     return arrival
+
+
+def _one_by_one(events: Iterable[Any]) -> Iterator[Any]:
+    """``events`` with each :class:`~tprimat.contract.records.IterationBlock` as the records it stands for."""
+    for event in events:
+        if isinstance(event, IterationBlock):
+            yield from event.records()
+        else:
+            yield event
 
 
 class _NotStarted(Exception):
@@ -432,7 +442,8 @@ class Runner:
                     self.view.started(p)
                 try:
                     events = self.registry.parse_metrics(p.backend, lines=execution.lines(), source=self.log_rel)
-                    for event in events:
+                    # A block of iteration lines is taken a record at a time: each is shown as it is taken.
+                    for event in _one_by_one(events):
                         record = self.collector.add(event)
                         if record is None:
                             continue

@@ -225,7 +225,7 @@ def test_an_iteration_line_continued_across_a_range_boundary_keeps_its_line_numb
     monkeypatch.setattr(parse_parallel, "PARALLEL_MIN_BYTES", 0)
     path = next(LOGS.rglob("cloudai-test_megatron-bridge_2025-12-22_step-time-line_snippet.log"))
     serial = _document([path], registry, workers=1)
-    assert '"source": "cloudai-test_megatron-bridge_2025-12-22_step-time-line_snippet.log:' in serial
+    assert '"source": ["cloudai-test_megatron-bridge_2025-12-22_step-time-line_snippet.log:' in serial
     assert _document([path], registry, workers=2) == serial
 
 

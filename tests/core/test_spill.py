@@ -231,11 +231,24 @@ def test_restarted_runs_merge_blocks_of_any_overlap_into_one_ordered_sequence(ti
 
 def test_blocks_in_order_are_found_by_bisection_and_overlapping_ones_by_their_spans(tiny_blocks):
     cold = ColdRecords()
-    cold.put([_record(i) for i in (1, 2, 3, 10, 11, 12, 20)])
+    cold.put([_record(i) for i in (1, 3, 5, 10, 11, 12, 20)])
     assert cold._in_order
-    assert cold.find(5) is None and cold.find(13) is None and cold.find(0) is None
-    assert [cold.record(cold.find(i)).iteration for i in (1, 3, 10, 12, 20)] == [1, 3, 10, 12, 20]
-    cold.put([_record(i) for i in (4, 5, 6)])  # a restart logged iterations below the highest
+    assert cold.find(4) is None and cold.find(13) is None and cold.find(0) is None
+    assert [cold.record(cold.find(i)).iteration for i in (1, 5, 10, 12, 20)] == [1, 5, 10, 12, 20]
+    cold.put([_record(i) for i in (7, 8, 9)])  # below the highest, but within no block's span
+    assert cold._in_order
+    cold.put([_record(i) for i in (4, 6)])  # a restart logged an iteration within a block's span
     assert not cold._in_order
-    assert [cold.record(cold.find(i)).iteration for i in (1, 5, 11, 20)] == [1, 5, 11, 20]
-    assert cold.find(7) is None
+    assert [cold.record(cold.find(i)).iteration for i in (1, 4, 5, 6, 8, 11, 20)] == [1, 4, 5, 6, 8, 11, 20]
+    assert cold.find(2) is None and cold.find(13) is None
+
+
+def test_records_put_between_blocks_make_blocks_that_span_none_of_theirs(tiny_blocks):
+    cold = ColdRecords()
+    cold.put([_record(i) for i in (10, 11, 12)])
+    cold.put([_record(i) for i in (8, 13, 14)])  # cut before 10, the first of a block here
+    cold.put([_record(i) for i in (25, 29, 31)], firsts=[30])  # and before 30, of a block to come
+    cold.put_columns([list(column) for column in zip(*map(attrs.astuple, [_record(30)]), strict=True)])
+    assert cold._in_order
+    assert [(b.first, b.last) for b in cold.blocks] == [(10, 12), (8, 8), (13, 14), (25, 29), (31, 31), (30, 30)]
+    assert [r.iteration for r in cold.finish([])] == [8, 10, 11, 12, 13, 14, 25, 29, 30, 31]

@@ -1,0 +1,81 @@
+"""An iteration block crosses between processes as its columns and comes back a block, equal."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import pytest
+
+from tests.core.blocks import block_of
+from tprimat.contract.records import REPEATED_LINE, IterationBlock, IterationRecord, LogFact, ParseIssue
+from tprimat.result import packing
+from tprimat.result.packing import pack, unpack
+
+
+class _Figure(float):
+    """A float of a subclass: marshal does not write it, pickle does."""
+
+
+def _records(first: int, scale: float) -> list[IterationRecord]:
+    return [
+        IterationRecord(
+            iteration=i,
+            step_time_s=1.0 + i / 8,
+            loss=math.nan if i == first else 2.0,
+            mem_allocated_gib=scale,
+            reported={"loss_scale": scale, "note": None, "kind": "train"},
+            source=f"run.log:{10 + i}",
+        )
+        for i in range(first, first + 5)
+    ]
+
+
+def _events(scale: float) -> list:
+    return [
+        LogFact(key="seq_length", value=4096, source="run.log:3"),
+        block_of(_records(1, scale)),
+        REPEATED_LINE,
+        IterationRecord(iteration=6, step_time_s=1.25, source="run.log:30"),
+        ParseIssue(source="run.log:31", message="unreadable"),
+        block_of(_records(7, scale)),
+        block_of([]),
+    ]
+
+
+def _comparable(events: list) -> list:
+    """Events as values (a block as its records' values; NaN as text, equal to NaN)."""
+    shown = []
+    for event in events:
+        if isinstance(event, IterationBlock):
+            shown.append(("block", [repr(attrs.astuple(r, recurse=False)) for r in event.records()]))
+        elif event is REPEATED_LINE:
+            shown.append(event)
+        else:
+            shown.append(repr(attrs.astuple(event, recurse=False)))
+    return shown
+
+
+@pytest.mark.parametrize("scale", [65536.5, _Figure(65536.5)], ids=["marshal", "pickle"])
+def test_blocks_come_back_blocks_equal_and_in_their_places(scale):
+    events = _events(scale)
+    back = unpack(pack(events))
+    assert [type(e) for e in back] == [type(e) for e in events]
+    assert _comparable(back) == _comparable(events)
+    assert all(isinstance(column, list) for column in back[1].columns)
+
+
+def test_a_block_goes_as_its_columns_not_as_records(monkeypatch):
+    events = _events(65536.5)
+    made = []
+    monkeypatch.setattr(packing, "record_from", lambda row: made.append(row))
+    back = unpack(pack(events))
+    assert len(made) == 1  # the one record, none for the blocks' ten
+    assert back[5].column("reported") == [r.reported for r in _records(7, 65536.5)]
+
+
+def test_a_figure_a_block_s_records_share_stays_one_object():
+    back = unpack(pack(_events(65536.5)))[1]
+    assert len({id(value) for value in back.column("mem_allocated_gib")}) == 1
+    reported = back.column("reported")
+    assert len({id(figures) for figures in reported}) == len(reported)  # never one dict for two records
