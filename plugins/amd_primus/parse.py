@@ -8,10 +8,11 @@ usage``, ``rank-N rocm max mem usage``) at the end, and the first
 iterations printed without the ``/avg`` half and without tokens;
 (C) ``compute per GPU (TFLOP/s/GPU): X (avg Y)`` and ``tokens/s/GPU
 inst/harmonic mean: X/Y``.  All three are Megatron ``key: value |`` lines, so
-the shared parser reads them; this module adds Primus's own lines (its
-argument listing, the throughput extension's settings, the GPU its launcher
-detected), the step lines of Primus's TorchTitan engine (``torchtitan.py``), and the end
-lines of its MLPerf mode: ``[EarlyStop] ... eval_loss: X (target: T) | consumed_train_samples: N
+the shared parser reads them (a run of them at once, as ``titanlane.py`` reads
+TorchTitan's step lines); this module adds Primus's own lines (its argument
+listing, the throughput extension's settings, the GPU its launcher detected), the
+step lines of Primus's TorchTitan engine (``torchtitan.py``), and the end lines of
+its MLPerf mode: ``[EarlyStop] ... eval_loss: X (target: T) | consumed_train_samples: N
 | duration: S sec`` as an evaluation timed by Primus's own clock, ``[TimeToTrain] status: ...``
 as facts.
 
@@ -26,6 +27,7 @@ from collections.abc import Iterable, Iterator
 
 from tprimat.contract.records import EvalRecord, IterationRecord
 from tprimat.contract.values import typed_value
+from tprimat.plugins.amd_primus.titanlane import PrimusLanes, TitanLane
 from tprimat.plugins.amd_primus.torchtitan import TorchTitanSteps
 from tprimat.plugins.megatron.logparse import FACT_ARGUMENTS, MegatronLogParser
 from tprimat.plugins.megatron_core.colour import strip_ansi
@@ -64,6 +66,8 @@ class PrimusLogParser(MegatronLogParser):
     def __init__(self, source: str) -> None:
         super().__init__(source)
         self._titan = TorchTitanSteps(self.where)  # the engine's step lines, if the log has any
+        # Runs of iteration lines, and of TorchTitan step lines, read at once (see titanlane.py).
+        self.fast_lane = PrimusLanes(self.fast_lane, TitanLane(self))
 
     def feed(self, line: str, lineno: int) -> list[Event] | None:
         events = super().feed(line, lineno)

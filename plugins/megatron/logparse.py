@@ -20,7 +20,9 @@ framework, and a line that cannot be read becomes a
 :class:`~tprimat.contract.records.ParseIssue`, never an exception.  The value
 readers and the streaming of a log through the parser, which NeMo 2's parser
 uses too, are :mod:`tprimat.plugins.megatron_core.lines` and
-:mod:`tprimat.plugins.megatron_core.stream`.
+:mod:`tprimat.plugins.megatron_core.stream`; runs of iteration lines in a
+file's bytes are read at once, as this parser reads each of them, by
+:mod:`tprimat.plugins.megatron.fastlane`.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from tprimat.contract.records import (
     is_memory_only,
 )
 from tprimat.contract.values import typed_value
+from tprimat.plugins.megatron.fastlane import FastLane
 from tprimat.plugins.megatron_core.colour import strip_ansi
 from tprimat.plugins.megatron_core.lines import (
     Event,
@@ -173,6 +176,14 @@ def _read_number(
     (reported if into_reported else fields)[name] = parse(value)
 
 
+def read_tokens(average_name: str, value: str, fields: dict, reported: dict) -> None:
+    """A tokens-per-GPU segment, ``X/Y``: the instant figure, and the average as ``average_name``."""
+    instant, average = parse_pair(value)
+    reported["tokens_per_s_per_gpu"] = instant
+    if average is not None:
+        reported[average_name] = average
+
+
 #: Segments whose value is one number: label -> (record field or reported name, reader, reported or not).
 _NUMBER_SEGMENTS: dict[str, tuple[str, Callable[[str], Any], bool]] = {
     "consumed samples": ("consumed_samples", parse_int, False),
@@ -258,12 +269,14 @@ class MegatronLogParser(StreamEvents):
             "number of nan iterations": self._nan_iterations,
             "throughput per GPU (TFLOP/s/GPU)": self._tflops,
             "compute per GPU (TFLOP/s/GPU)": self._tflops,
-            "tokens per GPU (tokens/s/GPU)": self._tokens("tokens_per_s_per_gpu_avg"),
-            "tokens/s/GPU inst/harmonic mean": self._tokens("tokens_per_s_per_gpu_harmonic_mean"),
+            "tokens per GPU (tokens/s/GPU)": functools.partial(read_tokens, "tokens_per_s_per_gpu_avg"),
+            "tokens/s/GPU inst/harmonic mean": functools.partial(read_tokens, "tokens_per_s_per_gpu_harmonic_mean"),
             HIP_FIELD: self._hip_memory,
             "rocm mem usage/free/total/usage_ratio": self._rocm_memory,
             "rocm max mem usage/usage_ratio": self._rocm_max_memory,
         }
+        # Runs of iteration lines read at once from the bytes of a file (see fastlane.py).
+        self.fast_lane: Any = FastLane(self)  # a variant may read other runs of lines too
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -739,16 +752,6 @@ class MegatronLogParser(StreamEvents):
         reported["tflops_per_gpu"] = instant
         if average is not None:
             reported["tflops_per_gpu_avg"] = average
-
-    @staticmethod
-    def _tokens(average_name: str) -> Callable[[str, dict, dict], None]:
-        def handler(value: str, fields: dict, reported: dict) -> None:
-            instant, average = parse_pair(value)
-            reported["tokens_per_s_per_gpu"] = instant
-            if average is not None:
-                reported[average_name] = average
-
-        return handler
 
     @staticmethod
     def _hip_memory(value: str, fields: dict, reported: dict) -> None:

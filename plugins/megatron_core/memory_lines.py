@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -278,6 +278,11 @@ class RankMemory:
         if hip_figures is None and allocator is None:
             return None
         return (hip_figures, allocator)
+
+    def read_hip_run(self, ranks: Sequence[int], used: Sequence[float], totals: Sequence[float]) -> None:
+        """The ``hip mem usage`` rank, used and total of consecutive lines, as :meth:`read_line` reads each."""
+        self.hip_used.update(dict.fromkeys(zip(ranks, used, strict=True)))
+        self.hip_total.update(zip(ranks, totals, strict=True))
 
     def read_copy(self, line: bytes, copy: Any) -> None:
         """A copy of a line :meth:`read_line` read: its figures, for the rank the copy names."""

@@ -16,7 +16,7 @@ from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
 from tprimat.contract import newline_count
-from tprimat.contract.records import ParseIssue, RankPeak
+from tprimat.contract.records import IterationRecord, ParseIssue, RankPeak
 from tprimat.plugins.megatron_core.lines import Event
 
 
@@ -32,7 +32,9 @@ def iter_events(parser: Any, lines: Iterable[str]) -> Iterator[Event]:
     :class:`tprimat.contract.LogFile`), the triggers are searched in the bytes
     and only matching lines are decoded; the events are the same, except
     that start-up lines are looked for in the first :data:`STARTUP_BYTES`
-    of a file only.
+    of a file only, and that a parser with a ``fast_lane`` (see
+    ``tprimat.plugins.megatron.fastlane``) gives a run of iteration lines it
+    can read at once as one ``IterationBlock``, the records it stands for.
     """
     chunks = getattr(lines, "byte_chunks", None)
     if callable(chunks):
@@ -179,16 +181,14 @@ def _iter_chunks(
     # before, and the bytes read and before (where the next chunk would start).
     copy_of = getattr(parser, "copy_of", None)
     remember = getattr(parser, "remember", None)
+    fast = getattr(parser, "fast_lane", None)  # reads runs of iteration lines at once, if it can
     holds_line = parser.holds_line
     is_clean = parser.state_is_clean if remember is not None else None
     for chunk in chunks:
         started = parser.started or offset >= STARTUP_BYTES
         offset += len(chunk)
-        if b"\r" in chunk and _LONE_CR.search(chunk):
-            # Lines also end at a lone carriage return (progress bars): split like text mode.
-            pieces = _ANY_NEWLINE.split(chunk)
-            if pieces and pieces[-1] == b"":
-                pieces.pop()
+        pieces = _lone_cr_lines(chunk)
+        if pieces is not None:
             yield from _iter_lines_from(parser, pieces, before)
             before += len(pieces)
             continue
@@ -211,6 +211,14 @@ def _iter_chunks(
             else:
                 if index == last:
                     break
+                if (
+                    fast is not None
+                    and spans[index][0] >= fed_to
+                    and (run := fast.read_run(chunk, spans, index, counted, counted_to)) is not None
+                ):
+                    block, index, counted, counted_to, fed_to = run
+                    yield block  # a run of iteration lines, read at once
+                    continue
                 start, end = spans[index]
                 index += 1
                 if start < fed_to:
@@ -230,7 +238,7 @@ def _iter_chunks(
             events = _feed(parser, line.decode("utf-8", "replace"), counted + 1)
             fed_to = end
             if remember is not None:
-                remember(key, events or _NO_EVENTS, clean_before, line)
+                _remember(parser, fast, key, events, clean_before, line)
             if events:
                 yield from events
             held = holds_line()
@@ -245,6 +253,25 @@ def _iter_chunks(
         # Lines of this chunk: those counted up to the last line read, and the rest.
         before = counted + newline_count(chunk, counted_to) + (0 if chunk.endswith(b"\n") else 1)
     return before, offset
+
+
+def _lone_cr_lines(chunk: bytes) -> list[bytes] | None:
+    """The lines of ``chunk`` split like text mode when a lone carriage return ends some (progress
+    bars), else None."""
+    if b"\r" not in chunk or not _LONE_CR.search(chunk):
+        return None
+    pieces = _ANY_NEWLINE.split(chunk)
+    if pieces and pieces[-1] == b"":
+        pieces.pop()
+    return pieces
+
+
+def _remember(parser: Any, fast: Any, key: bytes | None, events: list[Event] | None, clean: bool, line: bytes) -> None:
+    """Tell ``parser`` what ``line`` gave (see ``MegatronLogParser.remember``), and its fast lane the
+    shape of an iteration line read from a steady state (``clean``), whose like are then read at once."""
+    parser.remember(key, events or _NO_EVENTS, clean, line)
+    if fast is not None and clean and events and len(events) == 1 and type(events[0]) is IterationRecord:
+        fast.learn(line, events[0])
 
 
 def _trigger_lines(chunk: bytes, triggers: tuple[str, ...]) -> list[tuple[int, int]]:

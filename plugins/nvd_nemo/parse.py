@@ -21,7 +21,8 @@ s: [list]`` summary is read only when the log has no per-step lines.
 A run logged every step is mostly step lines, each a record: a line in one of
 the forms NeMo 2 prints (its keys in NeMo's order, plain numbers) is read in
 one regex match; any other is read segment by segment, which is the
-definition (both give the same record).
+definition (both give the same record).  Read from a file, a run of such
+lines is read at once into one block of records (:mod:`.fastlane`).
 
 NeMo 1 (``exp_manager``) logs and DLLogger JSON files are read by
 :class:`~tprimat.plugins.nvd_nemo.nemo1.Nemo1Reader`, which this parser hands
@@ -30,16 +31,20 @@ their lines to.
 
 from __future__ import annotations
 
+import mmap
 import re
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from tprimat.contract import IterationRecord
-from tprimat.contract.records import EvalRecord, LogFact, ParseEvent, ParseIssue
+from tprimat.contract.records import EvalRecord, LogFact, ParseEvent, ParseIssue, RankPeak
 from tprimat.plugins.megatron_core.colour import strip_ansi
 from tprimat.plugins.megatron_core.lines import LineError, StreamEvents, normal_key, parse_float, parse_int
+from tprimat.plugins.megatron_core.memory_lines import RankMemory
 from tprimat.plugins.megatron_core.stream import iter_events
 from tprimat.plugins.nvd_nemo.expconfig import MARK
+from tprimat.plugins.nvd_nemo.fastlane import NemoFastLane
 from tprimat.plugins.nvd_nemo.nemo1 import TFLOPS, TIMER_RESET, Nemo1Reader
 
 Event = IterationRecord | LogFact | ParseIssue | EvalRecord
@@ -57,8 +62,10 @@ class NemoLogParser(StreamEvents):
     """Stateful reader of one stream of NeMo log lines."""
 
     name = "nemo"
-    triggers = ("Training epoch", "MEMBER:", _LIST, "DLL", MARK, TFLOPS, TIMER_RESET)
-    running_triggers = ("Training epoch", _LIST, "DLL", MARK, TFLOPS, TIMER_RESET)
+    # "mem": every line a memory figure can be in (NeMo's max_memory_ fields, Megatron core's
+    # allocator report, its theoretical footprint), read as the memory scan of a file reads it.
+    triggers = ("Training epoch", "MEMBER:", _LIST, "DLL", MARK, TFLOPS, TIMER_RESET, "mem")
+    running_triggers = ("Training epoch", _LIST, "DLL", MARK, TFLOPS, TIMER_RESET, "mem")
 
     def __init__(self, source: str) -> None:
         self.source = source
@@ -68,12 +75,23 @@ class NemoLogParser(StreamEvents):
         self._summary: tuple[list[float], int] | None = None
         self._val_loss: str | None = None  # the last val_loss text seen on a step line
         self._nemo1 = Nemo1Reader(self)
+        # Each rank's memory figures, from every line that holds one (see `rank_peaks`).
+        self._rank_memory = RankMemory()
+        # Runs of step lines read at once from the bytes of a file (see fastlane.py).
+        self.fast_lane = NemoFastLane(self)
 
     def holds_line(self) -> bool:
         """Inside NeMo 1's configuration block, or after its TFLOPs failure line: every line is wanted."""
         return self._nemo1.block is not None or self._nemo1.awaiting_reason
 
+    def rank_peaks(self) -> list[RankPeak]:
+        """Each rank's memory peaks in the lines read since the last call (the stream's or range's):
+        the result takes them instead of scanning the file for memory lines again."""
+        return self._rank_memory.peaks()
+
     def feed(self, line: str, lineno: int) -> list[Event] | None:
+        if "mem" in line:
+            self._rank_memory.read_line(line)
         nemo1 = self._nemo1
         if nemo1.awaiting_reason:
             nemo1.reason(line)
@@ -305,6 +323,63 @@ _STEP_FIELDS: tuple[tuple[str, str, Callable[[str], float | int]], ...] = (
 )
 
 
+class Nemo2LogParser(NemoLogParser):
+    """The reader of a log file that holds no NeMo 1 line (no DLLogger record, configuration
+    block, TFLOPs line or timer reset anywhere in it): it reports its state, so a large file is
+    read in ranges on every core (see :mod:`tprimat.parse.parallel`).
+
+    Its state is what decides how the rest of the file reads: the facts stated, the last
+    ``val_loss`` text and the end-of-run list.  NeMo 1's records are held until their run ends
+    and their notes name lines, so a file with NeMo 1 lines is read whole, by
+    :class:`NemoLogParser`.
+    """
+
+    def state(self) -> tuple:
+        """What decides how the rest of the stream is read (compared to split a file safely)."""
+        return (
+            self.started,
+            self._seen_step_lines,
+            sorted(self._facts.items(), key=lambda item: item[0]),
+            self._summary,
+            self._val_loss,
+        )
+
+    def resume(self, state: tuple) -> None:
+        """Continue a stream from :meth:`state` (the reading of a file's range begins there)."""
+        self.started, self._seen_step_lines, facts, self._summary, self._val_loss = state
+        self._facts = dict(facts)
+
+
+#: The NeMo 1 lines' triggers, as bytes (see :class:`~tprimat.plugins.nvd_nemo.nemo1.Nemo1Reader`).
+_NEMO1_TRIGGERS = tuple(trigger.encode() for trigger in ("DLL", MARK, TFLOPS, TIMER_RESET))
+#: Whether a file holds NeMo 1 lines, by (path, size, modification time): each range of a file
+#: read on every core asks again.
+_HOLDS_NEMO1: dict[tuple[str, int, int], bool] = {}
+
+
+def _holds_nemo1(path: Path) -> bool:
+    """Whether the file at ``path`` holds a NeMo 1 trigger anywhere (searched at C speed)."""
+    status = path.stat()
+    key = (str(path), status.st_size, status.st_mtime_ns)
+    known = _HOLDS_NEMO1.get(key)
+    if known is None:
+        known = False
+        if status.st_size:
+            with path.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                known = any(data.find(trigger) >= 0 for trigger in _NEMO1_TRIGGERS)
+        if len(_HOLDS_NEMO1) >= 256:
+            _HOLDS_NEMO1.clear()
+        _HOLDS_NEMO1[key] = known
+    return known
+
+
 def parse_nemo(lines: Iterable[str], source: str) -> Iterator[ParseEvent]:
-    """Events from a NeMo 2 log, yielded as each line is read."""
+    """Events from a NeMo 2 log, yielded as each line is read.
+
+    A log file without NeMo 1 lines is read by :class:`Nemo2LogParser`, which a large file's
+    ranges can start from; anything else (a live stream, a NeMo 1 log) by :class:`NemoLogParser`.
+    """
+    path = getattr(lines, "path", None)
+    if isinstance(path, Path) and callable(getattr(lines, "byte_chunks", None)) and not _holds_nemo1(path):
+        return iter_events(Nemo2LogParser(source), lines)
     return iter_events(NemoLogParser(source), lines)

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.plugins.logfixtures import LOGS
+from tprimat.contract import IterationBlock
 from tprimat.contract.logfile import LogFile, newline_count
 from tprimat.plugins.amd_megatron.parse import parse_rocm_megatron
 from tprimat.plugins.amd_primus.parse import parse_primus
@@ -41,8 +42,12 @@ def collected(events: list) -> tuple:
 
 
 def by_chunks(parser, path: Path, chunk_bytes: int, drop_last_line: bool = False) -> list:
+    """The events read from the file's bytes, a run of lines read at once made into its records."""
     log = LogFile(path, chunk_bytes=chunk_bytes, drop_last_line=drop_last_line)
-    return list(parser(log, path.name))
+    events = []
+    for event in parser(log, path.name):
+        events.extend(event.records() if isinstance(event, IterationBlock) else [event])
+    return events
 
 
 FILES = sorted(p for p in LOGS.rglob("*") if p.suffix in (".log", ".txt"))

@@ -1,0 +1,704 @@
+"""Runs of iteration lines read at once: what a dense log (``--log-interval 1``) is made of.
+
+A log written with ``--log-interval 1`` is mostly iteration lines, and reading each
+through :class:`~tprimat.plugins.megatron.logparse.MegatronLogParser` costs tens of
+microseconds.  Lines of one *shape* (the same bytes but for their digits, each digit
+run of the same length: ``line.translate`` of every digit to "0") read alike: every
+step of the line reader (stripping colour codes, finding the iteration, splitting
+the segments, choosing each segment's reader, finding a timestamp or a rank tag)
+depends only on which characters are digits, so each value lies at the same byte
+offsets and reads with the same ``float`` or ``int``.
+
+A shape is learned from a line the line reader has just read into one record: its
+values' offsets and readers are worked out as the reader works out that line, and
+the shape is kept only when reading that line by its shape gives the very record
+the reader gave.  Then, while the stream is steady (training started, no held line
+or pending values, the facts an iteration line states already stated), a run of
+lines of known shapes is read as columns (a few C-level calls per line) and yielded
+as one :class:`~tprimat.contract.records.IterationBlock`.  Anything the columns
+cannot take exactly (a step time out of range, an iteration not above the one
+before, which may be another rank's copy) ends the run there: that line is read by
+the line reader, which yields what it always does.
+"""
+
+from __future__ import annotations
+
+import bisect
+import operator
+import struct
+from collections.abc import Callable
+from itertools import accumulate, chain, repeat, starmap
+from typing import Any
+
+from tprimat.contract.records import (
+    ITERATION_FIELDS,
+    MAX_STEP_TIME_S,
+    IterationBlock,
+    IterationRecord,
+    iteration_values,
+)
+from tprimat.plugins.megatron_core.colour import _ANSI_RE, strip_ansi
+from tprimat.plugins.megatron_core.memory_lines import _HIP_RE, _PRIMUS_RANK_TAG_RE, _hip_figures, read_hip_usage
+from tprimat.plugins.megatron_core.stream import repeat_key
+
+#: Every digit to "0": two lines with the same key differ only in the values of their digits.
+_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
+#: Shapes kept per stream (a log prints few; widths that grow add some); then it starts afresh.
+_SHAPES_HELD = 1024
+#: Lines looked at in one go: from the first, doubled while every line has a known shape.
+_FIRST_WINDOW, _LAST_WINDOW = 8, 4096
+#: A count of iterations kept as a float (Megatron's "number of nan iterations"): exactly.
+_LARGEST_COUNT = 2**53
+_DEFAULTS = dict(zip(ITERATION_FIELDS, iteration_values(IterationRecord(iteration=0)), strict=True))
+_NL = b"\n"
+_SPACE_TO_T = bytes.maketrans(b" ", b"T")
+
+
+class _Refused(Exception):
+    """A line whose shape cannot be read by offsets (its lines are left to the line reader)."""
+
+
+class Shape:
+    """How the lines of one shape read: byte slices, their readers, and where each value goes.
+
+    ``items`` are the byte slices of the values (read with ``readers``: ``int``, ``float``
+    or None for bytes kept as they are); ``fields`` and ``reported`` map a record field
+    or reported name to ``(item, post)``, ``post`` being "ms" (milliseconds to seconds),
+    "count" (an integer count kept as a float), "used" or "total" (of the figures of a
+    ``hip mem usage`` value) or None.
+    """
+
+    __slots__ = (
+        "items",
+        "getter",
+        "unpack",
+        "order",
+        "readers",
+        "varying",
+        "iteration",
+        "fields",
+        "reported",
+        "stamp",
+        "hip",
+        "batch",
+        "label",
+    )
+
+    def __init__(self) -> None:
+        self.items: list[slice] = []
+        self.readers: list[Callable[[Any], Any] | None] = []
+        self.iteration = 0
+        self.fields: dict[str, tuple[int, str | None]] = {}
+        self.reported: dict[str, tuple[int, str | None]] = {}
+        self.stamp: tuple[bytes | None, tuple[int, ...]] | None = None  # template (None: one item) and items
+        # The rank, used and total items (None, None: those of the record's memory segment).
+        self.hip: tuple[int, int | None, int | None] | None = None
+        self.batch = False  # the line prints a global batch size (a fact its first line states)
+        self.label = False  # the line prints GiB labelled GB (a note its first line states)
+
+    def item(self, start: int, end: int, reader: Callable[[Any], Any] | None) -> int:
+        self.items.append(slice(start, end))
+        self.readers.append(reader)
+        return len(self.items) - 1
+
+    def seal(self, size: int) -> None:
+        """Make the reader of the items of lines of ``size`` bytes (every line of a shape has its size)."""
+        if len(self.items) < 2:
+            raise _Refused("too few values")
+        self.varying: list[list[bool]] = [[] for _ in self.items]  # see `_read`
+        # Items that do not overlap are unpacked from the lines by one struct (half the time of slicing).
+        ordered = sorted(range(len(self.items)), key=lambda item: self.items[item].start)
+        ends = [0, *(self.items[item].stop for item in ordered)]
+        if all(self.items[item].start >= end for item, end in zip(ordered, ends, strict=False)):
+            gaps = (
+                f"{self.items[item].start - end}x{self.items[item].stop - self.items[item].start}s"
+                for item, end in zip(ordered, ends, strict=False)
+            )
+            self.unpack: struct.Struct | None = struct.Struct("".join(gaps) + f"{size - ends[-1]}x")
+            self.order = [ordered.index(item) for item in range(len(self.items))]
+        else:
+            self.unpack = None
+            self.getter = operator.itemgetter(*self.items)
+
+    def texts(self, lines: list[bytes]) -> list[tuple[bytes, ...]]:
+        """The texts of each item in ``lines`` (each a line of this shape)."""
+        if self.unpack is None:
+            return list(zip(*map(self.getter, lines), strict=True))
+        unpacked = list(zip(*self.unpack.iter_unpack(b"".join(lines)), strict=True))
+        return list(map(unpacked.__getitem__, self.order))
+
+
+def _core(text: str, start: int) -> tuple[int, int]:
+    """Where ``text`` (at ``start``) lies without surrounding whitespace, which float() and int() ignore."""
+    lead = len(text) - len(text.lstrip())
+    core = text.strip()
+    if not core:
+        raise _Refused("empty value")
+    return start + lead, start + lead + len(core)
+
+
+class _Learner:
+    """Works out one line's shape, the way the line reader reads that line."""
+
+    def __init__(self, parser: Any, text: str) -> None:
+        self.parser = parser
+        self.shape = Shape()
+        cuts = [m.span() for m in _ANSI_RE.finditer(text)] if ("\x1b" in text or "[0m" in text) else []
+        # Where each cut lies in the clean text, and the raw characters cut up to and with it.
+        self.cut_at: list[int] = []
+        self.cut_before: list[int] = [0]
+        for start, end in cuts:
+            self.cut_at.append(start - self.cut_before[-1])
+            self.cut_before.append(self.cut_before[-1] + end - start)
+        bounds = [0, *(bound for cut in cuts for bound in cut), len(text)]
+        self.clean = "".join(map(text.__getitem__, map(slice, bounds[::2], bounds[1::2])))
+        self.hip_span: tuple[int, int] | None = None  # where the memory segment's figures lie
+        if self.clean != strip_ansi(text):
+            raise _Refused("colour codes cut otherwise")
+
+    def raw(self, position: int) -> int:
+        """Where the clean text's character at ``position`` lies in the line."""
+        return position + self.cut_before[bisect.bisect_right(self.cut_at, position)]
+
+    def value(self, start: int, end: int, reader: Callable[[Any], Any] | None) -> int:
+        """An item for the clean text's ``[start, end)``, which must lie in the line without a cut."""
+        if end <= start:
+            raise _Refused("an empty value")
+        raw_start, raw_end = self.raw(start), self.raw(end - 1) + 1
+        if raw_end - raw_start != end - start:
+            raise _Refused("colour codes inside a value")
+        return self.shape.item(raw_start, raw_end, reader)
+
+    def number(self, text: str, start: int, reader: Callable[[Any], Any] = float) -> int:
+        return self.value(*_core(text, start), reader)
+
+    def pair(self, text: str, start: int) -> tuple[int, int | None]:
+        """``parse_pair``'s instant and average values, as items."""
+        if "(avg" in text:
+            first, _, rest = text.partition("(avg")
+            rest_start = start + len(first) + 4
+            lead = len(rest) - len(rest.lstrip())
+            second = rest.strip().rstrip(")")
+            return self.number(first, start), self.number(second, rest_start + lead)
+        if "/" in text:
+            parts = text.split("/")
+            if len(parts) != 2:
+                raise _Refused("not a pair")
+            return self.number(parts[0], start), self.number(parts[1], start + len(parts[0]) + 1)
+        return self.number(text, start), None
+
+    def units(self, text: str, start: int, count: int, wanted: tuple[int, ...]) -> list[int]:
+        """``parse_units``'s values, as items."""
+        parts = text.split("/")
+        if len(parts) != count:
+            raise _Refused("not a unit list")
+        found = []
+        for index in wanted:
+            offset = start + sum(len(part) + 1 for part in parts[:index])
+            part = parts[index]
+            lead = len(part) - len(part.lstrip())
+            found.append(self.number(part.strip().rstrip("GiB%"), offset + lead))
+        return found
+
+
+def learn(parser: Any, line: bytes) -> Shape:
+    """The shape of ``line``, read by ``parser``'s line reader into one record (or _Refused)."""
+    from tprimat.plugins.megatron.logparse import _find_iteration
+
+    if not line.isascii() or b"tps:" in line:
+        raise _Refused("not ASCII, or a TorchTitan line")
+    text = line.decode("ascii")
+    if "memory" in text and (
+        "Theoretical memory footprints" in text or "max_memory_" in text or "memory (MB)" in strip_ansi(text)
+    ):
+        raise _Refused("memory reports")
+    learner = _Learner(parser, text)
+    clean = learner.clean
+    match = _find_iteration(clean)
+    if match is None:
+        raise _Refused("no iteration")
+    shape = learner.shape
+    shape.iteration = learner.value(*match.span(1), int)
+    _segments(learner, clean, match.end())
+    if "step_time_s" not in shape.fields:
+        raise _Refused("no step time")
+    _stamp(learner, clean[: match.start()])
+    if "mem" in text:
+        _hip(learner, text)
+    shape.seal(len(line))
+    return shape
+
+
+def _segments(learner: _Learner, clean: str, position: int) -> None:
+    """The items of an iteration line's segments (see ``MegatronLogParser._read_segments``)."""
+    from tprimat.plugins.megatron.logparse import _RANK_PREFIX_RE
+
+    parser = learner.parser
+    for segment in clean[position:].split("|"):
+        start = position
+        position += len(segment) + 1
+        key, colon, value = segment.partition(":")
+        if not colon:
+            continue
+        entry = parser._keys.get(key) or parser._key_entry(key)
+        handler, shown = entry[0], entry[1]
+        if handler is None:
+            continue
+        if any(map(str.isdigit, _RANK_PREFIX_RE.sub("", shown))):
+            raise _Refused("a name with digits")
+        _segment(learner, handler, value, start + len(key) + 1)
+
+
+def _segment(learner: _Learner, handler: Any, value: str, start: int) -> None:
+    """The items one segment's ``handler`` reads, and where they go."""
+    from tprimat.plugins.megatron import logparse
+
+    shape = learner.shape
+    cls = logparse.MegatronLogParser
+    func = getattr(handler, "func", None)
+    if func is logparse._read_number:
+        name, parse, into_reported = handler.args
+        reader = logparse._UNCHECKED[parse]
+        (shape.reported if into_reported else shape.fields)[name] = (learner.number(value, start, reader), None)
+        shape.batch = shape.batch or (name == "global_batch_size" and not into_reported)
+    elif func is logparse._other_number:
+        if logparse._NUMBER_RE.fullmatch(value.strip()) is not None:
+            shape.reported[handler.args[0]] = (learner.number(value, start), None)
+    elif handler is cls._elapsed:
+        instant, average = learner.pair(value, start)
+        shape.fields["step_time_s"] = (instant, "ms")
+        if average is not None:
+            shape.reported["elapsed_time_per_iteration_ms_avg"] = (average, None)
+    elif handler is cls._nan_iterations:
+        shape.reported["nan_iterations"] = (learner.number(value, start, int), "count")
+    elif handler is cls._tflops or func is logparse.read_tokens:
+        instant, average = learner.pair(value, start)
+        name = "tflops_per_gpu" if func is None else "tokens_per_s_per_gpu"
+        shape.reported[name] = (instant, None)
+        if average is not None:
+            shape.reported[name + "_avg" if func is None else handler.args[0]] = (average, None)
+    else:
+        _memory_segment(learner, handler, value, start)
+
+
+def _memory_segment(learner: _Learner, handler: Any, value: str, start: int) -> None:
+    from tprimat.plugins.megatron.logparse import MegatronLogParser as cls
+
+    shape = learner.shape
+    if handler is cls._hip_memory:
+        # Read as the line reader reads it, by read_hip_usage: the same objects (see `_KNOWN`).
+        figures = learner.value(start, start + len(value), _hip_usage)
+        low, high = _core(value, start)
+        learner.hip_span = (learner.raw(low), learner.raw(high - 1) + 1)
+        shape.fields["mem_device_used_gib"] = (figures, "used")
+        shape.fields["mem_device_total_gib"] = (figures, "total")
+    elif handler is cls._rocm_memory:
+        used, total = learner.units(value, start, 4, (0, 2))
+        shape.reported["rocm_smi_mem_used_gib"] = (used, None)
+        shape.reported["rocm_smi_mem_total_gib"] = (total, None)
+    elif handler is cls._rocm_max_memory:
+        (used,) = learner.units(value, start, 2, (0,))
+        shape.reported["rocm_smi_max_mem_used_gib_all_ranks"] = (used, None)
+    else:
+        raise _Refused("a segment reader without columns")
+    shape.label = True
+
+
+def _stamp(learner: _Learner, prefix: str) -> None:
+    """The timestamp's items (see ``MegatronLogParser._timestamp``)."""
+    from tprimat.plugins.megatron.logparse import _MEGATRON_TS_RE, _PRIMUS_TS_RE
+
+    last = prefix.rfind("[")
+    found = _MEGATRON_TS_RE.match(prefix, last) if last >= 0 else None
+    if found is not None:
+        if found.end(1) + 1 == found.start(2):  # one character between, the only one that may be a space
+            learner.shape.stamp = (None, (learner.value(found.start(1), found.end(2), None),))
+        else:
+            learner.shape.stamp = (b"%sT%s", (learner.value(*found.span(1), None), learner.value(*found.span(2), None)))
+        return
+    found = _PRIMUS_TS_RE.search(prefix)
+    if found is not None:
+        items = tuple(learner.value(*found.span(group), None) for group in range(1, 5))
+        learner.shape.stamp = (b"%s-%s-%sT%s", items)
+
+
+def _hip(learner: _Learner, text: str) -> None:
+    """The rank and figures ``RankMemory.read_line`` takes from the line's ``hip mem usage`` field."""
+    field = text.find("hip mem usage")
+    if field < 0:
+        return
+    if _hip_figures(text, field) is None:
+        return  # none of its lines gives figures (whether one does depends on its characters' kinds)
+    match = _HIP_RE.search(text, field)
+    tag = _PRIMUS_RANK_TAG_RE.search(text, 0, match.start()) if match is not None else None
+    if match is None or tag is None:
+        raise _Refused("a memory field read otherwise")
+    shape = learner.shape
+    if learner.hip_span == match.span(1):  # the figures of the record's own memory segment
+        shape.hip = (shape.item(*tag.span(1), int), None, None)
+        return
+    values = match.group(1)
+    parts = values.split("/")
+    offset_total = match.start(1) + len(parts[0]) + len(parts[1]) + 2
+    used = shape.item(*_core(parts[0].rstrip("GiB%"), match.start(1)), float)
+    total = shape.item(*_core(parts[2].rstrip("GiB%"), offset_total), float)
+    shape.hip = (shape.item(*tag.span(1), int), used, total)
+
+
+class _Group:
+    """The lines of one shape in a run, read as columns; ``bad``: the first that must be read line by line."""
+
+    __slots__ = ("iterations", "fields", "reported", "stamps", "hip", "bad")
+
+    def __init__(self, shape: Shape, lines: list[bytes]) -> None:
+        columns = list(map(_read, shape.texts(lines), shape.readers, shape.varying))
+        count = len(lines)
+        self.bad = count
+        self.iterations: list[int] = columns[shape.iteration]
+        self.fields = {
+            name: columns[item] if post is None else self._post(columns[item], post)
+            for name, (item, post) in shape.fields.items()
+        }
+        values = [
+            columns[item] if post is None else self._post(columns[item], post) for item, post in shape.reported.values()
+        ]
+        keys = tuple(shape.reported)
+        if keys:
+            self.reported: list[dict] = list(map(dict, map(zip, repeat(keys), zip(*values, strict=True))))
+        else:
+            self.reported = list(map(dict, repeat((), count)))
+        self.stamps: list[str | None] | None = None
+        if shape.stamp is not None:
+            template, items = shape.stamp
+            if template is None:  # "2026-05-07 13:47:47.940885" -> "2026-05-07T13:47:47.940885"
+                texts = map(bytes.translate, columns[items[0]], repeat(_SPACE_TO_T))
+            else:
+                texts = map(template.__mod__, zip(*map(columns.__getitem__, items), strict=True))
+            self.stamps = list(map(bytes.decode, texts))
+        self.hip = None
+        if shape.hip is not None:
+            rank, used, total = shape.hip
+            if used is None or total is None:
+                self.hip = (columns[rank], self.fields["mem_device_used_gib"], self.fields["mem_device_total_gib"])
+            else:
+                self.hip = (columns[rank], columns[used], columns[total])
+        self._check_fields()
+
+    def _post(self, column: list, post: str | None) -> list:
+        if post == "used" or post == "total":
+            return list(map(operator.itemgetter(post == "total"), column))
+        if post == "ms":
+            return list(map(operator.truediv, column, repeat(1000.0)))
+        if post == "count":
+            if not (min(column) >= 0 and max(column) <= _LARGEST_COUNT):
+                self._first_bad(column, lambda count: 0 <= count <= _LARGEST_COUNT)
+            return list(map(float, column))
+        return column
+
+    def _check_fields(self) -> None:
+        """The rows the line reader would not make a record of, or whose record would be invalid."""
+        steps = self.fields["step_time_s"]
+        # A digit-only change of a finite number is a number or inf, never NaN: min and max tell.
+        if not (min(steps) > 0 and max(steps) <= MAX_STEP_TIME_S):
+            self._first_bad(steps, lambda step: 0 < step <= MAX_STEP_TIME_S)
+        skipped = self.fields.get("skipped")
+        if skipped is not None and min(skipped) < 0:
+            self._first_bad(skipped, lambda count: count >= 0)
+
+    def _first_bad(self, column: list, good: Callable[[Any], bool]) -> None:
+        for row, value in enumerate(column):
+            if not good(value):
+                self.bad = min(self.bad, row)
+                return
+
+
+def _read(texts: tuple[bytes, ...], reader: Callable[[Any], Any] | None, varying: list[bool]) -> Any:
+    """The values of one item's ``texts``.  The texts of most items repeat from line to line (a batch
+    size, a memory figure): each distinct text is read once, into one object shared by every record
+    that holds it (see `_KNOWN`), unless the item's texts keep changing (``varying``: a flag per item
+    of a shape, set when most texts of a run of 16 lines or more differ)."""
+    if reader is None:
+        return texts
+    if not varying:
+        if texts.count(texts[0]) == len(texts):
+            return [_known(reader, {texts[0]})[texts[0]]] * len(texts)
+        distinct = set(texts)
+        if len(texts) < 16 or 2 * len(distinct) <= len(texts):
+            return list(map(_known(reader, distinct).__getitem__, texts))
+        varying.append(True)
+    return list(map(reader, texts))
+
+
+def _hip_usage(text: bytes) -> tuple[float, float]:
+    """The used and total GiB of a ``hip mem usage`` value (see ``read_hip_usage``, whose figures are shared)."""
+    return read_hip_usage(text.decode("ascii"))
+
+
+#: Reader -> text -> the value read, kept to be shared (a pure function of the text, as the line
+#: reader's cached segments are, which also put their values in): 4096 texts at most per reader.
+_KNOWN: dict[Any, dict[bytes, Any]] = {float: {}, int: {}, _hip_usage: {}}
+
+
+def _known(reader: Callable[[Any], Any], texts: set[bytes]) -> dict[bytes, Any]:
+    """The values of ``texts`` read by ``reader``, among the values kept."""
+    known = _KNOWN[reader]
+    missing = texts.difference(known)
+    if missing:
+        if len(known) + len(missing) > 4096:
+            known.clear()
+            missing = texts
+        known.update(zip(missing, map(reader, missing), strict=True))
+    return known
+
+
+class FastLane:
+    """A parser's shapes, and the reading of runs of lines of known shapes (see the module)."""
+
+    def __init__(self, parser: Any) -> None:
+        self.parser = parser
+        self.shapes: dict[bytes, Shape] = {}
+        self.refused: set[bytes] = set()
+        self.window = _FIRST_WINDOW
+
+    def learn(self, line: bytes, record: IterationRecord) -> None:
+        """Keep the shape of ``line``, which the line reader has just read into ``record`` alone,
+        from a steady state (no held line or pending values)."""
+        key = line.translate(_DIGITS)
+        if key in self.shapes or key in self.refused:
+            return
+        if len(self.shapes) >= _SHAPES_HELD or len(self.refused) >= _SHAPES_HELD:
+            self.shapes.clear()
+            self.refused.clear()
+        try:
+            shape = learn(self.parser, line)
+            agrees = _agrees(shape, line, record)
+        except Exception:  # noqa: BLE001 (a line this module cannot take is read line by line)
+            agrees = False
+        if agrees:
+            self.shapes[key] = shape
+            _share(shape, line, record)
+        else:
+            self.refused.add(key)
+
+    def steady(self) -> bool:
+        """Whether the next iteration line reads from its own text alone (see the module)."""
+        parser = self.parser
+        return (
+            parser.started
+            and parser._pending is None
+            and not parser._pending_reported
+            and parser._previous_iteration is not None
+            and "train_iters" in parser._facts
+        )
+
+    def read_run(
+        self, chunk: bytes, spans: list[tuple[int, int]], index: int, counted: int, counted_to: int
+    ) -> tuple[IterationBlock, int, int, int, int] | None:
+        """The lines of ``spans`` from ``index`` on that read by their shape, as one block.
+
+        ``counted``: the lines of the stream before offset ``counted_to`` of ``chunk``.  Returns
+        the block, the next span's index, the lines before the last line read and its offset, and
+        the end of the last line read; or None when the line at ``index`` must be read line by line.
+        """
+        if not self.shapes or not self.steady():
+            return None
+        window = spans[index : index + self.window]
+        lines = list(map(chunk.__getitem__, starmap(slice, window)))
+        shapes = list(map(self.shapes.get, map(bytes.translate, lines, repeat(_DIGITS))))
+        count = shapes.index(None) if None in shapes else len(shapes)
+        count = self._usable(shapes, count)
+        if count == len(window) == self.window:
+            self.window = min(2 * self.window, _LAST_WINDOW)
+        elif count < len(window):
+            self.window = max(_FIRST_WINDOW, count)
+        if not count:
+            return None
+        columns = self._columns(shapes[:count], lines[:count])
+        if columns is None:
+            return None
+        count = len(columns["iteration"])
+        self._remember_last(lines[count - 1], columns)
+        starts = list(map(operator.itemgetter(0), window[:count]))
+        steps = map(chunk.count, repeat(_NL), [counted_to, *starts[:-1]], starts)
+        before = list(accumulate(steps, initial=counted))
+        where = self.parser.source.replace("%", "%%") + ":%d"
+        columns["source"] = list(map(where.__mod__, map((1).__add__, before[1:])))
+        block = IterationBlock(columns=tuple(columns[name] for name in ITERATION_FIELDS))
+        return block, index + count, before[-1], starts[-1], window[count - 1][1]
+
+    def _remember_last(self, line: bytes, columns: dict[str, list]) -> None:
+        """What ``MegatronLogParser.remember`` keeps of the run's last line, the one line of it whose
+        copy (another rank's, next) can repeat the last record: the copy then gives REPEATED_LINE."""
+        key = repeat_key(line)
+        if key is None:
+            return
+        parser = self.parser
+        records = parser._line_records
+        if len(records) >= 256:
+            records.clear()
+        iteration = columns["iteration"][-1]
+        hip = columns["_hip"][-1] if columns["_hip"] else None  # what RankMemory.read_line gave the line
+        memory = None if hip is None else (hip[1:], None)
+        records[key] = (iteration, columns["covers_iterations"][-1], parser._generations[iteration], memory)
+
+    def _usable(self, shapes: list[Shape | None], count: int) -> int:
+        """How many of the first ``count`` lines state no fact (the facts their kind states are stated)."""
+        facts = self.parser._facts
+        batch = "global_batch_size" in facts
+        label = facts.get("note.gib_labelled_gb") == _gib_note()
+        if batch and label:
+            return count
+        for row, shape in enumerate(shapes[:count]):
+            if (shape.batch and not batch) or (shape.label and not label):  # type: ignore[union-attr]
+                return row
+        return count
+
+    def _columns(self, shapes: list[Shape | None], lines: list[bytes]) -> dict[str, list] | None:
+        """The run's columns (all but ``source``), with the parser's state moved past it; or None."""
+        groups, inverse = _grouped(shapes, lines)
+        read = [(_Group(shape, group_lines), positions) for shape, (positions, group_lines) in groups.items()]
+        count = min([len(lines), *(positions[group.bad] for group, positions in read if group.bad < len(positions))])
+        if not count:
+            return None
+        columns, hip = _gathered([group for group, _ in read], inverse, count)
+        return _advance(self.parser, columns, hip)
+
+
+def _gib_note() -> str:
+    from tprimat.plugins.megatron.logparse import GIB_LABEL_NOTE
+
+    return GIB_LABEL_NOTE
+
+
+def _grouped(
+    shapes: list[Shape | None], lines: list[bytes]
+) -> tuple[dict[Shape, tuple[list[int], list[bytes]]], list[int] | None]:
+    """The run's lines by shape (their rows and lines), and each row's place in that order (None: one shape)."""
+    first = shapes[0]
+    assert first is not None
+    if shapes.count(first) == len(shapes):
+        return {first: (list(range(len(lines))), lines)}, None
+    rows: dict[Shape, list[int]] = {}
+    for row, shape in enumerate(shapes):
+        rows.setdefault(shape, []).append(row)  # type: ignore[arg-type]
+    order = list(chain.from_iterable(rows.values()))
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return {shape: (positions, list(map(lines.__getitem__, positions))) for shape, positions in rows.items()}, inverse
+
+
+def _gathered(
+    groups: list[_Group], inverse: list[int] | None, count: int
+) -> tuple[dict[str, list], list[tuple[int, float, float] | None]]:
+    """The first ``count`` rows' columns in line order, and their ``hip mem usage`` figures (None where none)."""
+    names = list(dict.fromkeys(name for group in groups for name in group.fields))
+    hip = any(group.hip is not None for group in groups)
+    if inverse is None:
+        columns = _group_columns(groups[0], names, hip)
+        if count < len(columns[0]):
+            columns = [column[:count] for column in columns]
+    else:
+        # The rows of every group in group order, then in line order: one gather, not one per column.
+        rows = list(chain.from_iterable(zip(*_group_columns(group, names, hip), strict=True) for group in groups))
+        columns = list(map(list, zip(*map(rows.__getitem__, inverse[:count]), strict=True)))
+    found = dict(zip(("iteration", "reported", "timestamp", *names), columns, strict=False))
+    return found, columns[-1] if hip else []
+
+
+def _group_columns(group: _Group, names: list[str], hip: bool) -> list[list]:
+    """A group's columns: iteration, reported, timestamp, the fields ``names`` and its ``hip`` figures."""
+    size = len(group.iterations)
+    columns: list[list] = [group.iterations, group.reported, [None] * size if group.stamps is None else group.stamps]
+    columns.extend(group.fields.get(name) or [_DEFAULTS[name]] * size for name in names)
+    if hip:
+        columns.append([None] * size if group.hip is None else list(zip(*group.hip, strict=True)))
+    return columns
+
+
+def _advance(
+    parser: Any, columns: dict[str, list], hip: list[tuple[int, float, float] | None]
+) -> dict[str, list] | None:
+    """Cut the run before an iteration not above the one before (a copy, a restart), then move the
+    parser's state past it as reading each line would; the run's full columns, or None if none is left."""
+    iterations = columns["iteration"]
+    covers = list(map(operator.sub, iterations, [parser._previous_iteration, *iterations[:-1]]))
+    if min(covers) < 1:
+        count = next(row for row, step in enumerate(covers) if step < 1)
+        if not count:
+            return None
+        for name, column in columns.items():
+            columns[name] = column[:count]
+        iterations, covers, hip = columns["iteration"], covers[:count], hip[:count]
+    interval = parser.log_interval
+    if interval and max(covers) > interval:
+        covers = list(map(min, covers, repeat(interval)))  # lines are missing in between (see `_covers`)
+    parser._previous_iteration = iterations[-1]
+    parser._previous_covers = covers[-1]
+    skipped = columns.get("skipped")
+    if skipped is not None and max(skipped) > 1:  # an interval holds at least the iterations it skipped
+        columns["covers_iterations"] = list(map(max, covers, skipped))
+    else:
+        columns["covers_iterations"] = covers
+    _generations(parser, iterations)
+    if hip:
+        figures = hip if None not in hip else [row for row in hip if row is not None]
+        parser._rank_memory.read_hip_run(*zip(*figures, strict=True))
+    columns["_hip"] = hip
+    for name in ITERATION_FIELDS:
+        if name not in columns and name != "source":
+            columns[name] = [_DEFAULTS[name]] * len(iterations)
+    return columns
+
+
+def _generations(parser: Any, iterations: list[int]) -> None:
+    """Each record's generation, as ``MegatronLogParser.remember`` numbers them (a later copy of a
+    line is then told from one of an earlier record), with its bound."""
+    generations = parser._generations
+    start = parser._generation
+    if len(generations) + len(iterations) < 4096:  # no clearing on the way
+        generations.update(zip(iterations, range(start + 1, start + 1 + len(iterations)), strict=True))
+        parser._generation = start + len(iterations)
+        return
+    for iteration in iterations:
+        if len(generations) >= 4096:
+            generations.clear()
+            parser._line_records.clear()
+        parser._generation += 1
+        generations[iteration] = parser._generation
+
+
+def _agrees(shape: Shape, line: bytes, record: IterationRecord) -> bool:
+    """Whether reading ``line`` by ``shape`` gives ``record`` (but for its interval and source), value
+    for value and type for type, reported names in the same order, and the memory figures the line gives."""
+    group = _Group(shape, [line])
+    if group.bad < 1:
+        return False
+    row = {"iteration": group.iterations[0], "timestamp": None if group.stamps is None else group.stamps[0]}
+    row.update((name, column[0]) for name, column in group.fields.items())
+    for name, expected in zip(ITERATION_FIELDS, iteration_values(record), strict=True):
+        if name not in ("covers_iterations", "source", "reported") and not _same(
+            row.get(name, _DEFAULTS[name]), expected
+        ):
+            return False
+    reported = group.reported[0]
+    if list(reported) != list(record.reported) or not all(map(_same, reported.values(), record.reported.values())):
+        return False
+    if shape.hip is not None:
+        text = line.decode("ascii")
+        return _hip_figures(text, text.find("hip mem usage")) == tuple(column[0] for column in group.hip)  # type: ignore[union-attr]
+    return True
+
+
+def _share(shape: Shape, line: bytes, record: IterationRecord) -> None:
+    """Keep the values of ``record`` as those of their texts (see `_KNOWN`): the records read by
+    shape then share the objects of the line reader's records (which its cached segments share)."""
+    texts = [column[0] for column in shape.texts([line])]
+    for name, (item, post) in shape.fields.items():
+        reader = shape.readers[item]
+        if post is None and reader is not None:
+            known = _KNOWN[reader]
+            if len(known) < 4096:
+                known.setdefault(texts[item], getattr(record, name))
+
+
+def _same(value: Any, expected: Any) -> bool:
+    return type(value) is type(expected) and (value == expected or (value != value and expected != expected))
