@@ -9,8 +9,9 @@ on both), each with its default ``--jobs`` unless ``--jobs`` is given.
 
 Per input and version: wall s (min / median), MB/s and records/s at the median wall time, CPU s
 of the process tree, peak RSS of the process tree (``wait4``), and whether the iterations and
-summary the versions wrote are the same (the records byte for byte, the summary on the figures both
-write; the rest of a result may differ between versions: provenance, fields added since).
+summary the versions wrote are the same (the records value for value, read as the loader reads
+either layout; the summary on the figures both write; the rest of a result may differ between
+versions: provenance, fields added since).
 
     python bench/dense_parse.py --old-commit 8cc004e [--new tprimat] \\
         [--inputs primus:1024,megatron:256,nemo2:256,torchtitan:256,console:1024,tree:1024] [--rounds 1]
@@ -52,9 +53,6 @@ SPARSE = {
     "tree": logshapes.build_tree,
     "titan-sparse": logshapes.build_torchtitan,
 }
-#: The parts of a result compared between versions: the records, and the summary (on the keys both
-#: versions write: a later version may add a figure).
-_ITERATIONS, _SUMMARY, _PROVENANCE = b'\n  "iterations": ', b'\n  "summary": ', b'\n  "provenance": '
 
 
 def _files(path: Path) -> list[str]:
@@ -69,52 +67,24 @@ def _grep(path: Path, pattern: str) -> tuple[float, int]:
     return time.perf_counter() - started, int(done.stdout.strip() or 0)
 
 
-def _between(output: Path, start: bytes, end: bytes, digest: Any) -> bytes:
-    """The bytes of ``output`` from ``start`` to ``end``, read in blocks: fed to ``digest`` if it is
-    given (then nothing is returned), else returned."""
-    kept, inside, tail = [], False, b""
-    with open(output, "rb") as handle:
-        while block := handle.read(8 << 20):
-            block = tail + block
-            if not inside:
-                at = block.find(start)
-                if at < 0:
-                    tail = block[-len(start) :]
-                    continue
-                inside, block = True, block[at:]
-            at = block.find(end)
-            piece, tail = (block[:at], b"") if at >= 0 else (block[: -len(end)], block[-len(end) :])
-            if digest is not None:
-                digest.update(piece)
-            else:
-                kept.append(piece)
-            if at >= 0:
-                break
-    return b"".join(kept)
-
-
-class _Counted:
-    """A digest that also counts the records it is fed (their ``"iteration"`` keys)."""
-
-    def __init__(self) -> None:
-        self.digest = hashlib.sha256()
-        self.records = 0
-
-    def update(self, piece: bytes) -> None:
-        self.digest.update(piece)
-        self.records += piece.count(b'"iteration": ')
-
-
 def _compared(output: Path) -> tuple[str, dict[str, Any], int]:
-    """The digest of a result file's iterations, its summary, and its number of records."""
-    counted = _Counted()
-    _between(output, _ITERATIONS, _SUMMARY, counted)
-    summary = _between(output, _SUMMARY, _PROVENANCE, None).decode()
-    return (
-        counted.digest.hexdigest()[:12],
-        json.loads("{" + summary.strip().rstrip(",") + "}")["summary"],
-        counted.records,
-    )
+    """The digest of a result file's records, its summary, and its number of records.
+
+    The document is read and brought to this tprimat's schema by the loader's own migrations
+    (:func:`tprimat.result.schema.migrate`), so that the records of versions that lay them out
+    differently (a list of objects up to schema 4, columns from 5) compare by their values:
+    the digest is that of each field's column, as compact JSON, in the record's field order.
+    """
+    from tprimat.contract.records import ITERATION_FIELDS
+    from tprimat.result.schema import migrate
+
+    data = migrate(json.loads(output.read_text(encoding="utf-8")), origin=str(output))
+    columns = data.pop("iterations")
+    digest = hashlib.sha256()
+    for name in ITERATION_FIELDS:
+        digest.update(json.dumps(columns.get(name), separators=(",", ":")).encode())
+    count = len(columns["iteration"])
+    return digest.hexdigest()[:12], data["summary"], count
 
 
 def _same(results: list[tuple[str, dict[str, Any], int]]) -> bool:

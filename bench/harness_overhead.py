@@ -110,9 +110,11 @@ def through_tprimat(args: argparse.Namespace, output: Path, run_id: str, env: di
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
     wall = time.perf_counter() - start
-    result = json.loads((output / run_id / "result.json").read_text())
-    warmup = result["summary"]["warmup_iterations"]
-    steps = [r["step_time_s"] for r in result["iterations"]]
+    from tprimat.result.schema import load_result
+
+    result = load_result(output / run_id / "result.json")  # any schema version
+    warmup = result.summary.warmup_iterations
+    steps = [record.step_time_s for record in result.iterations]
     return steps[warmup:], wall - sum(steps)
 
 

@@ -11,8 +11,9 @@ those same records, each stage after collection is timed alone, CPU time per rec
 * ``with_step_clock``: the times of evaluations the log does not time, one every 1000
   iterations, from the step times (the dense logs have no evaluation lines: these are made up);
 * ``assemble_result``: the whole result, the two above included;
-* ``write_result``: the result file, CPU time of this process and of the child that encodes
-  half of the records (its wall time is printed too: the two run at once).
+* ``write_result``: the result file, CPU time of this process and of any child it waited for
+  (versions before schema 5 encoded half of the records in a forked child: wall time is
+  printed too).
 
 Each stage is the best of ``--repeat`` runs.  The SHA-256 of the result file (the temporary
 folder's name and the run id left out) is printed, so that two versions' files can be compared

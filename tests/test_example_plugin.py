@@ -66,7 +66,7 @@ def test_parse_auto_detects_its_log(tmp_path):
         note.startswith("format detected: toy (toy step line at launcher.log:")
         for note in result["provenance"]["notes"]
     )
-    assert [r["iteration"] for r in result["iterations"]] == [1, 2, 3, 4, 5]
+    assert result["iterations"]["iteration"] == [1, 2, 3, 4, 5]
 
 
 def test_tprimat_default_backend_makes_it_a_platform_default(tmp_path):

@@ -8,6 +8,10 @@ nothing else allowed (the loader refuses unknown keys too), the numeric
 bounds of the fields' validators, and the strict-JSON spelling of non-finite
 floats (``"NaN"``, ``"Infinity"``, ``"-Infinity"``).
 
+The one departure from the classes: a result's iterations are written as columns (one array
+per field of :class:`~tprimat.contract.records.IterationRecord`, see
+:mod:`tprimat.result.iterjson`), and the schema says so.
+
 The package ships the schema as ``result.schema.json`` (a test proves it equals
 what the classes give); ``tprimat schema result`` prints it.  What the schema
 cannot say (cross-field rules) the loader still checks:
@@ -27,7 +31,7 @@ from typing import Any, Literal
 
 import attrs
 
-from tprimat.result.schema import NON_FINITE_NAMES, SCHEMA_VERSION, Result
+from tprimat.result.schema import NON_FINITE_NAMES, SCHEMA_VERSION, IterationRecord, Result
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SHIPPED_NAME = "result.schema.json"
@@ -128,7 +132,29 @@ def _generated() -> str:
         "$defs": dict(sorted(builder.defs.items())),
     }
     schema["$defs"]["Result"]["properties"]["schema_version"] = {"const": SCHEMA_VERSION}
+    # The iterations are written as columns (tprimat.result.iterjson), not as a list of records.
+    schema["$defs"]["Result"]["properties"]["iterations"] = {"$ref": f"#/$defs/{_COLUMNS}"}
+    schema["$defs"][_COLUMNS] = _columns(schema["$defs"].pop(IterationRecord.__name__))
+    schema["$defs"] = dict(sorted(schema["$defs"].items()))
     return json.dumps(schema, indent=2, sort_keys=False) + "\n"
+
+
+_COLUMNS = "IterationColumns"
+
+
+def _columns(record: dict[str, Any]) -> dict[str, Any]:
+    """The schema of the iterations' columns, from that of one record: each field an array of its values."""
+    return {
+        "type": "object",
+        "description": (
+            "The iteration records as columns: one array per field of a record, in the record's "
+            "field order, with one value per record (the loader checks that all have one length; "
+            "a column left out holds its field's default)."
+        ),
+        "properties": {name: {"type": "array", "items": item} for name, item in record["properties"].items()},
+        "required": record["required"],
+        "additionalProperties": False,
+    }
 
 
 def result_json_schema() -> dict[str, Any]:

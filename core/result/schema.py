@@ -5,7 +5,10 @@ hold what was measured (or read from a log); :class:`Summary` holds what the
 core derived from them (see :mod:`tprimat.result.metrics`).  Documents are strict
 JSON: NaN and infinities, which real losses contain, are written as the
 strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` instead of being
-dropped.  Loading validates every field and names the one that is wrong.
+dropped.  The iterations are written as columns, one array per field of the
+record (:mod:`tprimat.result.iterjson`); documents of older versions, whose
+iterations were a list of objects, are migrated when read.  Loading validates
+every field and names the one that is wrong.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from cattrs.v import format_exception
 from tprimat.contract.records import IterationRecord
 from tprimat.errors import TprimatError
 from tprimat.hardware.partitions import DevicePartition
+from tprimat.result.iterjson import columns_from_objects, iteration_columns, records_from_columns
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 RunStatus = Literal["completed", "failed", "interrupted", "partial"]
 
@@ -331,10 +335,11 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(bool, _structure_bool)
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(float | str | None, _structure_reported)
-    # A result's iterations are a list once read (records kept in a file are only ever written).
-    iterations_list, iterations_type = list[IterationRecord], Sequence[IterationRecord]
+    # A result's iterations are read from their columns into a list (records kept in a file
+    # are only ever written).
+    iterations_type = Sequence[IterationRecord]
     converter.register_structure_hook_func(
-        lambda type_: type_ == iterations_type, lambda data, _: converter.structure(data, iterations_list)
+        lambda type_: type_ == iterations_type, lambda data, _: records_from_columns(data, converter.structure)
     )
     for cls in (
         RunInfo,
@@ -365,11 +370,12 @@ def _get_converter() -> cattrs.Converter:
 
 
 def result_to_dict(result: Result) -> dict[str, Any]:
-    """The JSON-ready form of ``result`` (non-finite floats as strings)."""
-    data = _get_converter().unstructure(result)
+    """The JSON-ready form of ``result`` (non-finite floats as strings, the iterations as columns)."""
+    data = _replace_non_finite(_get_converter().unstructure(attrs.evolve(result, iterations=[])))
     if data.get("caveats") is None:
         data.pop("caveats", None)  # written only when there is one
-    return _replace_non_finite(data)
+    data["iterations"] = iteration_columns(result.iterations, _replace_non_finite)
+    return data
 
 
 def _replace_non_finite(value: Any) -> Any:
@@ -412,8 +418,14 @@ def _v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 4}
 
 
+def _v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
+    """v5 writes the iterations as columns (one array per field of the record) instead of a
+    list of objects; the values are the same (an absent key: the field's default)."""
+    return {**data, "iterations": columns_from_objects(data.get("iterations", [])), "schema_version": 5}
+
+
 #: schema_version -> the function that turns such a raw document into the next version's.
-MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
 
 
 def migrate(data: dict[str, Any], *, origin: str = "result") -> dict[str, Any]:
@@ -426,13 +438,16 @@ def migrate(data: dict[str, Any], *, origin: str = "result") -> dict[str, Any]:
                 f"{origin}: schema_version {version!r} is not supported by tprimat "
                 f"(this version reads 1 to {SCHEMA_VERSION})"
             )
-        data = step(data)
+        try:
+            data = step(data)
+        except ValueError as exc:  # what a migration cannot read, with its place
+            raise ResultError(f"{origin}: invalid result: {exc}") from None
         version = data.get("schema_version")
     return data
 
 
 def result_from_dict(data: Any, *, origin: str = "result") -> Result:
-    """Validate and structure a result document; errors name the field (``$.iterations[3]...``)."""
+    """Validate and structure a result document; errors name the field (``$.iterations.loss[3]``)."""
     if not isinstance(data, dict):
         raise ResultError(f"{origin}: not a tprimat result (expected a JSON object)")
     if data.get("schema_version") is None:
@@ -453,8 +468,10 @@ def _describe_problem(exc: BaseException, type_: Any) -> str:
 
 
 def dumps_result(result: Result) -> str:
-    """Strict JSON text of ``result``."""
-    return json.dumps(result_to_dict(result), indent=2, allow_nan=False) + "\n"
+    """Strict JSON text of ``result``: what :func:`tprimat.result.resultjson.write_result` writes."""
+    from tprimat.result.resultjson import iter_result_json  # it builds on this module
+
+    return "".join(iter_result_json(result))
 
 
 def load_result(path: str | Path) -> Result:

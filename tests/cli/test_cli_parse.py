@@ -36,8 +36,8 @@ def test_json_output_is_the_result_and_nothing_else():
     data = json.loads(result.stdout)
     assert data["run"]["backend"] == "nvd_nemo"
     assert data["config"]["global_batch_size"] == 512 and data["config"]["world_size"] == 8
-    step = data["iterations"][5]
-    assert step["tokens_per_s_per_gpu"] == 512 * 2048 / step["step_time_s"] / 8
+    columns = data["iterations"]  # one array per field of a record
+    assert columns["tokens_per_s_per_gpu"][5] == 512 * 2048 / columns["step_time_s"][5] / 8
 
 
 def test_unrelated_and_empty_files_give_one_line_and_exit_2(tmp_path):

@@ -117,8 +117,13 @@ def test_a_result_with_every_section_validates():
     [
         lambda d: d["run"].update(unknown=1),  # a key the classes do not have
         lambda d: d["run"].update(status="done"),  # not one of the statuses
-        lambda d: d["iterations"][0].update(iteration=-1),  # below the validator's bound
-        lambda d: d["iterations"][0].update(loss="nan"),  # non-finite floats have one spelling
+        lambda d: d["iterations"]["iteration"].__setitem__(0, -1),  # below the validator's bound
+        lambda d: d["iterations"]["loss"].__setitem__(0, "nan"),  # non-finite floats have one spelling
+        lambda d: d["iterations"]["skipped"].__setitem__(1, 0.5),  # a column's values are of its field's type
+        lambda d: d["iterations"].update(lossy=[1.0, 2.0]),  # a column the record does not have
+        lambda d: d["iterations"].update(loss=2.5),  # a column is an array
+        lambda d: d["iterations"].pop("iteration"),  # the one column without a default
+        lambda d: d["iterations"]["reported"].__setitem__(0, [1.0]),  # reported: an object per record
         lambda d: d["summary"].pop("warmup_iterations"),  # a required field
     ],
 )

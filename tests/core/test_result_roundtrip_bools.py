@@ -44,6 +44,6 @@ def test_profiled_flag_round_trips_and_a_non_bool_is_rejected(tmp_path):
     )
     path = write_result(result, tmp_path / "r.json")
     assert load_result(path) == result
-    path.write_text(path.read_text().replace('"profiled": true', '"profiled": 1'))
-    with pytest.raises(ResultError, match="profiled"):
+    path.write_text(path.read_text().replace('"profiled": [true,false]', '"profiled": [1,false]'))
+    with pytest.raises(ResultError, match=r"\$\.iterations\.profiled\[0\]"):
         load_result(path)

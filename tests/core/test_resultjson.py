@@ -1,11 +1,10 @@
-"""Writing a result piece by piece gives exactly the text of the whole-document encoder."""
+"""Writing a result piece by piece: the iterations as one line per column, each value spelled as json spells it."""
 
 from __future__ import annotations
 
 import json
-import os
+import math
 import random
-import threading
 
 import attrs
 import pytest
@@ -13,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.plugins.logfixtures import LOGS
-from tprimat.contract.records import IterationRecord
+from tprimat.contract.records import ITERATION_FIELDS, IterationRecord, iteration_values
 from tprimat.contract.registry import Registry
 from tprimat.parse.logs import parse_logs
-from tprimat.result import childtext, resultjson, schema
-from tprimat.result.resultjson import _batch_text, _record_text, iter_result_json, write_result
-from tprimat.result.schema import dumps_result, load_result
+from tprimat.result import resultjson, schema
+from tprimat.result.resultjson import iter_result_json, values_text, write_result
+from tprimat.result.schema import dumps_result, load_result, result_to_dict
 
 PATHS = [
     LOGS / "megatron/mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log",
@@ -27,10 +26,22 @@ PATHS = [
 ]
 
 
+def _compact(values) -> str:
+    """``values`` as json writes them compactly, non-finite floats as the result's strings."""
+    return json.dumps(schema._replace_non_finite(list(values)), separators=(",", ":"), allow_nan=False)
+
+
+def _same_records(loaded, written) -> bool:
+    """Records equal value for value, NaN equal to NaN (as their JSON text is)."""
+    return _compact([list(iteration_values(r)) for r in loaded]) == _compact(
+        [list(iteration_values(r)) for r in written]
+    )
+
+
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.parent.name)
-def test_written_file_is_the_whole_document_text(path, tmp_path):
+def test_written_file_reads_back_as_the_same_records(path, tmp_path):
     result = parse_logs([path], registry=Registry.from_environment(), allow_mismatch=True).result
-    nan = attrs.evolve(result.iterations[0], loss=float("nan"), reported={"x": float("inf")})
+    nan = attrs.evolve(result.iterations[0], loss=float("nan"), reported={"x": float("inf"), "y": None})
     for variant in (
         result,
         attrs.evolve(result, iterations=[nan, *result.iterations[1:]]),
@@ -39,16 +50,39 @@ def test_written_file_is_the_whole_document_text(path, tmp_path):
         out = write_result(variant, tmp_path / "result.json")
         text = out.read_text(encoding="utf-8")
         assert text == dumps_result(variant) == "".join(iter_result_json(variant))
-        assert json.loads(text)["schema_version"] == load_result(out).schema_version
+        loaded = load_result(out)
+        assert loaded.schema_version == schema.SCHEMA_VERSION == json.loads(text)["schema_version"]
+        assert _same_records(loaded.iterations, variant.iterations)
+        assert dumps_result(loaded) == text
+
+
+@pytest.mark.parametrize("path", PATHS[:1], ids=lambda p: p.parent.name)
+def test_the_text_is_the_indented_document_with_one_line_per_column(path):
+    result = parse_logs([path], registry=Registry.from_environment(), allow_mismatch=True).result
+    text = dumps_result(result)
+    data = result_to_dict(result)
+    assert json.loads(text) == data
+    lines = text.splitlines()
+    start = lines.index('  "iterations": {')
+    columns = lines[start + 1 : start + 1 + len(ITERATION_FIELDS)]
+    for line, name in zip(columns, ITERATION_FIELDS, strict=True):
+        assert line.rstrip(",") == f"    {json.dumps(name)}: {_compact(data['iterations'][name])}"
+    assert lines[start + 1 + len(ITERATION_FIELDS)] == "  },"
+    # Everything around the iterations is as json.dumps indents it.
+    bare = json.dumps({**data, "iterations": None}, indent=2).splitlines()
+    assert lines[:start] == bare[: bare.index('  "iterations": null,')]
 
 
 def _number(draw: random.Random) -> float | int | None:
-    """Floats of every magnitude (those Python writes with an exponent too), zeros, ints, None."""
+    """Floats of every magnitude (those Python writes with an exponent too), zeros, ints, None,
+    NaN and the infinities."""
     kind = draw.random()
     if kind < 0.1:
         return None
     if kind < 0.2:
-        return draw.choice([0.0, -0.0, 1e-4, 9.999999999999999e-05, 1e-05, 1e15, 1e16, -1e16, 5e-324, 1.5, 7])
+        return draw.choice([0.0, -0.0, 1e-4, 9.999999999999999e-05, 1e-05, 1e15, 1e16, -1e16, 5e-324, 1.5, 7.0])
+    if kind < 0.22:
+        return draw.choice([math.nan, math.inf, -math.inf])
     return draw.choice([1, -1]) * draw.random() * 10 ** draw.randint(-30, 30)
 
 
@@ -61,92 +95,44 @@ def _records(draw: random.Random, count: int, text=lambda draw, i: f"run.log:{i}
             lr=_number(draw),
             grad_norm=_number(draw),
             mem_device_used_gib=_number(draw),
-            tokens=draw.choice([None, 0, 1 << 20]),
+            tokens=draw.choice([None, 0, 1 << 20, 1 << 70]),
             tokens_per_s_per_gpu=_number(draw),
             timestamp=text(draw, i),
             source=f"run.log:{i}",
-            reported={f"k{j}": draw.choice([_number(draw), "text", True, None]) for j in range(draw.randint(0, 5))},
+            reported={f"k{j}": draw.choice([_number(draw), "text", None]) for j in range(draw.randint(0, 5))},
         )
         for i in range(count)
     ]
 
 
-def _one_by_one(records: list[IterationRecord]) -> str:
-    return ",\n    ".join(_record_text(record, schema) for record in records)
-
-
-def test_a_batch_is_written_as_json_writes_each_record():
+def test_each_column_is_written_as_json_writes_it():
     draw = random.Random(14)
     for _ in range(60):
         records = _records(draw, draw.randint(1, 50))
-        assert _batch_text(records) == _one_by_one(records)
+        for name in ITERATION_FIELDS:
+            values = [getattr(record, name) for record in records]
+            assert f"[{values_text(values)}]" == _compact(values), name
 
 
 @pytest.mark.parametrize(
     "odd",
-    ["caf\u00e9", "x\x7fy", "null", 'a": 1e-05,\n"b'],
-    ids=["non-ascii", "DEL", "null-text", "member-like"],
+    ["caf\u00e9", "x\x7fy", "null", 'a": 1e-05,\n"b', "tab\there", 'quote"and\\'],
+    ids=["non-ascii", "DEL", "null-text", "member-like", "tab", "quote"],
 )
-def test_a_batch_msgspec_would_write_otherwise_goes_one_by_one(odd):
-    draw = random.Random(3)
-    records = _records(draw, 20, lambda draw, i: odd if i == 7 else "2026-11-24 21:00:00")
-    text = _batch_text(records)
-    if odd in ('a": 1e-05,\n"b', "null"):  # a string that looks like a member or a null: written fast, as it is
-        assert text == _one_by_one(records)
-    else:  # text that json escapes
-        assert text is None
-    for bad in (float("nan"), float("inf")):
-        spoilt = [*records[:3], attrs.evolve(records[3], loss=bad), *records[4:]]
-        assert _batch_text(spoilt) is None
+def test_text_json_escapes_is_escaped_as_json_escapes_it(odd):
+    values = ["2026-11-24 21:00:00", odd, None]
+    assert f"[{values_text(values)}]" == _compact(values)
+    figures = [{"a": 1.0}, {odd: odd}, {}]
+    assert f"[{values_text(figures)}]" == _compact(figures)
 
 
-@pytest.fixture
-def long_result(monkeypatch):
-    """A parsed result with 60 random records, written in batches of 7, a child forked from 20 records on."""
-    monkeypatch.setattr(resultjson, "BATCH_RECORDS", 7)
-    monkeypatch.setattr(resultjson, "FORK_MIN_RECORDS", 20)
+def test_a_long_column_is_written_a_block_at_a_time_as_one_array(monkeypatch, tmp_path):
     result = parse_logs([PATHS[0]], registry=Registry.from_environment(), allow_mismatch=True).result
-    return attrs.evolve(result, iterations=_records(random.Random(7), 60))
-
-
-def test_records_encoded_partly_by_a_child_process_give_the_same_text(long_result, monkeypatch):
-    children = []
-    start = resultjson.TextInChild.start.__func__
-
-    def spy(cls, make):
-        child = start(cls, make)
-        children.append(child)
-        return child
-
-    monkeypatch.setattr(resultjson.TextInChild, "start", classmethod(spy))
-    alone = threading.active_count() == 1  # else no child is forked, and this process writes it all
-    assert "".join(iter_result_json(long_result)) == dumps_result(long_result)
-    assert len(children) == 1 and (children[0] is not None) == alone
-
-
-def test_a_child_that_fails_leaves_its_records_to_this_process(long_result, monkeypatch):
-    parent = os.getpid()
-    batches = []
-    batch_text = resultjson._batch_text
-
-    def fails_in_child(records):
-        if os.getpid() != parent:
-            raise MemoryError
-        batches.append(records[0].iteration)
-        return batch_text(records)
-
-    monkeypatch.setattr(resultjson, "_batch_text", fails_in_child)
-    assert "".join(iter_result_json(long_result)) == dumps_result(long_result)
-    assert batches == list(range(0, 60, 7))  # the child's half was encoded here, after the first
-
-
-def test_without_a_temporary_directory_this_process_writes_it_all(long_result, monkeypatch):
-    def no_room(*args, **kwargs):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(childtext.tempfile, "TemporaryFile", no_room)
-    assert childtext.TextInChild.start(lambda: ["text"]) is None
-    assert "".join(iter_result_json(long_result)) == dumps_result(long_result)
+    result = attrs.evolve(result, iterations=_records(random.Random(7), 60))
+    whole = dumps_result(result)
+    monkeypatch.setattr(resultjson, "BLOCK_RECORDS", 7)
+    assert dumps_result(result) == whole
+    assert _same_records(load_result(write_result(result, tmp_path / "result.json")).iterations, result.iterations)
 
 
 _MAGNITUDES = st.one_of(
@@ -167,8 +153,12 @@ def test_a_column_of_one_sign_is_written_as_json_writes_it(figures, sign, with_n
     values = [sign * magnitude * kept for magnitude, kept in figures]  # some zeros, signed
     if with_none:
         values[0] = None
-    records = [
-        IterationRecord(iteration=i + 1, step_time_s=1.0, lr=value, reported={"figure": value})
-        for i, value in enumerate(values)
-    ]
-    assert _batch_text(records) == _one_by_one(records)
+    assert f"[{values_text(values)}]" == _compact(values)
+    reported = [{"figure": value} for value in values]
+    assert f"[{values_text(reported)}]" == _compact(reported)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.floats(), st.integers(), st.none(), st.booleans(), st.text(max_size=4)), min_size=1))
+def test_any_column_of_json_scalars_is_written_as_json_writes_it(values):
+    assert f"[{values_text(values)}]" == _compact(values)

@@ -35,11 +35,14 @@ def test_nemo1_console_logs(path, config, status):
     data, stderr = parse(str(path))
     assert f"detected nvd_nemo: NeMo DLLogger step record at {path.name}:" in stderr
     assert _config(data) == config and data["run"]["status"] == status
-    assert len(data["iterations"]) == 20
+    columns = data["iterations"]  # one array per field of a record
+    assert len(columns["iteration"]) == 20
     world, gbs, _, seq, _ = config
-    for step in data["iterations"]:
-        assert step["tokens_per_s_per_gpu"] == gbs * seq / step["step_time_s"] / world  # the core's, not NeMo's
-        assert "train_step_timing_in_s" in step["reported"]  # NeMo's 5-step mean, beside the recovered time
+    for per_gpu, step_time, reported in zip(
+        columns["tokens_per_s_per_gpu"], columns["step_time_s"], columns["reported"], strict=True
+    ):
+        assert per_gpu == gbs * seq / step_time / world  # the core's, not NeMo's
+        assert "train_step_timing_in_s" in reported  # NeMo's 5-step mean, beside the recovered time
     assert any("per-step times recovered from consecutive means" in n for n in data["provenance"]["notes"])
 
 
@@ -63,8 +66,8 @@ def test_a_nemo_dllogger_file():
     assert data["summary"]["tokens_per_s_per_gpu"] is None  # the file does not say how many GPUs
     assert any("give --world-size" in n for n in data["provenance"]["notes"])
     data, _ = parse(str(GPT175B), "--world-size", "256")
-    step = data["iterations"][10]
-    assert step["tokens_per_s_per_gpu"] == 2048 * 2048 / step["step_time_s"] / 256
+    columns = data["iterations"]
+    assert columns["tokens_per_s_per_gpu"][10] == 2048 * 2048 / columns["step_time_s"][10] / 256
 
 
 def test_another_programs_dllogger_file_is_refused_with_the_reason():
