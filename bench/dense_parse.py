@@ -25,6 +25,7 @@ import argparse
 import hashlib
 import json
 import os
+import pickle
 import shutil
 import statistics
 import subprocess
@@ -87,6 +88,27 @@ def _compared(output: Path) -> tuple[str, dict[str, Any], int]:
     return digest.hexdigest()[:12], data["summary"], count
 
 
+def _compared_apart(output: Path) -> tuple[str, dict[str, Any], int]:
+    """:func:`_compared` in a child process: reading a large result grows the process that reads
+    it, and every later run, forked from this one, would start (and count its peak) that large."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(reader)
+        try:
+            with os.fdopen(writer, "wb") as pipe:
+                pipe.write(pickle.dumps(_compared(output)))
+        finally:
+            os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    if not data:
+        raise SystemExit(f"{output}: could not be read back")
+    return pickle.loads(data)  # noqa: S301  (this process's own child wrote it)
+
+
 def _same(results: list[tuple[str, dict[str, Any], int]]) -> bool:
     first_digest, first_summary, _ = results[0]
     for digest, summary, _ in results[1:]:
@@ -113,7 +135,7 @@ def _run(executable: str, backend: str, source: Path, output: Path, jobs: int | 
     wall = time.perf_counter() - started
     if status != 0:
         raise SystemExit(f"{' '.join(command)} failed (status {status})")
-    compared = _compared(output)
+    compared = _compared_apart(output)
     output.unlink()
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss // 1024, compared
 

@@ -47,6 +47,9 @@ _DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
 _SHAPES_HELD = 1024
 #: Lines looked at in one go: from the first, doubled while every line has a known shape.
 _FIRST_WINDOW, _LAST_WINDOW = 8, 4096
+#: The fewest lines read at once: each shape of a run costs tens of microseconds, more than a
+#: line or two read one by one.
+_SHORTEST_RUN = 4
 #: A count of iterations kept as a float (Megatron's "number of nan iterations"): exactly.
 _LARGEST_COUNT = 2**53
 _DEFAULTS = dict(zip(ITERATION_FIELDS, iteration_values(IterationRecord(iteration=0)), strict=True))
@@ -506,13 +509,13 @@ class FastLane:
         lines = list(map(chunk.__getitem__, starmap(slice, window)))
         shapes = list(map(self.shapes.get, map(bytes.translate, lines, repeat(_DIGITS))))
         count = shapes.index(None) if None in shapes else len(shapes)
-        count = self._usable(shapes, count)
+        count = _ascending(shapes, lines, self._usable(shapes, count), self.parser._previous_iteration)
         if count == len(window) == self.window:
             self.window = min(2 * self.window, _LAST_WINDOW)
         elif count < len(window):
             self.window = max(_FIRST_WINDOW, count)
-        if not count:
-            return None
+        if count < _SHORTEST_RUN:
+            return None  # a run of a line or two (another rank's copy after each) costs more than it saves
         columns = self._columns(shapes[:count], lines[:count])
         if columns is None:
             return None
@@ -562,6 +565,14 @@ class FastLane:
             return None
         columns, hip = _gathered([group for group, _ in read], inverse, count)
         return _advance(self.parser, columns, hip)
+
+
+def _ascending(shapes: list[Shape | None], lines: list[bytes], count: int, previous: int) -> int:
+    """How many of the first ``count`` lines have an iteration above the line's before (the first
+    line's above ``previous``): another rank's copy or a restart ends a run (see `_columns`)."""
+    iterations = [int(line[shape.items[shape.iteration]]) for shape, line in zip(shapes[:count], lines, strict=False)]  # type: ignore[union-attr]
+    above = list(map(operator.lt, [previous, *iterations[:-1]], iterations))
+    return above.index(False) if False in above else count
 
 
 def _gib_note() -> str:

@@ -182,6 +182,7 @@ def _iter_chunks(
     copy_of = getattr(parser, "copy_of", None)
     remember = getattr(parser, "remember", None)
     fast = getattr(parser, "fast_lane", None)  # reads runs of iteration lines at once, if it can
+    lane = _Lane(fast)
     holds_line = parser.holds_line
     is_clean = parser.state_is_clean if remember is not None else None
     for chunk in chunks:
@@ -211,14 +212,6 @@ def _iter_chunks(
             else:
                 if index == last:
                     break
-                if (
-                    fast is not None
-                    and spans[index][0] >= fed_to
-                    and (run := fast.read_run(chunk, spans, index, counted, counted_to)) is not None
-                ):
-                    block, index, counted, counted_to, fed_to = run
-                    yield block  # a run of iteration lines, read at once
-                    continue
                 start, end = spans[index]
                 index += 1
                 if start < fed_to:
@@ -232,6 +225,10 @@ def _iter_chunks(
                         if copied:
                             yield from copied
                         continue
+                if (run := lane.run(chunk, spans, index - 1, counted, counted_to)) is not None:
+                    block, index, counted, counted_to, fed_to = run
+                    yield block  # a run of iteration lines, read at once
+                    continue
             counted += chunk.count(b"\n", counted_to, start)  # a line or two: no faster way
             counted_to = start
             clean_before = not held and is_clean is not None and is_clean()
@@ -253,6 +250,42 @@ def _iter_chunks(
         # Lines of this chunk: those counted up to the last line read, and the rest.
         before = counted + newline_count(chunk, counted_to) + (0 if chunk.endswith(b"\n") else 1)
     return before, offset
+
+
+#: The most lines read one by one before the fast lane is tried again (see `_Rest`).
+_LONGEST_REST = 64
+
+
+class _Lane:
+    """A parser's fast lane (``fast_lane``, or None), asked to read a run from a line on.
+
+    After a line it could not start a run at, the next ``resting`` lines are read one by one
+    without asking it, twice as many after each miss (up to :data:`_LONGEST_REST`): a log whose
+    iteration lines come one at a time (another rank's copy after each, start-up lines) then
+    costs the lane nearly nothing, and a dense log's runs are long.
+    """
+
+    __slots__ = ("fast", "rest", "resting")
+
+    def __init__(self, fast: Any) -> None:
+        self.fast = fast
+        self.rest, self.resting = 1, 0
+
+    def run(
+        self, chunk: bytes, spans: list[tuple[int, int]], index: int, counted: int, counted_to: int
+    ) -> tuple[Any, int, int, int, int] | None:
+        """The fast lane's run from span ``index`` on (see ``FastLane.read_run``), or None."""
+        if self.fast is None:
+            return None
+        if self.resting:
+            self.resting -= 1
+            return None
+        run = self.fast.read_run(chunk, spans, index, counted, counted_to)
+        if run is None:
+            self.resting, self.rest = self.rest, min(2 * self.rest, _LONGEST_REST)
+        else:
+            self.resting, self.rest = 0, 1
+        return run
 
 
 def _lone_cr_lines(chunk: bytes) -> list[bytes] | None:
