@@ -21,19 +21,14 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable
 from datetime import datetime
-from itertools import accumulate, repeat, starmap
+from itertools import repeat
 from typing import Any
 
 from tprimat.contract.records import ITERATION_FIELDS, IterationBlock, IterationRecord, iteration_values
 from tprimat.plugins.amd_primus.torchtitan import _TIMESTAMP_RE, STEP_BYTES_RE
+from tprimat.plugins.megatron_core.runs import UNPLAIN, Getter, ShapeGetters, run_block, slices_getter, window_lines
 
-_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
-#: Bytes that make a line one the line reader could read otherwise: colour codes (and the reset
-#: a code without its ESC byte comes with), control characters other than tab and the line's
-#: end, anything outside ASCII, "_" in a figure (which float() would take and the reader not).
-_UNPLAIN = re.compile(rb"[^\t\n\r\x20-\x7e]|\[0m")
 #: What else a Primus line reader looks for in a line before its TorchTitan step (see
 #: ``MegatronLogParser.feed`` and ``RankMemory.read_line``): such a line is read line by line.
 _OTHER_READERS = (b"iteration", b" ....", b"hip mem usage", b"memory (MB)", b"max_memory_", b"Theoretical memory")
@@ -41,8 +36,6 @@ _STAMP_BYTES_RE = re.compile(_TIMESTAMP_RE.pattern.encode())
 _KEY = b"step:"
 #: Shapes kept per stream (a long run prints a few as its step number grows).
 _SHAPES_HELD = 1024
-_UNKNOWN: Any = object()  # a shape not looked at yet
-_NL = b"\n"
 _READ = frozenset(
     {"iteration", "step_time_s", "loss", "grad_norm", "covers_iterations", "mem_max_reserved_gib"}
     | {"timestamp", "source", "reported"}
@@ -66,25 +59,19 @@ class TitanLane:
 
     def __init__(self, parser: Any) -> None:
         self.parser = parser
-        # A line's shape -> the getter of its figures, or None for lines read one by one.
-        self._shapes: dict[bytes, Callable[[bytes], tuple[bytes, ...]] | None] = {}
+        self._shapes = ShapeGetters(_learned, _SHAPES_HELD)
 
     def read_run(
         self, chunk: bytes, spans: list[tuple[int, int]], index: int, counted: int, counted_to: int
     ) -> tuple[IterationBlock, int, int, int, int] | None:
-        """The step lines of ``spans`` from ``index`` on, as one block (see the module's rules).
-
-        ``counted``: the lines of the stream before offset ``counted_to`` of ``chunk``.  Returns
-        the block, the next span's index, the lines before the last line read and its offset, and
-        the end of the last line read; or None when the line at ``index`` must be read line by line.
-        """
+        """The step lines of ``spans`` from ``index`` on as one block, by the module's rules, and where
+        the stream is after them; or None (see :mod:`tprimat.plugins.megatron_core.runs`)."""
         parser = self.parser
         titan = parser._titan
         if not parser.started or "tps:" not in parser.running_triggers or titan._last_step is None:
             return None
-        window = spans[index : index + self.WINDOW]
-        lines = list(map(chunk.__getitem__, starmap(slice, window)))
-        rows = self._rows(lines)
+        window, lines = window_lines(chunk, spans, index, self.WINDOW)
+        rows = self._shapes.rows(lines)
         count, kept = _new_steps(rows, titan._last_step)
         columns = _columns(list(map(rows.__getitem__, kept)), titan._last_step, titan._last_time) if kept else None
         if columns is None:
@@ -93,45 +80,22 @@ class TitanLane:
             count = kept[len(columns["iteration"])]  # the run ends at the line the reader reads otherwise
             kept = kept[: len(columns["iteration"])]
         titan._last_step, titan._last_time = columns["iteration"][-1], columns.pop("time")[-1]
-        starts = list(map(operator.itemgetter(0), window[:count]))
-        steps = map(chunk.count, repeat(_NL), [counted_to, *starts[:-1]], starts)
-        before = list(accumulate(steps, initial=counted))
-        where = parser.source.replace("%", "%%") + ":%d"
-        columns["source"] = [where % (before[place + 1] + 1) for place in kept]
         for name, value in _DEFAULTS.items():
             columns[name] = [value] * len(kept)
-        block = IterationBlock(columns=tuple(columns[name] for name in ITERATION_FIELDS))
-        return block, index + count, before[-1], starts[-1], window[count - 1][1]
+        return run_block(columns, parser.source, (chunk, window, index, count), (counted, counted_to), kept)
 
-    def _rows(self, lines: list[bytes]) -> list[tuple[bytes, ...]]:
-        """The figures of the first ``lines`` (b"" for one not printed), up to the first of a shape
-        read line by line."""
-        shapes = list(map(bytes.translate, lines, repeat(_DIGITS)))
-        getters = list(map(self._shapes.get, shapes, repeat(_UNKNOWN)))
-        while _UNKNOWN in getters:
-            row = getters.index(_UNKNOWN)
-            if None in getters[:row]:
-                break  # the run ends before it
-            getters[row] = self._learned(shapes[row])
-            getters[row + 1 :] = map(self._shapes.get, shapes[row + 1 :], repeat(_UNKNOWN))
-        count = min(getters.index(value) if value in getters else len(getters) for value in (None, _UNKNOWN))
-        return list(map(operator.call, getters[:count], lines[:count]))  # type: ignore[arg-type]  # not None
 
-    def _learned(self, shape: bytes) -> Callable[[bytes], tuple[bytes, ...]] | None:
-        """The getter of the figures of lines of ``shape`` (kept), or None for lines read one by one."""
-        getter = None
-        if _UNPLAIN.search(shape) is None and not any(map(shape.__contains__, _OTHER_READERS)):
-            step = _first_step(shape)
-            if step is not None and b"_" not in step["loss"] and b"_" not in (step["grad_norm"] or b""):
-                stamp = _STAMP_BYTES_RE.search(shape, 0, step.start())
-                spans = [step.span(name) for name in _STEP_GROUPS]
-                spans += [stamp.span(0), stamp.span(1), stamp.span(2)] if stamp is not None else [(0, 0)] * 3
-                # A figure not printed is the empty slice: every figure printed has a character.
-                getter = operator.itemgetter(*(slice(*span) if span[0] >= 0 else slice(0, 0) for span in spans))
-        if len(self._shapes) >= _SHAPES_HELD:
-            self._shapes.clear()
-        self._shapes[shape] = getter
-        return getter
+def _learned(shape: bytes) -> Getter | None:
+    """The getter of the figures of lines of ``shape``, or None for lines read one by one (see the
+    module's rules): the step pattern's figures, then the timestamp's text, date-time and fraction."""
+    if UNPLAIN.search(shape) is not None or any(map(shape.__contains__, _OTHER_READERS)):
+        return None
+    step = _first_step(shape)
+    if step is None or b"_" in step["loss"] or b"_" in (step["grad_norm"] or b""):
+        return None  # float() would take "_", the line reader not
+    stamp = _STAMP_BYTES_RE.search(shape, 0, step.start())
+    spans = [step.span(name) for name in _STEP_GROUPS]
+    return slices_getter(spans + ([stamp.span(0), stamp.span(1), stamp.span(2)] if stamp else [(-1, -1)] * 3))
 
 
 def _first_step(line: bytes) -> re.Match[bytes] | None:

@@ -27,7 +27,7 @@ import bisect
 import operator
 import struct
 from collections.abc import Callable
-from itertools import accumulate, chain, repeat, starmap
+from itertools import chain, repeat
 from typing import Any
 
 from tprimat.contract.records import (
@@ -39,10 +39,9 @@ from tprimat.contract.records import (
 )
 from tprimat.plugins.megatron_core.colour import _ANSI_RE, strip_ansi
 from tprimat.plugins.megatron_core.memory_lines import _HIP_RE, _PRIMUS_RANK_TAG_RE, _hip_figures, read_hip_usage
+from tprimat.plugins.megatron_core.runs import DIGITS, run_block, window_lines
 from tprimat.plugins.megatron_core.stream import repeat_key
 
-#: Every digit to "0": two lines with the same key differ only in the values of their digits.
-_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
 #: Shapes kept per stream (a log prints few; widths that grow add some); then it starts afresh.
 _SHAPES_HELD = 1024
 #: Lines looked at in one go: from the first, doubled while every line has a known shape.
@@ -53,7 +52,6 @@ _SHORTEST_RUN = 4
 #: A count of iterations kept as a float (Megatron's "number of nan iterations"): exactly.
 _LARGEST_COUNT = 2**53
 _DEFAULTS = dict(zip(ITERATION_FIELDS, iteration_values(IterationRecord(iteration=0)), strict=True))
-_NL = b"\n"
 _SPACE_TO_T = bytes.maketrans(b" ", b"T")
 
 
@@ -466,7 +464,7 @@ class FastLane:
     def learn(self, line: bytes, record: IterationRecord) -> None:
         """Keep the shape of ``line``, which the line reader has just read into ``record`` alone,
         from a steady state (no held line or pending values)."""
-        key = line.translate(_DIGITS)
+        key = line.translate(DIGITS)
         if key in self.shapes or key in self.refused:
             return
         if len(self.shapes) >= _SHAPES_HELD or len(self.refused) >= _SHAPES_HELD:
@@ -505,9 +503,8 @@ class FastLane:
         """
         if not self.shapes or not self.steady():
             return None
-        window = spans[index : index + self.window]
-        lines = list(map(chunk.__getitem__, starmap(slice, window)))
-        shapes = list(map(self.shapes.get, map(bytes.translate, lines, repeat(_DIGITS))))
+        window, lines = window_lines(chunk, spans, index, self.window)
+        shapes = list(map(self.shapes.get, map(bytes.translate, lines, repeat(DIGITS))))
         count = shapes.index(None) if None in shapes else len(shapes)
         count = _ascending(shapes, lines, self._usable(shapes, count), self.parser._previous_iteration)
         if count == len(window) == self.window:
@@ -521,13 +518,7 @@ class FastLane:
             return None
         count = len(columns["iteration"])
         self._remember_last(lines[count - 1], columns)
-        starts = list(map(operator.itemgetter(0), window[:count]))
-        steps = map(chunk.count, repeat(_NL), [counted_to, *starts[:-1]], starts)
-        before = list(accumulate(steps, initial=counted))
-        where = self.parser.source.replace("%", "%%") + ":%d"
-        columns["source"] = list(map(where.__mod__, map((1).__add__, before[1:])))
-        block = IterationBlock(columns=tuple(columns[name] for name in ITERATION_FIELDS))
-        return block, index + count, before[-1], starts[-1], window[count - 1][1]
+        return run_block(columns, self.parser.source, (chunk, window, index, count), (counted, counted_to))
 
     def _remember_last(self, line: bytes, columns: dict[str, list]) -> None:
         """What ``MegatronLogParser.remember`` keeps of the run's last line, the one line of it whose

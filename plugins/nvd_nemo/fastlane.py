@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable
-from itertools import accumulate, repeat, starmap
+from itertools import repeat
 from typing import Any
 
 from tprimat.contract.records import ITERATION_FIELDS, IterationBlock, IterationRecord, RankPeak, iteration_values
+from tprimat.plugins.megatron_core.runs import UNPLAIN, Getter, ShapeGetters, run_block, slices_getter, window_lines
 
 _FLOAT = rb"([-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|nan|inf))"
 _PLAIN = rb"([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"
@@ -39,19 +39,10 @@ _STEP_LINE = re.compile(
     rb"(?: \| TFLOPS_per_GPU: " + _FLOAT + rb")?(?: \| consumed_samples: ([0-9]+))?"
     rb"(?: \| val_loss: " + _PLAIN + rb")?[ \t\n\r\x0b\x0c]*\Z"
 )
-#: Bytes that make a line the line reader could read otherwise: colour codes (and the
-#: reset a code without its ESC byte comes with), control characters other than tab and
-#: the line's end, anything outside ASCII.
-_UNPLAIN = re.compile(rb"[^\t\n\r\x20-\x7e]|\[0m")
 _KEY = b"Training epoch"
 _GIB = 1024.0**3
-_NL = b"\n"
-#: Every digit to "0": see :meth:`NemoFastLane._step_rows`.
-_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
 #: Shapes kept per stream (a long run prints a few hundred as its figures change width).
 _SHAPES_HELD = 4096
-_UNKNOWN: Any = object()  # a shape not looked at yet
-_EMPTY = slice(0, 0)
 #: The fields a step line gives (the rest keep their defaults).
 _READ = frozenset(
     {"iteration", "step_time_s", "loss", "lr", "global_batch_size", "consumed_samples", "reported", "source"}
@@ -74,19 +65,13 @@ class NemoFastLane:
 
     def __init__(self, parser: Any) -> None:
         self.parser = parser
-        # A line's shape (its bytes with every digit "0") -> the getter of its figures, or None
-        # for a line that is not a plain step line in the known form (see `_learned`).
-        self._shapes: dict[bytes, Callable[[bytes], tuple[bytes, ...]] | None] = {}
+        self._shapes = ShapeGetters(_learned, _SHAPES_HELD)
 
     def read_run(
         self, chunk: bytes, spans: list[tuple[int, int]], index: int, counted: int, counted_to: int
     ) -> tuple[IterationBlock, int, int, int, int] | None:
-        """The step lines of ``spans`` from ``index`` on, as one block (see the module's rules).
-
-        ``counted``: the lines of the stream before offset ``counted_to`` of ``chunk``.  Returns
-        the block, the next span's index, the lines before the last line read and its offset, and
-        the end of the last line read; or None when the line at ``index`` must be read line by line.
-        """
+        """The step lines of ``spans`` from ``index`` on as one block, by the module's rules, and where
+        the stream is after them; or None (see :mod:`tprimat.plugins.megatron_core.runs`)."""
         parser = self.parser
         if (
             not parser.started
@@ -94,58 +79,31 @@ class NemoFastLane:
             or not {"train_iters", "global_batch_size"} <= parser._facts.keys()
         ):
             return None
-        window = spans[index : index + self.WINDOW]
-        lines = list(map(chunk.__getitem__, starmap(slice, window)))
-        rows = self._step_rows(lines)
+        window, lines = window_lines(chunk, spans, index, self.WINDOW)
+        rows = self._shapes.rows(lines)
         columns = _columns(rows) if rows else None
         if columns is None:
             return None
         count = len(columns["iteration"])
-        starts = list(map(operator.itemgetter(0), window[:count]))
-        steps = map(chunk.count, repeat(_NL), [counted_to, *starts[:-1]], starts)
-        before = list(accumulate(steps, initial=counted))
-        where = parser.source.replace("%", "%%") + ":%d"
-        columns["source"] = list(map(where.__mod__, map((1).__add__, before[1:])))
         _read_memory(parser, columns)
         for name, value in _DEFAULTS.items():
             columns[name] = [value] * count
-        block = IterationBlock(columns=tuple(columns[name] for name in ITERATION_FIELDS))
-        return block, index + count, before[-1], starts[-1], window[count - 1][1]
+        return run_block(columns, parser.source, (chunk, window, index, count), (counted, counted_to))
 
-    def _step_rows(self, lines: list[bytes]) -> list[tuple[bytes, ...]]:
-        """The figures of the first ``lines`` (b"" for one not printed), up to the first that is
-        not a plain step line in the known form.
 
-        Two lines with the same shape (every digit "0") match :data:`_STEP_LINE` alike, with
-        their figures at the same offsets (the pattern tells digits apart from other characters,
-        never one digit from another): a shape is matched once, then its lines are sliced.
-        """
-        shapes = list(map(bytes.translate, lines, repeat(_DIGITS)))
-        getters = list(map(self._shapes.get, shapes, repeat(_UNKNOWN)))
-        while _UNKNOWN in getters:
-            row = getters.index(_UNKNOWN)
-            if None in getters[:row]:
-                break  # the run ends before it
-            getters[row] = self._learned(shapes[row])
-            getters[row + 1 :] = map(self._shapes.get, shapes[row + 1 :], repeat(_UNKNOWN))
-        count = min(getters.index(value) if value in getters else len(getters) for value in (None, _UNKNOWN))
-        return list(map(operator.call, getters[:count], lines[:count]))  # type: ignore[arg-type]  # getters: not None
+def _learned(shape: bytes) -> Getter | None:
+    """The getter of the figures of lines of ``shape``, or None for lines read one by one: those
+    that are not plain step lines in the known form, with one ``Training epoch``.
 
-    def _learned(self, shape: bytes) -> Callable[[bytes], tuple[bytes, ...]] | None:
-        """The getter of the figures of lines of ``shape`` (kept), or None for lines read one by one."""
-        match = None
-        if _UNPLAIN.search(shape) is None and shape.count(_KEY) == 1:
-            match = _STEP_LINE.match(shape, shape.find(_KEY))
-        getter = None
-        if match is not None and not _other_memory(shape, match):
-            # A figure not printed is the empty slice: every figure printed has a character.
-            getter = operator.itemgetter(
-                *(slice(*match.span(group)) if match.start(group) >= 0 else _EMPTY for group in range(1, 15))
-            )
-        if len(self._shapes) >= _SHAPES_HELD:
-            self._shapes.clear()
-        self._shapes[shape] = getter
-        return getter
+    Two lines with the same shape match :data:`_STEP_LINE` alike, their figures at the same
+    offsets (the pattern tells digits apart from other characters, never one digit from another).
+    """
+    if UNPLAIN.search(shape) is not None or shape.count(_KEY) != 1:
+        return None
+    match = _STEP_LINE.match(shape, shape.find(_KEY))
+    if match is None or _other_memory(shape, match):
+        return None
+    return slices_getter([match.span(group) for group in range(1, 15)])
 
 
 def _read_memory(parser: Any, columns: dict[str, list[Any]]) -> None:

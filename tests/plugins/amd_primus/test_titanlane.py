@@ -7,26 +7,16 @@ The events, blocks made into their records, and the reader's state at the end mu
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 
-from tprimat.contract import IterationBlock, LogFile
+from tests.plugins.lanes import ROOT, assert_same, denselogs, read_both, with_one_line_edited
 from tprimat.plugins.amd_primus.parse import PrimusLogParser
 from tprimat.plugins.amd_primus.titanlane import PrimusLanes, TitanLane
-from tprimat.plugins.megatron_core.stream import iter_events
 
-ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "logs" / "torchtitan"
-
-
-def _denselogs():
-    spec = importlib.util.spec_from_file_location("denselogs", ROOT / "bench" / "denselogs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _titan_parser(source: str) -> PrimusLogParser:
@@ -36,52 +26,32 @@ def _titan_parser(source: str) -> PrimusLogParser:
 
 
 def _both(path: Path, chunk_bytes: int | None = None) -> tuple[list, list, int]:
-    """The events read from the bytes (blocks made into records), from the text lines, and the
-    number of records that came in blocks; each list ends with the parser's state."""
-    kwargs = {} if chunk_bytes is None else {"chunk_bytes": chunk_bytes}
-    from_bytes, in_blocks = [], 0
-    parser = _titan_parser(path.name)
-    for event in iter_events(parser, LogFile(path, **kwargs)):
-        if isinstance(event, IterationBlock):
-            in_blocks += len(event)
-            from_bytes.extend(event.records())
-        else:
-            from_bytes.append(event)
-    text = path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
-    reference = _titan_parser(path.name)
-    from_text = list(iter_events(reference, text))
-    return [*from_bytes, parser.state()], [*from_text, reference.state()], in_blocks
-
-
-def _same(a: list, b: list) -> None:
-    assert len(a) == len(b)
-    for x, y in zip(a, b, strict=True):
-        assert repr(x) == repr(y)  # NaN losses compare equal as text
+    return read_both(_titan_parser, path, chunk_bytes)
 
 
 @pytest.fixture(scope="module")
 def dense(tmp_path_factory) -> Path:
-    path, _ = _denselogs().build_dense(tmp_path_factory.mktemp("titan") / "titan.log", "torchtitan", 0.8)
+    path, _ = denselogs().build_dense(tmp_path_factory.mktemp("titan") / "titan.log", "torchtitan", 0.8)
     return path
 
 
 def test_a_dense_log_reads_the_same_and_mostly_in_blocks(dense):
     from_bytes, from_text, in_blocks = _both(dense)
-    _same(from_bytes, from_text)
+    assert_same(from_bytes, from_text)
     records = sum(1 for e in from_text if type(e).__name__ == "IterationRecord")
     assert in_blocks > records * 0.9
 
 
 def test_small_chunks_cut_runs_anywhere_and_read_the_same(dense):
     from_bytes, from_text, in_blocks = _both(dense, chunk_bytes=4096)
-    _same(from_bytes, from_text)
+    assert_same(from_bytes, from_text)
     assert in_blocks
 
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.rglob("*.log")), ids=lambda p: p.name[:60])
-def test_every_torchtitan_fixture_reads_the_same(path):
+def test_every_torchtitan_fixture_reads_theassert_same(path):
     from_bytes, from_text, _ = _both(path)
-    _same(from_bytes, from_text)
+    assert_same(from_bytes, from_text)
 
 
 #: Edits of one step line well inside the log (where runs are read at once): pattern, replacement.
@@ -105,16 +75,9 @@ EDITS = {
 
 @pytest.mark.parametrize("edit", sorted(EDITS))
 def test_a_line_the_fast_lane_cannot_take_is_read_by_the_line_reader(dense, tmp_path, edit):
-    pattern, replacement = EDITS[edit]
-    data = dense.read_bytes()
-    start = data.index(b"step: 500 ")
-    start, end = data.rindex(b"\n", 0, start) + 1, data.index(b"\n", start) + 1
-    line = re.sub(pattern, replacement, data[start:end], count=1)
-    assert line != data[start:end]
-    path = tmp_path / "edited.log"
-    path.write_bytes(data[:start] + line + data[end:])
+    path = with_one_line_edited(dense, tmp_path / "edited.log", b"step: 500 ", *EDITS[edit])
     from_bytes, from_text, in_blocks = _both(path)
-    _same(from_bytes, from_text)
+    assert_same(from_bytes, from_text)
     assert in_blocks > 900  # the lines before and after the edited one
 
 
@@ -129,6 +92,6 @@ def test_every_rank_s_copy_of_a_step_is_skipped_inside_a_run(dense, tmp_path):
     path = tmp_path / "ranks.log"
     path.write_bytes(b"".join(copied))
     from_bytes, from_text, in_blocks = _both(path)
-    _same(from_bytes, from_text)
+    assert_same(from_bytes, from_text)
     records = sum(1 for e in from_text if type(e).__name__ == "IterationRecord")
     assert in_blocks > records * 0.9

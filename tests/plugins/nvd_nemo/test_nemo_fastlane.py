@@ -7,71 +7,45 @@ blocks made into their records, must be the same, in the same order.
 
 from __future__ import annotations
 
-import importlib.util
-import re
 from pathlib import Path
 
 import pytest
 
-from tprimat.contract import IterationBlock, LogFile
+from tests.plugins.lanes import ROOT, assert_same, denselogs, read_both, with_one_line_edited
+from tprimat.contract import LogFile
 from tprimat.plugins.megatron_core.stream import iter_events
 from tprimat.plugins.nvd_nemo.parse import NemoLogParser
 
-ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "logs" / "nemo"
 
 
-def _denselogs():
-    spec = importlib.util.spec_from_file_location("denselogs", ROOT / "bench" / "denselogs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _both(path: Path, chunk_bytes: int | None = None) -> tuple[list, list, int]:
-    """The events read from the bytes (blocks made into records), from the text lines, and the
-    number of records that came in blocks."""
-    kwargs = {} if chunk_bytes is None else {"chunk_bytes": chunk_bytes}
-    from_bytes, in_blocks = [], 0
-    for event in iter_events(NemoLogParser(path.name), LogFile(path, **kwargs)):
-        if isinstance(event, IterationBlock):
-            in_blocks += len(event)
-            from_bytes.extend(event.records())
-        else:
-            from_bytes.append(event)
-    text = path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
-    return from_bytes, list(iter_events(NemoLogParser(path.name), text)), in_blocks
-
-
-def _same(a: list, b: list) -> None:
-    assert len(a) == len(b)
-    for x, y in zip(a, b, strict=True):
-        assert repr(x) == repr(y)  # NaN losses compare equal as text
+    return read_both(NemoLogParser, path, chunk_bytes)
 
 
 @pytest.fixture(scope="module")
 def dense(tmp_path_factory) -> Path:
-    path, _ = _denselogs().build_dense(tmp_path_factory.mktemp("nemo") / "nemo2.log", "nemo2", 0.6)
+    path, _ = denselogs().build_dense(tmp_path_factory.mktemp("nemo") / "nemo2.log", "nemo2", 0.6)
     return path
 
 
 def test_a_dense_log_reads_the_same_and_mostly_in_blocks(dense):
     from_bytes, from_text, in_blocks = _both(dense)
-    _same(from_bytes, from_text)
+    assert_same(from_bytes, from_text)
     records = sum(1 for e in from_text if type(e).__name__ == "IterationRecord")
     assert in_blocks > records * 0.9
 
 
 def test_small_chunks_cut_runs_anywhere_and_read_the_same(dense):
     from_bytes, from_text, in_blocks = _both(dense, chunk_bytes=4096)
-    _same(from_bytes, from_text)
+    assert_same(from_bytes, from_text)
     assert in_blocks
 
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.log")), ids=lambda p: p.name[:60])
-def test_every_nemo_fixture_reads_the_same(path):
+def test_every_nemo_fixture_reads_theassert_same(path):
     from_bytes, from_text, _ = _both(path)
-    _same(from_bytes, from_text)
+    assert_same(from_bytes, from_text)
 
 
 #: Edits of one step line well inside the log (where runs are read at once): pattern, replacement.
@@ -94,16 +68,9 @@ EDITS = {
 
 @pytest.mark.parametrize("edit", sorted(EDITS))
 def test_a_line_the_fast_lane_cannot_take_is_read_by_the_line_reader(dense, tmp_path, edit):
-    pattern, replacement = EDITS[edit]
-    data = dense.read_bytes()
-    start = data.index(b", iteration 500/")
-    start, end = data.rindex(b"\n", 0, start) + 1, data.index(b"\n", start) + 1
-    line = re.sub(pattern, replacement, data[start:end], count=1)
-    assert line != data[start:end]
-    path = tmp_path / "edited.log"
-    path.write_bytes(data[:start] + line + data[end:])
+    path = with_one_line_edited(dense, tmp_path / "edited.log", b", iteration 500/", *EDITS[edit])
     from_bytes, from_text, in_blocks = _both(path)
-    _same(from_bytes, from_text)
+    assert_same(from_bytes, from_text)
     assert in_blocks > 900  # the lines before and after the edited one
 
 
