@@ -102,3 +102,13 @@ def test_the_memory_peaks_the_parser_reads_are_those_a_scan_of_the_file_finds(de
     path = dense if name == "dense" else FIXTURES / name
     read = [e for e in iter_events(NemoLogParser(path.name), LogFile(path)) if isinstance(e, RankPeak)]
     assert read == memory_peaks(path)
+
+
+def test_a_nemo1_trigger_is_found_across_the_blocks_the_file_is_searched_in(tmp_path):
+    from tprimat.plugins.nvd_nemo.parse import _search
+
+    path = tmp_path / "log"
+    path.write_bytes(b"x" * 10 + b"DLL 2025" + b"y" * 10)
+    for block_bytes in range(1, 30):
+        assert _search(path, (b"DLL", b"Experiment configuration"), block_bytes)
+    assert not _search(path, (b"DLX",), 4)
