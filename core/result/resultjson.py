@@ -30,7 +30,7 @@ import json
 import math
 import operator
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, compress, repeat
 from operator import is_
 from pathlib import Path
@@ -62,20 +62,43 @@ def iter_result_json(result: Any) -> Iterator[str]:
     skeleton["iterations"] = mark
     before, _, after = (json.dumps(skeleton, indent=2, allow_nan=False) + "\n").partition(json.dumps(mark))
     yield before + "{"
+    held = _held_columns(result.iterations)
     for index, name in enumerate(ITERATION_FIELDS):
         yield ("," if index else "") + "\n" + _MEMBER_INDENT + json.dumps(name) + ": ["
-        yield from _column_text(result.iterations, name)
+        blocks = _column_blocks(result.iterations, name) if held is None else _in_blocks(held[index])
+        yield from _column_text(blocks)
         yield "]"
     yield "\n  }" + after
 
 
-def _column_text(iterations: Sequence[Any], name: str) -> Iterator[str]:
-    """The values of the field ``name`` of each of ``iterations``, as the items of a JSON array."""
+def _column_text(blocks: Iterable[Sequence[Any]]) -> Iterator[str]:
+    """A column's values, given a block of records at a time, as the items of a JSON array."""
     separator = ""
-    for values in _column_blocks(iterations, name):
+    for values in blocks:
         if values:
             yield separator + values_text(values)
             separator = ","
+
+
+#: Up to this many records kept in a file, their columns are read in one pass over the file and
+#: held (a few MB): read a field at a time, every block of the file is read once per field.
+HELD_RECORDS = 32768
+
+
+def _held_columns(iterations: Sequence[Any]) -> list[list[Any]] | None:
+    """Every column of records kept in a file, when they are few (see :data:`HELD_RECORDS`)."""
+    if not isinstance(iterations, RowSource) or len(iterations) > HELD_RECORDS:
+        return None
+    columns: list[list[Any]] = [[] for _ in ITERATION_FIELDS]
+    for block in iterations.field_blocks(*ITERATION_FIELDS):
+        for column, values in zip(columns, block, strict=True):
+            column.extend(values)
+    return columns
+
+
+def _in_blocks(values: list[Any]) -> Iterator[list[Any]]:
+    """``values`` a block of :data:`BLOCK_RECORDS` at a time."""
+    return (values[start : start + BLOCK_RECORDS] for start in range(0, len(values), BLOCK_RECORDS))
 
 
 def _column_blocks(iterations: Sequence[Any], name: str) -> Iterator[Sequence[Any]]:

@@ -244,3 +244,22 @@ def test_records_logged_between_blocks_go_to_the_file_with_them(monkeypatch):
     assert list(found) == records
     assert collector._cold._in_order
     assert all(part.count > 1 for part in found._parts)  # no record alone in a block of the file
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("iteration", -1), ("step_time_s", 0.0), ("step_time_s", float("nan")), ("skipped", -2), ("covers_iterations", 0)],
+)
+def test_a_block_taken_a_record_at_a_time_is_refused_as_its_records_would_be(field, value):
+    """A block that is not taken whole makes its records: one its parser should never have
+    yielded (a row the record's validators refuse) is refused as that record is."""
+    from tprimat.contract import IterationBlock, IterationRecord
+    from tprimat.contract.records import ITERATION_FIELDS, iteration_values
+
+    rows = [iteration_values(IterationRecord(iteration=i, step_time_s=1.0)) for i in (5, 6)]
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    columns[ITERATION_FIELDS.index(field)][1] = value
+    collector = EventCollector()
+    collector.add(IterationRecord(iteration=9, step_time_s=1.0))  # the block is not above it: records
+    with pytest.raises(ValueError):
+        collector.add(IterationBlock(columns=tuple(columns)))

@@ -162,3 +162,22 @@ def test_a_column_of_one_sign_is_written_as_json_writes_it(figures, sign, with_n
 @given(st.lists(st.one_of(st.floats(), st.integers(), st.none(), st.booleans(), st.text(max_size=4)), min_size=1))
 def test_any_column_of_json_scalars_is_written_as_json_writes_it(values):
     assert f"[{values_text(values)}]" == _compact(values)
+
+
+def test_records_kept_in_a_file_are_written_alike_read_by_field_or_held(monkeypatch):
+    """Few records kept in a file are read in one pass and held; many, a field at a time: the
+    text is the same either way, and the same as that of the records in memory."""
+    from tprimat.result.collect import EventCollector
+    from tprimat.result.spill import RecordSequence
+
+    result = parse_logs([PATHS[0]], registry=Registry.from_environment(), allow_mismatch=True).result
+    records = _records(random.Random(11), 300)
+    collector = EventCollector(spill_after=64).consume(records)
+    kept = collector.records
+    assert isinstance(kept, RecordSequence)
+    assert 64 < len(kept) < len(records)  # the implausible ones refused (see collect.implausible)
+    in_memory = dumps_result(attrs.evolve(result, iterations=list(kept)))
+    monkeypatch.setattr(resultjson, "BLOCK_RECORDS", 50)
+    for held in (0, 10_000):
+        monkeypatch.setattr(resultjson, "HELD_RECORDS", held)
+        assert dumps_result(attrs.evolve(result, iterations=kept)) == in_memory
