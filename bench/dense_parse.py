@@ -88,7 +88,7 @@ def _compared(output: Path) -> tuple[str, dict[str, Any], int]:
     return digest.hexdigest()[:12], data["summary"], count
 
 
-def _compared_apart(output: Path) -> tuple[str, dict[str, Any], int]:
+def compared_apart(output: Path) -> tuple[str, dict[str, Any], int]:
     """:func:`_compared` in a child process: reading a large result grows the process that reads
     it, and every later run, forked from this one, would start (and count its peak) that large."""
     reader, writer = os.pipe()
@@ -109,7 +109,7 @@ def _compared_apart(output: Path) -> tuple[str, dict[str, Any], int]:
     return pickle.loads(data)  # noqa: S301  (this process's own child wrote it)
 
 
-def _same(results: list[tuple[str, dict[str, Any], int]]) -> bool:
+def same_results(results: list[tuple[str, dict[str, Any], int]]) -> bool:
     first_digest, first_summary, _ = results[0]
     for digest, summary, _ in results[1:]:
         common = first_summary.keys() & summary.keys()
@@ -135,7 +135,7 @@ def _run(executable: str, backend: str, source: Path, output: Path, jobs: int | 
     wall = time.perf_counter() - started
     if status != 0:
         raise SystemExit(f"{' '.join(command)} failed (status {status})")
-    compared = _compared_apart(output)
+    compared = compared_apart(output)
     output.unlink()
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss // 1024, compared
 
@@ -191,10 +191,10 @@ def main() -> None:
             records = runs["new"][0][3][2]  # the records of the result
             grep_wall = min(g[0] for g in greps)
             rows.append((name, megabytes, "grep -c", grep_wall, grep_wall, None, None, greps[0][1], "-"))
-            same_results = _same([run[3] for measured in runs.values() for run in measured])
+            alike = same_results([run[3] for measured in runs.values() for run in measured])
             for version, measured in runs.items():
                 walls = sorted(run[0] for run in measured)
-                same = "-" if len(versions) == 1 else ("yes" if same_results else "NO")
+                same = "-" if len(versions) == 1 else ("yes" if alike else "NO")
                 cpu = statistics.median(run[1] for run in measured)
                 rss = max(run[2] for run in measured)
                 rows.append((name, megabytes, version, walls[0], statistics.median(walls), cpu, rss, records, same))
