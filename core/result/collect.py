@@ -192,32 +192,22 @@ def _within(values: Sequence[Any], kinds: frozenset[type], least: float, greates
     return least <= min(values) and max(values) <= greatest
 
 
-#: The checks of IterationRecord's own validators, as (field's place, least, whether above it only).
-_RECORD_LIMITS = (
-    (_PLACE["iteration"], 0, False),
-    (_PLACE["step_time_s"], 0, True),
-    (_PLACE["tokens"], 0, False),
-    (_PLACE["skipped"], 0, False),
-    (_PLACE["covers_iterations"], 1, False),
-)
+#: The record's fields that have validators, with their places in a row.
+_FIELDS: list[attrs.Attribute] = list(attrs.fields(IterationRecord))
+_VALIDATED = [(place, field) for place, field in enumerate(_FIELDS) if field.validator is not None]
 
 
 def _records_of(block: IterationBlock) -> list[IterationRecord]:
-    """The records of ``block``, made without running their validators when its columns pass
-    them (checked a column at a time): a block taken a record at a time is another rank's copy
-    of records taken already, in a per-rank tree most of them."""
+    """The records of ``block``: the record's own validators run over each column (raising as
+    making the record would), then the records made without running them again.  A block
+    taken a record at a time is another rank's copy of records taken already, in a per-rank
+    tree most of them."""
     columns = block.columns
-    for place, least, above in _RECORD_LIMITS:
-        values = [value for value in columns[place] if value is not None]
-        if not set(map(type, values)) <= _NUMBERS or (values and not _in_limit(values, least, above)):
-            return block.records()  # the validators say what is wrong
+    for place, field in _VALIDATED:
+        validator: Any = field.validator
+        for value in columns[place]:
+            validator(None, field, value)
     return list(map(record_from, zip(*columns, strict=True)))
-
-
-def _in_limit(values: list[Any], least: float, above: bool) -> bool:
-    """Whether every one of ``values`` (numbers) is above ``least`` (``above``) or at least it; a
-    NaN is neither."""
-    return all(map(operator.lt if above else operator.le, itertools.repeat(least), values))
 
 
 def _same(value: Any) -> Any:
