@@ -14,6 +14,7 @@ between closest ranks (NumPy's default); CV is the sample standard deviation
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 import math
@@ -31,6 +32,7 @@ from tprimat.result.peaks import lookup_peak
 from tprimat.result.schema import DevicePartition, IterationRecord, Stats, Summary
 from tprimat.result.spill import RecordSequence, record_field_blocks
 from tprimat.settings.models import ModelSpec
+from tprimat.workers import fork_call
 
 _T = TypeVar("_T")
 
@@ -581,7 +583,6 @@ class _Gathered:
 
     measured: int = 0
     figures: _Columns = attrs.Factory(_Columns)  # step times and throughput of the measured records
-    reported: _Columns = attrs.Factory(_Columns)  # each numeric reported figure of the measured records
     peaks: dict[str, float | None] = attrs.Factory(
         lambda: dict.fromkeys(("mem_max_allocated_gib", "mem_max_reserved_gib", "mem_device_used_gib", "mem_rss_gib"))
     )
@@ -601,7 +602,6 @@ _GATHERED = (
     "tokens_per_s_per_gpu",
     "tokens",
     "energy_j",
-    "reported",
     "loss",
     "mem_max_allocated_gib",
     "mem_allocated_gib",
@@ -619,8 +619,8 @@ def _gather(records: Iterable[IterationRecord], selection: _Selection) -> _Gathe
     found = _Gathered()
     peaks = found.peaks
     for columns in record_field_blocks(records, *_GATHERED):
-        iterations, covers, profiled, steps, skipped, per_gpu, tokens, energies, reported, losses = columns[:10]
-        max_allocated, allocated, max_reserved, reserved, device, rss = columns[10:]
+        iterations, covers, profiled, steps, skipped, per_gpu, tokens, energies, losses = columns[:9]
+        max_allocated, allocated, max_reserved, reserved, device, rss = columns[9:]
         del columns
         peaks["mem_max_allocated_gib"] = _peak(_either_column(max_allocated, allocated), peaks["mem_max_allocated_gib"])
         peaks["mem_max_reserved_gib"] = _peak(_either_column(max_reserved, reserved), peaks["mem_max_reserved_gib"])
@@ -629,8 +629,8 @@ def _gather(records: Iterable[IterationRecord], selection: _Selection) -> _Gathe
         found.final = _final_loss(iterations, losses, found.final)
         counted = selection.counted_block(iterations, covers, profiled, steps, skipped)
         if len(counted) < len(iterations):
-            steps, per_gpu, tokens, energies, reported = (
-                tuple([column[i] for i in counted]) for column in (steps, per_gpu, tokens, energies, reported)
+            steps, per_gpu, tokens, energies = (
+                tuple([column[i] for i in counted]) for column in (steps, per_gpu, tokens, energies)
             )
         found.measured += len(counted)
         found.figures.extend("step", list(steps))
@@ -644,9 +644,29 @@ def _gather(records: Iterable[IterationRecord], selection: _Selection) -> _Gathe
             if found.all_energy:
                 found.energy.extend(list(energies))
                 found.total_tokens += sum(filter(None, tokens))
-        for name in set().union(*reported):
-            found.reported.extend(name, list(map(dict.get, reported, itertools.repeat(name))))
     return found
+
+
+#: The fields that decide whether a record is measured (see :meth:`_Selection.counted_block`).
+_SELECTED = ("iteration", "covers_iterations", "profiled", "step_time_s", "skipped")
+
+#: From this many records kept in a file, the framework's own figures (``reported``) are
+#: summarised by a forked child while this process summarises the others.
+FORKED_RECORDS = 32768
+
+
+def _reported_stats(records: Iterable[IterationRecord], selection: _Selection) -> dict[str, Stats]:
+    """The statistics of each numeric figure the framework reported, over the measured records
+    (chosen by ``selection``, a copy of its own: its notes are those of :func:`_gather`'s)."""
+    columns = _Columns()
+    for iterations, covers, profiled, steps, skipped, reported in record_field_blocks(records, *_SELECTED, "reported"):
+        counted = selection.counted_block(iterations, covers, profiled, steps, skipped)
+        if len(counted) < len(iterations):
+            reported = [reported[i] for i in counted]
+        for name in set().union(*reported):
+            columns.extend(name, list(map(dict.get, reported, itertools.repeat(name))))
+    described = {key: describe_column(columns[key]) for key in sorted(columns)}
+    return {key: stats for key, stats in described.items() if stats is not None}
 
 
 def _either(value: float | None, otherwise: float | None) -> float | None:
@@ -708,7 +728,10 @@ def summarize(
     all in memory; a long figure's numbers go to a file too (:mod:`tprimat.result.column`).
     """
     selection = _Selection(records, warmup_iterations=warmup_iterations, exclude_profiled=exclude_profiled)
-    found = _gather(records, selection)
+    many = isinstance(records, RecordSequence) and len(records) >= FORKED_RECORDS
+    with fork_call(functools.partial(_reported_stats, records, copy.deepcopy(selection)), fork=many) as reported_call:
+        found = _gather(records, selection)
+        reported = reported_call.result()
     measured, figures, peaks = found.measured, found.figures, found.peaks
     notes = selection.notes()
     step = describe_column(figures.get("step"))
@@ -742,12 +765,6 @@ def summarize(
             energy = math.fsum(found.energy.values()) / found.total_tokens
         except OverflowError:
             notes.append("energy per token left out: the energies add up past the largest float")
-
-    reported = {}
-    for key in sorted(found.reported):
-        stats = describe_column(found.reported[key])
-        if stats is not None:
-            reported[key] = stats
 
     summary = Summary(
         warmup_iterations=warmup_iterations,

@@ -21,14 +21,19 @@ no record made): memory holds one block of one column, whatever the length of th
 block is one call of msgspec's encoder, or of json's C encoder where msgspec would spell a
 value otherwise (a float with an exponent, non-ASCII text; see :func:`values_text`): either
 way floats are spelled as ``repr`` spells them, NaN and the infinities as the strings
-``"NaN"``, ``"Infinity"``, ``"-Infinity"``, and text as json escapes it.
+``"NaN"``, ``"Infinity"``, ``"-Infinity"``, and text as json escapes it.  For a long run the
+last column (``reported``) is written meanwhile by a forked child (:data:`FORKED_RECORDS`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import math
 import operator
+import os
+import tempfile
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, compress, repeat
@@ -43,6 +48,7 @@ from tprimat.atomic import atomic_write_text
 from tprimat.contract.records import ITERATION_FIELDS
 from tprimat.result import schema
 from tprimat.result.spill import RowSource
+from tprimat.workers import can_fork, fork_call
 
 _MEMBER_INDENT = " " * 4  # "iterations" is a key of the top-level object: its members are two levels in
 #: Records of a list whose column is encoded by one msgspec call (records kept in a file go
@@ -63,12 +69,23 @@ def iter_result_json(result: Any) -> Iterator[str]:
     before, _, after = (json.dumps(skeleton, indent=2, allow_nan=False) + "\n").partition(json.dumps(mark))
     yield before + "{"
     held = _held_columns(result.iterations)
-    for index, name in enumerate(ITERATION_FIELDS):
-        yield ("," if index else "") + "\n" + _MEMBER_INDENT + json.dumps(name) + ": ["
-        blocks = _column_blocks(result.iterations, name) if held is None else _in_blocks(held[index])
-        yield from _column_text(blocks)
-        yield "]"
+    with _ForkedMembers.of(result.iterations, FORKED_FIELDS) as forked:
+        for index, name in enumerate(ITERATION_FIELDS):
+            if forked is not None and name == FORKED_FIELDS[0]:
+                yield from forked.text()
+                break
+            yield from _member_text(
+                index, name, _column_blocks(result.iterations, name) if held is None else _in_blocks(held[index])
+            )
     yield "\n  }" + after
+
+
+def _member_text(index: int, name: str, blocks: Iterable[Sequence[Any]]) -> Iterator[str]:
+    """The member of the iterations object for the field ``name`` (the ``index``-th), its values
+    given a block at a time."""
+    yield ("," if index else "") + "\n" + _MEMBER_INDENT + json.dumps(name) + ": ["
+    yield from _column_text(blocks)
+    yield "]"
 
 
 def _column_text(blocks: Iterable[Sequence[Any]]) -> Iterator[str]:
@@ -83,6 +100,60 @@ def _column_text(blocks: Iterable[Sequence[Any]]) -> Iterator[str]:
 #: Up to this many records kept in a file, their columns are read in one pass over the file and
 #: held (a few MB): read a field at a time, every block of the file is read once per field.
 HELD_RECORDS = 32768
+
+
+#: From this many records kept in a file, the members of the last fields (:data:`FORKED_FIELDS`)
+#: are written by a forked child while this process writes the others, and read back from the
+#: child's temporary file.
+FORKED_RECORDS = HELD_RECORDS
+#: The fields the child writes: about half of the work, ``reported`` (the framework's own
+#: figures, objects) the costliest of all.
+FORKED_FIELDS = ITERATION_FIELDS[ITERATION_FIELDS.index("mem_device_used_gib") :]
+#: Characters read at a time from the child's file.
+_TEXT_CHUNK = 1 << 22
+
+
+class _ForkedMembers:
+    """Members of the iterations object, written into a temporary file by a forked child."""
+
+    def __init__(self, iterations: RowSource, names: Sequence[str]) -> None:
+        self._spool = tempfile.TemporaryFile()
+        self._call = fork_call(functools.partial(_write_members, iterations, names, self._spool.fileno()))
+
+    @classmethod
+    @contextlib.contextmanager
+    def of(cls, iterations: Sequence[Any], names: Sequence[str]) -> Iterator[_ForkedMembers | None]:
+        """The members ``names`` of ``iterations`` under way in a child, for records kept in a
+        file from :data:`FORKED_RECORDS` on (else None: this process writes them); the child is
+        ended and the file closed on leaving."""
+        if not isinstance(iterations, RowSource) or len(iterations) < FORKED_RECORDS or not can_fork():
+            yield None
+            return
+        forked = cls(iterations, names)
+        try:
+            yield forked
+        finally:
+            forked._call.cancel()
+            forked._spool.close()
+
+    def text(self) -> Iterator[str]:
+        """The members' text, once the child has written it (or, where it failed, written here)."""
+        self._call.result()
+        fd = self._spool.fileno()
+        os.lseek(fd, 0, os.SEEK_SET)
+        with open(fd, encoding="utf-8", closefd=False) as text:
+            while piece := text.read(_TEXT_CHUNK):
+                yield piece
+
+
+def _write_members(iterations: RowSource, names: Sequence[str], fd: int) -> None:
+    """Write the members ``names`` (the last fields) of ``iterations`` into the file ``fd``, from its start."""
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    with open(fd, "w", encoding="utf-8", closefd=False) as out:
+        for name in names:
+            index = ITERATION_FIELDS.index(name)
+            out.writelines(_member_text(index, name, _column_blocks(iterations, name)))
 
 
 def _held_columns(iterations: Sequence[Any]) -> list[list[Any]] | None:

@@ -249,3 +249,36 @@ def test_no_ceiling_for_the_precision_is_noted():
     )
     assert result.summary.mamf_utilisation is None
     assert any("no fp8 matmul ceiling" in n for n in result.provenance.notes)
+
+
+def test_the_reported_figures_summarised_by_a_forked_child_are_those_summarised_here(monkeypatch):
+    from tprimat.result import metrics
+    from tprimat.result.spill import ColdRecords
+
+    originals = [
+        IterationRecord(
+            iteration=i,
+            step_time_s=1.0 + (i % 5) / 10,
+            tokens=4096,
+            profiled=i == 20,
+            reported={
+                "tflops": 300.0 + i % 9,
+                "count": i,
+                "name": "x",
+                "nan": math.nan,
+                **({"odd": 1.5} if i % 2 else {}),
+            },
+        )
+        for i in range(1, 60)
+    ]
+    options = dict(model=None, seq_length=4096, world_size=8, precision="bf16", device_name=None, warmup_iterations=3)
+    here = metrics.summarize(originals, **options)
+    forks = []
+    real_fork = metrics.fork_call
+    monkeypatch.setattr(metrics, "fork_call", lambda call, fork: forks.append(fork) or real_fork(call, fork=fork))
+    monkeypatch.setattr(metrics, "FORKED_RECORDS", 10)
+    forked = metrics.summarize(ColdRecords().finish(list(originals)), **options)
+    assert forks == [True]
+    assert forked == here
+    assert set(forked[0].reported) == {"tflops", "count", "odd"}
+    assert forked[1] == here[1] and any("profiled" in note for note in forked[1])  # notes made once, here

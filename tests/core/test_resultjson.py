@@ -181,3 +181,49 @@ def test_records_kept_in_a_file_are_written_alike_read_by_field_or_held(monkeypa
     for held in (0, 10_000):
         monkeypatch.setattr(resultjson, "HELD_RECORDS", held)
         assert dumps_result(attrs.evolve(result, iterations=kept)) == in_memory
+
+
+def _kept_records():
+    """A result of one fixture, and a few hundred records kept in a file (see the test above)."""
+    from tprimat.result.collect import EventCollector
+
+    result = parse_logs([PATHS[0]], registry=Registry.from_environment(), allow_mismatch=True).result
+    kept = EventCollector(spill_after=64).consume(_records(random.Random(5), 300)).records
+    return result, kept
+
+
+def test_the_last_members_written_by_a_forked_child_are_the_same_text(monkeypatch):
+    result, kept = _kept_records()
+    monkeypatch.setattr(resultjson, "BLOCK_RECORDS", 50)
+    monkeypatch.setattr(resultjson, "FORKED_RECORDS", 10**9)
+    here = dumps_result(attrs.evolve(result, iterations=kept))
+    children = []
+    real_fork = resultjson.fork_call
+    monkeypatch.setattr(resultjson, "fork_call", lambda call: children.append(call) or real_fork(call))
+    monkeypatch.setattr(resultjson, "FORKED_RECORDS", 50)
+    assert dumps_result(attrs.evolve(result, iterations=kept)) == here
+    assert len(children) == 1  # the child wrote the last members
+    assert resultjson.FORKED_FIELDS[-1] == "reported"
+
+
+def test_members_a_child_fails_to_write_are_written_here(monkeypatch):
+    import os
+
+    result, kept = _kept_records()
+    monkeypatch.setattr(resultjson, "FORKED_RECORDS", 10**9)
+    here = dumps_result(attrs.evolve(result, iterations=kept))
+    parent = os.getpid()
+    real_write = resultjson._write_members
+
+    def fails_in_a_child(iterations, names, fd):
+        if os.getpid() != parent:
+            raise OSError("disk full")
+        real_write(iterations, names, fd)
+
+    monkeypatch.setattr(resultjson, "_write_members", fails_in_a_child)
+    children = []
+    real_fork = resultjson.fork_call
+    monkeypatch.setattr(resultjson, "fork_call", lambda call: children.append(call) or real_fork(call))
+    monkeypatch.setattr(resultjson, "FORKED_RECORDS", 50)
+    assert dumps_result(attrs.evolve(result, iterations=kept)) == here
+    assert len(children) == 1

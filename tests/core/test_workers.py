@@ -1,14 +1,16 @@
-"""Files handed out to worker processes: the same results, in order, as a loop in this process."""
+"""Files handed out to worker processes, and calls made in a forked child: the same results as
+calls made in this process."""
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 
 from tprimat.errors import TprimatError
-from tprimat.workers import default_workers, map_files
+from tprimat.workers import default_workers, fork_call, map_files
 
 
 def _pid_and_square(n: int) -> tuple[int, int]:
@@ -54,3 +56,53 @@ def test_an_error_in_a_worker_is_raised_here():
     with pytest.raises(TprimatError, match="item 3 is unreadable"):
         map_files(_fails_on_three, [1, 2, 3, 4], workers=2)
     assert threading.active_count() == 1
+
+
+def _pid() -> int:
+    return os.getpid()
+
+
+def test_a_forked_call_gives_the_child_s_value():
+    with fork_call(_pid) as call:
+        assert call.result() not in (os.getpid(), None)
+
+
+def test_a_call_not_forked_is_made_here():
+    with fork_call(_pid, fork=False) as call:
+        assert call.result() == os.getpid()
+
+
+def test_a_child_that_fails_leaves_the_call_to_be_made_here():
+    parent = os.getpid()
+    calls = []
+
+    def fails_in_the_child() -> int:
+        calls.append(os.getpid())  # seen here only for the call made here
+        if os.getpid() != parent:
+            raise TprimatError("the child cannot")
+        return 7
+
+    with fork_call(fails_in_the_child) as call:
+        assert call.result() == 7
+    assert calls == [parent]
+
+
+def test_an_error_of_the_call_is_raised_here():
+    with pytest.raises(TprimatError, match="item 3 is unreadable"):
+        with fork_call(lambda: _fails_on_three(3)) as call:
+            call.result()
+
+
+def test_leaving_before_the_value_ends_the_child(tmp_path):
+    started = tmp_path / "started"
+
+    def waits() -> None:
+        started.write_text("yes")
+        time.sleep(600)
+
+    with fork_call(waits) as call:
+        pid = call._pid
+        while not started.exists():
+            time.sleep(0.01)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # ended and reaped
