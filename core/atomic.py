@@ -14,18 +14,21 @@ from pathlib import Path
 
 
 def atomic_write_text(path: str | Path, text: str | Iterable[str]) -> Path:
-    """Write ``text`` (or its pieces, in order) to ``path`` atomically (temp file + fsync + rename + dir fsync)."""
+    """Write ``text`` (or its pieces, in order) to ``path`` atomically, in UTF-8 (see :func:`atomic_write_bytes`)."""
+    pieces = [text] if isinstance(text, str) else text
+    return atomic_write_bytes(path, (piece.encode("utf-8") for piece in pieces))
+
+
+def atomic_write_bytes(path: str | Path, pieces: Iterable[bytes]) -> Path:
+    """Write ``pieces``, in order, to ``path`` atomically (temp file + fsync + rename + dir fsync)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         os.fchmod(fd, 0o666 & ~_current_umask())  # mkstemp creates 0600; use the usual mode
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            if isinstance(text, str):
-                handle.write(text)
-            else:
-                for piece in text:
-                    handle.write(piece)
+        with os.fdopen(fd, "wb") as handle:
+            for piece in pieces:
+                handle.write(piece)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, target)

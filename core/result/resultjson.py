@@ -44,7 +44,7 @@ from typing import Any
 import attrs
 import msgspec
 
-from tprimat.atomic import atomic_write_text
+from tprimat.atomic import atomic_write_bytes
 from tprimat.contract.records import ITERATION_FIELDS
 from tprimat.result import schema
 from tprimat.result.spill import RowSource
@@ -58,11 +58,30 @@ BLOCK_RECORDS = 8192
 
 def write_result(result: Any, path: str | Path) -> Path:
     """Write ``result`` to ``path`` atomically (never a half-written file), in bounded memory."""
-    return atomic_write_text(path, iter_result_json(result))
+    return atomic_write_bytes(path, _encoded(_result_pieces(result)))
 
 
 def iter_result_json(result: Any) -> Iterator[str]:
     """The pieces of ``result``'s JSON text, in order (see the module's docstring)."""
+    for piece in _result_pieces(result):
+        if isinstance(piece, str):
+            yield piece
+        else:
+            yield from piece.text()
+
+
+def _encoded(pieces: Iterable[str | _ForkedMembers]) -> Iterator[bytes]:
+    """``pieces`` in UTF-8, the members a child wrote copied as their bytes."""
+    for piece in pieces:
+        if isinstance(piece, str):
+            yield piece.encode("utf-8")
+        else:
+            yield from piece.chunks()
+
+
+def _result_pieces(result: Any) -> Iterator[str | _ForkedMembers]:
+    """The pieces of ``result``'s JSON text, in order; the last members, for a long run, as a
+    child writes them (to be read before the next piece is asked for)."""
     skeleton = schema.result_to_dict(attrs.evolve(result, iterations=[]))
     mark = f"tprimat-iterations-{uuid.uuid4().hex}"  # no other string of the document is this one
     skeleton["iterations"] = mark
@@ -72,7 +91,7 @@ def iter_result_json(result: Any) -> Iterator[str]:
     with _ForkedMembers.of(result.iterations, FORKED_FIELDS) as forked:
         for index, name in enumerate(ITERATION_FIELDS):
             if forked is not None and name == FORKED_FIELDS[0]:
-                yield from forked.text()
+                yield forked
                 break
             yield from _member_text(
                 index, name, _column_blocks(result.iterations, name) if held is None else _in_blocks(held[index])
@@ -109,7 +128,7 @@ FORKED_RECORDS = HELD_RECORDS
 #: The fields the child writes: about half of the work, ``reported`` (the framework's own
 #: figures, objects) the costliest of all.
 FORKED_FIELDS = ITERATION_FIELDS[ITERATION_FIELDS.index("mem_device_used_gib") :]
-#: Characters read at a time from the child's file.
+#: Characters (or bytes) read at a time from the child's file.
 _TEXT_CHUNK = 1 << 22
 
 
@@ -138,12 +157,22 @@ class _ForkedMembers:
 
     def text(self) -> Iterator[str]:
         """The members' text, once the child has written it (or, where it failed, written here)."""
+        with open(self._written(), encoding="utf-8", closefd=False) as text:
+            while piece := text.read(_TEXT_CHUNK):
+                yield piece
+
+    def chunks(self) -> Iterator[bytes]:
+        """The members' text in UTF-8, as :meth:`text`."""
+        with open(self._written(), "rb", closefd=False) as data:
+            while piece := data.read(_TEXT_CHUNK):
+                yield piece
+
+    def _written(self) -> int:
+        """The file the members are written in, read from its start (once they are written)."""
         self._call.result()
         fd = self._spool.fileno()
         os.lseek(fd, 0, os.SEEK_SET)
-        with open(fd, encoding="utf-8", closefd=False) as text:
-            while piece := text.read(_TEXT_CHUNK):
-                yield piece
+        return fd
 
 
 def _write_members(iterations: RowSource, names: Sequence[str], fd: int) -> None:

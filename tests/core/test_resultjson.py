@@ -192,7 +192,7 @@ def _kept_records():
     return result, kept
 
 
-def test_the_last_members_written_by_a_forked_child_are_the_same_text(monkeypatch):
+def test_the_last_members_written_by_a_forked_child_are_the_same_text(monkeypatch, tmp_path):
     result, kept = _kept_records()
     monkeypatch.setattr(resultjson, "BLOCK_RECORDS", 50)
     monkeypatch.setattr(resultjson, "FORKED_RECORDS", 10**9)
@@ -202,7 +202,9 @@ def test_the_last_members_written_by_a_forked_child_are_the_same_text(monkeypatc
     monkeypatch.setattr(resultjson, "fork_call", lambda call: children.append(call) or real_fork(call))
     monkeypatch.setattr(resultjson, "FORKED_RECORDS", 50)
     assert dumps_result(attrs.evolve(result, iterations=kept)) == here
-    assert len(children) == 1  # the child wrote the last members
+    write_result(attrs.evolve(result, iterations=kept), tmp_path / "result.json")
+    assert (tmp_path / "result.json").read_text(encoding="utf-8") == here  # its bytes copied as they are
+    assert len(children) == 2  # a child wrote the last members each time
     assert resultjson.FORKED_FIELDS[-1] == "reported"
 
 
