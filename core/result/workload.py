@@ -18,7 +18,7 @@ import attrs
 
 from tprimat.contract.records import IterationRecord
 from tprimat.errors import TprimatError
-from tprimat.result.spill import record_fields
+from tprimat.result.spill import record_field_blocks
 from tprimat.settings.config import INT_LIMITS, MAX_BATCH_SIZE, MAX_PARALLEL, MAX_PROCS_PER_NODE, MAX_SEQ_LENGTH
 
 #: The most GPUs a run may have: the config's limits on nodes and processes per node.
@@ -70,28 +70,40 @@ def as_size(key: str, value: Any) -> int | None:
     return size if size is not None and 0 < size <= SIZE_LIMITS[key] else None
 
 
-#: Records whose samples are compared at a time (see :func:`_samples_off`).
-SAMPLES_CHUNK = 65536
-
-
 def _samples_off(records: Collection[IterationRecord], gbs: int) -> Iterable[tuple[IterationRecord, IterationRecord]]:
     """The consecutive pairs of the records that count consumed samples, to check one by one:
     none when every pair's samples are the global batch times its iterations (compared all at
-    once, in C, over the iterations and samples alone, a chunk at a time: a long run's are
-    never held whole), else all of them (``records`` read again)."""
-    counted = ((i, s) for i, s in record_fields(records, "iteration", "consumed_samples") if s is not None)
+    once, in C, over the iterations and samples alone, a block of records at a time: a long
+    run's are never held whole), else all of them (``records`` read again)."""
     every_pair = itertools.pairwise(r for r in records if r.consumed_samples is not None)  # lazy: read if needed
-    last: list[tuple[int, int]] = []  # the last pair of the chunk before, compared with the next chunk's first
-    while len(chunk := last + list(itertools.islice(counted, SAMPLES_CHUNK))) > len(last):
+    last: tuple[list[Any], list[Any]] = (
+        [],
+        [],
+    )  # the last pair of the block before, compared with the next one's first
+    for iterations, samples in record_field_blocks(records, "iteration", "consumed_samples"):
+        if None in samples:
+            kept = list(map(operator.is_not, samples, itertools.repeat(None)))
+            iterations, samples = list(itertools.compress(iterations, kept)), list(itertools.compress(samples, kept))
+        if not samples:
+            continue
         try:
-            iterations, samples = (array("q", column) for column in zip(*chunk, strict=True))
+            steps, counts = array("q", [*last[0], *iterations]), array("q", [*last[1], *samples])
         except (OverflowError, TypeError):  # not a 64-bit integer: compared pair by pair
             return every_pair
-        steps = map(operator.sub, iterations[1:], iterations)
-        if list(map(operator.sub, samples[1:], samples)) != list(map(operator.mul, steps, itertools.repeat(gbs))):
+        batches = map(operator.mul, map(operator.sub, steps[1:], steps), itertools.repeat(gbs))
+        if list(map(operator.sub, counts[1:], counts)) != list(batches):
             return every_pair
-        last = chunk[-1:]
+        last = ([iterations[-1]], [samples[-1]])
     return ()
+
+
+def _batch_sizes(records: Collection[IterationRecord]) -> list[Any]:
+    """The global batch sizes the records state, each once, in order."""
+    found: set[Any] = set()
+    for (sizes,) in record_field_blocks(records, "global_batch_size"):
+        found.update(sizes)
+    found.discard(None)
+    return sorted(found)
 
 
 class DeclaredSizes(Protocol):
@@ -121,7 +133,7 @@ def check_workload_declared(
     gbs = workload.global_batch_size
     if gbs is not None:
         by = declared.get("global_batch_size", "the log")
-        logged = sorted({v for (v,) in record_fields(records, "global_batch_size") if v is not None})
+        logged = _batch_sizes(records)
         fact = as_int(facts.get("global_batch_size"))
         if fact is not None and not logged:
             logged = [fact]

@@ -36,13 +36,13 @@ def test_a_restart_that_goes_back_is_not_a_batch_mismatch():
     assert len(_problems([*pairs, (5, 70)])) == 1
 
 
-def test_samples_are_compared_a_chunk_at_a_time_across_the_chunks_edges(monkeypatch):
-    from tprimat.result import workload
+def test_samples_are_compared_a_block_at_a_time_across_the_blocks_edges(monkeypatch):
+    from tprimat.result import spill
 
-    monkeypatch.setattr(workload, "SAMPLES_CHUNK", 4)
+    monkeypatch.setattr(spill, "BLOCK_RECORDS", 4)
     pairs = [(i, 16 * i) for i in range(1, 30)]
     assert _problems(pairs) == []
-    for off in (4, 5, 8, 29):  # the last of a chunk, the first of the next, at the very end
+    for off in (4, 5, 8, 29):  # the last of a block, the first of the next, at the very end
         spoilt = [*pairs]
         spoilt[off - 1] = (off, 16 * off + 8)
         (problem,) = _problems(spoilt)
