@@ -40,6 +40,14 @@ def test_the_sample_standard_deviation_is_the_standard_library_s_bit_for_bit(dis
         assert _outcome(sample_stdev, sample) == _outcome(statistics.stdev, sample)
 
 
+@given(
+    st.lists(st.one_of(_FINITE, st.sampled_from([0.0, -0.0, 1e-300, 5e-324, 1e308, 0.4316])), min_size=2, max_size=60)
+)
+def test_the_standard_deviation_of_floats_alone_is_the_standard_library_s_bit_for_bit(values):
+    """Floats alone are summed over one denominator for them all (or, too wide apart, not)."""
+    assert _outcome(sample_stdev, values) == _outcome(statistics.stdev, values)
+
+
 def _outcome(function, values):
     """What ``function(values)`` returns, or the type of error it raises (a deviation past the
     largest float overflows in both)."""
