@@ -17,7 +17,7 @@ import gc
 import hashlib
 import itertools
 import re
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +26,11 @@ import attrs
 from tprimat import __version__
 from tprimat.contract.backend import STATED_LINES
 from tprimat.contract.logfile import LogFile, count_lines
+from tprimat.contract.records import RankPeak
 from tprimat.parse.detect import detect_backend, hard_wrapped_files
 from tprimat.parse.errors import ParseError
 from tprimat.parse.logkind import unwrap_lines
-from tprimat.parse.parallel import LogReadError, read_events
+from tprimat.parse.parallel import PARALLEL_MIN_BYTES, LogReadError, read_events
 from tprimat.parse.saved_hardware import SavedHardware
 from tprimat.result import builder
 from tprimat.result.builder import assemble_result
@@ -53,6 +54,7 @@ from tprimat.result.spill import RecordSequence, record_field_blocks, record_fie
 from tprimat.result.workload import SIZE_LIMITS, Workload, as_int, as_size, check_workload_declared
 from tprimat.running.manifest import Manifest, find_manifest, load_manifest
 from tprimat.settings.config import BenchmarkConfig, default_config_dict
+from tprimat.workers import ForkedCall, fork_call
 
 #: File names read from a directory that is not a Primus tree.
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
@@ -377,59 +379,62 @@ def parse_logs(
     collector = read.collector
     records = collector.records
     timed = _timed_or_refuse(collector, files, read.common, backend)
-    facts = {key: fact.value for key, fact in collector.facts.items()}
-    starts = [path for path, goes_on in zip(files, read.continues, strict=True) if not goes_on]
-    facts, stated_notes, stated_records = _with_stated_facts(
-        starts, read.common, facts, records, entry.spec.stated_facts
-    )
-    if stated_records is not records:  # profiled iterations marked: new records
-        records = stated_records
-        timed = timed_records(records)
+    with _rank_peaks(collector, entry.spec.memory_peaks, files) as rank_memory:
+        facts = {key: fact.value for key, fact in collector.facts.items()}
+        starts = [path for path, goes_on in zip(files, read.continues, strict=True) if not goes_on]
+        facts, stated_notes, stated_records = _with_stated_facts(
+            starts, read.common, facts, records, entry.spec.stated_facts
+        )
+        if stated_records is not records:  # profiled iterations marked: new records
+            records = stated_records
+            timed = timed_records(records)
 
-    result_config = _checked_config(
-        _result_config(config, workload, facts, config_label),
-        stated=read_stated(starts, entry.spec.readback),
-        entry=entry,
-        timed=timed,
-        facts=facts,
-        declared=_declared_sources(config, config_label, workload),
-        allow_mismatch=allow_mismatch,
-        notes=notes,
-    )
-    manifest, hardware, software = _machine(manifest_path, files, saved_hardware, facts, notes)
-    missing = _missing_iterations(records, as_int(facts.get("train_iters")))
-    notes.extend(_log_notes(collector, read.truncated, missing, stated_notes))
-    if config is None:
-        notes.extend(_unusable_sizes(facts))
-    stopped_by = _stopped_after_last_iteration(files, read.common, timed)
-    status = _run_status(partial=bool(missing or read.truncated), stopped_by=stopped_by, notes=notes)
-    run = _run_info(backend, files, entry.spec.framework, result_config.model, config, status, manifest, saved_hardware)
-    result = assemble_result(
-        run=run,
-        config=result_config,
-        records=records,
-        hardware=hardware,
-        software=software,
-        provenance=Provenance(
-            inputs=[str(p) for p in files],
-            parser=f"{backend} log parser ({entry.plugin_name})",
-            parser_version=entry.version or __version__,
+        result_config = _checked_config(
+            _result_config(config, workload, facts, config_label),
+            stated=read_stated(starts, entry.spec.readback),
+            entry=entry,
+            timed=timed,
+            facts=facts,
+            declared=_declared_sources(config, config_label, workload),
+            allow_mismatch=allow_mismatch,
             notes=notes,
-        ),
-        warmup_iterations=_warmup_iterations(workload, config),
-        warmup_rule=entry.spec.warmup,
-        trainer=entry.spec.trainer,
-        exclude_profiled=config.benchmark.exclude_profiled if config is not None else True,
-        tensor_parallel=_tensor_parallel(config, facts),
-        ceiling=manifest.extra.get("microbench") if manifest else None,
-        rank_memory=collector.rank_peaks or log_rank_peaks(entry.spec.memory_peaks, files),
-        evaluations=collector.eval_records,
-        target_log_perplexity=(
-            config.convergence.target_log_perplexity if config is not None and config.convergence.enabled else None
-        ),
-        run_clock={key: collector.fact(key) for key in RUN_CLOCK_FACTS},
-        records_owned=True,  # made by this read (or received from its workers); nothing reads them after
-    )
+        )
+        manifest, hardware, software = _machine(manifest_path, files, saved_hardware, facts, notes)
+        missing = _missing_iterations(records, as_int(facts.get("train_iters")))
+        notes.extend(_log_notes(collector, read.truncated, missing, stated_notes))
+        if config is None:
+            notes.extend(_unusable_sizes(facts))
+        stopped_by = _stopped_after_last_iteration(files, read.common, timed)
+        status = _run_status(partial=bool(missing or read.truncated), stopped_by=stopped_by, notes=notes)
+        run = _run_info(
+            backend, files, entry.spec.framework, result_config.model, config, status, manifest, saved_hardware
+        )
+        result = assemble_result(
+            run=run,
+            config=result_config,
+            records=records,
+            hardware=hardware,
+            software=software,
+            provenance=Provenance(
+                inputs=[str(p) for p in files],
+                parser=f"{backend} log parser ({entry.plugin_name})",
+                parser_version=entry.version or __version__,
+                notes=notes,
+            ),
+            warmup_iterations=_warmup_iterations(workload, config),
+            warmup_rule=entry.spec.warmup,
+            trainer=entry.spec.trainer,
+            exclude_profiled=config.benchmark.exclude_profiled if config is not None else True,
+            tensor_parallel=_tensor_parallel(config, facts),
+            ceiling=manifest.extra.get("microbench") if manifest else None,
+            rank_memory=rank_memory,
+            evaluations=collector.eval_records,
+            target_log_perplexity=(
+                config.convergence.target_log_perplexity if config is not None and config.convergence.enabled else None
+            ),
+            run_clock={key: collector.fact(key) for key in RUN_CLOCK_FACTS},
+            records_owned=True,  # made by this read (or received from its workers); nothing reads them after
+        )
     result = _finished(result, stopped_by=stopped_by, facts=facts, warnings=warnings)
     return ParseOutcome(
         result=result, backend=backend, detected=detected, files=files, collector=collector, warnings=warnings
@@ -510,6 +515,28 @@ def _read_files(
         except LogReadError as exc:
             raise _open_error(exc.path, exc) from None
     return _LogRead(collector=collector, common=common, continues=continues, truncated=truncated)
+
+
+@contextlib.contextmanager
+def _rank_peaks(
+    collector: EventCollector, reader: Callable[[Path], Sequence[RankPeak]] | None, files: Sequence[Path]
+) -> Iterator[Iterable[RankPeak]]:
+    """Each rank's memory peaks: those the parser read, or where it read none, those the backend's
+    ``memory_peaks`` reader finds in the files (a pass over every byte).  For inputs of
+    :data:`~tprimat.parse.parallel.PARALLEL_MIN_BYTES` or more that pass is made by a forked child
+    while the records are checked and summarised, and waited for when the peaks are first read;
+    the child is ended on leaving."""
+    if collector.rank_peaks or reader is None:
+        yield collector.rank_peaks
+        return
+    large = sum(path.stat().st_size for path in files) >= PARALLEL_MIN_BYTES
+    with fork_call(functools.partial(log_rank_peaks, reader, files), fork=large) as scan:
+        yield _when_scanned(scan)
+
+
+def _when_scanned(scan: ForkedCall[list[RankPeak]]) -> Iterator[RankPeak]:
+    """The peaks ``scan`` finds, once it has found them."""
+    yield from scan.result()
 
 
 def _timed_or_refuse(

@@ -10,6 +10,7 @@ import pytest
 
 from tests.plugins.logfixtures import LOGS
 from tprimat.contract.registry import Registry
+from tprimat.parse import logs
 from tprimat.parse.logs import ParseError, Workload, detect_backend, find_log_files, parse_logs
 from tprimat.result.schema import Hardware, Software
 from tprimat.running.manifest import Manifest, write_manifest
@@ -310,3 +311,31 @@ def test_the_cycle_collector_is_off_while_logs_are_read_and_back_after(registry,
     with pytest.raises(ZeroDivisionError):
         parse_logs([M2023], registry=registry, allow_mismatch=True)
     assert gc.isenabled()  # back on after an error too
+
+
+def test_the_memory_scan_of_a_large_input_runs_in_a_child_and_gives_the_same_peaks(tmp_path, monkeypatch):
+    """Where the parser read no memory peaks, the backend's reader scans the files: in a forked
+    child for a large input (its peaks read once the summary wants them), here for a small one."""
+    import os
+
+    from tprimat.contract.records import RankPeak
+    from tprimat.result.collect import EventCollector
+
+    log = tmp_path / "run.log"
+    log.write_text("a line\n")
+
+    def reader(path):
+        return [RankPeak(rank=os.getpid(), device_used_gib=float(len(path.read_text())))]
+
+    def scanned():
+        with logs._rank_peaks(EventCollector(), reader, [log]) as peaks:
+            return list(peaks)
+
+    (here,) = scanned()
+    assert here.rank == os.getpid()
+    monkeypatch.setattr(logs, "PARALLEL_MIN_BYTES", 1)
+    (child,) = scanned()
+    assert child.rank != os.getpid() and child.device_used_gib == here.device_used_gib == 7.0
+    read = EventCollector().consume([RankPeak(rank=3, device_used_gib=1.0)])
+    with logs._rank_peaks(read, reader, [log]) as peaks:
+        assert list(peaks) == [RankPeak(rank=3, device_used_gib=1.0)]  # the parser's: no scan
