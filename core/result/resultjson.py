@@ -135,7 +135,7 @@ _TEXT_CHUNK = 1 << 22
 class _ForkedMembers:
     """Members of the iterations object, written into a temporary file by a forked child."""
 
-    def __init__(self, iterations: RowSource, names: Sequence[str]) -> None:
+    def __init__(self, iterations: Sequence[Any], names: Sequence[str]) -> None:
         self._spool = tempfile.TemporaryFile()
         self._call = fork_call(functools.partial(_write_members, iterations, names, self._spool.fileno()))
 
@@ -175,7 +175,7 @@ class _ForkedMembers:
         return fd
 
 
-def _write_members(iterations: RowSource, names: Sequence[str], fd: int) -> None:
+def _write_members(iterations: Sequence[Any], names: Sequence[str], fd: int) -> None:
     """Write the members ``names`` (the last fields) of ``iterations`` into the file ``fd``, from its start."""
     os.ftruncate(fd, 0)
     os.lseek(fd, 0, os.SEEK_SET)
