@@ -395,12 +395,13 @@ def _marker(index: int) -> int:
     return index * MARK + MARK // 2
 
 
-def _adopt(events: list[Any], firsts: dict[int, int], last: dict[Any, Any]) -> None:
+def _adopt(events: list[Any], firsts: dict[int, int], last: dict[Any, Any], *, marked: bool = True) -> None:
     """Make the events of a range, just received, this process's own, in place.
 
     * Events read with marker line numbers (``file:N``) get their true numbers (an iteration
       block's records in its ``source`` column); ``firsts`` maps a unit's index to the true
-      number of its first line.
+      number of its first line.  ``marked`` False: no unit of the read was numbered from a
+      marker (none is a later range), so every number is true already and none is looked at.
     * A float of the first and the last record (of a block: its first or last row) equal to
       the same field's in the record before (``last`` holds them) becomes that same object.
       Within a batch the records share what the reader made them share (see
@@ -410,23 +411,30 @@ def _adopt(events: list[Any], firsts: dict[int, int], last: dict[Any, Any]) -> N
     The events were made for this range alone (received from a worker, or read again here)
     and nothing else holds them yet, so setting fields of these frozen records is safe.
     """
-    for event in events:
-        if event is REPEATED_LINE:
-            continue
-        if type(event) is IterationBlock:
-            _true_sources(event.column("source"), firsts)
-            continue
-        source = getattr(event, "source", None)
-        if type(source) is str:
-            true = _true_source(source, firsts)
-            if true is not source:
-                object.__setattr__(event, "source", true)
-    records = [event for event in events if type(event) is IterationRecord or (type(event) is IterationBlock and event)]
-    if records:
-        _share_repeated(records[0], 0, last)
-        final = len(records[-1]) - 1 if type(records[-1]) is IterationBlock else 0
-        if len(records) > 1 or final:
-            _share_repeated(records[-1], final, last)
+    if marked:
+        for event in events:
+            if event is REPEATED_LINE:
+                continue
+            if type(event) is IterationBlock:
+                _true_sources(event.column("source"), firsts)
+                continue
+            source = getattr(event, "source", None)
+            if type(source) is str:
+                true = _true_source(source, firsts)
+                if true is not source:
+                    object.__setattr__(event, "source", true)
+    first = next((event for event in events if _holds_records(event)), None)
+    if first is not None:
+        _share_repeated(first, 0, last)
+        final_event = next(event for event in reversed(events) if _holds_records(event))
+        final = len(final_event) - 1 if type(final_event) is IterationBlock else 0
+        if final_event is not first or final:
+            _share_repeated(final_event, final, last)
+
+
+def _holds_records(event: Any) -> bool:
+    """Whether ``event`` is an iteration record or a block of at least one."""
+    return type(event) is IterationRecord or (type(event) is IterationBlock and bool(event))
 
 
 def _true_source(source: str, firsts: dict[int, int]) -> str:
@@ -665,6 +673,7 @@ def _read_in_pool(registry: Any, backend: str, units: list[_Unit], workers: int)
     try:
         state = None
         units = [attrs.evolve(u, first_lineno=_marker(i)) if u.chunk_index else u for i, u in enumerate(units)]
+        marked = any(unit.chunk_index for unit in units)  # line numbers from a marker: see _adopt
         waiting = iter(units)
         jobs: collections.deque[tuple[_Unit, Future[_Read | LogReadError]]] = collections.deque()
 
@@ -699,7 +708,7 @@ def _read_in_pool(registry: Any, backend: str, units: list[_Unit], workers: int)
                 following = firsts[index] + read.lines
             del read
             for events in _unpacked(pieces):
-                _adopt(events, firsts, last_values)
+                _adopt(events, firsts, last_values, marked=marked)
                 yield events
         # Ended and joined here, not at exit: what follows may fork, which only a process
         # without other threads (the pool's) can do safely.

@@ -25,7 +25,10 @@ parser read at once) is taken as the records it stands for.  A block that these
 rules would take record by record as it is (new iterations in ascending order,
 every figure plausible, checked a column at a time) is kept as its columns and
 moved to the file as such, without a record made per line: a long run's log is
-mostly such blocks.
+mostly such blocks.  A block whose every record these rules would drop as an exact copy
+(another rank's copy of iterations taken already: most blocks of a per-rank tree after the first
+rank's) is counted as that many duplicates, compared a row at a time with the stored values of
+the records it copies, without a record made per line.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from typing import Any, Protocol
 import attrs
 
 from tprimat.contract.records import (
+    BODY_FIELDS,
     EMPTY_BODY,
     ITERATION_FIELDS,
     MAX_STEP_TIME_S,
@@ -139,6 +143,12 @@ def implausible(record: IterationRecord) -> str | None:
 _PLACE = {name: place for place, name in enumerate(ITERATION_FIELDS)}
 _ITERATION = _PLACE["iteration"]
 _PLACES = range(len(ITERATION_FIELDS))
+_BODY_PLACES = [_PLACE[name] for name in BODY_FIELDS]
+_MEMORY_PLACES = [_PLACE[name] for name in MEMORY_FIELDS]
+#: A row's body (see :data:`~tprimat.contract.records.BODY_FIELDS`) and memory figures.
+_row_body = operator.itemgetter(*_BODY_PLACES)
+_row_memory = operator.itemgetter(*_MEMORY_PLACES)
+_iteration_of = operator.itemgetter(_ITERATION)
 _STEP_TIME = _PLACE["step_time_s"]
 _INTS = frozenset({int})
 _NUMBERS = frozenset({int, float})
@@ -220,8 +230,14 @@ def _same(value: Any) -> Any:
 
 
 def _bodies_equal(a: tuple, b: tuple) -> bool:
-    # Plain tuple equality first (C speed); NaNs, which never equal themselves, only on a miss.
-    return a == b or tuple(map(_same, a)) == tuple(map(_same, b))
+    # Plain tuple equality first (C speed); on a miss, field by field with NaN equal to NaN, to
+    # the first field that differs (a memory line's empty body differs at once).
+    return a == b or (len(a) == len(b) and all(map(_same_value, a, b)))
+
+
+def _same_value(x: Any, y: Any) -> bool:
+    """Whether two values of a field are equal, NaN equal to NaN (see :func:`_same`)."""
+    return x is y or x == y or _same(x) == _same(y)
 
 
 class TimedRecords(Collection[IterationRecord], Reversible[IterationRecord], Protocol):
@@ -285,12 +301,43 @@ def _merge(
     old, new = _get_memory(previous), _get_memory(event)
     if base is previous and old == new:
         return previous
-    memory = {}
-    for name, a, b in zip(MEMORY_FIELDS, old, new, strict=True):
-        memory[name] = b if a is None else a if b is None else max(a, b)
-    if base is previous and tuple(memory.values()) == old:
+    memory = _memory_merged(old, new)
+    if base is previous and memory == old:
         return previous
-    return attrs.evolve(base, **memory)
+    return attrs.evolve(base, **dict(zip(MEMORY_FIELDS, memory, strict=True)))
+
+
+def _memory_merged(old: tuple, new: tuple) -> tuple:
+    """The memory figures (:data:`~tprimat.contract.records.MEMORY_FIELDS` order) of two observations
+    of an iteration merged: the largest reading of each, a missing one taken from the other."""
+    return tuple(b if a is None else a if b is None else max(a, b) for a, b in zip(old, new, strict=True))
+
+
+def _adds_nothing(old: tuple, new: tuple) -> bool:
+    """Whether memory figures ``new`` leave the figures ``old`` as they are when merged with them
+    (as :func:`_merge` merges them: then a record of the same body is a copy)."""
+    return old == new or _memory_merged(old, new) == old
+
+
+def _copied(held: list[tuple[Any, ...]], bodies: list[tuple], memories: list[tuple]) -> bool:
+    """Whether records of these ``bodies`` and ``memories`` are, one for one, exact copies of the
+    records held as the rows ``held``: compared all at once, one by one only if they differ."""
+    held_bodies = list(map(_row_body, held))
+    if held_bodies != bodies and not all(map(_bodies_equal, held_bodies, bodies)):
+        return False
+    held_memories = list(map(_row_memory, held))
+    return held_memories == memories or all(map(_adds_nothing, held_memories, memories))
+
+
+def _run(held: Sequence[int], position: int, iterations: Sequence[int], start: int) -> int:
+    """How many of ``iterations`` from ``start`` on ``held`` holds from ``position`` on, one after
+    the other: all it can, else one (the first alone), else none."""
+    if position >= len(held):
+        return 0
+    count = min(len(held) - position, len(iterations) - start)
+    if held[position : position + count] == iterations[start : start + count]:
+        return count
+    return int(held[position] == iterations[start])
 
 
 @attrs.frozen
@@ -306,16 +353,35 @@ class _Taken:
 _first_of = operator.attrgetter("first")
 
 
-def _interleaved(column: list[Any], places: list[int], values: Sequence[Any]) -> list[Any]:
-    """``column`` with each of ``values`` put before its item at the matching place of ``places``
-    (ascending), in one pass."""
-    joined: list[Any] = []
+def _split(block: _Taken, count: int) -> tuple[_Taken, _Taken]:
+    """``block`` as two: its first ``count`` records and the others (``count`` within it)."""
+    iterations = block.columns[_ITERATION]
+    lower = tuple(column[:count] for column in block.columns)
+    upper = tuple(column[count:] for column in block.columns)
+    return _Taken(block.first, iterations[count - 1], lower), _Taken(iterations[count], block.last, upper)
+
+
+def _runs(places: list[int]) -> list[tuple[int, int, int]]:
+    """The runs of equal ``places`` (ascending): each as (place, start, stop) of its items."""
+    runs = []
     start = 0
-    for place, value in zip(places, values, strict=True):
-        joined.extend(column[start:place])
-        joined.append(value)
-        start = place
-    joined.extend(column[start:])
+    for place, items in itertools.groupby(places):
+        stop = start + sum(1 for _ in items)
+        runs.append((place, start, stop))
+        start = stop
+    return runs
+
+
+def _interleaved(column: Sequence[Any], runs: list[tuple[int, int, int]], values: Sequence[Any]) -> list[Any]:
+    """``column`` with each run of ``values`` (see :func:`_runs`) put before its item at the run's
+    place, in one pass (a slice at a time)."""
+    joined: list[Any] = []
+    done = 0
+    for place, start, stop in runs:
+        joined.extend(column[done:place])
+        joined.extend(values[start:stop])
+        done = place
+    joined.extend(column[done:])
     return joined
 
 
@@ -333,9 +399,9 @@ class EventCollector:
     duplicates: int = 0
     replaced: list[int] = attrs.Factory(list)
     rank_memory: dict[int | None, RankPeak] = attrs.Factory(dict)  # peaks the parser read, by rank
-    #: Keep at most about this many records in memory, the older ones in a temporary file
+    #: Keep at most about this many records in memory, those of lower iterations in a temporary file
     #: (see :mod:`tprimat.result.spill`); None keeps them all in memory.  Once some have moved,
-    #: only the newest :data:`HOT_RECORDS` stay (see :meth:`_spill`).
+    #: only the :data:`HOT_RECORDS` of the highest iterations stay (see :meth:`_spill`).
     spill_after: int | None = None
     _bodies: dict[int, tuple] = attrs.Factory(dict)  # comparison keys of the kept records
     _cold: ColdRecords | None = None  # the records moved out of memory
@@ -453,8 +519,63 @@ class EventCollector:
             if limit is not None and len(self.iterations) + self._taken_rows > limit:
                 self._spill()
             return
+        if self._add_copies(block):
+            return
         for record in _records_of(block):
             self._add_record(record)
+
+    def _add_copies(self, block: IterationBlock) -> bool:
+        """Count the records of ``block`` as duplicates, without making them, when the record path
+        would drop each as an exact copy; whether it did (if not, nothing changed).
+
+        Each record is compared with the record held for its iteration, where the record path
+        finds it (:meth:`_held_rows`, a run of them at a time): a copy has an equal body (NaN
+        equal to NaN, as :func:`_merge` compares) and memory figures that add nothing to those
+        held (:func:`_copied`).  A body leaves out the memory figures and compares values
+        loosely (``16 == 16.0``), so equal to an accepted record's is not enough: the block's
+        columns must also be plausible (:func:`plausible_columns`, which the record's validators
+        then pass too, and which holds no memory line alone).  Nothing is thawed or counted
+        until every record is known to be a copy: a block that is not all copies (a
+        replacement, a memory figure that adds, a new iteration) is taken a record at a time
+        from the state it found.
+        """
+        columns = block.columns
+        if self._finished is not None or not plausible_columns(columns):
+            return False
+        iterations = columns[_ITERATION]
+        bodies = list(zip(*(columns[place] for place in _BODY_PLACES), strict=True))
+        memories = list(zip(*(columns[place] for place in _MEMORY_PLACES), strict=True))
+        start = 0
+        while start < len(iterations):
+            held = self._held_rows(iterations, start)
+            stop = start + len(held)
+            if not held or not _copied(held, bodies[start:stop], memories[start:stop]):
+                return False
+            start = stop
+        self.duplicates += len(iterations)
+        return True
+
+    def _held_rows(self, iterations: Sequence[int], start: int) -> list[tuple[Any, ...]]:
+        """The values (rows) of the records held for ``iterations`` from ``start`` on, found where
+        :meth:`_add_record` looks (in memory, in a block taken whole, in the file) without making
+        a record or thawing a block: as many as one place holds one after the other (a record in
+        memory alone); empty when no record is held for ``iterations[start]``."""
+        iteration = iterations[start]
+        previous = self.iterations.get(iteration)
+        if previous is not None:
+            return [iteration_values(previous)]
+        taken = self._taken
+        if taken and iteration >= taken[0].first:
+            block = taken[bisect.bisect_right(taken, iteration, key=_first_of) - 1]
+            if iteration <= block.last:  # the record path looks no further than this block
+                position = bisect.bisect_left(block.columns[_ITERATION], iteration)
+                count = _run(block.columns[_ITERATION], position, iterations, start)
+                return list(zip(*(column[position : position + count] for column in block.columns), strict=True))
+        cold = self._cold
+        if cold is None or cold.highest is None or iteration > cold.highest:
+            return []
+        stored = cold.run(iteration, len(iterations) - start)
+        return stored[: _run(list(map(_iteration_of, stored)), 0, iterations, start)]
 
     def _thaw(self, iteration: int) -> IterationRecord | None:
         """The record of ``iteration`` if a block taken whole holds it, that block's records
@@ -500,64 +621,66 @@ class EventCollector:
         return min(self.spill_after, 2 * HOT_RECORDS)
 
     def _spill(self) -> None:
-        """Move the records in memory to the file but the newest (the last taken in).
+        """Move the records held in memory to the file but those of the highest iterations.
 
-        The newest :data:`HOT_RECORDS` stay, or half of ``spill_after`` if that is fewer (and
-        the few more that make the moved ones whole blocks of the file).  A
-        log long enough to have reached ``spill_after`` records is written to the file
-        whole in the end, so holding more of it gains nothing.  Blocks taken whole go as
-        their columns, the oldest first, until those left hold no more than stay.
+        The highest :data:`HOT_RECORDS` stay, or half of ``spill_after`` if that is fewer (and
+        the few more that make the moved ones whole blocks of the file).  A log long enough to
+        have reached ``spill_after`` records is written to the file whole in the end, so
+        holding more of it gains nothing.  Records and blocks taken whole go together, in
+        iteration order (a block the cut falls within goes in part), so that the file's
+        blocks are whole however the two interleave (:meth:`_move`).
         """
         assert self.spill_after is not None
-        if self._cold is None:
-            self._cold = ColdRecords()
         keep = min(HOT_RECORDS, self.spill_after // 2)
-        moving = []
-        while self._taken and self._taken_rows > keep:
-            moving.append(self._taken.pop(0))
-            self._taken_rows -= len(moving[-1].columns[_ITERATION])
-        if moving:
-            self._move_taken(moving)
-        count = len(self.iterations) - max(0, keep - self._taken_rows)
+        count = len(self.iterations) + self._taken_rows - keep
         if count <= 0:
             return
         if count >= BLOCK_RECORDS:  # whole blocks (a few more stay): no block of one record each time
             count -= count % BLOCK_RECORDS
-        moved = list(itertools.islice(self.iterations, count))
-        taken = [block.first for block in self._taken]
-        for start in range(0, len(moved), BLOCK_RECORDS):  # a block at a time: few copies at once
-            batch = moved[start : start + BLOCK_RECORDS]
-            self._cold.put([self.iterations.pop(iteration) for iteration in batch], taken)
-        for iteration in moved:
-            self._bodies.pop(iteration, None)
+        iterations = sorted(self.iterations)
+        taken = self._taken
+        blocks: list[_Taken] = []
+        records = 0  # the lowest records that go
+        while count:
+            if taken and (records == len(iterations) or taken[0].first < iterations[records]):
+                block = taken.pop(0)
+                size = len(block.columns[_ITERATION])
+                if size > count:  # the cut falls within the block: its lower part goes
+                    block, upper = _split(block, count)
+                    taken.insert(0, upper)
+                    size = count
+                blocks.append(block)
+                self._taken_rows -= size
+                count -= size
+            else:
+                records += 1
+                count -= 1
+        self._move(blocks, iterations[:records])
 
-    def _move_taken(self, blocks: list[_Taken]) -> None:
-        """Move ``blocks`` (taken whole, the oldest, in order) to the file as one run of columns,
-        with the records in memory whose iterations lie between theirs or after them, below the
-        blocks that stay (lines a parser read one by one between its runs): the file's blocks are
-        then whole and none spans another's records.
+    def _move(self, blocks: list[_Taken], iterations: list[int]) -> None:
+        """Move ``blocks`` (taken whole, in order) and the records in memory of ``iterations``
+        (ascending) to the file as one run of columns, in iteration order.
 
         No record in memory lies within a block's span (it would have turned the block back
-        into records, see :meth:`_thaw`), only between blocks.
+        into records, see :meth:`_thaw`), only between blocks, before or after them.
         """
-        assert self._cold is not None
-        low = blocks[0].first
-        high = self._taken[0].first if self._taken else math.inf
-        between = sorted(iteration for iteration in self.iterations if low < iteration < high)
-        if len(blocks) == 1 and not between:
-            self._cold.put_columns(blocks[0].columns)
-            return
-        columns = [list(itertools.chain.from_iterable(block.columns[place] for block in blocks)) for place in _PLACES]
-        if between:
-            places = [bisect.bisect_left(columns[_ITERATION], iteration) for iteration in between]
-            rows = [iteration_values(self.iterations.pop(iteration)) for iteration in between]
-            for iteration in between:
-                self._bodies.pop(iteration, None)
+        if self._cold is None:
+            self._cold = ColdRecords()
+        rows = [iteration_values(self.iterations.pop(iteration)) for iteration in iterations]
+        for iteration in iterations:
+            self._bodies.pop(iteration, None)
+        if len(blocks) == 1:
+            columns: Sequence[Sequence[Any]] = blocks[0].columns
+        else:
             columns = [
-                _interleaved(column, places, values)
-                for column, values in zip(columns, zip(*rows, strict=True), strict=True)
+                list(itertools.chain.from_iterable(block.columns[place] for block in blocks)) for place in _PLACES
             ]
-        self._cold.put_columns(columns)
+        if rows:
+            runs = _runs([bisect.bisect_left(columns[_ITERATION], iteration) for iteration in iterations])
+            values = list(zip(*rows, strict=True))
+            columns = [_interleaved(column, runs, field) for column, field in zip(columns, values, strict=True)]
+        if columns[_ITERATION]:
+            self._cold.put_columns(columns)
 
     def consume(self, events: Iterable[Any]) -> EventCollector:
         """Take every event of ``events`` (copies of lines, most of an interleaved log's, only counted)."""
@@ -585,13 +708,9 @@ class EventCollector:
                 self._thaw(self._taken[-1].first)
             return [self.iterations[i] for i in sorted(self.iterations)]
         if self._finished is None:
-            if self._taken:
-                taken, self._taken = self._taken, []
-                self._move_taken(taken)
-            self._taken_rows = 0
-            self._finished = self._cold.finish(list(self.iterations.values()))
-            self.iterations.clear()
-            self._bodies.clear()
+            taken, self._taken, self._taken_rows = self._taken, [], 0
+            self._move(taken, sorted(self.iterations))
+            self._finished = self._cold.finish([])
         return self._finished
 
     @property

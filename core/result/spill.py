@@ -53,6 +53,9 @@ RowFunction = Callable[[Row], Row]
 #: from the columns of the fields it reads, the new columns of those it changes.
 ColumnFunction = Callable[[list[Sequence[Any]]], list[Sequence[Any]]]
 
+#: Bytes read first of a block of rows: its header (where each column lies), and its first columns if short.
+_HEAD_BYTES = 4096
+
 #: Each field's place in a row.
 FIELD_INDEX = {name: index for index, name in enumerate(ITERATION_FIELDS)}
 _ITERATION = FIELD_INDEX["iteration"]
@@ -92,12 +95,21 @@ class RecordFile:
         return self._append(b"".join([len(header).to_bytes(4, "little"), header, *encoded]))
 
     def read_columns(self, offset: int, length: int, places: Sequence[int]) -> list[Sequence[Any]]:
-        """The columns at ``places`` (fields' places in a row) of the block of rows at ``offset``."""
-        data = memoryview(self._bytes(offset, length))
-        size = int.from_bytes(data[:4], "little")
-        lengths = marshal.loads(data[4 : 4 + size])
+        """The columns at ``places`` (fields' places in a row) of the block of rows at ``offset``.
+
+        Only the bytes from the first column asked for to the last are read (after the block's
+        header, read with the start of the block): a pass over one field reads that field."""
+        if not places:
+            return []
+        head = self._bytes(offset, min(length, _HEAD_BYTES))
+        size = int.from_bytes(head[:4], "little")
+        if 4 + size > len(head):  # a header longer than guessed
+            head = self._bytes(offset, 4 + size)
+        lengths = marshal.loads(head[4 : 4 + size])
         starts = list(itertools.accumulate(lengths, initial=4 + size))
-        return [_decoded_column(data[starts[place] : starts[place + 1]]) for place in places]
+        low, high = starts[min(places)], starts[max(places) + 1]
+        data = memoryview(head[low:high] if high <= len(head) else self._bytes(offset + low, high - low))
+        return [_decoded_column(data[starts[place] - low : starts[place + 1] - low]) for place in places]
 
     def read_rows(self, offset: int, length: int) -> list[Row]:
         """The rows of the block of rows at ``offset``."""
@@ -173,35 +185,30 @@ class ColdRecords:
         self._order: list[int] = []  # the blocks' indices in that order
         self._in_order = True  # no two blocks' spans overlap
 
-    def put(self, records: list[IterationRecord], firsts: Sequence[int] = ()) -> None:
-        """Move ``records`` (of distinct iterations) here, in blocks sorted by iteration.
-
-        A block ends before the first iteration of a block already here (or of ``firsts``, sorted:
-        those of blocks still to come), so that records logged between blocks taken whole do
-        not make a block whose span covers theirs (spans that overlap are merged in the end).
-        """
+    def put(self, records: list[IterationRecord]) -> None:
+        """Move ``records`` (of distinct iterations) here, in blocks sorted by iteration (see
+        :meth:`put_columns`)."""
         rows = sorted(map(iteration_values, records), key=_iteration_of)
-        start = 0
-        while start < len(rows):
-            stop = min(start + BLOCK_RECORDS, len(rows))
-            iteration = rows[start][_ITERATION]
-            for bounds in (self._firsts, firsts):
-                place = bisect.bisect_right(bounds, iteration)
-                if place < len(bounds):
-                    stop = bisect.bisect_left(rows, bounds[place], start + 1, stop, key=_iteration_of)
-            block = rows[start:stop]
-            self._add_block(*self.file.write_rows(block), len(block), iteration, block[-1][_ITERATION])
-            start = stop
+        if rows:
+            self.put_columns(list(zip(*rows, strict=True)))
 
     def put_columns(self, columns: Sequence[Sequence[Any]]) -> None:
         """Move records given as columns (one per field, in ``ITERATION_FIELDS`` order; iterations
-        strictly ascending, none held here) here, without making a record or a row of each."""
+        strictly ascending, none held here) here, without making a record or a row of each.
+
+        A block ends before the first iteration of a block already here (records moved after
+        others of higher iterations), so that no block's span covers another's first record;
+        spans that overlap all the same (a restart logged iterations again) are merged in the end."""
         iterations = columns[_ITERATION]
-        for start in range(0, len(iterations), BLOCK_RECORDS):
-            stop = start + BLOCK_RECORDS
+        start = 0
+        while start < len(iterations):
+            stop = min(start + BLOCK_RECORDS, len(iterations))
+            place = bisect.bisect_right(self._firsts, iterations[start])
+            if place < len(self._firsts):
+                stop = bisect.bisect_left(iterations, self._firsts[place], start + 1, stop)
             written = self.file.write_columns([tuple(column[start:stop]) for column in columns])
-            last = iterations[min(stop, len(iterations)) - 1]
-            self._add_block(*written, min(stop, len(iterations)) - start, iterations[start], last)
+            self._add_block(*written, stop - start, iterations[start], iterations[stop - 1])
+            start = stop
 
     def _add_block(self, offset: int, length: int, count: int, first: int, last: int) -> None:
         """Note a block just written, of ``count`` records from iteration ``first`` to ``last``."""
@@ -248,6 +255,21 @@ class ColdRecords:
         """The record at ``where`` (from :meth:`find`), made anew."""
         index, position = where
         return record_from(self._rows(index)[position])
+
+    def run(self, iteration: int, most: int) -> list[Row]:
+        """The stored rows (no record made) of the record of ``iteration`` and of those that follow
+        it in its block, at most ``most``, up to the first taken back; empty when no record of
+        ``iteration`` is here.  The block is read once for the run (see :meth:`find`)."""
+        where = self.find(iteration)
+        if where is None:
+            return []
+        index, position = where
+        rows = self._rows(index)
+        stop = min(position + most, len(rows))
+        dropped = self.blocks[index].dropped
+        if dropped:
+            stop = min([stop, *(p for p in dropped if p > position)])
+        return rows[position:stop]
 
     def drop(self, where: tuple[int, int]) -> None:
         """Forget the record at ``where``: the collector holds its iteration again."""

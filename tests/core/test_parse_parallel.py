@@ -59,6 +59,16 @@ def test_all_fixture_logs_at_once_read_the_same_in_parallel(registry, tiny_range
     assert _document(primus, registry, workers=2) == _document(primus, registry, workers=1)
 
 
+def test_whole_files_read_in_a_pool_keep_their_line_numbers_without_a_look(registry, monkeypatch):
+    """No file cut into ranges: no line was numbered from a marker, so none is looked at again."""
+    primus = sorted((LOGS / "primus").glob("*.log"))
+    serial = _document(primus, registry, workers=1)
+    monkeypatch.setattr(parse_parallel, "PARALLEL_MIN_BYTES", 0)
+    for name in ("_true_source", "_true_sources"):
+        monkeypatch.setattr(parse_parallel, name, lambda *_: pytest.fail("a true line number looked for"))
+    assert _document(primus, registry, workers=2) == serial
+
+
 def test_a_parallel_read_ends_its_pool_threads_before_it_returns(registry, tiny_ranges):
     """Writing the result may fork a child, which only a process with no other thread may do."""
     threads = threading.active_count()

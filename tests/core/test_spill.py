@@ -247,8 +247,9 @@ def test_records_put_between_blocks_make_blocks_that_span_none_of_theirs(tiny_bl
     cold = ColdRecords()
     cold.put([_record(i) for i in (10, 11, 12)])
     cold.put([_record(i) for i in (8, 13, 14)])  # cut before 10, the first of a block here
-    cold.put([_record(i) for i in (25, 29, 31)], firsts=[30])  # and before 30, of a block to come
     cold.put_columns([list(column) for column in zip(*map(attrs.astuple, [_record(30)]), strict=True)])
+    records = [_record(i) for i in (25, 29, 31)]  # as columns: cut before 30 likewise
+    cold.put_columns([list(column) for column in zip(*map(attrs.astuple, records), strict=True)])
     assert cold._in_order
-    assert [(b.first, b.last) for b in cold.blocks] == [(10, 12), (8, 8), (13, 14), (25, 29), (31, 31), (30, 30)]
+    assert [(b.first, b.last) for b in cold.blocks] == [(10, 12), (8, 8), (13, 14), (30, 30), (25, 29), (31, 31)]
     assert [r.iteration for r in cold.finish([])] == [8, 10, 11, 12, 13, 14, 25, 29, 30, 31]
