@@ -107,12 +107,12 @@ def fork_call(function: Callable[[], T], *, fork: bool = True) -> ForkedCall[T]:
 
     The child sees this process's memory as it was (records in a file are read there through
     the same open files), and sends its value back pickled through a temporary file.  With
-    ``fork`` False, or where :func:`can_fork` says no, nothing starts and
-    :meth:`ForkedCall.result` makes the call here.  ``function`` must give the same value
-    wherever it runs, and change nothing this process keeps: it may run in the child and
-    again here.
+    ``fork`` False, where this process may run on one CPU only (a child would only take turns
+    with it) or where :func:`can_fork` says no, nothing starts and :meth:`ForkedCall.result`
+    makes the call here.  ``function`` must give the same value wherever it runs, and change
+    nothing this process keeps: it may run in the child and again here.
     """
-    if not fork or not can_fork():
+    if not fork or default_workers() < 2 or not can_fork():
         return ForkedCall(function, None, None)
     output = tempfile.TemporaryFile()
     pid = os.fork()

@@ -334,6 +334,7 @@ def test_the_memory_scan_of_a_large_input_runs_in_a_child_and_gives_the_same_pea
     (here,) = scanned()
     assert here.rank == os.getpid()
     monkeypatch.setattr(logs, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr("tprimat.workers.default_workers", lambda: 2)  # a child only beside a second CPU
     (child,) = scanned()
     assert child.rank != os.getpid() and child.device_used_gib == here.device_used_gib == 7.0
     read = EventCollector().consume([RankPeak(rank=3, device_used_gib=1.0)])

@@ -223,6 +223,7 @@ def test_members_a_child_fails_to_write_are_written_here(monkeypatch):
         real_write(iterations, names, fd)
 
     monkeypatch.setattr(resultjson, "_write_members", fails_in_a_child)
+    monkeypatch.setattr("tprimat.workers.default_workers", lambda: 2)  # a child only beside a second CPU
     children = []
     real_fork = resultjson.fork_call
     monkeypatch.setattr(resultjson, "fork_call", lambda call: children.append(call) or real_fork(call))

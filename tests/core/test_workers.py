@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from tprimat import workers
 from tprimat.errors import TprimatError
 from tprimat.workers import default_workers, fork_call, map_files
 
@@ -62,7 +63,13 @@ def _pid() -> int:
     return os.getpid()
 
 
-def test_a_forked_call_gives_the_child_s_value():
+@pytest.fixture
+def two_cpus(monkeypatch):
+    """A child is forked only where this process may run on two CPUs: say it may."""
+    monkeypatch.setattr(workers, "default_workers", lambda: 2)
+
+
+def test_a_forked_call_gives_the_child_s_value(two_cpus):
     with fork_call(_pid) as call:
         assert call.result() not in (os.getpid(), None)
 
@@ -72,7 +79,7 @@ def test_a_call_not_forked_is_made_here():
         assert call.result() == os.getpid()
 
 
-def test_a_child_that_fails_leaves_the_call_to_be_made_here():
+def test_a_child_that_fails_leaves_the_call_to_be_made_here(two_cpus):
     parent = os.getpid()
     calls = []
 
@@ -93,7 +100,7 @@ def test_an_error_of_the_call_is_raised_here():
             call.result()
 
 
-def test_leaving_before_the_value_ends_the_child(tmp_path):
+def test_leaving_before_the_value_ends_the_child(tmp_path, two_cpus):
     started = tmp_path / "started"
 
     def waits() -> None:
@@ -106,3 +113,9 @@ def test_leaving_before_the_value_ends_the_child(tmp_path):
             time.sleep(0.01)
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # ended and reaped
+
+
+def test_a_process_on_one_cpu_makes_the_call_here(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    with fork_call(_pid) as call:
+        assert call.result() == os.getpid()
