@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import operator
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import repeat
 from typing import Any
 
@@ -146,18 +146,27 @@ def _columns(rows: list[tuple[bytes, ...]], last_step: int, last_time: datetime 
         return None
     times = columns.pop("time")
     covers = list(map(operator.sub, steps[:count], previous[:count]))
-    before = [last_time, *times[:-1]]
     columns["iteration"] = steps[:count]
     columns["covers_iterations"] = covers
-    columns["step_time_s"] = [
+    columns["step_time_s"] = _step_times(times, [last_time, *times[:-1]], covers)
+    columns["timestamp"] = [text.decode() if text else None for text in map(operator.itemgetter(8), rows[:count])]
+    columns["time"] = times
+    return columns
+
+
+def _step_times(times: list[datetime | None], before: list[datetime | None], covers: list[int]) -> list[float | None]:
+    """Each step's time: the time since the line before over the iterations it covers, where
+    both lines have a time and it is later (else None), as the line reader takes it; a column
+    at a time where every line has a time and each is later than the one before."""
+    if None not in times and None not in before and all(map(operator.gt, times, before)):
+        seconds = map(timedelta.total_seconds, map(operator.sub, times, before))  # type: ignore[arg-type]
+        return list(map(operator.truediv, seconds, covers))
+    return [
         (time - earlier).total_seconds() / cover
         if time is not None and earlier is not None and time > earlier
         else None
         for time, earlier, cover in zip(times, before, covers, strict=True)
     ]
-    columns["timestamp"] = [text.decode() if text else None for text in map(operator.itemgetter(8), rows[:count])]
-    columns["time"] = times
-    return columns
 
 
 def _time(stamp: bytes, fraction: bytes) -> datetime | None:
@@ -165,6 +174,15 @@ def _time(stamp: bytes, fraction: bytes) -> datetime | None:
     if not stamp:
         return None
     return datetime.fromisoformat(f"{stamp.decode().replace('T', ' ')}.{fraction.decode():0<6}")
+
+
+def _times(stamps: tuple[bytes, ...], fractions: tuple[bytes, ...]) -> list[datetime | None]:
+    """:func:`_time` of each row's timestamp; a column at a time where every row has one."""
+    if not all(stamps):
+        return list(map(_time, stamps, fractions))
+    texts = b"\n".join(stamps).decode().replace("T", " ").split("\n")  # a timestamp holds no newline
+    digits = b"\n".join(fractions).decode().split("\n")
+    return list(map(datetime.fromisoformat, map("{}.{:0<6}".format, texts, digits)))
 
 
 def _readable(rows: list[tuple[bytes, ...]]) -> int:
@@ -186,7 +204,7 @@ def _converted(rows: list[tuple[bytes, ...]]) -> dict[str, list[Any]]:
     mfu_values = list(map(float, mfu))
     percent = list(map(float, memory_pct))
     return {
-        "time": list(map(_time, stamps, fractions)),
+        "time": _times(stamps, fractions),
         "loss": list(map(float, loss)),
         "grad_norm": [float(text) if text else None for text in grad_norm],
         "mem_max_reserved_gib": list(map(float, memory)),
