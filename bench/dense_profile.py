@@ -20,26 +20,20 @@ import argparse
 import cProfile
 import io
 import pstats
-import resource
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import denselogs  # noqa: E402  (bench/ is not a package)
+from cputime import cpu_s  # noqa: E402
 
 
 def _cpu(function) -> float:
-    """CPU seconds of ``function()``: this process's and those of the children it waited for (a
-    long run's summary and result file hand a share of their work to a forked child)."""
-    start = _used()
+    """CPU seconds of ``function()``, with the children it forked (see ``cputime``)."""
+    start = cpu_s()
     function()
-    return _used() - start
-
-
-def _used() -> float:
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return cpu_s() - start
 
 
 def main() -> None:

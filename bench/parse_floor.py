@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import resource
 import sys
 import tempfile
 from array import array
@@ -35,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import denselogs  # noqa: E402  (bench/ is not a package)
+from cputime import cpu_s  # noqa: E402
 
 BLOCK = 16 * 1024 * 1024
 #: What marks an iteration line of each kind, and the pattern that takes its fields' text.
@@ -105,17 +105,10 @@ def _split_float(blocks: list[bytes], pattern: re.Pattern[bytes]) -> int:
 def _best_cpu(function: Callable[[], object], repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
-        start = _used()
+        start = cpu_s()
         function()
-        best = min(best, _used() - start)
+        best = min(best, cpu_s() - start)
     return best
-
-
-def _used() -> float:
-    """CPU seconds of this process and of the children it waited for (``parse_logs`` forks one
-    for a long run's summary)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def main() -> None:

@@ -32,7 +32,6 @@ import hashlib
 import io
 import pstats
 import re
-import resource
 import sys
 import tempfile
 import time
@@ -41,19 +40,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import denselogs  # noqa: E402  (bench/ is not a package)
-
-
-def _cpu_s() -> float:
-    """CPU time of this process and of its children that were waited for."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+from cputime import cpu_s  # noqa: E402
 
 
 def _timed(function: Any) -> tuple[float, float]:
     """CPU and wall seconds of one call of ``function``."""
-    cpu, wall = _cpu_s(), time.perf_counter()
+    cpu, wall = cpu_s(), time.perf_counter()
     function()
-    return _cpu_s() - cpu, time.perf_counter() - wall
+    return cpu_s() - cpu, time.perf_counter() - wall
 
 
 def _captured(path: Path, backend: str) -> dict[str, Any]:
