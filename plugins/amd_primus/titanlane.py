@@ -23,7 +23,7 @@ import operator
 import re
 from datetime import datetime, timedelta
 from itertools import repeat
-from typing import Any
+from typing import Any, cast
 
 from tprimat.contract.records import ITERATION_FIELDS, IterationBlock, IterationRecord, iteration_values
 from tprimat.plugins.amd_primus.torchtitan import _TIMESTAMP_RE, STEP_BYTES_RE
@@ -158,9 +158,11 @@ def _step_times(times: list[datetime | None], before: list[datetime | None], cov
     """Each step's time: the time since the line before over the iterations it covers, where
     both lines have a time and it is later (else None), as the line reader takes it; a column
     at a time where every line has a time and each is later than the one before."""
-    if None not in times and None not in before and all(map(operator.gt, times, before)):
-        seconds = map(timedelta.total_seconds, map(operator.sub, times, before))  # type: ignore[arg-type]
-        return list(map(operator.truediv, seconds, covers))
+    if None not in times and None not in before:
+        later, earlier = cast("list[datetime]", times), cast("list[datetime]", before)
+        if all(map(operator.gt, later, earlier)):
+            seconds = map(timedelta.total_seconds, map(operator.sub, later, earlier))
+            return list(map(operator.truediv, seconds, covers))
     return [
         (time - earlier).total_seconds() / cover
         if time is not None and earlier is not None and time > earlier
