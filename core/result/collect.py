@@ -14,11 +14,11 @@ records are keyed by iteration:
   rank), so a record holding only memory fields completes the record of its
   iteration, and for each memory field the largest reading is kept.
 
-A record that cannot be physical (:func:`implausible`: a step time that is not
-finite or longer than a day, a negative or absurd count, a memory or energy
-figure that is negative or not finite) is refused here, whichever parser read
-it, and noted as a skipped line with its ``file:line``: one bad number never
-becomes a result that looks valid.
+A record that cannot be physical (:func:`~tprimat.result.plausible.implausible`:
+a step time that is not finite or longer than a day, a negative or absurd
+count, a memory or energy figure that is negative or not finite) is refused
+here, whichever parser read it, and noted as a skipped line with its
+``file:line``: one bad number never becomes a result that looks valid.
 
 An :class:`~tprimat.contract.records.IterationBlock` (a run of iteration lines a
 parser read at once) is taken as the records it stands for.  A block that these
@@ -34,9 +34,7 @@ the records it copies, without a record made per line.
 from __future__ import annotations
 
 import bisect
-import functools
 import itertools
-import math
 import operator
 from collections.abc import Collection, Iterable, Iterator, Reversible, Sequence
 from typing import Any, Protocol
@@ -47,7 +45,6 @@ from tprimat.contract.records import (
     BODY_FIELDS,
     EMPTY_BODY,
     ITERATION_FIELDS,
-    MAX_STEP_TIME_S,
     MEMORY_FIELDS,
     REPEATED_LINE,
     EvalRecord,
@@ -61,9 +58,9 @@ from tprimat.contract.records import (
     iteration_values,
 )
 from tprimat.result.packing import record_from
+from tprimat.result.plausible import INTS, implausible, plausible_columns
 from tprimat.result.schema import IterationRecord
 from tprimat.result.spill import BLOCK_RECORDS, ColdRecords, RecordSequence, RowSource, memory_only_row
-from tprimat.settings.config import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_SEQ_LENGTH
 
 #: How many skipped-line references a result keeps verbatim (the rest are counted).
 MAX_ISSUES_KEPT = 50
@@ -79,67 +76,6 @@ HOT_RECORDS = 4096
 
 _get_memory = operator.attrgetter(*MEMORY_FIELDS)
 
-#: The most a memory figure may hold, in GiB: 2**20 GiB (1 PiB), above any device or host.
-MAX_MEMORY_GIB = float(2**20)
-#: The most energy one iteration may take, in J: 10**12 (a thousand 1 kW GPUs for a day use 8.64e10).
-MAX_ENERGY_J = 1e12
-_MAX_CONSUMED = MAX_ITERATIONS * MAX_BATCH_SIZE
-_MAX_TOKENS = MAX_BATCH_SIZE * MAX_SEQ_LENGTH
-#: Count fields of a record, and the least and greatest each may hold (the record's own
-#: validators hold the least of iteration, covers_iterations and skipped).
-_COUNT_LIMITS = (
-    ("iteration", 0, MAX_ITERATIONS),
-    ("covers_iterations", 1, MAX_ITERATIONS),
-    ("skipped", 0, MAX_ITERATIONS),
-    ("global_batch_size", 1, MAX_BATCH_SIZE),
-    ("consumed_samples", 0, _MAX_CONSUMED),
-    ("tokens", 0, _MAX_TOKENS),
-)
-_get_counts = operator.attrgetter(*(name for name, _, _ in _COUNT_LIMITS))
-_NO_MEMORY = (None,) * len(MEMORY_FIELDS)
-
-
-def implausible(record: IterationRecord) -> str | None:
-    """Why ``record`` cannot be a physical measurement, or None when it can.
-
-    Refused: a step time that is not finite or longer than :data:`MAX_STEP_TIME_S`; a count
-    (iteration, iterations covered, skipped steps, global batch, consumed samples, tokens) that
-    is negative, not whole or past its limit (the config's limits, :mod:`tprimat.settings.config`);
-    a memory or energy figure that is negative, not finite or past its limit.  Losses, learning
-    rates and gradient norms are kept as they are (a NaN loss is a real measurement), and so are
-    the framework's own ``reported`` figures (secondary, never used for tprimat's numbers).
-    """
-    # Called for every record a log gives: the usual record passes a few comparisons, unrolled.
-    step = record.step_time_s
-    if step is not None and not 0 < step <= MAX_STEP_TIME_S:
-        what = "longer than a day" if math.isfinite(step) else "not a finite number"
-        return f"step time {step:g} s is {what}: not a physical step time"
-    iteration, covers, skipped, batch, consumed, tokens = _get_counts(record)
-    if (
-        type(iteration) is not int
-        or not iteration <= MAX_ITERATIONS
-        or type(covers) is not int
-        or not covers <= MAX_ITERATIONS
-        or type(skipped) is not int
-        or not skipped <= MAX_ITERATIONS
-        or (batch is not None and (type(batch) is not int or not 0 < batch <= MAX_BATCH_SIZE))
-        or (consumed is not None and (type(consumed) is not int or not 0 <= consumed <= _MAX_CONSUMED))
-        or (tokens is not None and (type(tokens) is not int or not 0 <= tokens <= _MAX_TOKENS))
-    ):
-        for (name, least, greatest), value in zip(_COUNT_LIMITS, _get_counts(record), strict=True):
-            if value is not None and (type(value) is not int or not least <= value <= greatest):
-                return f"{name.replace('_', ' ')} {value!r} is not a count from {least} to {greatest}"
-    memory = _get_memory(record)
-    if memory != _NO_MEMORY:
-        for name, value in zip(MEMORY_FIELDS, memory, strict=True):
-            if value is not None and not 0 <= value <= MAX_MEMORY_GIB:
-                return f"{name} {value!r} is not a memory figure from 0 to {MAX_MEMORY_GIB:g} GiB"
-    energy = record.energy_j
-    if energy is not None and not 0 <= energy <= MAX_ENERGY_J:
-        return f"energy {energy!r} J is not an energy from 0 to {MAX_ENERGY_J:g} J"
-    return None
-
-
 _PLACE = {name: place for place, name in enumerate(ITERATION_FIELDS)}
 _ITERATION = _PLACE["iteration"]
 _PLACES = range(len(ITERATION_FIELDS))
@@ -149,58 +85,6 @@ _MEMORY_PLACES = [_PLACE[name] for name in MEMORY_FIELDS]
 _row_body = operator.itemgetter(*_BODY_PLACES)
 _row_memory = operator.itemgetter(*_MEMORY_PLACES)
 _iteration_of = operator.itemgetter(_ITERATION)
-_STEP_TIME = _PLACE["step_time_s"]
-_INTS = frozenset({int})
-_NUMBERS = frozenset({int, float})
-#: The checks of :func:`implausible` as limits on a block's columns: each checked column's place,
-#: the least and greatest value it may hold, the types it may hold and whether it may hold None.
-_COLUMN_LIMITS = (
-    *(
-        (_PLACE[name], least, greatest, _INTS, name not in ("iteration", "covers_iterations", "skipped"))
-        for name, least, greatest in _COUNT_LIMITS
-    ),
-    *((_PLACE[name], 0, MAX_MEMORY_GIB, _NUMBERS, True) for name in MEMORY_FIELDS),
-    (_PLACE["energy_j"], 0, MAX_ENERGY_J, _NUMBERS, True),
-)
-_not_none = functools.partial(operator.is_not, None)
-#: The least step time a record may hold: the least float above 0 (:func:`implausible` wants more than 0).
-_LEAST_STEP = math.ulp(0.0)
-
-
-def plausible_columns(columns: Sequence[Sequence[Any]]) -> bool:
-    """Whether :func:`implausible` finds nothing to refuse in any record of an iteration block
-    whose columns are ``columns``, and no record is a memory line alone, checked a column at a time.
-
-    False also where the answer is not certain from the columns' types, least and greatest
-    values (a bool, a None step time): such a block is taken a record at a time.
-    """
-    if not _within(columns[_STEP_TIME], _NUMBERS, _LEAST_STEP, MAX_STEP_TIME_S):
-        return False
-    for place, least, greatest, kinds, optional in _COLUMN_LIMITS:
-        values = columns[place]
-        if optional:
-            nones = values.count(None)
-            if nones == len(values):
-                continue
-            if nones:
-                values = list(filter(_not_none, values))
-        if not _within(values, kinds, least, greatest):
-            return False
-    return True
-
-
-def _within(values: Sequence[Any], kinds: frozenset[type], least: float, greatest: float) -> bool:
-    """Whether ``values`` (not empty) are all of ``kinds`` (a bool is not an int here), none NaN,
-    and all from ``least`` to ``greatest``."""
-    types = set(map(type, values))
-    if not types <= kinds:
-        return False
-    if float in types:
-        total = sum(values)  # NaN if any is NaN (or if inf and -inf are, which min and max find)
-        if total != total:
-            return False
-    return least <= min(values) and max(values) <= greatest
-
 
 #: The record's fields that have validators, with their places in a row.
 _FIELDS: list[attrs.Attribute] = list(attrs.fields(IterationRecord))
@@ -507,7 +391,7 @@ class EventCollector:
             return
         if (
             self._finished is None
-            and set(map(type, iterations)) == _INTS
+            and set(map(type, iterations)) == INTS
             and iterations[0] > self._highest
             and all(map(operator.lt, iterations, itertools.islice(iterations, 1, None)))
             and plausible_columns(columns)
