@@ -38,7 +38,8 @@ import attrs
 from tprimat.contract import logfile
 from tprimat.contract.logfile import LogFile, chunk_starts, count_lines
 from tprimat.contract.records import ITERATION_FIELDS, REPEATED_LINE, IterationBlock, is_memory_only
-from tprimat.result.packing import pack, unpack
+from tprimat.result import spill
+from tprimat.result.packing import SealedBlock, pack, unpack
 from tprimat.result.schema import IterationRecord
 from tprimat.result.spill import memory_only_row
 from tprimat.workers import can_fork, default_workers, fork_pool
@@ -195,7 +196,7 @@ def _pack(events: Iterable[Any]) -> _Spooled:
     iterator = iter(events)
     with tempfile.NamedTemporaryFile(dir=_CONTEXT["spool"], prefix="range-", delete=False) as spooled:
         for piece in _pieces(iterator, PIECE_EVENTS):
-            data = pack(piece)
+            data = pack(piece, seal_records=spill.BLOCK_RECORDS)  # blocks go as the records' file keeps them
             spooled.write(data)
             lengths.append(len(data))
     return _Spooled(spooled.name, tuple(lengths))
@@ -412,9 +413,15 @@ def _adopt(events: list[Any], firsts: dict[int, int], last: dict[Any, Any], *, m
     and nothing else holds them yet, so setting fields of these frozen records is safe.
     """
     if marked:
-        for event in events:
+        for index, event in enumerate(events):
             if event is REPEATED_LINE:
                 continue
+            if type(event) is SealedBlock:
+                lines = _true_lines(event.lines, firsts)
+                if lines is not None:
+                    object.__setattr__(event, "lines", lines)
+                    continue
+                event = events[index] = event.block()  # lines of several ranges: each source on its own
             if type(event) is IterationBlock:
                 _true_sources(event.column("source"), firsts)
                 continue
@@ -445,6 +452,18 @@ def _true_source(source: str, firsts: dict[int, int]) -> str:
         index = value // MARK
         return f"{name}:{value - _marker(index) + firsts[index]}"
     return source
+
+
+def _true_lines(lines: list[int], firsts: dict[int, int]) -> list[int] | None:
+    """A sealed block's line numbers made true, when they are (or are all of one range's marker:
+    then shifted at once); None when they are of several ranges' markers."""
+    least, greatest = min(lines), max(lines)
+    if greatest < MARK // 2:
+        return lines  # true numbers already
+    index = least // MARK
+    if least >= MARK // 2 and greatest // MARK == index:
+        return list(map((firsts[index] - _marker(index)).__add__, lines))
+    return None
 
 
 def _true_sources(sources: list[Any], firsts: dict[int, int]) -> None:

@@ -57,7 +57,7 @@ from tprimat.contract.records import (
     is_memory_only,
     iteration_values,
 )
-from tprimat.result.packing import record_from
+from tprimat.result.packing import SealedBlock, record_from
 from tprimat.result.plausible import INTS, implausible, plausible_columns
 from tprimat.result.schema import IterationRecord
 from tprimat.result.spill import BLOCK_RECORDS, ColdRecords, RecordSequence, RowSource, memory_only_row
@@ -224,14 +224,31 @@ def _run(held: Sequence[int], position: int, iterations: Sequence[int], start: i
     return int(held[position] == iterations[start])
 
 
-@attrs.frozen
 class _Taken:
     """A block of records an :class:`EventCollector` took whole: its first and last iteration
-    and its columns (see :class:`~tprimat.contract.records.IterationBlock`)."""
+    and its columns (see :class:`~tprimat.contract.records.IterationBlock`); for a block a
+    worker sealed (:class:`~tprimat.result.packing.SealedBlock`), the sealed block, its columns
+    decoded only if they are read."""
 
-    first: int
-    last: int
-    columns: tuple[list[Any], ...]
+    __slots__ = ("first", "last", "sealed", "_columns")
+
+    def __init__(
+        self, first: int, last: int, columns: tuple[list[Any], ...] | None = None, sealed: SealedBlock | None = None
+    ) -> None:
+        self.first = first
+        self.last = last
+        self.sealed = sealed
+        self._columns = columns
+
+    @property
+    def columns(self) -> tuple[list[Any], ...]:
+        if self._columns is None:
+            assert self.sealed is not None
+            self._columns = self.sealed.block().columns
+        return self._columns
+
+    def __len__(self) -> int:
+        return self.sealed.count if self.sealed is not None else len(self.columns[_ITERATION])
 
 
 _first_of = operator.attrgetter("first")
@@ -304,6 +321,9 @@ class EventCollector:
             return self._add_record(event)
         if isinstance(event, IterationBlock):
             self._add_block(event)
+            return None
+        if isinstance(event, SealedBlock):
+            self._add_sealed(event)
             return None
         if isinstance(event, LogFact):
             known = self.facts.get(event.key)
@@ -408,6 +428,20 @@ class EventCollector:
         for record in _records_of(block):
             self._add_record(record)
 
+    def _add_sealed(self, sealed: SealedBlock) -> None:
+        """Take a block a worker sealed: whole, still encoded, when its iterations lie above every
+        iteration taken so far (the worker checked the rest :meth:`_add_block` checks); else as
+        the block it stands for."""
+        if self._finished is None and sealed.first > self._highest:
+            self._taken.append(_Taken(sealed.first, sealed.last, sealed=sealed))
+            self._taken_rows += sealed.count
+            self._highest = sealed.last
+            limit = self._limit
+            if limit is not None and len(self.iterations) + self._taken_rows > limit:
+                self._spill()
+            return
+        self._add_block(sealed.block())
+
     def _add_copies(self, block: IterationBlock) -> bool:
         """Count the records of ``block`` as duplicates, without making them, when the record path
         would drop each as an exact copy; whether it did (if not, nothing changed).
@@ -469,7 +503,7 @@ class EventCollector:
         if index < 0 or iteration > taken[index].last:
             return None
         block = taken.pop(index)
-        self._taken_rows -= len(block.columns[_ITERATION])
+        self._taken_rows -= len(block)
         records = map(record_from, zip(*block.columns, strict=True))
         self.iterations.update(zip(block.columns[_ITERATION], records, strict=True))
         return self.iterations.get(iteration)
@@ -511,8 +545,8 @@ class EventCollector:
         the few more that make the moved ones whole blocks of the file).  A log long enough to
         have reached ``spill_after`` records is written to the file whole in the end, so
         holding more of it gains nothing.  Records and blocks taken whole go together, in
-        iteration order (a block the cut falls within goes in part), so that the file's
-        blocks are whole however the two interleave (:meth:`_move`).
+        iteration order (a block the cut falls within goes in part, a sealed one whole later),
+        so that the file's blocks are whole however the two interleave (:meth:`_move`).
         """
         assert self.spill_after is not None
         keep = min(HOT_RECORDS, self.spill_after // 2)
@@ -521,14 +555,19 @@ class EventCollector:
             return
         if count >= BLOCK_RECORDS:  # whole blocks (a few more stay): no block of one record each time
             count -= count % BLOCK_RECORDS
-        iterations = sorted(self.iterations)
         taken = self._taken
+        if taken and taken[0].sealed is not None and len(taken[0]) > count:
+            if not self.iterations or taken[0].first < min(self.iterations):
+                return  # the lowest is a sealed block the cut falls within: it goes whole, later
+        iterations = sorted(self.iterations)
         blocks: list[_Taken] = []
         records = 0  # the lowest records that go
         while count:
             if taken and (records == len(iterations) or taken[0].first < iterations[records]):
+                size = len(taken[0])
+                if size > count and taken[0].sealed is not None:
+                    break  # a sealed block goes whole, next time (a block's more stay meanwhile)
                 block = taken.pop(0)
-                size = len(block.columns[_ITERATION])
                 if size > count:  # the cut falls within the block: its lower part goes
                     block, upper = _split(block, count)
                     taken.insert(0, upper)
@@ -543,7 +582,8 @@ class EventCollector:
 
     def _move(self, blocks: list[_Taken], iterations: list[int]) -> None:
         """Move ``blocks`` (taken whole, in order) and the records in memory of ``iterations``
-        (ascending) to the file as one run of columns, in iteration order.
+        (ascending) to the file in iteration order: a sealed block as the worker encoded it,
+        the other blocks and the records between sealed ones as one run of columns each.
 
         No record in memory lies within a block's span (it would have turned the block back
         into records, see :meth:`_thaw`), only between blocks, before or after them.
@@ -553,14 +593,33 @@ class EventCollector:
         rows = [iteration_values(self.iterations.pop(iteration)) for iteration in iterations]
         for iteration in iterations:
             self._bodies.pop(iteration, None)
+        done = 0  # the rows moved
+        run: list[_Taken] = []  # blocks not sealed, moved with the rows among them
+        for block in blocks:
+            if block.sealed is None:
+                run.append(block)
+                continue
+            below = bisect.bisect_left(rows, block.first, lo=done, key=_iteration_of)
+            self._put_run(run, rows[done:below])
+            self._cold.put_sealed(block.sealed)  # as the worker encoded it
+            run, done = [], below
+        self._put_run(run, rows[done:])
+
+    def _put_run(self, blocks: list[_Taken], rows: list[tuple[Any, ...]]) -> None:
+        """Move ``blocks`` (taken whole, in order) and ``rows`` (of records, ascending) to the file
+        as one run of columns, in iteration order."""
+        assert self._cold is not None
+        if not blocks and not rows:
+            return
+        columns: Sequence[Sequence[Any]]
         if len(blocks) == 1:
-            columns: Sequence[Sequence[Any]] = blocks[0].columns
+            columns = blocks[0].columns
         else:
             columns = [
                 list(itertools.chain.from_iterable(block.columns[place] for block in blocks)) for place in _PLACES
             ]
         if rows:
-            runs = _runs([bisect.bisect_left(columns[_ITERATION], iteration) for iteration in iterations])
+            runs = _runs([bisect.bisect_left(columns[_ITERATION], row[_ITERATION]) for row in rows])
             values = list(zip(*rows, strict=True))
             columns = [_interleaved(column, runs, field) for column, field in zip(columns, values, strict=True)]
         if columns[_ITERATION]:

@@ -11,16 +11,27 @@ Between processes, the records of a batch of events go as one list of those tupl
 which reads them back faster than pickle and, unlike pickle, keeps a value
 that several records share (a memory figure, a loss scale: one float object in the reader)
 one object on the other side; the other events are pickled as pickle does.
+
+A worker seals a block it can (:func:`seal`): it checks what the collector would check to take
+the block whole, and encodes each column as the records' file stores it
+(:func:`encode_column`), so that the collecting process moves it there without decoding and
+encoding it again (:class:`SealedBlock`).
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import marshal
+import operator
 import pickle
+from collections.abc import Sequence
 from typing import Any
 
+import attrs
+
 from tprimat.contract.records import ITERATION_FIELDS, IterationBlock, IterationRecord, iteration_values
+from tprimat.result.plausible import INTS, plausible_columns
 
 
 class _EventPickler(pickle.Pickler):
@@ -51,50 +62,169 @@ def _record_maker() -> Any:
 record_from = _record_maker()
 
 
-def pack(events: list[Any]) -> bytes:
+def encode_column(values: tuple[Any, ...]) -> bytes:
+    """A column of values as bytes: by :mod:`marshal` (fast to read back, and a value several
+    records share stays one object), or by pickle for what marshal does not write."""
+    try:
+        return b"M" + marshal.dumps(values)
+    except ValueError:  # an instance of a subclass of a built-in type
+        return b"P" + pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_column(data: memoryview) -> Sequence[Any]:
+    """The column :func:`encode_column` made ``data`` of (a tuple)."""
+    column: Sequence[Any]
+    if data[0] == ord("M"):
+        column = marshal.loads(data[1:])  # noqa: S302  (written by this process or its own workers)
+    else:
+        column = pickle.loads(data[1:])  # noqa: S301  (likewise)
+    return column
+
+
+_ITERATION = ITERATION_FIELDS.index("iteration")
+_SOURCE = ITERATION_FIELDS.index("source")
+
+
+@attrs.frozen
+class SealedBlock:
+    """A run of iteration records a worker checked and encoded for the records' file.
+
+    Its iterations ascend, every figure is plausible and no record is a memory line alone
+    (:func:`~tprimat.result.plausible.plausible_columns`): what the collector checks before it
+    takes a block whole.  Every column but ``source`` is encoded as the file stores it
+    (:func:`encode_column`, ``b""`` in the source's place); the sources, all lines of one file,
+    are that file's ``name:`` and each record's line number, which the collecting process
+    shifts once it knows where the worker's range starts.
+    """
+
+    first: int
+    last: int
+    count: int
+    source_prefix: str
+    lines: list[int]
+    encoded: tuple[bytes, ...]
+
+    def __len__(self) -> int:
+        return self.count
+
+    def sources(self) -> list[str]:
+        """Each record's source (``name:line``)."""
+        return list(map(self.source_prefix.__add__, map(str, self.lines)))
+
+    def block(self) -> IterationBlock:
+        """The block of the records, decoded."""
+        columns = (
+            self.sources() if place == _SOURCE else list(decode_column(memoryview(data)))
+            for place, data in enumerate(self.encoded)
+        )
+        return IterationBlock(columns=tuple(columns))
+
+
+def seal(block: IterationBlock, size: int) -> list[SealedBlock] | None:
+    """``block`` as sealed blocks of at most ``size`` records each, or None where it cannot be
+    sealed: iterations that do not ascend, a figure :func:`plausible_columns` doubts, or sources
+    that are not all ``name:line`` of one file, the line written as ``str`` writes it."""
+    columns = block.columns
+    iterations = columns[_ITERATION]
+    if (
+        not iterations
+        or set(map(type, iterations)) != INTS
+        or not all(map(operator.lt, iterations, itertools.islice(iterations, 1, None)))
+        or not plausible_columns(columns)
+    ):
+        return None
+    found = _source_lines(columns[_SOURCE])
+    if found is None:
+        return None
+    prefix, lines = found
+    sealed = []
+    for start in range(0, len(iterations), size):
+        stop = min(start + size, len(iterations))
+        encoded = tuple(
+            b"" if place == _SOURCE else encode_column(tuple(column[start:stop]))
+            for place, column in enumerate(columns)
+        )
+        sealed.append(
+            SealedBlock(iterations[start], iterations[stop - 1], stop - start, prefix, lines[start:stop], encoded)
+        )
+    return sealed
+
+
+def _source_lines(sources: list[Any]) -> tuple[str, list[int]] | None:
+    """The file (``name:``) and line numbers of ``sources`` when all are ``name:line`` of one file."""
+    if set(map(type, sources)) != {str}:
+        return None
+    name, colon, _ = sources[0].rpartition(":")
+    prefix = name + colon
+    if not colon or not all(map(str.startswith, sources, itertools.repeat(prefix))):
+        return None
+    texts = [source[len(prefix) :] for source in sources]
+    if not all(map(str.isdigit, texts)) or not all(map(str.isascii, texts)):
+        return None
+    lines = list(map(int, texts))
+    return (prefix, lines) if list(map(str, lines)) == texts else None
+
+
+def pack(events: list[Any], seal_records: int | None = None) -> bytes:
     """``events`` (iteration records and blocks, any other picklable events) as bytes, for a
     process forked from this one (:func:`unpack`).
 
     A record goes as the tuple of its values and an :class:`IterationBlock` as its columns,
     all by one :mod:`marshal` call (which writes the ``reported`` dicts as dicts, equal when
-    read back); only if marshal refuses a value (an instance of a subclass of a built-in
-    type) does the whole batch go by pickle.
+    read back), or with ``seal_records``, a block that can be sealed as :class:`SealedBlock`
+    pieces of at most that many records; only if marshal refuses a value (an instance of a
+    subclass of a built-in type) does the whole batch go by pickle, unsealed.
     """
-    rows, blocks, block_places, others, places = [], [], [], [], []
-    for place, event in enumerate(events):
+    rows, blocks, block_places, sealed, sealed_places, others, places = [], [], [], [], [], [], []
+    place = 0
+    for event in events:
         kind = type(event)
         if kind is IterationRecord:
             rows.append(iteration_values(event))
         elif kind is IterationBlock:
-            blocks.append(event.columns)
-            block_places.append(place)
+            pieces = seal(event, seal_records) if seal_records else None
+            if pieces is None:
+                blocks.append(event.columns)
+                block_places.append(place)
+            else:
+                for piece in pieces:
+                    sealed.append(attrs.astuple(piece, recurse=False))
+                    sealed_places.append(place)
+                    place += 1
+                continue
         else:
             others.append(event)
             places.append(place)
+        place += 1
     try:
-        marshalled: bytes | None = marshal.dumps((rows, blocks))
+        marshalled: bytes | None = marshal.dumps((rows, blocks, sealed))
     except ValueError:  # a value marshal does not write: all pickled
-        marshalled, others, places, block_places = None, events, [], []
+        marshalled, others, places, block_places, sealed_places = None, events, [], [], []
     buffer = io.BytesIO()
-    _EventPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump((marshalled, others, places, block_places))
+    _EventPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(
+        (marshalled, others, places, block_places, sealed_places)
+    )
     return buffer.getvalue()
 
 
 def unpack(data: bytes) -> list[Any]:
-    """The events :func:`pack` made ``data`` of, in their order (a block as a block)."""
-    marshalled, others, places, block_places = pickle.loads(data)  # noqa: S301  (bytes this process's own workers wrote)
+    """The events :func:`pack` made ``data`` of, in their order (a block as a block, a sealed
+    block as a :class:`SealedBlock`)."""
+    marshalled, others, places, block_places, sealed_places = pickle.loads(data)  # noqa: S301  (bytes this process's own workers wrote)
     if marshalled is None:
         return list(others)
-    rows, blocks = marshal.loads(marshalled)  # noqa: S302  (likewise)
+    rows, blocks, sealed = marshal.loads(marshalled)  # noqa: S302  (likewise)
     records = list(map(record_from, rows))
-    if not others and not blocks:
+    if not others and not blocks and not sealed:
         return records
-    events: list[Any] = [None] * (len(records) + len(blocks) + len(others))
+    events: list[Any] = [None] * (len(records) + len(blocks) + len(others) + len(sealed))
     for place, event in zip(places, others, strict=True):
         events[place] = event
     for place, columns in zip(block_places, blocks, strict=True):
         events[place] = IterationBlock(columns=columns)
-    taken = {*places, *block_places}
+    for place, fields in zip(sealed_places, sealed, strict=True):
+        events[place] = SealedBlock(*fields)
+    taken = {*places, *block_places, *sealed_places}
     for place, record in zip((p for p in range(len(events)) if p not in taken), records, strict=True):
         events[place] = record
     return events

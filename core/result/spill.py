@@ -38,7 +38,7 @@ from typing import Any, overload
 import attrs
 
 from tprimat.contract.records import BODY_FIELDS, EMPTY_BODY, ITERATION_FIELDS, IterationRecord, iteration_values
-from tprimat.result.packing import record_from
+from tprimat.result.packing import SealedBlock, decode_column, encode_column, record_from
 
 #: Records per block: what one read brings back into memory.
 BLOCK_RECORDS = 1024
@@ -59,6 +59,7 @@ _HEAD_BYTES = 4096
 #: Each field's place in a row.
 FIELD_INDEX = {name: index for index, name in enumerate(ITERATION_FIELDS)}
 _ITERATION = FIELD_INDEX["iteration"]
+_SOURCE = FIELD_INDEX["source"]
 _iteration_of = operator.itemgetter(_ITERATION)
 
 
@@ -90,7 +91,11 @@ class RecordFile:
     def write_columns(self, columns: Sequence[tuple[Any, ...]]) -> tuple[int, int]:
         """Append a block of records given as its columns (one tuple per field, in ``ITERATION_FIELDS``
         order), as :meth:`write_rows` stores them; its offset and length."""
-        encoded = list(map(_encoded_column, columns))
+        return self.write_encoded(list(map(encode_column, columns)))
+
+    def write_encoded(self, encoded: Sequence[bytes]) -> tuple[int, int]:
+        """Append a block of records given as its columns already encoded (:func:`encode_column`),
+        as :meth:`write_columns` stores them; its offset and length."""
         header = marshal.dumps([len(column) for column in encoded])
         return self._append(b"".join([len(header).to_bytes(4, "little"), header, *encoded]))
 
@@ -109,7 +114,7 @@ class RecordFile:
         starts = list(itertools.accumulate(lengths, initial=4 + size))
         low, high = starts[min(places)], starts[max(places) + 1]
         data = memoryview(head[low:high] if high <= len(head) else self._bytes(offset + low, high - low))
-        return [_decoded_column(data[starts[place] - low : starts[place + 1] - low]) for place in places]
+        return [decode_column(data[starts[place] - low : starts[place + 1] - low]) for place in places]
 
     def read_rows(self, offset: int, length: int) -> list[Row]:
         """The rows of the block of rows at ``offset``."""
@@ -134,24 +139,6 @@ class RecordFile:
             offset += len(part)
             length -= len(part)
         return b"".join(parts)
-
-
-def _encoded_column(values: tuple[Any, ...]) -> bytes:
-    """A column of values as bytes: by :mod:`marshal` (fast to read back, and a value several
-    records share stays one object), or by pickle for what marshal does not write."""
-    try:
-        return b"M" + marshal.dumps(values)
-    except ValueError:  # an instance of a subclass of a built-in type
-        return b"P" + pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def _decoded_column(data: memoryview) -> Sequence[Any]:
-    column: Sequence[Any]
-    if data[0] == ord("M"):
-        column = marshal.loads(data[1:])  # noqa: S302  (a file this process wrote)
-    else:
-        column = pickle.loads(data[1:])  # noqa: S301  (likewise)
-    return column
 
 
 @attrs.define
@@ -209,6 +196,18 @@ class ColdRecords:
             written = self.file.write_columns([tuple(column[start:stop]) for column in columns])
             self._add_block(*written, stop - start, iterations[start], iterations[stop - 1])
             start = stop
+
+    def put_sealed(self, sealed: SealedBlock) -> None:
+        """Move a block a worker sealed here as it encoded it (see :class:`SealedBlock`), its
+        sources encoded now; as its columns (:meth:`put_columns`) where it would span the first
+        record of a block already here or hold more than :data:`BLOCK_RECORDS` records."""
+        place = bisect.bisect_right(self._firsts, sealed.first)
+        if sealed.count > BLOCK_RECORDS or (place < len(self._firsts) and self._firsts[place] <= sealed.last):
+            self.put_columns(sealed.block().columns)
+            return
+        encoded = list(sealed.encoded)
+        encoded[_SOURCE] = encode_column(tuple(sealed.sources()))
+        self._add_block(*self.file.write_encoded(encoded), sealed.count, sealed.first, sealed.last)
 
     def _add_block(self, offset: int, length: int, count: int, first: int, last: int) -> None:
         """Note a block just written, of ``count`` records from iteration ``first`` to ``last``."""

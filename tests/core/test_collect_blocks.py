@@ -263,3 +263,39 @@ def test_a_block_taken_a_record_at_a_time_is_refused_as_its_records_would_be(fie
     collector.add(IterationRecord(iteration=9, step_time_s=1.0))  # the block is not above it: records
     with pytest.raises(ValueError):
         collector.add(IterationBlock(columns=tuple(columns)))
+
+
+@pytest.mark.parametrize("spill_after", [None, 8])
+def test_sealed_blocks_are_taken_as_the_blocks_they_stand_for(spill_after, monkeypatch):
+    """A block a worker sealed is kept (and moved to the file) encoded: the records, the counts
+    and the notes are those of the same blocks taken as blocks, with a later copy, a
+    replacement and a block that falls below the others among them."""
+    from tprimat.result.packing import SealedBlock, pack, unpack
+
+    def records(first: int, count: int, loss: float = 2.0) -> list[IterationRecord]:
+        return [
+            IterationRecord(iteration=i, step_time_s=1.0 + i / 64, loss=loss, source=f"run.log:{i}")
+            for i in range(first, first + count)
+        ]
+
+    events = [
+        block_of(records(1, 6)),
+        block_of(records(7, 9)),
+        records(3, 1)[0],  # a copy of a record a sealed block holds
+        block_of(records(16, 5)),
+        block_of(records(10, 3, loss=3.0)),  # a restart: replacements, below the blocks before
+        block_of(records(21, 12)),
+    ]
+    sealed = unpack(pack(events, seal_records=4))
+    assert sum(isinstance(event, SealedBlock) for event in sealed) >= 8
+    as_blocks = EventCollector(spill_after=spill_after).consume(events)
+    moved = []
+    real_put = spill.ColdRecords.put_sealed
+    monkeypatch.setattr(
+        spill.ColdRecords, "put_sealed", lambda cold, block: moved.append(block) or real_put(cold, block)
+    )
+    as_sealed = EventCollector(spill_after=spill_after).consume(sealed)
+    assert [attrs.astuple(r) for r in as_sealed.records] == [attrs.astuple(r) for r in as_blocks.records]
+    assert as_sealed.notes() == as_blocks.notes()
+    assert (as_sealed.duplicates, as_sealed.replaced) == (as_blocks.duplicates, as_blocks.replaced)
+    assert bool(moved) == (spill_after is not None)  # moved to the file as the worker encoded them

@@ -79,3 +79,52 @@ def test_a_figure_a_block_s_records_share_stays_one_object():
     assert len({id(value) for value in back.column("mem_allocated_gib")}) == 1
     reported = back.column("reported")
     assert len({id(figures) for figures in reported}) == len(reported)  # never one dict for two records
+
+
+def _sealed_view(events: list) -> list:
+    """Events as values, a sealed block as the block it stands for."""
+    return _comparable([e.block() if isinstance(e, packing.SealedBlock) else e for e in events])
+
+
+def test_a_block_a_worker_seals_comes_back_the_same_records_in_pieces_of_the_size_asked():
+    events = _events(65536.5)
+    back = unpack(pack(events, seal_records=2))
+    sealed = [e for e in back if isinstance(e, packing.SealedBlock)]
+    assert [(s.first, s.last, len(s)) for s in sealed] == [
+        (1, 2, 2),
+        (3, 4, 2),
+        (5, 5, 1),
+        (7, 8, 2),
+        (9, 10, 2),
+        (11, 11, 1),
+    ]
+    whole = [events[0], block_of(_records(1, 65536.5)), *events[2:5], block_of(_records(7, 65536.5)), events[6]]
+    joined = []
+    for event in back:  # the pieces of each block joined again
+        if isinstance(event, packing.SealedBlock) and joined and isinstance(joined[-1], IterationBlock):
+            columns = zip(joined[-1].columns, event.block().columns, strict=True)
+            joined[-1] = IterationBlock(columns=tuple(a + b for a, b in columns))
+        else:
+            joined.append(event.block() if isinstance(event, packing.SealedBlock) else event)
+    assert _comparable(joined) == _comparable(whole)
+    assert sealed[0].sources() == ["run.log:11", "run.log:12"]
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        pytest.param({"iteration": [1, 3, 2, 4, 5]}, id="not ascending"),
+        pytest.param({"step_time_s": [1.0, math.inf, 1.0, 1.0, 1.0]}, id="implausible"),
+        pytest.param({"source": ["a.log:1", "b.log:2", "a.log:3", "a.log:4", "a.log:5"]}, id="two files"),
+        pytest.param({"source": ["a.log:1", "a.log:02", "a.log:3", "a.log:4", "a.log:5"]}, id="a leading zero"),
+        pytest.param({"source": ["a.log:1", "a.log:x", "a.log:3", "a.log:4", "a.log:5"]}, id="no number"),
+    ],
+)
+def test_a_block_that_cannot_be_sealed_goes_as_its_columns(spoil):
+    block = block_of(_records(1, 2.0))
+    columns = {name: list(block.column(name)) for name in packing.ITERATION_FIELDS}
+    columns.update(spoil)
+    spoilt = IterationBlock(columns=tuple(columns[name] for name in packing.ITERATION_FIELDS))
+    assert packing.seal(spoilt, 1024) is None
+    (back,) = unpack(pack([spoilt], seal_records=1024))
+    assert type(back) is IterationBlock and repr(back.columns) == repr(spoilt.columns)  # NaN as text
