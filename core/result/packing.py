@@ -121,13 +121,17 @@ class SealedBlock:
 
 
 def seal(block: IterationBlock, size: int) -> list[SealedBlock] | None:
-    """``block`` as sealed blocks of at most ``size`` records each, or None where it cannot be
-    sealed: iterations that do not ascend, a figure :func:`plausible_columns` doubts, or sources
-    that are not all ``name:line`` of one file, the line written as ``str`` writes it."""
+    """``block`` as sealed blocks of at most ``size`` records each, or None where it is not
+    sealed: a block of fewer than a quarter of ``size`` records (the records' file would hold it
+    as a small block, which every later pass reads on its own; the collector joins unsealed
+    ones into whole blocks), iterations that do not ascend, a figure :func:`plausible_columns`
+    doubts, or sources that are not all ``name:line`` of one file, the line written as ``str``
+    writes it."""
     columns = block.columns
     iterations = columns[_ITERATION]
     if (
         not iterations
+        or len(iterations) < size // 4
         or set(map(type, iterations)) != INTS
         or not all(map(operator.lt, iterations, itertools.islice(iterations, 1, None)))
         or not plausible_columns(columns)

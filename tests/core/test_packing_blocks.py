@@ -128,3 +128,10 @@ def test_a_block_that_cannot_be_sealed_goes_as_its_columns(spoil):
     assert packing.seal(spoilt, 1024) is None
     (back,) = unpack(pack([spoilt], seal_records=1024))
     assert type(back) is IterationBlock and repr(back.columns) == repr(spoilt.columns)  # NaN as text
+
+
+def test_a_block_of_few_records_is_not_sealed():
+    """The records' file would keep it as a small block, read on its own by every later pass."""
+    block = block_of(_records(1, 2.0))  # five records
+    assert packing.seal(block, 20) is not None
+    assert packing.seal(block, 24) is None
