@@ -102,17 +102,22 @@ class ForkedCall(Generic[T]):
         self.cancel()
 
 
+def fork_helps() -> bool:
+    """Whether a forked child would work beside this process: it may fork (:func:`can_fork`) and
+    may run on two CPUs or more (on one, a child would only take turns with it)."""
+    return default_workers() >= 2 and can_fork()
+
+
 def fork_call(function: Callable[[], T], *, fork: bool = True) -> ForkedCall[T]:
     """Start ``function()`` in a forked child; its value comes back by :meth:`ForkedCall.result`.
 
     The child sees this process's memory as it was (records in a file are read there through
     the same open files), and sends its value back pickled through a temporary file.  With
-    ``fork`` False, where this process may run on one CPU only (a child would only take turns
-    with it) or where :func:`can_fork` says no, nothing starts and :meth:`ForkedCall.result`
-    makes the call here.  ``function`` must give the same value wherever it runs, and change
+    ``fork`` False, or where a child would not help (:func:`fork_helps`), nothing starts and
+    :meth:`ForkedCall.result` makes the call here.  ``function`` must give the same value wherever it runs, and change
     nothing this process keeps: it may run in the child and again here.
     """
-    if not fork or default_workers() < 2 or not can_fork():
+    if not fork or not fork_helps():
         return ForkedCall(function, None, None)
     output = tempfile.TemporaryFile()
     pid = os.fork()

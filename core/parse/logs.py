@@ -379,36 +379,34 @@ def parse_logs(
     collector = read.collector
     records = collector.records
     timed = _timed_or_refuse(collector, files, read.common, backend)
-    with _rank_peaks(collector, entry.spec.memory_peaks, files) as rank_memory:
-        facts = {key: fact.value for key, fact in collector.facts.items()}
-        starts = [path for path, goes_on in zip(files, read.continues, strict=True) if not goes_on]
-        facts, stated_notes, stated_records = _with_stated_facts(
-            starts, read.common, facts, records, entry.spec.stated_facts
-        )
-        if stated_records is not records:  # profiled iterations marked: new records
-            records = stated_records
-            timed = timed_records(records)
+    facts = {key: fact.value for key, fact in collector.facts.items()}
+    starts = [path for path, goes_on in zip(files, read.continues, strict=True) if not goes_on]
+    facts, stated_notes, stated_records = _with_stated_facts(
+        starts, read.common, facts, records, entry.spec.stated_facts
+    )
+    if stated_records is not records:  # profiled iterations marked: new records
+        records = stated_records
+        timed = timed_records(records)
 
-        result_config = _checked_config(
-            _result_config(config, workload, facts, config_label),
-            stated=read_stated(starts, entry.spec.readback),
-            entry=entry,
-            timed=timed,
-            facts=facts,
-            declared=_declared_sources(config, config_label, workload),
-            allow_mismatch=allow_mismatch,
-            notes=notes,
-        )
-        manifest, hardware, software = _machine(manifest_path, files, saved_hardware, facts, notes)
-        missing = _missing_iterations(records, as_int(facts.get("train_iters")))
-        notes.extend(_log_notes(collector, read.truncated, missing, stated_notes))
-        if config is None:
-            notes.extend(_unusable_sizes(facts))
-        stopped_by = _stopped_after_last_iteration(files, read.common, timed)
-        status = _run_status(partial=bool(missing or read.truncated), stopped_by=stopped_by, notes=notes)
-        run = _run_info(
-            backend, files, entry.spec.framework, result_config.model, config, status, manifest, saved_hardware
-        )
+    result_config = _checked_config(
+        _result_config(config, workload, facts, config_label),
+        stated=read_stated(starts, entry.spec.readback),
+        entry=entry,
+        timed=timed,
+        facts=facts,
+        declared=_declared_sources(config, config_label, workload),
+        allow_mismatch=allow_mismatch,
+        notes=notes,
+    )
+    manifest, hardware, software = _machine(manifest_path, files, saved_hardware, facts, notes)
+    missing = _missing_iterations(records, as_int(facts.get("train_iters")))
+    notes.extend(_log_notes(collector, read.truncated, missing, stated_notes))
+    if config is None:
+        notes.extend(_unusable_sizes(facts))
+    stopped_by = _stopped_after_last_iteration(files, read.common, timed)
+    status = _run_status(partial=bool(missing or read.truncated), stopped_by=stopped_by, notes=notes)
+    run = _run_info(backend, files, entry.spec.framework, result_config.model, config, status, manifest, saved_hardware)
+    with _rank_peaks(collector, entry.spec.memory_peaks, files) as rank_memory:  # a scan meanwhile
         result = assemble_result(
             run=run,
             config=result_config,
@@ -524,8 +522,8 @@ def _rank_peaks(
     """Each rank's memory peaks: those the parser read, or where it read none, those the backend's
     ``memory_peaks`` reader finds in the files (a pass over every byte).  For inputs of
     :data:`~tprimat.parse.parallel.PARALLEL_MIN_BYTES` or more that pass is made by a forked child
-    while the records are checked and summarised, and waited for when the peaks are first read;
-    the child is ended on leaving."""
+    while the result is assembled (the records summarised), and waited for when the peaks are
+    first read; the child is ended on leaving."""
     if collector.rank_peaks or reader is None:
         yield collector.rank_peaks
         return

@@ -25,7 +25,9 @@ parser read at once) is taken as the records it stands for.  A block that these
 rules would take record by record as it is (new iterations in ascending order,
 every figure plausible, checked a column at a time) is kept as its columns and
 moved to the file as such, without a record made per line: a long run's log is
-mostly such blocks.  A block whose every record these rules would drop as an exact copy
+mostly such blocks; one a worker sealed (:class:`~tprimat.result.packing.SealedBlock`: it
+checked the block the same way and encoded its columns as the file stores them) is kept, and
+moved to the file, still encoded.  A block whose every record these rules would drop as an exact copy
 (another rank's copy of iterations taken already: most blocks of a per-rank tree after the first
 rank's) is counted as that many duplicates, compared a row at a time with the stored values of
 the records it copies, without a record made per line.

@@ -102,7 +102,7 @@ def _add_scaled(batch: list[Any], sums: dict[int, int], squares: dict[int, int])
 
 #: Values counted at a time by :func:`sample_stdev`.
 _STDEV_BATCH = 65536
-_FLOAT_ONLY = {float}
+_FLOAT_ONLY = frozenset({float})
 
 
 def _add_powers(counts: Mapping[float, int], sums: dict[int, int], squares: dict[int, int] | None) -> None:

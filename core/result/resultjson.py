@@ -22,7 +22,8 @@ block is one call of msgspec's encoder, or of json's C encoder where msgspec wou
 value otherwise (a float with an exponent, non-ASCII text; see :func:`values_text`): either
 way floats are spelled as ``repr`` spells them, NaN and the infinities as the strings
 ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, and text as json escapes it.  For a long run the
-last column (``reported``) is written meanwhile by a forked child (:data:`FORKED_RECORDS`).
+last members (:data:`FORKED_FIELDS`, ``reported`` among them) are written meanwhile by a forked
+child, whose bytes are then copied as they are (:data:`FORKED_RECORDS`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from tprimat.atomic import atomic_write_bytes
 from tprimat.contract.records import ITERATION_FIELDS
 from tprimat.result import schema
 from tprimat.result.spill import RowSource
-from tprimat.workers import can_fork, fork_call
+from tprimat.workers import fork_call, fork_helps
 
 _MEMBER_INDENT = " " * 4  # "iterations" is a key of the top-level object: its members are two levels in
 #: Records of a list whose column is encoded by one msgspec call (records kept in a file go
@@ -145,7 +146,7 @@ class _ForkedMembers:
         """The members ``names`` of ``iterations`` under way in a child, for records kept in a
         file from :data:`FORKED_RECORDS` on (else None: this process writes them); the child is
         ended and the file closed on leaving."""
-        if not isinstance(iterations, RowSource) or len(iterations) < FORKED_RECORDS or not can_fork():
+        if not isinstance(iterations, RowSource) or len(iterations) < FORKED_RECORDS or not fork_helps():
             yield None
             return
         forked = cls(iterations, names)

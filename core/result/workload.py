@@ -76,10 +76,8 @@ def _samples_off(records: Collection[IterationRecord], gbs: int) -> Iterable[tup
     once, in C, over the iterations and samples alone, a block of records at a time: a long
     run's are never held whole), else all of them (``records`` read again)."""
     every_pair = itertools.pairwise(r for r in records if r.consumed_samples is not None)  # lazy: read if needed
-    last: tuple[list[Any], list[Any]] = (
-        [],
-        [],
-    )  # the last pair of the block before, compared with the next one's first
+    # The last pair of the block before, compared with the next one's first.
+    last: tuple[list[Any], list[Any]] = ([], [])
     for iterations, samples in record_field_blocks(records, "iteration", "consumed_samples"):
         if None in samples:
             kept = list(map(operator.is_not, samples, itertools.repeat(None)))
