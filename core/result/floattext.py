@@ -1,0 +1,102 @@
+"""Floats as ``repr`` spells them, written by msgspec's C encoder and respelled in C.
+
+msgspec writes a float with the same digits as ``repr`` (the shortest that read back as that
+float) but, below 0.0001 and from 1e16 on, not the same way (as measured on msgspec 0.22):
+
+============================  =====================  ===========================
+magnitude                     ``repr``               msgspec
+============================  =====================  ===========================
+0.0001 up to 1e16 (excluded)  ``0.000123``           ``0.000123`` (alike)
+0.00001 up to 0.0001          ``1.23e-05``           ``0.0000123``
+0.000001 up to 0.00001        ``1.23e-06``           ``1.23e-6``
+below 0.000001 (not zero)     ``1.23e-07``           ``1.23e-7`` (alike from e-10)
+1e16 and beyond               ``1.23e+16``           ``1.23e16``
+============================  =====================  ===========================
+
+(negative floats as their magnitude; zeros alike).  So msgspec's text of a column of floats
+becomes json's (``json.dumps`` spells a float as ``repr``) by fixes over the whole text, each a
+C pass (a replacement by fixed text, or a split and a join), never a Python call per value:
+
+- exponents: every ``e`` becomes ``e+``, then ``e+-`` becomes ``e-0``, then ``e-0`` followed by
+  two digits becomes ``e-`` again;
+- an item ``0.0000d...`` (the one form msgspec gives floats of the second band): the text is
+  split around each such item's first digit and its other digits, and joined again with
+  ``0.0000`` left out, a ``.`` after the first digit (taken away again where no other digit
+  follows) and ``e-05`` after the last.
+
+This costs a small multiple of msgspec's own, the most for floats of the second band (the split
+makes objects for each), and much less than json's encoder, which formats each float through
+``repr``.  For NaN, the infinities (msgspec writes ``null``) and values other than floats
+there is no answer (None): json's encoder is the way for those; and none at all where the
+installed msgspec spells floats at those edges otherwise (checked once, on :data:`_PROBES`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Sequence
+
+import msgspec
+
+#: A negative exponent of two or three digits, once a ``0`` is put before every one.
+_PADDED_LONG_EXPONENT = re.compile(rb"e-0(?=\d\d)")
+#: An item msgspec writes ``0.0000d...`` (not within a float such as ``10.00001``): its first
+#: digit and the others, which ``repr`` writes ``d.ddde-05``.  Led by the literal ``0.0000``,
+#: which the regex engine finds by a fast scan (led by the look-behind, it tries every place).
+_FIFTH_DECIMAL = re.compile(rb"0\.0000(?<=[^\d.]0\.0000)(\d)(\d*)")
+#: Floats at the edges of each band and of each form of exponent, of both signs: where the
+#: installed msgspec spells them otherwise than the fixes expect, there is no text.
+_PROBES = [
+    sign * float(magnitude)
+    for sign in (1.0, -1.0)
+    for magnitude in (
+        "5e-324 2.2250738585072014e-308 1e-100 9.9e-10 1e-09 1.5e-09 1.2345e-06 9.999999999999999e-06 1e-05 "
+        "2e-05 1.5e-05 9.999999999999999e-05 0.0001 0.5 0 9999999999999998 1e16 1.5e16 1e100 1.7976931348623157e308"
+    ).split()
+]
+
+
+def floats_text(values: Sequence[float]) -> str | None:
+    """``values`` as the items of a compact JSON array, exactly as
+    ``json.dumps(list(values), separators=(",", ":"))[1:-1]`` writes them (the empty text for
+    no values); None where that is not sure: some value is not a finite float of type
+    :class:`float` itself (an int, a bool, None, NaN, an infinity, a subclass of float), or the
+    installed msgspec spells floats otherwise than this module knows."""
+    if not values:
+        return ""
+    if set(map(type, values)) != {float} or not _spelling_known():
+        return None
+    text = msgspec.json.encode(values if isinstance(values, (list, tuple)) else list(values))
+    if b"n" in text:  # msgspec writes NaN and the infinities as null
+        return None
+    return _respelled(text)[1:-1].decode("ascii")
+
+
+def _respelled(text: bytes) -> bytes:
+    """msgspec's JSON array of floats ``text`` with each float spelled as ``repr`` spells it."""
+    if b"e" in text:  # every exponent signed, every negative one of two digits at least
+        text = _PADDED_LONG_EXPONENT.sub(b"e-", text.replace(b"e", b"e+").replace(b"e+-", b"e-0"))
+    if b"0.0000" in text:
+        text = _fifth_decimal_respelled(text)
+    return text
+
+
+def _fifth_decimal_respelled(text: bytes) -> bytes:
+    """``text`` with each item ``0.0000dddd`` respelled ``d.ddde-05`` (``0.0000d``: ``de-05``)."""
+    parts = _FIFTH_DECIMAL.split(text)  # around each item: its first digit, its other digits
+    items = len(parts) // 3
+    pieces = [b"."] * (5 * items + 1)
+    pieces[0::5] = parts[0::3]  # what is between those items, their signs included
+    pieces[1::5] = parts[1::3]
+    pieces[3::5] = parts[2::3]
+    pieces[4::5] = [b"e-05"] * items
+    text = b"".join(pieces)
+    return text if all(parts[2::3]) else text.replace(b".e-05", b"e-05")  # no other item has ".e"
+
+
+@functools.cache
+def _spelling_known() -> bool:
+    """Whether the installed msgspec spells :data:`_PROBES` as the fixes expect (checked once)."""
+    return _respelled(msgspec.json.encode(_PROBES)) == json.dumps(_PROBES, separators=(",", ":")).encode()

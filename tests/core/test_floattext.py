@@ -1,0 +1,113 @@
+"""Floats written by msgspec and respelled: exactly as json writes them, or no text at all."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.plugins.logfixtures import LOGS
+from tprimat.contract.records import ITERATION_FIELDS, iteration_values
+from tprimat.contract.registry import Registry
+from tprimat.parse.logs import parse_logs
+from tprimat.result import floattext
+from tprimat.result.floattext import floats_text
+
+#: Where msgspec or ``repr`` change how they write a float, and the ends of the floats.
+EDGES = (5e-324, 2.2250738585072014e-308, 1e-100, 1e-10, 1e-09, 1e-06, 1e-05, 0.0001, 1.0, 1e15, 1e16, 1e17)
+EDGES += (1e22, 1e100, 1.7976931348623157e308)
+
+
+def _json_items(values) -> str:
+    return json.dumps(list(values), separators=(",", ":"))[1:-1]
+
+
+def _stepped(edge: float, steps: int) -> float:
+    """The float ``steps`` floats above ``edge`` (below, for negative steps)."""
+    for _ in range(abs(steps)):
+        edge = math.nextafter(edge, math.inf if steps > 0 else 0.0)
+    return edge
+
+
+_near_edges = st.builds(_stepped, st.sampled_from(EDGES), st.integers(-3, 3))
+#: Floats of a few significant digits (as logs print them) of any magnitude.
+_decimal = st.builds(
+    lambda digits, exponent: float(f"{digits}e{exponent}"), st.integers(1, 10**17), st.integers(-340, 310)
+)
+_signed = st.builds(
+    lambda magnitude, negative: -magnitude if negative else magnitude,
+    st.one_of(st.floats(allow_nan=False, allow_infinity=False), _near_edges, _decimal, st.just(0.0)),
+    st.booleans(),
+).filter(math.isfinite)
+
+
+@given(st.lists(_signed, max_size=40))
+def test_any_finite_floats_are_written_as_json_writes_them_or_not_at_all(values):
+    text = floats_text(values)
+    assert text is None or text == _json_items(values)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_floats_at_every_edge_are_written_as_json_writes_them(sign):
+    values = [sign * _stepped(edge, steps) for edge in EDGES for steps in range(-3, 4)]
+    values += [sign * x for x in (9.8e-06, 1e-05, 1.5e-05, 2.5e-05, 9.5e-05, 1.2345e-06, 2.1e-09, 1.5e20, 0.0)]
+    values += [sign * x for x in (10.00001, 100.000015, 3000.00009, 1.0000000000000002e16)]  # "0.0000" within
+    values = [x for x in values if math.isfinite(x)]
+    assert floats_text(values) == _json_items(values)
+    assert floats_text(tuple(values)) == _json_items(values)
+
+
+_learning_rates = st.floats(1e-7, 1e-2)
+_step_times_s = st.floats(0.05, 120.0)
+_losses = st.floats(0.5, 12.0)
+_counts = st.integers(0, 10**18).map(float)
+
+
+@given(st.one_of(*(st.lists(column, min_size=1) for column in (_learning_rates, _step_times_s, _losses, _counts))))
+def test_realistic_columns_are_written(values):
+    assert floats_text(values) == _json_items(values)
+
+
+def test_the_float_columns_of_a_real_log_are_written():
+    path = LOGS / "megatron/mlm_2023-07-16_gpt345m_4TP_4xA800_fp16_full2000iter_excerpt.log"
+    records = parse_logs([path], registry=Registry.from_environment(), allow_mismatch=True).result.iterations
+    columns = dict(zip(ITERATION_FIELDS, zip(*map(iteration_values, records), strict=True), strict=True))
+    floats = {name: values for name, values in columns.items() if {type(v) for v in values} == {float}}
+    lr_text = floats_text(floats["lr"])
+    assert lr_text is not None and "e-05" in lr_text and "e-06" in lr_text  # both bands respelled
+    for name, values in floats.items():
+        assert floats_text(values) == _json_items(values), name
+
+
+def test_no_values_are_no_items():
+    assert floats_text([]) == ""
+
+
+class _Float(float):
+    pass
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [math.nan, math.inf, -math.inf, 1, True, None, _Float(0.5)],
+    ids=["nan", "inf", "-inf", "int", "bool", "None", "subclass"],
+)
+def test_no_text_where_a_value_is_not_a_finite_float(odd):
+    assert floats_text([0.5, 1e-05, odd, 2.0]) is None
+    assert floats_text([odd]) is None
+
+
+def test_no_text_where_msgspec_spells_floats_otherwise(monkeypatch):
+    monkeypatch.setattr(
+        floattext.msgspec.json, "encode", lambda values: json.dumps(values, separators=(",", ":")).encode()
+    )
+    floattext._spelling_known.cache_clear()
+    try:
+        assert floats_text([0.5, 1e-05]) is None
+    finally:
+        monkeypatch.undo()
+        floattext._spelling_known.cache_clear()
+    assert floats_text([0.5, 1e-05]) == "0.5,1e-05"
