@@ -73,7 +73,8 @@ def _compared(output: Path) -> tuple[str, dict[str, Any], int]:
 
     The document is read and brought to this tprimat's schema by the loader's own migrations
     (:func:`tprimat.result.schema.migrate`), so that the records of versions that lay them out
-    differently (a list of objects up to schema 4, columns from 5) compare by their values:
+    differently (a list of objects up to schema 4, columns from 5, the framework's figures as
+    columns from 6) compare by their values:
     the digest is that of each field's column, as compact JSON, in the record's field order.
     """
     from tprimat.contract.records import ITERATION_FIELDS

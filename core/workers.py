@@ -108,14 +108,20 @@ def fork_helps() -> bool:
     return default_workers() >= 2 and can_fork()
 
 
-def fork_call(function: Callable[[], T], *, fork: bool = True) -> ForkedCall[T]:
+#: The niceness a yielding child adds to its own (see :func:`fork_call`).
+YIELDING_NICENESS = 10
+
+
+def fork_call(function: Callable[[], T], *, fork: bool = True, yielding: bool = False) -> ForkedCall[T]:
     """Start ``function()`` in a forked child; its value comes back by :meth:`ForkedCall.result`.
 
     The child sees this process's memory as it was (records in a file are read there through
     the same open files), and sends its value back pickled through a temporary file.  With
     ``fork`` False, or where a child would not help (:func:`fork_helps`), nothing starts and
     :meth:`ForkedCall.result` makes the call here.  ``function`` must give the same value wherever it runs, and change
-    nothing this process keeps: it may run in the child and again here.
+    nothing this process keeps: it may run in the child and again here.  A ``yielding`` child runs
+    at a lower priority (:data:`YIELDING_NICENESS`): work started ahead of when it is needed,
+    which should take what CPU this process and its other children leave, not slow them.
     """
     if not fork or not fork_helps():
         return ForkedCall(function, None, None)
@@ -124,6 +130,8 @@ def fork_call(function: Callable[[], T], *, fork: bool = True) -> ForkedCall[T]:
     if pid == 0:  # the child: it never returns from here
         code = 1
         try:
+            if yielding:
+                os.nice(YIELDING_NICENESS)
             value = function()
             with open(output.fileno(), "wb", closefd=False) as sent:
                 pickle.dump(value, sent, protocol=pickle.HIGHEST_PROTOCOL)

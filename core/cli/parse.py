@@ -121,8 +121,7 @@ def parse(
         from tprimat.parse.saved_hardware import read_saved_hardware
 
         saved_hardware = read_saved_hardware(hardware_file)
-    config = None
-    label = "the command line"
+    config, label = None, "the command line"
     if config_file or overrides:
         if world_size is not None:
             raise TprimatError(
@@ -154,6 +153,7 @@ def parse(
             allow_mismatch=allow_mismatch,
             workers=jobs,
             saved_hardware=saved_hardware,
+            written=bool(output),
         )
         result = outcome.result
         if outcome.detected:

@@ -355,6 +355,7 @@ def parse_logs(
     allow_mismatch: bool = False,
     workers: int | None = None,
     saved_hardware: SavedHardware | None = None,
+    written: bool = False,
 ) -> ParseOutcome:
     """Parse ``paths`` into a :class:`~tprimat.result.schema.Result` (see the module docstring).
 
@@ -362,7 +363,9 @@ def parse_logs(
     recorded with that file as its source, in place of the manifest's.
 
     ``workers``: processes reading the files (default: every CPU this process may use; 1 reads
-    in this process); the result is the same for any number.
+    in this process); the result is the same for any number.  ``written``: the caller will
+    write the result (:func:`~tprimat.result.resultjson.write_result`), which a long run's
+    records then start to be written for while they are summarised.
 
     The steps: choose the backend, read the files, refuse a log without a timed iteration, add
     what each file's start states, check the workload, take the machine from the manifest, note
@@ -432,6 +435,7 @@ def parse_logs(
             ),
             run_clock={key: collector.fact(key) for key in RUN_CLOCK_FACTS},
             records_owned=True,  # made by this read (or received from its workers); nothing reads them after
+            written=written,
         )
     result = _finished(result, stopped_by=stopped_by, facts=facts, warnings=warnings)
     return ParseOutcome(

@@ -27,6 +27,7 @@ from tprimat.result.convergence import (
 )
 from tprimat.result.memory import memory_report
 from tprimat.result.metrics import summarize, with_throughput
+from tprimat.result.resultjson import write_ahead
 from tprimat.result.schema import (
     Caveats,
     ConvergenceSummary,
@@ -101,6 +102,7 @@ def assemble_result(
     target_log_perplexity: float | None = None,
     run_clock: Mapping[str, Any] | None = None,
     records_owned: bool = False,
+    written: bool = False,
 ) -> Result:
     """Fill in per-iteration throughput, summarise, and record what was left out.
 
@@ -120,7 +122,8 @@ def assemble_result(
     ``ceiling`` is the latest ``tprimat microbench`` summary of the run's device
     (recorded in the run manifest), for MAMF utilisation next to MFU.
     ``records_owned``: ``records`` are the caller's alone, filled in rather than copied
-    (see :func:`~tprimat.result.metrics.with_throughput`).
+    (see :func:`~tprimat.result.metrics.with_throughput`).  ``written``: the caller writes the
+    result; its iterations are written while summarised (:func:`~.resultjson.write_ahead`).
     """
     hardware = hardware or Hardware()
     warmup_iterations, provenance = _warmup(warmup_iterations, warmup_rule, provenance or Provenance())
@@ -131,6 +134,8 @@ def assemble_result(
         world_size=config.world_size,
         owned=records_owned,
     )
+    if written:
+        write_ahead(finished)
     summary, notes = summarize(
         finished,
         model=_known_model(config.model),
@@ -149,13 +154,7 @@ def assemble_result(
     if audit is not None:
         notes = [*notes, *audit(summary, finished)]
     provenance = attrs.evolve(provenance, notes=[*provenance.notes, *notes])
-    points = eval_points(evaluations, global_batch_size=config.global_batch_size, seq_length=config.seq_length)
-    points, from_steps = with_step_clock(points, finished)
-    convergence = (
-        None
-        if target_log_perplexity is None
-        else _convergence(points, target_log_perplexity, run_clock, from_steps=from_steps)
-    )
+    points, convergence = _evaluated(evaluations, config, finished, target_log_perplexity, run_clock)
     memory = memory_report(
         settings=config.settings,
         model_name=config.model,
@@ -179,6 +178,22 @@ def assemble_result(
         evaluations=points,
         convergence=convergence,
     )
+
+
+def _evaluated(
+    evaluations: Iterable[EvalRecord],
+    config: ResultConfig,
+    records: Sequence[IterationRecord],
+    target_log_perplexity: float | None,
+    run_clock: Mapping[str, Any] | None,
+) -> tuple[list[EvalPoint], ConvergenceSummary | None]:
+    """The evaluation points (placed on the step clock where the trainer's is not known), and
+    their convergence summary when a target is set."""
+    points = eval_points(evaluations, global_batch_size=config.global_batch_size, seq_length=config.seq_length)
+    points, from_steps = with_step_clock(points, records)
+    if target_log_perplexity is None:
+        return points, None
+    return points, _convergence(points, target_log_perplexity, run_clock, from_steps=from_steps)
 
 
 def _known_model(name: str) -> ModelSpec | None:

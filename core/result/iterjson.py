@@ -1,16 +1,23 @@
-"""A result's iterations as columns (schema v5): one array per field of :class:`IterationRecord`.
+"""A result's iterations as columns (schema v6): one array per field of :class:`IterationRecord`.
 
 A result document holds its iteration records as an object with one key per field of
 the record (``ITERATION_FIELDS``, in that order), each an array with one value per record,
-all of one length: ``{"iteration": [1, 2], "step_time_s": [0.51, 0.5], ...,
-"reported": [{}, {}]}``.  A column is written and read in one piece, where a list of
-objects (schema v4 and older) cost a record's worth of keys and work per iteration.
+all of one length: ``{"iteration": [1, 2], "step_time_s": [0.51, 0.5], ...}``.  A column is
+written and read in one piece, where a list of objects (schema v4 and older) cost a record's
+worth of keys and work per iteration.
+
+``reported``, the framework's own figures, is an object of columns too, one array per figure
+name (in sorted order), with ``null`` where a record has no such figure:
+``{"loss_scale": [1.0, 1.0], "tflops_per_gpu": [301.2, null]}``.  Schema v5 wrote an object
+per record, which repeated every name on every iteration: half of a long run's file.  A
+record whose figure is None has no such figure (both are ``null``).
 
 This module turns records into such columns (:func:`iteration_columns`), the list of
-objects of an older document into columns (:func:`columns_from_objects`, the migration),
-and columns back into validated records (:func:`records_from_columns`), whose errors name
-the column and the place in it (``$.iterations.step_time_s[3]``).  A column missing from a
-document holds its field's default for every record; ``iteration`` has none and is required.
+objects of an older document into columns (:func:`columns_from_objects`) and v5's reported
+objects into columns (:func:`reported_columns`), the migrations, and columns back into
+validated records (:func:`records_from_columns`), whose errors name the column and the
+place in it (``$.iterations.step_time_s[3]``).  A column missing from a document holds its
+field's default for every record; ``iteration`` has none and is required.
 """
 
 from __future__ import annotations
@@ -56,12 +63,36 @@ _DEFAULTS = {name: _default(name) for name in ITERATION_FIELDS}
 def iteration_columns(records: Sequence[IterationRecord], spell: Callable[[Any], Any]) -> dict[str, list[Any]]:
     """The columns of ``records``, JSON-ready: each value passed through ``spell`` (which writes
     non-finite floats as strict JSON's strings, in nested containers too)."""
-    columns: dict[str, list[Any]] = {name: [] for name in ITERATION_FIELDS}
+    columns: dict[str, Any] = {name: [] for name in ITERATION_FIELDS}
     getter = operator.attrgetter(*ITERATION_FIELDS)
     for record in records:
         for column, value in zip(columns.values(), getter(record), strict=True):
             column.append(value)
+    columns["reported"] = reported_columns(columns["reported"])
     return {name: spell(column) for name, column in columns.items()}
+
+
+def reported_columns(reported: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+    """``reported`` (one dict per record) as one column per figure name, in sorted order, None
+    where a record has none; a name whose every value is None is left out."""
+    columns = {name: list(map(dict.get, reported, itertools.repeat(name))) for name in sorted(set().union(*reported))}
+    return {name: column for name, column in columns.items() if column.count(None) < len(column)}
+
+
+def reported_from_columns(columns: Any, count: int) -> list[dict[str, Any]]:
+    """The reported figures of ``count`` records, one dict each, from their columns (see the
+    module); what is not an object of arrays of ``count`` values raises :class:`ValueError`."""
+    if not isinstance(columns, dict):
+        raise ValueError("expected an object with one array per figure name")
+    for name, values in columns.items():
+        if not isinstance(values, list) or len(values) != count:
+            found = f"{len(values)} values" if isinstance(values, list) else "not an array"
+            raise ValueError(f"figure {name!r}: {found} where 'iteration' has {count}")
+    names = list(columns)
+    rows = zip(*columns.values(), strict=True) if names else itertools.repeat((), count)
+    if not any(None in values for values in columns.values()):
+        return list(map(dict, map(zip, itertools.repeat(names), rows)))
+    return [{name: value for name, value in zip(names, row, strict=True) if value is not None} for row in rows]
 
 
 def columns_from_objects(objects: Any) -> Any:
@@ -109,6 +140,11 @@ def records_from_columns(data: Any, structure: Structure) -> list[IterationRecor
             columns.append([make() for _ in range(count)] if make is not None else [])
             continue
         values = data[name]
+        if name == "reported":
+            try:
+                values = reported_from_columns(values, count)
+            except ValueError as exc:
+                raise _in_column(name, exc) from None
         if not isinstance(values, list):
             raise _in_column(name, ValueError("expected an array"))
         if len(values) != count:

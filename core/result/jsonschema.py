@@ -9,8 +9,8 @@ bounds of the fields' validators, and the strict-JSON spelling of non-finite
 floats (``"NaN"``, ``"Infinity"``, ``"-Infinity"``).
 
 The one departure from the classes: a result's iterations are written as columns (one array
-per field of :class:`~tprimat.contract.records.IterationRecord`, see
-:mod:`tprimat.result.iterjson`), and the schema says so.
+per field of :class:`~tprimat.contract.records.IterationRecord`, and the framework's own
+figures one array per figure name, see :mod:`tprimat.result.iterjson`), and the schema says so.
 
 The package ships the schema as ``result.schema.json`` (a test proves it equals
 what the classes give); ``tprimat schema result`` prints it.  What the schema
@@ -144,6 +144,13 @@ _COLUMNS = "IterationColumns"
 
 def _columns(record: dict[str, Any]) -> dict[str, Any]:
     """The schema of the iterations' columns, from that of one record: each field an array of its values."""
+    properties = {name: {"type": "array", "items": item} for name, item in record["properties"].items()}
+    figure = record["properties"]["reported"]["additionalProperties"]
+    properties["reported"] = {
+        "type": "object",
+        "description": "The framework's own figures: one array per figure name, null where a record has none.",
+        "additionalProperties": {"type": "array", "items": figure},
+    }
     return {
         "type": "object",
         "description": (
@@ -151,7 +158,7 @@ def _columns(record: dict[str, Any]) -> dict[str, Any]:
             "field order, with one value per record (the loader checks that all have one length; "
             "a column left out holds its field's default)."
         ),
-        "properties": {name: {"type": "array", "items": item} for name, item in record["properties"].items()},
+        "properties": properties,
         "required": record["required"],
         "additionalProperties": False,
     }

@@ -9,10 +9,14 @@ it, but for its iterations: an object with one member per field of the record
       "iteration": [1,2,3],
       "step_time_s": [0.512,0.498,0.5],
       ...
-      "reported": [{"tflops":301.2},{"tflops":302.0},{"tflops":301.9}]
+      "reported": {
+        "loss_scale": [1.0,1.0,1.0],
+        "tflops_per_gpu": [301.2,302.0,null]
+      }
     },
 
-so that a field's values are one line (``jq -c .iterations.loss result.json``; a diff of two
+``reported`` (the framework's own figures) an object of one such line per figure name, so
+that a field's values are one line (``jq -c .iterations.loss result.json``; a diff of two
 results names the fields that differ) and the file takes a few bytes per value.
 
 Each column is encoded a block of records at a time, read one field at a time (records kept
@@ -23,7 +27,9 @@ value otherwise (a float with an exponent, non-ASCII text; see :func:`values_tex
 way floats are spelled as ``repr`` spells them, NaN and the infinities as the strings
 ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, and text as json escapes it.  For a long run the
 last members (:data:`FORKED_FIELDS`, ``reported`` among them) are written meanwhile by a forked
-child, whose bytes are then copied as they are (:data:`FORKED_RECORDS`).
+child, whose bytes are then copied as they are (:data:`FORKED_RECORDS`); or all the members
+are, by two children started as soon as the records are final, while the result is still
+being summarised (:func:`write_ahead`).
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ import operator
 import os
 import tempfile
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, compress, repeat
 from operator import is_
 from pathlib import Path
@@ -48,6 +55,7 @@ import msgspec
 from tprimat.atomic import atomic_write_bytes
 from tprimat.contract.records import ITERATION_FIELDS
 from tprimat.result import schema
+from tprimat.result.floattext import floats_text
 from tprimat.result.spill import RowSource
 from tprimat.workers import fork_call, fork_helps
 
@@ -88,6 +96,14 @@ def _result_pieces(result: Any) -> Iterator[str | _ForkedMembers]:
     skeleton["iterations"] = mark
     before, _, after = (json.dumps(skeleton, indent=2, allow_nan=False) + "\n").partition(json.dumps(mark))
     yield before + "{"
+    ahead = _AHEAD.pop(result.iterations, None) if isinstance(result.iterations, RowSource) else None
+    if ahead is not None:  # written meanwhile by children (see `write_ahead`)
+        try:
+            yield from ahead
+        finally:
+            _close(ahead)
+        yield "\n  }" + after
+        return
     held = _held_columns(result.iterations)
     with _ForkedMembers.of(result.iterations, FORKED_FIELDS) as forked:
         for index, name in enumerate(ITERATION_FIELDS):
@@ -103,9 +119,93 @@ def _result_pieces(result: Any) -> Iterator[str | _ForkedMembers]:
 def _member_text(index: int, name: str, blocks: Iterable[Sequence[Any]]) -> Iterator[str]:
     """The member of the iterations object for the field ``name`` (the ``index``-th), its values
     given a block at a time."""
+    if name == "reported":
+        yield ("," if index else "") + "\n" + _MEMBER_INDENT + '"reported": {'
+        yield from _figures_text(blocks)
+        yield "}"
+        return
     yield ("," if index else "") + "\n" + _MEMBER_INDENT + json.dumps(name) + ": ["
     yield from _column_text(blocks)
     yield "]"
+
+
+_FIGURE_INDENT = _MEMBER_INDENT + "  "
+#: Records whose "null"s are written at once where a figure is absent.
+_NULLS_AT_ONCE = 8192
+
+
+def _figures_text(blocks: Iterable[Sequence[dict[str, Any]]]) -> Iterator[str]:
+    """The members of ``reported``'s object: one array per figure name, in sorted order, null
+    where a record has no such figure (see :mod:`tprimat.result.iterjson`).
+
+    The records' figures are given a block of records at a time (one dict per record).  Each
+    block's text of each name goes to a temporary file as it comes, so memory holds one block,
+    and the names' arrays are then read back from it name by name.  A name whose every value
+    is None is left out, as :func:`~tprimat.result.iterjson.reported_columns` leaves it out.
+    """
+    with tempfile.TemporaryFile() as spool:
+        pieces: dict[str, list[tuple[int, int] | int]] = {}  # a piece of text in the file, or that many nulls
+        covered: dict[str, int] = {}  # records each name's pieces cover
+        count = offset = 0
+        for values in blocks:
+            columns, texts = _figure_columns(values)
+            for name, column in columns.items():
+                held = pieces.setdefault(name, [])
+                if covered.get(name, 0) < count:
+                    held.append(count - covered.get(name, 0))
+                data = texts(column)
+                spool.write(data)
+                held.append((offset, len(data)))
+                offset += len(data)
+                covered[name] = count + len(values)
+            count += len(values)
+        spool.flush()
+        separator = "\n"
+        for name, held in sorted(pieces.items()):
+            if covered[name] < count:
+                held.append(count - covered[name])
+            yield separator + _FIGURE_INDENT + json.dumps(name) + ": ["
+            yield from _pieces_text(spool.fileno(), held)
+            yield "]"
+            separator = ",\n"
+        if pieces:
+            yield "\n" + _MEMBER_INDENT
+
+
+def _figure_columns(reported: Sequence[dict[str, Any]]) -> tuple[dict[str, list[Any]], Callable[[list[Any]], bytes]]:
+    """The figures of a block of records (one dict each) as one column per name that has a value,
+    and how a column is written (UTF-8 bytes): each by msgspec alone where that of every figure
+    of the block is as json's (decided once over all of them), else by :func:`values_text`."""
+    figures = list(chain.from_iterable(map(dict.values, reported)))
+    kinds = set(map(type, figures))
+    columns = {name: list(map(dict.get, reported, repeat(name))) for name in set().union(*reported)}
+    if type(None) in kinds:  # a figure given as None: a name may have no value
+        columns = {name: column for name, column in columns.items() if column.count(None) < len(column)}
+    if kinds <= _SCALAR_TYPES and _float_kind(figures, kinds) == _PLAIN:
+        return columns, _plain_or_values_text
+    return columns, _values_bytes
+
+
+def _plain_or_values_text(values: list[Any]) -> bytes:
+    text = _plain_text(values)
+    return values_text(values).encode("utf-8") if text is None else text
+
+
+def _values_bytes(values: list[Any]) -> bytes:
+    return values_text(values).encode("utf-8")
+
+
+def _pieces_text(fd: int, pieces: list[tuple[int, int] | int]) -> Iterator[str]:
+    """The items of one figure's array: its pieces of text in the file ``fd``, and runs of nulls."""
+    separator = ""
+    for piece in pieces:
+        if isinstance(piece, int):
+            for start in range(0, piece, _NULLS_AT_ONCE):
+                yield separator + ",".join(repeat("null", min(_NULLS_AT_ONCE, piece - start)))
+                separator = ","
+        else:
+            yield separator + os.pread(fd, piece[1], piece[0]).decode("utf-8")
+            separator = ","
 
 
 def _column_text(blocks: Iterable[Sequence[Any]]) -> Iterator[str]:
@@ -133,12 +233,45 @@ FORKED_FIELDS = ITERATION_FIELDS[ITERATION_FIELDS.index("mem_device_used_gib") :
 _TEXT_CHUNK = 1 << 22
 
 
+#: The fields of the children that write a long run's iterations ahead (:func:`write_ahead`):
+#: the framework's own figures, about half of the work, and all the others.
+AHEAD_SHARES = (ITERATION_FIELDS[:-1], ITERATION_FIELDS[-1:])
+#: Records kept in a file whose members children are writing ahead, by the records' object.
+_AHEAD: weakref.WeakKeyDictionary[Any, list[_ForkedMembers]] = weakref.WeakKeyDictionary()
+
+
+def write_ahead(iterations: Sequence[Any]) -> None:
+    """Start writing the iterations object's members of ``iterations`` in forked children, for
+    :func:`write_result` to copy once the rest of the result is known.
+
+    Called by whoever will write the result as soon as its records are final (before they are
+    summarised), so that the file is written while the summary is computed: on records kept
+    in a file from :data:`FORKED_RECORDS` on, where a child helps (else nothing starts, and the
+    result is written as usual).  The children end, and their files close, when the records
+    are dropped or the result is written; a result written of other records writes its own.
+    """
+    if not isinstance(iterations, RowSource) or len(iterations) < FORKED_RECORDS or not fork_helps():
+        return
+    # The children's calls (made here too, should a child fail) reach the records by a weak
+    # proxy: a reference from the shares would keep them, and the children, alive forever.
+    records = weakref.proxy(iterations)
+    shares = [_ForkedMembers(records, names, yielding=True) for names in AHEAD_SHARES]  # the summary first
+    _AHEAD[iterations] = shares
+    weakref.finalize(iterations, _close, shares)
+
+
+def _close(shares: list[_ForkedMembers]) -> None:
+    for share in shares:
+        share.close()
+
+
 class _ForkedMembers:
     """Members of the iterations object, written into a temporary file by a forked child."""
 
-    def __init__(self, iterations: Sequence[Any], names: Sequence[str]) -> None:
+    def __init__(self, iterations: Sequence[Any], names: Sequence[str], *, yielding: bool = False) -> None:
         self._spool = tempfile.TemporaryFile()
-        self._call = fork_call(functools.partial(_write_members, iterations, names, self._spool.fileno()))
+        call = functools.partial(_write_members, iterations, names, self._spool.fileno())
+        self._call = fork_call(call, yielding=yielding)
 
     @classmethod
     @contextlib.contextmanager
@@ -153,8 +286,12 @@ class _ForkedMembers:
         try:
             yield forked
         finally:
-            forked._call.cancel()
-            forked._spool.close()
+            forked.close()
+
+    def close(self) -> None:
+        """End the child if it still runs, and close its file."""
+        self._call.cancel()
+        self._spool.close()
 
     def text(self) -> Iterator[str]:
         """The members' text, once the child has written it (or, where it failed, written here)."""
@@ -214,6 +351,7 @@ def _column_blocks(iterations: Sequence[Any], name: str) -> Iterator[Sequence[An
 
 
 _SCALAR_TYPES = frozenset({float, int, str, bool, type(None)})
+_FLOAT_ONLY = {float}
 #: Python spells a float with an exponent (``1e-05``, ``1e+16``) below this magnitude or from the
 #: next one on, where msgspec writes ``0.00001`` and ``1e16``.  msgspec writes every other finite
 #: float as ``repr`` does.
@@ -228,27 +366,37 @@ def values_text(values: Sequence[Any]) -> str:
     ``json.dumps(..., separators=(",", ":"))`` writes them with non-finite floats as strings.
 
     Decided over the whole column, in C: msgspec writes it where it spells every value as json
-    does (JSON scalars, the ``reported`` column: objects of them; floats of the magnitudes it
-    writes as ``repr``; ASCII text); json's C encoder where a float has an exponent or text is
-    not ASCII; values that are not finite are first written as their strings (the one case
-    that looks at each value in Python).
+    does (JSON scalars; floats of the magnitudes it writes as ``repr``; ASCII text), and a column
+    of floats alone with exponents too, respelled (:func:`~tprimat.result.floattext.floats_text`);
+    json's C encoder where other values have floats with exponents or text is not ASCII; values that are not finite are
+    first written as their strings (the one case that looks at each value in Python).  A block
+    of one value (a batch size, a figure the framework repeats, nulls) is that value's text repeated.
     """
     kinds = set(map(type, values))
-    figures = values
-    if kinds == {dict}:  # the reported figures: the dicts' values decide
-        figures = list(chain.from_iterable(map(dict.values, values)))
-        kinds = set(map(type, figures))
-    how = _float_kind(figures, kinds) if kinds <= _SCALAR_TYPES else _NON_FINITE
+    if len(values) > 1 and len(kinds) == 1 and values.count(values[0]) == len(values) and values[0] != 0:
+        return ",".join(repeat(values_text(values[:1]), len(values)))  # (zeros of both signs are equal)
+    how = _float_kind(values, kinds) if kinds <= _SCALAR_TYPES else _NON_FINITE
     if how == _PLAIN:
-        try:
-            text = msgspec.json.encode(values)
-        except (TypeError, ValueError, OverflowError):  # e.g. a key that is not text: json writes it
-            text = b"\x7f"
-        if text.isascii() and b"\x7f" not in text:  # else text json escapes
-            return text[1:-1].decode("ascii")
+        text = _plain_text(values)
+        if text is not None:
+            return text.decode("ascii")
+    elif how == _REPR and kinds == _FLOAT_ONLY:  # exponents: msgspec's text respelled as repr's
+        respelled = floats_text(values)
+        if respelled is not None:
+            return respelled
     if how != _NON_FINITE:
         return json.dumps(values, separators=_COMPACT, allow_nan=False)[1:-1]
     return json.dumps(schema._replace_non_finite(list(values)), separators=_COMPACT, allow_nan=False)[1:-1]
+
+
+def _plain_text(values: Sequence[Any]) -> bytes | None:
+    """msgspec's items of ``values`` (JSON scalars whose floats it spells as ``repr``), or None
+    where it would spell text otherwise than json (not ASCII, or a character json escapes)."""
+    try:
+        text = msgspec.json.encode(values)
+    except (TypeError, ValueError, OverflowError):  # a value msgspec does not write: json writes it
+        return None
+    return text[1:-1] if text.isascii() and b"\x7f" not in text else None
 
 
 def _float_kind(column: Sequence[Any], kinds: set[type]) -> int:

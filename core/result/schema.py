@@ -6,8 +6,9 @@ core derived from them (see :mod:`tprimat.result.metrics`).  Documents are stric
 JSON: NaN and infinities, which real losses contain, are written as the
 strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` instead of being
 dropped.  The iterations are written as columns, one array per field of the
-record (:mod:`tprimat.result.iterjson`); documents of older versions, whose
-iterations were a list of objects, are migrated when read.  Loading validates
+record, the framework's own figures one array per figure name
+(:mod:`tprimat.result.iterjson`); documents of older versions, whose iterations
+were a list of objects or whose figures an object per record, are migrated when read.  Loading validates
 every field and names the one that is wrong.
 """
 
@@ -28,9 +29,9 @@ from cattrs.v import format_exception
 from tprimat.contract.records import IterationRecord
 from tprimat.errors import TprimatError
 from tprimat.hardware.partitions import DevicePartition
-from tprimat.result.iterjson import columns_from_objects, iteration_columns, records_from_columns
+from tprimat.result.iterjson import columns_from_objects, iteration_columns, records_from_columns, reported_columns
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 RunStatus = Literal["completed", "failed", "interrupted", "partial"]
 
@@ -424,8 +425,20 @@ def _v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "iterations": columns_from_objects(data.get("iterations", [])), "schema_version": 5}
 
 
+def _v5_to_v6(data: dict[str, Any]) -> dict[str, Any]:
+    """v6 writes the framework's own figures (``iterations.reported``) as one column per figure
+    name instead of one object per record; a figure that was null is absent, as a null is in v6."""
+    iterations = data.get("iterations")
+    if isinstance(iterations, dict) and "reported" in iterations:
+        reported = iterations["reported"]
+        if not isinstance(reported, list) or not all(isinstance(figures, dict) for figures in reported):
+            raise ValueError("expected an array of objects @ $.iterations.reported")
+        iterations = {**iterations, "reported": reported_columns(reported)}
+    return {**data, "iterations": iterations, "schema_version": 6}
+
+
 #: schema_version -> the function that turns such a raw document into the next version's.
-MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6}
 
 
 def migrate(data: dict[str, Any], *, origin: str = "result") -> dict[str, Any]:

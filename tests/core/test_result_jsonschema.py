@@ -123,7 +123,8 @@ def test_a_result_with_every_section_validates():
         lambda d: d["iterations"].update(lossy=[1.0, 2.0]),  # a column the record does not have
         lambda d: d["iterations"].update(loss=2.5),  # a column is an array
         lambda d: d["iterations"].pop("iteration"),  # the one column without a default
-        lambda d: d["iterations"]["reported"].__setitem__(0, [1.0]),  # reported: an object per record
+        lambda d: d["iterations"]["reported"].__setitem__("tflops", 1.0),  # reported: an array per figure
+        lambda d: d["iterations"]["reported"]["tflops"].__setitem__(0, [1.0]),  # of numbers, text or null
         lambda d: d["summary"].pop("warmup_iterations"),  # a required field
     ],
 )

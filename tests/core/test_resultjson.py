@@ -11,11 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.core.test_schema import make_result
 from tests.plugins.logfixtures import LOGS
 from tprimat.contract.records import ITERATION_FIELDS, IterationRecord, iteration_values
 from tprimat.contract.registry import Registry
 from tprimat.parse.logs import parse_logs
 from tprimat.result import resultjson, schema
+from tprimat.result.iterjson import reported_columns
 from tprimat.result.resultjson import iter_result_json, values_text, write_result
 from tprimat.result.schema import dumps_result, load_result, result_to_dict
 
@@ -32,10 +34,14 @@ def _compact(values) -> str:
 
 
 def _same_records(loaded, written) -> bool:
-    """Records equal value for value, NaN equal to NaN (as their JSON text is)."""
-    return _compact([list(iteration_values(r)) for r in loaded]) == _compact(
-        [list(iteration_values(r)) for r in written]
-    )
+    """Records equal value for value, NaN equal to NaN (as their JSON text is); a record's
+    figures by name (a figure that is None is none)."""
+
+    def values(record: IterationRecord) -> list:
+        figures = {name: value for name, value in sorted(record.reported.items()) if value is not None}
+        return list(iteration_values(attrs.evolve(record, reported=figures)))
+
+    return _compact(list(map(values, loaded))) == _compact(list(map(values, written)))
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.parent.name)
@@ -65,9 +71,15 @@ def test_the_text_is_the_indented_document_with_one_line_per_column(path):
     lines = text.splitlines()
     start = lines.index('  "iterations": {')
     columns = lines[start + 1 : start + 1 + len(ITERATION_FIELDS)]
-    for line, name in zip(columns, ITERATION_FIELDS, strict=True):
+    for line, name in zip(columns[:-1], ITERATION_FIELDS[:-1], strict=True):
         assert line.rstrip(",") == f"    {json.dumps(name)}: {_compact(data['iterations'][name])}"
-    assert lines[start + 1 + len(ITERATION_FIELDS)] == "  },"
+    assert columns[-1] == '    "reported": {'  # then one line per figure
+    figures = data["iterations"]["reported"]
+    assert figures  # the log's figures
+    after = start + len(ITERATION_FIELDS)
+    for line, name in zip(lines[after + 1 :], figures, strict=False):
+        assert line.rstrip(",") == f"      {json.dumps(name)}: {_compact(figures[name])}"
+    assert lines[after + 1 + len(figures) : after + 3 + len(figures)] == ["    }", "  },"]
     # Everything around the iterations is as json.dumps indents it.
     bare = json.dumps({**data, "iterations": None}, indent=2).splitlines()
     assert lines[:start] == bare[: bare.index('  "iterations": null,')]
@@ -122,8 +134,9 @@ def test_each_column_is_written_as_json_writes_it():
 def test_text_json_escapes_is_escaped_as_json_escapes_it(odd):
     values = ["2026-11-24 21:00:00", odd, None]
     assert f"[{values_text(values)}]" == _compact(values)
-    figures = [{"a": 1.0}, {odd: odd}, {}]
-    assert f"[{values_text(figures)}]" == _compact(figures)
+    records = [IterationRecord(iteration=i, reported=figures) for i, figures in enumerate([{"a": 1.0}, {odd: odd}, {}])]
+    written = json.loads(dumps_result(attrs.evolve(make_result(), iterations=records)))["iterations"]["reported"]
+    assert written == {"a": [1.0, None, None], odd: [None, odd, None]}
 
 
 def test_a_long_column_is_written_a_block_at_a_time_as_one_array(monkeypatch, tmp_path):
@@ -154,8 +167,6 @@ def test_a_column_of_one_sign_is_written_as_json_writes_it(figures, sign, with_n
     if with_none:
         values[0] = None
     assert f"[{values_text(values)}]" == _compact(values)
-    reported = [{"figure": value} for value in values]
-    assert f"[{values_text(reported)}]" == _compact(reported)
 
 
 @settings(max_examples=200, deadline=None)
@@ -199,7 +210,7 @@ def test_the_last_members_written_by_a_forked_child_are_the_same_text(monkeypatc
     here = dumps_result(attrs.evolve(result, iterations=kept))
     children = []
     real_fork = resultjson.fork_call
-    monkeypatch.setattr(resultjson, "fork_call", lambda call: children.append(call) or real_fork(call))
+    monkeypatch.setattr(resultjson, "fork_call", lambda call, **how: children.append(call) or real_fork(call, **how))
     monkeypatch.setattr(resultjson, "FORKED_RECORDS", 50)
     assert dumps_result(attrs.evolve(result, iterations=kept)) == here
     write_result(attrs.evolve(result, iterations=kept), tmp_path / "result.json")
@@ -226,7 +237,55 @@ def test_members_a_child_fails_to_write_are_written_here(monkeypatch):
     monkeypatch.setattr("tprimat.workers.default_workers", lambda: 2)  # a child only beside a second CPU
     children = []
     real_fork = resultjson.fork_call
-    monkeypatch.setattr(resultjson, "fork_call", lambda call: children.append(call) or real_fork(call))
+    monkeypatch.setattr(resultjson, "fork_call", lambda call, **how: children.append(call) or real_fork(call, **how))
     monkeypatch.setattr(resultjson, "FORKED_RECORDS", 50)
     assert dumps_result(attrs.evolve(result, iterations=kept)) == here
     assert len(children) == 1
+
+
+def test_figures_written_a_block_at_a_time_are_the_columns_of_all_records(monkeypatch):
+    """Names that come late, leave early or hold None, in blocks of any size: the same arrays as
+    the figures of all records taken at once (``iterjson.reported_columns``)."""
+    draw = random.Random(5)
+    for _ in range(40):
+        records = _records(draw, draw.randint(0, 40))
+        expected = schema._replace_non_finite(reported_columns([record.reported for record in records]))
+        result = attrs.evolve(make_result(), iterations=records)
+        for size in (1, 3, 64):
+            monkeypatch.setattr(resultjson, "BLOCK_RECORDS", size)
+            assert json.loads(dumps_result(result))["iterations"]["reported"] == expected
+
+
+def test_iterations_written_ahead_by_children_are_the_same_text(monkeypatch, tmp_path):
+    """Two children write every member while the result is summarised; the writer copies their
+    bytes once, and a second write (or a result of other records) writes its own."""
+    import gc
+
+    result, kept = _kept_records()
+    monkeypatch.setattr(resultjson, "FORKED_RECORDS", 10**9)
+    here = dumps_result(attrs.evolve(result, iterations=kept))
+    monkeypatch.setattr("tprimat.workers.default_workers", lambda: 2)  # a child only beside a second CPU
+    children = []
+    real_fork = resultjson.fork_call
+    monkeypatch.setattr(resultjson, "fork_call", lambda call, **how: children.append(call) or real_fork(call, **how))
+    monkeypatch.setattr(resultjson, "FORKED_RECORDS", 50)
+    resultjson.write_ahead(kept)
+    assert len(children) == len(resultjson.AHEAD_SHARES) == 2
+    write_result(attrs.evolve(result, iterations=kept), tmp_path / "result.json")
+    assert (tmp_path / "result.json").read_text(encoding="utf-8") == here
+    assert kept not in resultjson._AHEAD  # copied once, then let go
+    assert dumps_result(attrs.evolve(result, iterations=kept)) == here  # written again: by the usual way
+    assert len(children) == 3
+    resultjson.write_ahead(kept)
+    shares = resultjson._AHEAD[kept]
+    del kept, children[:]  # (the usual way's child held them)
+    gc.collect()
+    assert all(share._spool.closed for share in shares)  # records dropped unwritten: children ended
+
+
+def test_records_in_memory_are_not_written_ahead(monkeypatch):
+    monkeypatch.setattr(resultjson, "FORKED_RECORDS", 1)
+    records = _records(random.Random(3), 20)
+    before = len(resultjson._AHEAD)
+    resultjson.write_ahead(records)
+    assert len(resultjson._AHEAD) == before

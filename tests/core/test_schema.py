@@ -158,7 +158,7 @@ def test_a_version_2_result_reads_as_one_that_did_not_know_its_framework_setting
     path = Path(__file__).parents[1] / "fixtures" / "h200" / "llama3.1-8b_seq2048_gbs1" / "result.json"
     assert json.loads(path.read_text())["schema_version"] == 2
     result = load_result(path)
-    assert result.schema_version == SCHEMA_VERSION == 5
+    assert result.schema_version == SCHEMA_VERSION == 6
     assert result.config.framework is None
     assert result.summary.tokens_per_s_per_gpu is not None  # nothing else lost
     written = write_result(result, tmp_path / "result.json")

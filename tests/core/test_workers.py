@@ -11,7 +11,7 @@ import pytest
 
 from tprimat import workers
 from tprimat.errors import TprimatError
-from tprimat.workers import default_workers, fork_call, map_files
+from tprimat.workers import YIELDING_NICENESS, default_workers, fork_call, map_files
 
 
 def _pid_and_square(n: int) -> tuple[int, int]:
@@ -119,3 +119,12 @@ def test_a_process_on_one_cpu_makes_the_call_here(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     with fork_call(_pid) as call:
         assert call.result() == os.getpid()
+
+
+def test_a_yielding_child_runs_at_a_lower_priority(two_cpus):
+    here = os.nice(0)
+    with fork_call(lambda: os.nice(0), yielding=True) as call:
+        assert call.result() == min(here + YIELDING_NICENESS, 19)
+    with fork_call(lambda: os.nice(0)) as call:
+        assert call.result() == here
+    assert os.nice(0) == here  # this process's own is left alone
