@@ -29,6 +29,7 @@ import attrs
 from tprimat.contract.records import MAX_STEP_TIME_S
 from tprimat.result.column import Column, CountedOrder
 from tprimat.result.flops import flops_per_token, formula_name
+from tprimat.result.packing import figure_columns
 from tprimat.result.peaks import lookup_peak
 from tprimat.result.schema import DevicePartition, IterationRecord, Stats, Summary
 from tprimat.result.spill import RecordSequence, record_field_blocks
@@ -689,10 +690,8 @@ def _reported_stats(records: Iterable[IterationRecord], selection: _Selection) -
     columns = _Columns()
     for iterations, covers, profiled, steps, skipped, reported in record_field_blocks(records, *_SELECTED, "reported"):
         counted = selection.counted_block(iterations, covers, profiled, steps, skipped)
-        if len(counted) < len(iterations):
-            reported = [reported[i] for i in counted]
-        for name in set().union(*reported):
-            columns.extend(name, list(map(dict.get, reported, itertools.repeat(name))))
+        for name, values in figure_columns(reported).items():  # None where a record has none
+            columns.extend(name, values if len(counted) == len(iterations) else [values[i] for i in counted])
     described = {key: describe_column(columns[key]) for key in sorted(columns)}
     return {key: stats for key, stats in described.items() if stats is not None}
 

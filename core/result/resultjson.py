@@ -56,6 +56,7 @@ from tprimat.atomic import atomic_write_bytes
 from tprimat.contract.records import ITERATION_FIELDS
 from tprimat.result import schema
 from tprimat.result.floattext import floats_text
+from tprimat.result.packing import figure_columns
 from tprimat.result.spill import RowSource
 from tprimat.workers import fork_call, fork_helps
 
@@ -173,14 +174,13 @@ def _figures_text(blocks: Iterable[Sequence[dict[str, Any]]]) -> Iterator[str]:
 
 
 def _figure_columns(reported: Sequence[dict[str, Any]]) -> tuple[dict[str, list[Any]], Callable[[list[Any]], bytes]]:
-    """The figures of a block of records (one dict each) as one column per name that has a value,
-    and how a column is written (UTF-8 bytes): each by msgspec alone where that of every figure
-    of the block is as json's (decided once over all of them), else by :func:`values_text`."""
-    figures = list(chain.from_iterable(map(dict.values, reported)))
+    """The figures of a block of records (a dict each, or the columns the records' file keeps)
+    as one column per name that has a value, and how a column is written (UTF-8 bytes): each by
+    msgspec alone where that of every figure of the block is as json's (decided once over all
+    of them), else by :func:`values_text`."""
+    columns = figure_columns(reported)
+    figures = list(chain.from_iterable(columns.values()))
     kinds = set(map(type, figures))
-    columns = {name: list(map(dict.get, reported, repeat(name))) for name in set().union(*reported)}
-    if type(None) in kinds:  # a figure given as None: a name may have no value
-        columns = {name: column for name, column in columns.items() if column.count(None) < len(column)}
     if kinds <= _SCALAR_TYPES and _float_kind(figures, kinds) == _PLAIN:
         return columns, _plain_or_values_text
     return columns, _values_bytes
