@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # the names as type checkers see them; at run time they load 
     from tprimat.contract.records import (
         REPEATED_LINE,
         EvalRecord,
+        FigureColumns,
         IterationBlock,
         IterationRecord,
         LogFact,
@@ -90,6 +91,7 @@ _EXPORTS = {
     "newline_count": "logfile",
     "IterationRecord": "records",
     "IterationBlock": "records",
+    "FigureColumns": "records",
     "LogFact": "records",
     "EvalRecord": "records",
     "ParseIssue": "records",

@@ -8,7 +8,9 @@ every other number from them.
 
 from __future__ import annotations
 
+import itertools
 import operator
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -78,7 +80,7 @@ class IterationBlock:
     :data:`ITERATION_FIELDS`, in that order, all of one length, and every row must
     make a valid :class:`IterationRecord` (a parser checks that before yielding it,
     as the record's own validators would).  A ``reported`` column holds one dict
-    per record, never shared between records.
+    per record, never shared between records, or (contract 1.4) a :class:`FigureColumns`.
     """
 
     columns: tuple[list[Any], ...] = attrs.field()
@@ -104,6 +106,58 @@ class IterationBlock:
     def records(self) -> list[IterationRecord]:
         """The records the block stands for (validated as any record is)."""
         return [IterationRecord(**dict(zip(ITERATION_FIELDS, row, strict=True))) for row in self.rows()]
+
+
+class FigureColumns(Sequence[dict[str, Any]]):
+    """An :class:`IterationBlock`'s ``reported`` column kept as one list per figure name, in
+    sorted order (``names``, ``columns``), None where a record has no such figure.
+
+    A parser that reads a run of lines into columns may give its figures so instead of a dict
+    per record (which it would make only for the core to take them apart again by name): the
+    core stores them so, and the summary and the result file take them by name.  It reads as
+    the dicts it stands for, each made when asked for (its names in sorted order, a figure that
+    is None left out), so that any user of a ``reported`` column may take it as one; a slice
+    is a :class:`FigureColumns` too.
+    """
+
+    __slots__ = ("size", "names", "columns")
+
+    def __init__(self, size: int, names: Sequence[str], columns: Sequence[list[Any]]) -> None:
+        self.size = size
+        self.names = tuple(names)
+        self.columns = tuple(columns)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            rows = range(*index.indices(self.size))
+            if rows.step == 1:
+                return FigureColumns(len(rows), self.names, [column[rows.start : rows.stop] for column in self.columns])
+            return FigureColumns(len(rows), self.names, [[column[row] for row in rows] for column in self.columns])
+        if index < 0:
+            index += self.size
+        if not 0 <= index < self.size:
+            raise IndexError("record out of range")
+        return {
+            name: column[index]
+            for name, column in zip(self.names, self.columns, strict=True)
+            if column[index] is not None
+        }
+
+    def __iter__(self) -> Any:
+        if not self.names:
+            return (dict() for _ in range(self.size))
+        rows = zip(*self.columns, strict=True)
+        if not any(None in column for column in self.columns):
+            return map(dict, map(zip, itertools.repeat(self.names), rows))
+        return ({n: v for n, v in zip(self.names, row, strict=True) if v is not None} for row in rows)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # compared by its dicts, as a list is
 
 
 def is_memory_only(record: IterationRecord) -> bool:

@@ -8,7 +8,8 @@ a major step removes or changes something a plugin may rely on.  1.1 added
 the ``register_exporters`` hook and ``ExporterSpec`` to 1.0; 1.2 the log-file
 reader a parser is handed (``LogFile``), the collector's rules, the typed-value
 reader, the config and model names and the training-program services; 1.3 the
-:class:`~tprimat.contract.records.IterationBlock` a parser may yield for a run of iteration lines.
+:class:`~tprimat.contract.records.IterationBlock` a parser may yield for a run of iteration lines;
+1.4 the :class:`~tprimat.contract.records.FigureColumns` such a block's figures may be.
 
 A plugin states the contract it was written against with a module (or object)
 attribute ``tprimat_contract = "1.0"``; it then loads on every tprimat whose
@@ -23,7 +24,7 @@ from __future__ import annotations
 import re
 
 #: The contract this tprimat provides.
-CONTRACT_VERSION = "1.3"
+CONTRACT_VERSION = "1.4"
 #: The attribute a plugin sets to the contract version it needs.
 CONTRACT_ATTRIBUTE = "tprimat_contract"
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from tprimat.contract.records import ITERATION_FIELDS, IterationBlock, IterationRecord, iteration_values
+from tprimat.contract.records import ITERATION_FIELDS, FigureColumns, IterationBlock, IterationRecord, iteration_values
 from tprimat.result.plausible import INTS, plausible_columns
 
 
@@ -86,54 +86,6 @@ def decode_column(data: memoryview) -> Sequence[Any]:
     else:
         column = pickle.loads(data[1:])  # noqa: S301  (likewise)
     return column
-
-
-class FigureColumns(Sequence[dict[str, Any]]):
-    """A column of the framework's figures (``reported``: a dict per record) kept as one list
-    per figure name, in sorted order, None where a record has no such figure.
-
-    So the records' file keeps it (:func:`encode_column`): the names once, not on every record,
-    and read back in a sixth of the time of the dicts.  It reads as the dicts it stands for (each
-    made when asked for, its names in sorted order), so that any user of a ``reported`` column
-    may take it as one; the summary and the result file take :attr:`columns` by name instead,
-    which no longer need to be taken out of each dict (:func:`figure_columns`).
-    """
-
-    __slots__ = ("size", "names", "columns")
-
-    def __init__(self, size: int, names: Sequence[str], columns: Sequence[list[Any]]) -> None:
-        self.size = size
-        self.names = tuple(names)
-        self.columns = tuple(columns)
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return [self[row] for row in range(*index.indices(self.size))]
-        if index < 0:
-            index += self.size
-        if not 0 <= index < self.size:
-            raise IndexError("record out of range")
-        return {
-            name: column[index]
-            for name, column in zip(self.names, self.columns, strict=True)
-            if column[index] is not None
-        }
-
-    def __iter__(self) -> Any:
-        if not self.names:
-            return (dict() for _ in range(self.size))
-        rows = zip(*self.columns, strict=True)
-        if not any(None in column for column in self.columns):
-            return map(dict, map(zip, itertools.repeat(self.names), rows))
-        return ({n: v for n, v in zip(self.names, row, strict=True) if v is not None} for row in rows)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]  # compared by its dicts, as a list is
 
 
 def _figures_bytes(values: Sequence[Any]) -> bytes | None:
@@ -199,10 +151,16 @@ class SealedBlock:
     def block(self) -> IterationBlock:
         """The block of the records, decoded."""
         columns = (
-            self.sources() if place == _SOURCE else list(decode_column(memoryview(data)))
+            self.sources() if place == _SOURCE else _decoded_list(memoryview(data))
             for place, data in enumerate(self.encoded)
         )
         return IterationBlock(columns=tuple(columns))
+
+
+def _decoded_list(data: memoryview) -> Any:
+    """A column :func:`encode_column` made ``data`` of, as a list (:class:`FigureColumns` as they are)."""
+    column = decode_column(data)
+    return column if type(column) is FigureColumns else list(column)
 
 
 def seal(block: IterationBlock, size: int) -> list[SealedBlock] | None:
@@ -230,13 +188,19 @@ def seal(block: IterationBlock, size: int) -> list[SealedBlock] | None:
     for start in range(0, len(iterations), size):
         stop = min(start + size, len(iterations))
         encoded = tuple(
-            b"" if place == _SOURCE else encode_column(tuple(column[start:stop]))
+            b"" if place == _SOURCE else encode_column(_part(column, start, stop))
             for place, column in enumerate(columns)
         )
         sealed.append(
             SealedBlock(iterations[start], iterations[stop - 1], stop - start, prefix, lines[start:stop], encoded)
         )
     return sealed
+
+
+def _part(column: Sequence[Any], start: int, stop: int) -> Sequence[Any]:
+    """The values ``start`` to ``stop`` of a block's column, to encode: a tuple (marshal keeps it
+    so), figures by name as they are."""
+    return column[start:stop] if type(column) is FigureColumns else tuple(column[start:stop])
 
 
 def _source_lines(sources: list[Any]) -> tuple[str, list[int]] | None:
@@ -272,8 +236,10 @@ def pack(events: list[Any], seal_records: int | None = None) -> bytes:
             rows.append(iteration_values(event))
         elif kind is IterationBlock:
             pieces = seal(event, seal_records) if seal_records else None
-            if pieces is None:
-                blocks.append(event.columns)
+            if pieces is None:  # its columns as they are, figures by name as their dicts (marshal writes those)
+                blocks.append(
+                    tuple(list(column) if type(column) is FigureColumns else column for column in event.columns)
+                )
                 block_places.append(place)
             else:
                 for piece in pieces:

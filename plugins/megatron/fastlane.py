@@ -33,6 +33,7 @@ from typing import Any
 from tprimat.contract.records import (
     ITERATION_FIELDS,
     MAX_STEP_TIME_S,
+    FigureColumns,
     IterationBlock,
     IterationRecord,
     iteration_values,
@@ -349,7 +350,7 @@ def _hip(learner: _Learner, text: str) -> None:
 class _Group:
     """The lines of one shape in a run, read as columns; ``bad``: the first that must be read line by line."""
 
-    __slots__ = ("iterations", "fields", "reported", "stamps", "hip", "bad")
+    __slots__ = ("iterations", "fields", "figures", "stamps", "hip", "bad")
 
     def __init__(self, shape: Shape, lines: list[bytes]) -> None:
         columns = list(map(_read, shape.texts(lines), shape.readers, shape.varying))
@@ -360,14 +361,11 @@ class _Group:
             name: columns[item] if post is None else self._post(columns[item], post)
             for name, (item, post) in shape.fields.items()
         }
-        values = [
-            columns[item] if post is None else self._post(columns[item], post) for item, post in shape.reported.values()
-        ]
-        keys = tuple(shape.reported)
-        if keys:
-            self.reported: list[dict] = list(map(dict, map(zip, repeat(keys), zip(*values, strict=True))))
-        else:
-            self.reported = list(map(dict, repeat((), count)))
+        # The reported figures by name (in the line's order), each a column of the group's lines.
+        self.figures: dict[str, list] = {
+            name: columns[item] if post is None else self._post(columns[item], post)
+            for name, (item, post) in shape.reported.items()
+        }
         self.stamps: list[str | None] | None = None
         if shape.stamp is not None:
             template, items = shape.stamp
@@ -602,14 +600,29 @@ def _gathered(
         # The rows of every group in group order, then in line order: one gather, not one per column.
         rows = list(chain.from_iterable(zip(*_group_columns(group, names, hip), strict=True) for group in groups))
         columns = list(map(list, zip(*map(rows.__getitem__, inverse[:count]), strict=True)))
-    found = dict(zip(("iteration", "reported", "timestamp", *names), columns, strict=False))
+    found: dict[str, Any] = dict(zip(("iteration", "timestamp", *names), columns, strict=False))
+    found["reported"] = _gathered_figures(groups, None if inverse is None else inverse[:count], count)
     return found, columns[-1] if hip else []
 
 
+def _gathered_figures(groups: list[_Group], order: list[int] | None, count: int) -> FigureColumns:
+    """The reported figures of the first ``count`` rows, by name, in line order (``order``: each
+    row's place among the groups' rows, None for one group): None where a row's line has none."""
+    names = sorted(set().union(*(group.figures for group in groups)))
+    if order is None:
+        figures = groups[0].figures
+        return FigureColumns(count, names, [figures[name][:count] for name in names])
+    columns = []
+    for name in names:
+        held = list(chain.from_iterable(group.figures.get(name) or [None] * len(group.iterations) for group in groups))
+        columns.append(list(map(held.__getitem__, order)))
+    return FigureColumns(count, names, columns)
+
+
 def _group_columns(group: _Group, names: list[str], hip: bool) -> list[list]:
-    """A group's columns: iteration, reported, timestamp, the fields ``names`` and its ``hip`` figures."""
+    """A group's columns: iteration, timestamp, the fields ``names`` and its ``hip`` figures."""
     size = len(group.iterations)
-    columns: list[list] = [group.iterations, group.reported, [None] * size if group.stamps is None else group.stamps]
+    columns: list[list] = [group.iterations, [None] * size if group.stamps is None else group.stamps]
     columns.extend(group.fields.get(name) or [_DEFAULTS[name]] * size for name in names)
     if hip:
         columns.append([None] * size if group.hip is None else list(zip(*group.hip, strict=True)))
@@ -681,7 +694,7 @@ def _agrees(shape: Shape, line: bytes, record: IterationRecord) -> bool:
             row.get(name, _DEFAULTS[name]), expected
         ):
             return False
-    reported = group.reported[0]
+    reported = {name: column[0] for name, column in group.figures.items()}
     if list(reported) != list(record.reported) or not all(map(_same, reported.values(), record.reported.values())):
         return False
     if shape.hip is not None:

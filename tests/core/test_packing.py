@@ -5,8 +5,8 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from tprimat.contract.records import REPEATED_LINE, IterationRecord, LogFact, ParseIssue, RankPeak
-from tprimat.result.packing import FigureColumns, decode_column, encode_column, figure_columns, pack, unpack
+from tprimat.contract.records import REPEATED_LINE, FigureColumns, IterationRecord, LogFact, ParseIssue, RankPeak
+from tprimat.result.packing import decode_column, encode_column, figure_columns, pack, unpack
 
 
 class _Figure(float):

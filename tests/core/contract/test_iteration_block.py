@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tprimat.contract import IterationBlock, IterationRecord
+from tprimat.contract import FigureColumns, IterationBlock, IterationRecord
 from tprimat.contract.records import ITERATION_FIELDS, iteration_values
 
 
@@ -45,3 +45,22 @@ def test_a_row_a_record_would_refuse_is_refused_when_made_into_records():
     columns[ITERATION_FIELDS.index("reported")] = [{}]
     with pytest.raises(ValueError):
         IterationBlock(columns=tuple(columns)).records()
+
+
+def test_a_block_s_figures_may_be_one_list_per_name():
+    figures = FigureColumns(3, ["loss_scale", "tflops_per_gpu"], [[1.0, 1.0, None], [410.2, None, 9.5]])
+    records = [IterationRecord(iteration=i, step_time_s=0.5) for i in (1, 2, 3)]
+    columns = list(map(list, zip(*map(iteration_values, records), strict=True)))
+    columns[ITERATION_FIELDS.index("reported")] = figures
+    block = IterationBlock(columns=tuple(columns))
+    assert [r.reported for r in block.records()] == [
+        {"loss_scale": 1.0, "tflops_per_gpu": 410.2},
+        {"loss_scale": 1.0},
+        {"tflops_per_gpu": 9.5},
+    ]
+    assert figures[-1] == {"tflops_per_gpu": 9.5} and figures[0] is not figures[0]  # a dict of its own each time
+    assert type(figures[1:]) is FigureColumns and figures[1:] == [{"loss_scale": 1.0}, {"tflops_per_gpu": 9.5}]
+    assert figures[::2] == [figures[0], figures[2]] and figures == list(figures)
+    columns[ITERATION_FIELDS.index("reported")] = FigureColumns(2, ["a"], [[1.0, 2.0]])
+    with pytest.raises(ValueError, match="length"):
+        IterationBlock(columns=tuple(columns))

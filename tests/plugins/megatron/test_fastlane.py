@@ -21,9 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.events import shown
 from tests.plugins.logfixtures import LOGS
 from tprimat.contract.logfile import LogFile
-from tprimat.contract.records import REPEATED_LINE, IterationBlock, IterationRecord
+from tprimat.contract.records import REPEATED_LINE, FigureColumns, IterationBlock, IterationRecord
 from tprimat.plugins.amd_megatron.parse import RocmMegatronLogParser
 from tprimat.plugins.amd_primus.parse import PrimusLogParser
 from tprimat.plugins.megatron import fastlane
@@ -68,7 +69,7 @@ def _compare(parser: Callable[[str], Any], path: Path, chunk_bytes: int = 1 << 2
     line_by_line = parser(path.name)
     line_by_line.fast_lane = None
     chunked = list(iter_events(line_by_line, LogFile(path, chunk_bytes=chunk_bytes)))
-    assert [repr(event) for event in events] == [repr(event) for event in chunked]
+    assert list(map(shown, events)) == list(map(shown, chunked))
     by_lines = parser(path.name)
     with open(path, encoding="utf-8", errors="replace") as handle:
         reference = list(iter_events(by_lines, list(handle)))
@@ -76,7 +77,7 @@ def _compare(parser: Callable[[str], Any], path: Path, chunk_bytes: int = 1 << 2
     if REPEATED_LINE in events:  # a copy recognised by its bytes: the text reader reads it again
         _same_collected(EventCollector().consume(events), EventCollector().consume(reference))
     else:
-        assert [repr(event) for event in events] == [repr(event) for event in reference]
+        assert list(map(shown, events)) == list(map(shown, reference))
     return sum(isinstance(event, IterationRecord) for event in reference), in_blocks
 
 
@@ -95,6 +96,16 @@ def test_dense_logs_read_by_shape_as_line_by_line(tmp_path, kind, chunk_bytes):
     records, in_blocks = _compare(PARSERS[kind], path, chunk_bytes)
     assert records >= 3000
     assert in_blocks >= 0.9 * records  # the runs are read by shape, not line by line
+
+
+@pytest.mark.parametrize("kind", ["primus", "megatron"])
+def test_a_run_s_figures_are_kept_by_name(tmp_path, kind):
+    path = tmp_path / f"{kind}.log"
+    path.write_text("".join(_dense(kind, 600)), encoding="utf-8")
+    blocks = [e for e in iter_events(PARSERS[kind](path.name), LogFile(path)) if isinstance(e, IterationBlock)]
+    figures = [block.column("reported") for block in blocks]
+    assert figures and all(type(column) is FigureColumns for column in figures)
+    assert all(list(column.names) == sorted(column.names) for column in figures)
 
 
 @pytest.mark.parametrize("kind", ["primus", "megatron"])
