@@ -204,18 +204,26 @@ def _part(column: Sequence[Any], start: int, stop: int) -> Sequence[Any]:
 
 
 def _source_lines(sources: list[Any]) -> tuple[str, list[int]] | None:
-    """The file (``name:``) and line numbers of ``sources`` when all are ``name:line`` of one file."""
-    if set(map(type, sources)) != {str}:
+    """The file (``name:``) and line numbers of ``sources`` when all are ``name:line`` of one file.
+
+    Split in C: the sources joined by newlines, split at each newline and ``name:``; one that
+    is not ``name:`` and digits leaves a piece that is not digits alone, or another count."""
+    if set(map(type, sources)) != _STR_ONLY:
         return None
     name, colon, _ = sources[0].rpartition(":")
     prefix = name + colon
-    if not colon or not all(map(str.startswith, sources, itertools.repeat(prefix))):
+    joined = "\n".join(sources)
+    if not colon or not joined.startswith(prefix):
         return None
-    texts = [source[len(prefix) :] for source in sources]
-    if not all(map(str.isdigit, texts)) or not all(map(str.isascii, texts)):
+    texts = joined[len(prefix) :].split("\n" + prefix)
+    digits = "".join(texts)
+    if len(texts) != len(sources) or "" in texts or not (digits.isdigit() and digits.isascii()):
         return None
     lines = list(map(int, texts))
     return (prefix, lines) if list(map(str, lines)) == texts else None
+
+
+_STR_ONLY = {str}
 
 
 def pack(events: list[Any], seal_records: int | None = None) -> bytes:

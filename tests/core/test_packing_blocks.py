@@ -6,6 +6,8 @@ import math
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.core.blocks import block_of
 from tprimat.contract.records import REPEATED_LINE, IterationBlock, IterationRecord, LogFact, ParseIssue
@@ -135,3 +137,29 @@ def test_a_block_of_few_records_is_not_sealed():
     block = block_of(_records(1, 2.0))  # five records
     assert packing.seal(block, 20) is not None
     assert packing.seal(block, 24) is None
+
+
+def _lines_one_by_one(sources: list) -> tuple[str, list[int]] | None:
+    """``_source_lines`` as its docstring says, source by source."""
+    if not all(type(source) is str for source in sources):
+        return None
+    name, colon, _ = sources[0].rpartition(":")
+    texts = [source[len(name) + 1 :] if source.startswith(name + colon) else "" for source in sources]
+    if not colon or not all(text.isascii() and text.isdigit() and str(int(text)) == text for text in texts):
+        return None
+    return name + colon, [int(text) for text in texts]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet="p:10\n\u00b2-", max_size=7),
+            st.builds("p:{}{}".format, st.integers(0, 40), st.sampled_from(["", "", "\n", "p:1", "x"])),
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_sources_are_read_as_lines_of_one_file_as_one_by_one(sources):
+    assert packing._source_lines(sources) == _lines_one_by_one(sources)
