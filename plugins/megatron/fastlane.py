@@ -597,9 +597,10 @@ def _gathered(
         if count < len(columns[0]):
             columns = [column[:count] for column in columns]
     else:
-        # The rows of every group in group order, then in line order: one gather, not one per column.
-        rows = list(chain.from_iterable(zip(*_group_columns(group, names, hip), strict=True) for group in groups))
-        columns = list(map(list, zip(*map(rows.__getitem__, inverse[:count]), strict=True)))
+        # Each column: its values of every group in group order, then gathered in line order.
+        order = inverse[:count]
+        parts = zip(*(_group_columns(group, names, hip) for group in groups), strict=True)
+        columns = [list(map(list(chain.from_iterable(part)).__getitem__, order)) for part in parts]
     found: dict[str, Any] = dict(zip(("iteration", "timestamp", *names), columns, strict=False))
     found["reported"] = _gathered_figures(groups, None if inverse is None else inverse[:count], count)
     return found, columns[-1] if hip else []
