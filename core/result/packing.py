@@ -112,9 +112,10 @@ _DICT_ONLY = {dict}
 def figure_columns(reported: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
     """The figures of ``reported`` (a dict per record, or :class:`FigureColumns`) as one list per
     name that has a value, None where a record has none (names in no useful order)."""
-    if type(reported) is FigureColumns:  # every name has a value (see `_figures_bytes`)
-        return dict(zip(reported.names, reported.columns, strict=True))
-    found = {name: list(map(dict.get, reported, itertools.repeat(name))) for name in set().union(*reported)}
+    if type(reported) is FigureColumns:
+        found = dict(zip(reported.names, reported.columns, strict=True))
+    else:
+        found = {name: list(map(dict.get, reported, itertools.repeat(name))) for name in set().union(*reported)}
     return {name: column for name, column in found.items() if column.count(None) < len(column)}
 
 

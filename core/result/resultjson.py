@@ -139,8 +139,9 @@ def _figures_text(blocks: Iterable[Sequence[dict[str, Any]]]) -> Iterator[str]:
     """The members of ``reported``'s object: one array per figure name, in sorted order, null
     where a record has no such figure (see :mod:`tprimat.result.iterjson`).
 
-    The records' figures are given a block of records at a time (one dict per record).  Each
-    block's text of each name goes to a temporary file as it comes, so memory holds one block,
+    The records' figures are given a block of records at a time (a dict per record, or kept by
+    name: :class:`~tprimat.contract.records.FigureColumns`).  Each block's text of each name
+    goes to a temporary file as it comes, so memory holds one block,
     and the names' arrays are then read back from it name by name.  A name whose every value
     is None is left out, as :func:`~tprimat.result.iterjson.reported_columns` leaves it out.
     """
@@ -369,11 +370,12 @@ def values_text(values: Sequence[Any]) -> str:
     ``json.dumps(..., separators=(",", ":"))`` writes them with non-finite floats as strings.
 
     Decided over the whole column, in C: msgspec writes it where it spells every value as json
-    does (JSON scalars; floats of the magnitudes it writes as ``repr``; ASCII text), and a column
-    of floats alone with exponents too, respelled (:func:`~tprimat.result.floattext.floats_text`);
-    json's C encoder where other values have floats with exponents or text is not ASCII; values that are not finite are
-    first written as their strings (the one case that looks at each value in Python).  A block
-    of one value (a batch size, a figure the framework repeats, nulls) is that value's text repeated.
+    does (JSON scalars; floats of the magnitudes it writes as ``repr``; ASCII text), and a
+    column of floats alone with exponents too, respelled
+    (:func:`~tprimat.result.floattext.floats_text`); json's C encoder where other values have
+    floats with exponents or text is not ASCII; values that are not finite are first written
+    as their strings (the one case that looks at each value in Python).  A block of one value
+    (a batch size, a figure the framework repeats, nulls) is that value's text repeated.
     """
     kinds = set(map(type, values))
     if len(values) > 1 and len(kinds) == 1 and values.count(values[0]) == len(values) and values[0] != 0:

@@ -613,11 +613,13 @@ def _gathered_figures(groups: list[_Group], order: list[int] | None, count: int)
     if order is None:
         figures = groups[0].figures
         return FigureColumns(count, names, [figures[name][:count] for name in names])
-    columns = []
+    columns = {}
     for name in names:
         held = list(chain.from_iterable(group.figures.get(name) or [None] * len(group.iterations) for group in groups))
-        columns.append(list(map(held.__getitem__, order)))
-    return FigureColumns(count, names, columns)
+        column = columns[name] = list(map(held.__getitem__, order))
+        if column.count(None) == count:  # the lines with this figure are past the run's end
+            del columns[name]
+    return FigureColumns(count, list(columns), list(columns.values()))
 
 
 def _group_columns(group: _Group, names: list[str], hip: bool) -> list[list]:

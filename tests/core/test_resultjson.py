@@ -289,3 +289,23 @@ def test_records_in_memory_are_not_written_ahead(monkeypatch):
     before = len(resultjson._AHEAD)
     resultjson.write_ahead(records)
     assert len(resultjson._AHEAD) == before
+
+
+def test_figures_kept_by_name_are_written_as_their_dicts():
+    """Blocks whose figures come by name (a worker's sealed block) write what their dicts write:
+    a name without a value in a block (its lines cut off the run) is no figure."""
+    from tprimat.contract.records import FigureColumns
+
+    blocks = [
+        FigureColumns(3, ["a", "b", "d"], [[None, None, None], [1.5, None, 2.0], [None, None, None]]),
+        FigureColumns(2, ["a", "c"], [[None, 0.5], ["x", None]]),
+        FigureColumns(2, ["a", "d"], [[None, None], [None, None]]),
+    ]
+    by_name = "".join(resultjson._member_text(1, "reported", blocks))
+    as_dicts = "".join(resultjson._member_text(1, "reported", [list(block) for block in blocks]))
+    assert by_name == as_dicts
+    assert json.loads("{" + by_name[1:] + "}")["reported"] == {
+        "a": [None, None, None, None, 0.5, None, None],
+        "b": [1.5, None, 2.0, None, None, None, None],
+        "c": [None, None, None, "x", None, None, None],
+    }
