@@ -109,15 +109,15 @@ class IterationBlock:
 
 
 class FigureColumns(Sequence[dict[str, Any]]):
-    """An :class:`IterationBlock`'s ``reported`` column kept as one list per figure name, in
-    sorted order (``names``, ``columns``), None where a record has no such figure.
+    """An :class:`IterationBlock`'s ``reported`` column kept as one list per figure name
+    (``names``, and ``columns`` in that order), None where a record has no such figure.
 
     A parser that reads a run of lines into columns may give its figures so instead of a dict
     per record (which it would make only for the core to take them apart again by name): the
     core stores them so, and the summary and the result file take them by name.  It reads as
-    the dicts it stands for, each made when asked for (its names in sorted order, a figure that
-    is None left out), so that any user of a ``reported`` column may take it as one; a slice
-    is a :class:`FigureColumns` too.
+    the dicts it stands for, each made when asked for (its names in the order of ``names``,
+    the built-in parsers' sorted; a figure that is None left out), so that any user of a
+    ``reported`` column may take it as one; a slice is a :class:`FigureColumns` too.
     """
 
     __slots__ = ("size", "names", "columns")
