@@ -118,10 +118,11 @@ def fork_call(function: Callable[[], T], *, fork: bool = True, yielding: bool = 
     The child sees this process's memory as it was (records in a file are read there through
     the same open files), and sends its value back pickled through a temporary file.  With
     ``fork`` False, or where a child would not help (:func:`fork_helps`), nothing starts and
-    :meth:`ForkedCall.result` makes the call here.  ``function`` must give the same value wherever it runs, and change
-    nothing this process keeps: it may run in the child and again here.  A ``yielding`` child runs
-    at a lower priority (:data:`YIELDING_NICENESS`): work started ahead of when it is needed,
-    which should take what CPU this process and its other children leave, not slow them.
+    :meth:`ForkedCall.result` makes the call here.  ``function`` must give the same value
+    wherever it runs, and change nothing this process keeps: it may run in the child and again
+    here.  A ``yielding`` child runs at a lower priority (:data:`YIELDING_NICENESS`): work
+    started ahead of when it is needed, which should take what CPU this process and its other
+    children leave, not slow them.
     """
     if not fork or not fork_helps():
         return ForkedCall(function, None, None)

@@ -40,6 +40,9 @@ from collections.abc import Sequence
 
 import msgspec
 
+#: The magnitudes (at least the first, below the second) whose floats msgspec spells as ``repr``
+#: does, zeros too: the band of the table above that needs no respelling.
+ALIKE_LEAST, ALIKE_BEYOND = 1e-4, 1e16
 #: A negative exponent of two or three digits, once a ``0`` is put before every one.
 _PADDED_LONG_EXPONENT = re.compile(rb"e-0(?=\d\d)")
 #: An item msgspec writes ``0.0000d...`` (not within a float such as ``10.00001``): its first

@@ -37,8 +37,8 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 
-from tprimat.contract.records import ITERATION_FIELDS, IterationRecord
-from tprimat.result.packing import record_from
+from tprimat.contract.records import ITERATION_FIELDS, FigureColumns, IterationRecord
+from tprimat.result.packing import figure_columns, record_from
 
 #: Structures one value to a type (the result converter's ``structure``), raising on a bad one.
 Structure = Callable[[Any, Any], Any]
@@ -74,9 +74,9 @@ def iteration_columns(records: Sequence[IterationRecord], spell: Callable[[Any],
 
 def reported_columns(reported: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
     """``reported`` (one dict per record) as one column per figure name, in sorted order, None
-    where a record has none; a name whose every value is None is left out."""
-    columns = {name: list(map(dict.get, reported, itertools.repeat(name))) for name in sorted(set().union(*reported))}
-    return {name: column for name, column in columns.items() if column.count(None) < len(column)}
+    where a record has none; a name whose every value is None is left out (:func:`figure_columns`)."""
+    columns = figure_columns(reported)
+    return {name: columns[name] for name in sorted(columns)}
 
 
 def reported_from_columns(columns: Any, count: int) -> list[dict[str, Any]]:
@@ -88,11 +88,7 @@ def reported_from_columns(columns: Any, count: int) -> list[dict[str, Any]]:
         if not isinstance(values, list) or len(values) != count:
             found = f"{len(values)} values" if isinstance(values, list) else "not an array"
             raise ValueError(f"figure {name!r}: {found} where 'iteration' has {count}")
-    names = list(columns)
-    rows = zip(*columns.values(), strict=True) if names else itertools.repeat((), count)
-    if not any(None in values for values in columns.values()):
-        return list(map(dict, map(zip, itertools.repeat(names), rows)))
-    return [{name: value for name, value in zip(names, row, strict=True) if value is not None} for row in rows]
+    return list(FigureColumns(count, list(columns), list(columns.values())))  # a dict of its own each
 
 
 def columns_from_objects(objects: Any) -> Any:

@@ -55,7 +55,7 @@ import msgspec
 from tprimat.atomic import atomic_write_bytes
 from tprimat.contract.records import ITERATION_FIELDS
 from tprimat.result import schema
-from tprimat.result.floattext import floats_text
+from tprimat.result.floattext import ALIKE_BEYOND, ALIKE_LEAST, floats_text
 from tprimat.result.packing import figure_columns
 from tprimat.result.spill import RowSource
 from tprimat.workers import fork_call, fork_helps
@@ -356,10 +356,6 @@ def _column_blocks(iterations: Sequence[Any], name: str) -> Iterator[Sequence[An
 
 _SCALAR_TYPES = frozenset({float, int, str, bool, type(None)})
 _FLOAT_ONLY = {float}
-#: Python spells a float with an exponent (``1e-05``, ``1e+16``) below this magnitude or from the
-#: next one on, where msgspec writes ``0.00001`` and ``1e16``.  msgspec writes every other finite
-#: float as ``repr`` does.
-_PLAIN_LEAST, _PLAIN_BEYOND = 1e-4, 1e16
 #: How the floats of a column are to be written (see :func:`_float_kind`).
 _PLAIN, _REPR, _NON_FINITE = range(3)
 _COMPACT = (",", ":")
@@ -421,7 +417,7 @@ def _float_kind(column: Sequence[Any], kinds: set[type]) -> int:
     if _plain(least, largest):
         return _PLAIN
     magnitudes = list(map(abs, filter(None, floats)))  # zero is spelled alike
-    if not magnitudes or (min(magnitudes) >= _PLAIN_LEAST and max(magnitudes) < _PLAIN_BEYOND):
+    if not magnitudes or (min(magnitudes) >= ALIKE_LEAST and max(magnitudes) < ALIKE_BEYOND):
         return _PLAIN
     return _REPR
 
@@ -430,5 +426,5 @@ def _plain(least: float, largest: float) -> bool:
     """Whether every float from ``least`` to ``largest`` (finite, both of one sign, not zero) is
     spelled alike by msgspec and ``repr`` (False where that is not known)."""
     if least > 0:
-        return least >= _PLAIN_LEAST and largest < _PLAIN_BEYOND
-    return largest <= -_PLAIN_LEAST and least > -_PLAIN_BEYOND
+        return least >= ALIKE_LEAST and largest < ALIKE_BEYOND
+    return largest <= -ALIKE_LEAST and least > -ALIKE_BEYOND

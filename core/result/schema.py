@@ -8,8 +8,8 @@ strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` instead of being
 dropped.  The iterations are written as columns, one array per field of the
 record, the framework's own figures one array per figure name
 (:mod:`tprimat.result.iterjson`); documents of older versions, whose iterations
-were a list of objects or whose figures an object per record, are migrated when read.  Loading validates
-every field and names the one that is wrong.
+were a list of objects or whose figures an object per record, are migrated when
+read.  Loading validates every field and names the one that is wrong.
 """
 
 from __future__ import annotations
