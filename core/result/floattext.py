@@ -69,7 +69,7 @@ def floats_text(values: Sequence[float]) -> str | None:
     installed msgspec spells floats otherwise than this module knows."""
     if not values:
         return ""
-    if set(map(type, values)) != {float} or not _spelling_known():
+    if set(map(type, values)) != {float} or not spelling_known():
         return None
     text = msgspec.json.encode(values if isinstance(values, (list, tuple)) else list(values))
     if b"n" in text:  # msgspec writes NaN and the infinities as null
@@ -100,6 +100,6 @@ def _fifth_decimal_respelled(text: bytes) -> bytes:
 
 
 @functools.cache
-def _spelling_known() -> bool:
+def spelling_known() -> bool:
     """Whether the installed msgspec spells :data:`_PROBES` as the fixes expect (checked once)."""
     return _respelled(msgspec.json.encode(_PROBES)) == json.dumps(_PROBES, separators=(",", ":")).encode()

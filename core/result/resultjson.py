@@ -43,8 +43,8 @@ import os
 import tempfile
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, compress, repeat
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import compress, repeat
 from operator import is_
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,7 @@ import msgspec
 from tprimat.atomic import atomic_write_bytes
 from tprimat.contract.records import ITERATION_FIELDS
 from tprimat.result import schema
-from tprimat.result.floattext import ALIKE_BEYOND, ALIKE_LEAST, floats_text
+from tprimat.result.floattext import ALIKE_BEYOND, ALIKE_LEAST, floats_text, spelling_known
 from tprimat.result.packing import figure_columns
 from tprimat.result.spill import RowSource
 from tprimat.workers import fork_call, fork_helps
@@ -150,12 +150,11 @@ def _figures_text(blocks: Iterable[Sequence[dict[str, Any]]]) -> Iterator[str]:
         covered: dict[str, int] = {}  # records each name's pieces cover
         count = offset = 0
         for values in blocks:
-            columns, texts = _figure_columns(values)
-            for name, column in columns.items():
+            for name, column in figure_columns(values).items():
                 held = pieces.setdefault(name, [])
                 if covered.get(name, 0) < count:
                     held.append(count - covered.get(name, 0))
-                data = texts(column)
+                data = _figure_text(column)
                 spool.write(data)
                 held.append((offset, len(data)))
                 offset += len(data)
@@ -174,25 +173,12 @@ def _figures_text(blocks: Iterable[Sequence[dict[str, Any]]]) -> Iterator[str]:
             yield "\n" + _MEMBER_INDENT
 
 
-def _figure_columns(reported: Sequence[dict[str, Any]]) -> tuple[dict[str, list[Any]], Callable[[list[Any]], bytes]]:
-    """The figures of a block of records (a dict each, or the columns the records' file keeps)
-    as one column per name that has a value, and how a column is written (UTF-8 bytes): each by
-    msgspec alone where that of every figure of the block is as json's (decided once over all
-    of them), else by :func:`values_text`."""
-    columns = figure_columns(reported)
-    figures = list(chain.from_iterable(columns.values()))
-    kinds = set(map(type, figures))
-    if kinds <= _SCALAR_TYPES and _float_kind(figures, kinds) == _PLAIN:
-        return columns, _plain_or_values_text
-    return columns, _values_bytes
-
-
-def _plain_or_values_text(values: list[Any]) -> bytes:
-    text = _plain_text(values)
-    return values_text(values).encode("utf-8") if text is None else text
-
-
-def _values_bytes(values: list[Any]) -> bytes:
+def _figure_text(values: list[Any]) -> bytes:
+    """A figure's column (None where a record has none) as the UTF-8 items of a JSON array."""
+    if set(map(type, values)) <= _NUMBERS_OR_NONE:
+        text = _number_text(values)
+        if text is not None:
+            return text
     return values_text(values).encode("utf-8")
 
 
@@ -355,6 +341,8 @@ def _column_blocks(iterations: Sequence[Any], name: str) -> Iterator[Sequence[An
 
 
 _SCALAR_TYPES = frozenset({float, int, str, bool, type(None)})
+#: Values whose JSON text msgspec's text tells as json's or not by its characters (see :func:`_number_text`).
+_NUMBERS_OR_NONE = frozenset({float, int, type(None)})
 _FLOAT_ONLY = {float}
 #: How the floats of a column are to be written (see :func:`_float_kind`).
 _PLAIN, _REPR, _NON_FINITE = range(3)
@@ -365,8 +353,10 @@ def values_text(values: Sequence[Any]) -> str:
     """``values`` (one field's, of a block of records) as the items of a compact JSON array, as
     ``json.dumps(..., separators=(",", ":"))`` writes them with non-finite floats as strings.
 
-    Decided over the whole column, in C: msgspec writes it where it spells every value as json
-    does (JSON scalars; floats of the magnitudes it writes as ``repr``; ASCII text), and a
+    Decided over the whole column, in C: msgspec writes a column of numbers (and None) where its
+    text shows it spelled each as json does (:func:`_number_text`); other columns where it
+    spells every value as json does (JSON scalars; floats of the magnitudes it writes as
+    ``repr``; ASCII text), and a
     column of floats alone with exponents too, respelled
     (:func:`~tprimat.result.floattext.floats_text`); json's C encoder where other values have
     floats with exponents or text is not ASCII; values that are not finite are first written
@@ -376,6 +366,10 @@ def values_text(values: Sequence[Any]) -> str:
     kinds = set(map(type, values))
     if len(values) > 1 and len(kinds) == 1 and values.count(values[0]) == len(values) and values[0] != 0:
         return ",".join(repeat(values_text(values[:1]), len(values)))  # (zeros of both signs are equal)
+    if kinds <= _NUMBERS_OR_NONE:
+        numbers = _number_text(values)
+        if numbers is not None:
+            return numbers.decode("ascii")
     how = _float_kind(values, kinds) if kinds <= _SCALAR_TYPES else _NON_FINITE
     if how == _PLAIN:
         text = _plain_text(values)
@@ -388,6 +382,26 @@ def values_text(values: Sequence[Any]) -> str:
     if how != _NON_FINITE:
         return json.dumps(values, separators=_COMPACT, allow_nan=False)[1:-1]
     return json.dumps(schema._replace_non_finite(list(values)), separators=_COMPACT, allow_nan=False)[1:-1]
+
+
+def _number_text(values: Sequence[Any]) -> bytes | None:
+    """msgspec's items of ``values`` (ints, floats and None alone) where they are json's, else None.
+
+    Told by msgspec's text itself, by three C scans of it instead of passes over the values:
+    every float msgspec spells otherwise than ``repr`` holds an exponent (``e``) or is written
+    ``0.0000d...`` (see :mod:`~tprimat.result.floattext`), and NaN and the infinities are
+    written ``null``, so a text whose every ``n`` is that of a None's ``null`` holds none of
+    them.  ``10.00001`` holds ``0.0000`` too: such a column merely goes the longer way.
+    """
+    try:
+        text = msgspec.json.encode(values if isinstance(values, list | tuple) else list(values))
+    except (TypeError, ValueError, OverflowError):  # an int beyond 64 bits: json writes it
+        return None
+    if b"e" in text or (b"n" in text and text.count(b"n") != values.count(None)):
+        return None
+    if b"." in text and (b"0.0000" in text or not spelling_known()):  # floats, written without exponents
+        return None
+    return text[1:-1]
 
 
 def _plain_text(values: Sequence[Any]) -> bytes | None:

@@ -104,10 +104,10 @@ def test_no_text_where_msgspec_spells_floats_otherwise(monkeypatch):
     monkeypatch.setattr(
         floattext.msgspec.json, "encode", lambda values: json.dumps(values, separators=(",", ":")).encode()
     )
-    floattext._spelling_known.cache_clear()
+    floattext.spelling_known.cache_clear()
     try:
         assert floats_text([0.5, 1e-05]) is None
     finally:
         monkeypatch.undo()
-        floattext._spelling_known.cache_clear()
+        floattext.spelling_known.cache_clear()
     assert floats_text([0.5, 1e-05]) == "0.5,1e-05"

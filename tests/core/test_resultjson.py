@@ -175,6 +175,28 @@ def test_any_column_of_json_scalars_is_written_as_json_writes_it(values):
     assert f"[{values_text(values)}]" == _compact(values)
 
 
+_EDGES = [1e-4, 9.999999999999999e-05, 1e-05, 10.00001, 0.00001234, 1e16, 1e-7, 0.0, -0.0, 2.5, float("nan")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(_EDGES), st.floats(), st.integers(-(2**70), 2**70), st.none(), st.floats(-1e-3, 1e-3)
+        ),
+        min_size=1,
+    ),
+    st.sampled_from([1.0, -1.0]),
+)
+def test_a_column_of_numbers_and_none_is_written_as_json_writes_it(values, sign):
+    """Numbers and None alone are told by msgspec's text (exponents, ``0.0000``, the count of
+    ``null``): NaN and the infinities among None, fifth decimals and ints beyond 64 bits too;
+    and so are the framework's figures, a column per name."""
+    values = [value * sign if isinstance(value, float) else value for value in values]
+    assert f"[{values_text(values)}]" == _compact(values)
+    assert resultjson._figure_text(values) == _compact(values)[1:-1].encode()
+
+
 def test_records_kept_in_a_file_are_written_alike_read_by_field_or_held(monkeypatch):
     """Few records kept in a file are read in one pass and held; many, a field at a time: the
     text is the same either way, and the same as that of the records in memory."""
