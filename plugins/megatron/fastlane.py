@@ -38,8 +38,10 @@ from tprimat.contract.records import (
     IterationRecord,
     iteration_values,
 )
+from tprimat.plugins.megatron_core import offsets
 from tprimat.plugins.megatron_core.colour import _ANSI_RE, strip_ansi
 from tprimat.plugins.megatron_core.memory_lines import _HIP_RE, _PRIMUS_RANK_TAG_RE, _hip_figures, read_hip_usage
+from tprimat.plugins.megatron_core.offsets import KINDS
 from tprimat.plugins.megatron_core.runs import DIGITS, run_block, window_lines
 from tprimat.plugins.megatron_core.stream import repeat_key
 
@@ -84,6 +86,9 @@ class Shape:
         "hip",
         "batch",
         "label",
+        "size",
+        "kinds",
+        "others",
     )
 
     def __init__(self) -> None:
@@ -108,6 +113,13 @@ class Shape:
         if len(self.items) < 2:
             raise _Refused("too few values")
         self.varying: list[list[bool]] = [[] for _ in self.items]  # see `_read`
+        # For the compiled reader: each item's slice and kind, and the items read by another
+        # reader (the figures of a ``hip mem usage`` value), whose bytes it gives.
+        self.size = size
+        self.kinds = [
+            (part.start, part.stop, KINDS.get(reader, 0)) for part, reader in zip(self.items, self.readers, strict=True)
+        ]
+        self.others = [(item, reader) for item, reader in enumerate(self.readers) if reader not in KINDS]
         # Items that do not overlap are unpacked from the lines by one struct (half the time of slicing).
         ordered = sorted(range(len(self.items)), key=lambda item: self.items[item].start)
         ends = [0, *(self.items[item].stop for item in ordered)]
@@ -121,6 +133,18 @@ class Shape:
         else:
             self.unpack = None
             self.getter = operator.itemgetter(*self.items)
+
+    def values(self, lines: list[bytes]) -> list[Any]:
+        """The values of each item in ``lines`` (each a line of this shape): by the compiled
+        reader where it is built (:mod:`~tprimat.plugins.megatron_core.offsets`), else by
+        :meth:`texts` and `_read`, the same values either way."""
+        read = offsets.READ_ITEMS
+        if read is None:
+            return list(map(_read, self.texts(lines), self.readers, self.varying))
+        columns: list[Any] = read(b"".join(lines), self.size, self.kinds)
+        for item, reader in self.others:
+            columns[item] = _read(tuple(columns[item]), reader, self.varying[item])
+        return columns
 
     def texts(self, lines: list[bytes]) -> list[tuple[bytes, ...]]:
         """The texts of each item in ``lines`` (each a line of this shape)."""
@@ -353,7 +377,7 @@ class _Group:
     __slots__ = ("iterations", "fields", "figures", "stamps", "hip", "bad")
 
     def __init__(self, shape: Shape, lines: list[bytes]) -> None:
-        columns = list(map(_read, shape.texts(lines), shape.readers, shape.varying))
+        columns = shape.values(lines)
         count = len(lines)
         self.bad = count
         self.iterations: list[int] = columns[shape.iteration]

@@ -1,0 +1,228 @@
+/* Figures at fixed byte offsets of lines of one length, read as columns in one call.
+ *
+ * The compiled reader of tprimat.plugins.megatron_core.offsets (which holds the
+ * reference reader in Python, used where this module is not built): the lines of one
+ * shape of a dense training log hold each figure at the same offsets, so a run of them
+ * is read by slicing each figure out of every line and reading it as float() or int()
+ * reads it.  A figure whose text is the same as in the line before is the same object.
+ *
+ * Exactness: a text of the characters of a plain number (digits, a sign, a point, an
+ * exponent) is read by PyOS_string_to_double, as float() reads it, or for up to 18
+ * digits by the digits themselves, as int() reads them; any other text is handed to
+ * float() or int() itself.  So every value is what the Python reader gives.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+enum { KIND_BYTES = 0, KIND_FLOAT = 1, KIND_INT = 2 };
+
+/* The longest text read without a call to float(): longer ones go by float() itself. */
+#define FLOAT_TEXT_MAX 63
+/* The most digits of an int read here: below 10**18, within a long long. */
+#define INT_DIGITS_MAX 18
+
+static PyObject *
+call_on_text(PyObject *type, const char *text, Py_ssize_t length)
+{
+    PyObject *data = PyBytes_FromStringAndSize(text, length);
+    if (data == NULL) {
+        return NULL;
+    }
+    PyObject *value = PyObject_CallOneArg(type, data);
+    Py_DECREF(data);
+    return value;
+}
+
+static PyObject *
+read_float(const char *text, Py_ssize_t length)
+{
+    char buffer[FLOAT_TEXT_MAX + 1];
+    if (length == 0 || length > FLOAT_TEXT_MAX) {
+        return call_on_text((PyObject *)&PyFloat_Type, text, length);
+    }
+    for (Py_ssize_t at = 0; at < length; at++) {
+        char c = text[at];
+        if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-')) {
+            return call_on_text((PyObject *)&PyFloat_Type, text, length);
+        }
+    }
+    memcpy(buffer, text, length);
+    buffer[length] = '\0';
+    char *end = NULL;
+    double value = PyOS_string_to_double(buffer, &end, NULL);
+    if (value == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return call_on_text((PyObject *)&PyFloat_Type, text, length);
+    }
+    if (end != buffer + length) {
+        return call_on_text((PyObject *)&PyFloat_Type, text, length);
+    }
+    return PyFloat_FromDouble(value);
+}
+
+static PyObject *
+read_int(const char *text, Py_ssize_t length)
+{
+    Py_ssize_t at = 0;
+    int negative = 0;
+    if (length > 0 && (text[0] == '-' || text[0] == '+')) {
+        negative = text[0] == '-';
+        at = 1;
+    }
+    if (length - at < 1 || length - at > INT_DIGITS_MAX) {
+        return call_on_text((PyObject *)&PyLong_Type, text, length);
+    }
+    long long value = 0;
+    for (; at < length; at++) {
+        char c = text[at];
+        if (c < '0' || c > '9') {
+            return call_on_text((PyObject *)&PyLong_Type, text, length);
+        }
+        value = value * 10 + (c - '0');
+    }
+    return PyLong_FromLongLong(negative ? -value : value);
+}
+
+static PyObject *
+read_text(int kind, const char *text, Py_ssize_t length)
+{
+    if (kind == KIND_FLOAT) {
+        return read_float(text, length);
+    }
+    if (kind == KIND_INT) {
+        return read_int(text, length);
+    }
+    return PyBytes_FromStringAndSize(text, length);
+}
+
+/* One item's column: its text in each of the `count` lines of `size` bytes at `data`. */
+static PyObject *
+read_column(const char *data, Py_ssize_t size, Py_ssize_t count, Py_ssize_t start, Py_ssize_t stop, int kind)
+{
+    PyObject *column = PyList_New(count);
+    if (column == NULL) {
+        return NULL;
+    }
+    Py_ssize_t length = stop - start;
+    PyObject *previous = NULL;
+    for (Py_ssize_t line = 0; line < count; line++) {
+        const char *text = data + line * size + start;
+        PyObject *value;
+        if (previous != NULL && memcmp(text, text - size, length) == 0) {
+            value = Py_NewRef(previous);
+        }
+        else {
+            value = read_text(kind, text, length);
+            if (value == NULL) {
+                Py_DECREF(column);
+                return NULL;
+            }
+        }
+        PyList_SET_ITEM(column, line, value);
+        previous = value;
+    }
+    return column;
+}
+
+static int
+read_item(PyObject *item, Py_ssize_t size, Py_ssize_t *start, Py_ssize_t *stop, int *kind)
+{
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
+        PyErr_SetString(PyExc_TypeError, "each item is a tuple (start, stop, kind)");
+        return -1;
+    }
+    *start = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 0));
+    *stop = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 1));
+    long found = PyLong_AsLong(PyTuple_GET_ITEM(item, 2));
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    if (*start < 0 || *stop < *start || *stop > size) {
+        PyErr_SetString(PyExc_ValueError, "an item lies outside the line");
+        return -1;
+    }
+    if (found != KIND_BYTES && found != KIND_FLOAT && found != KIND_INT) {
+        PyErr_SetString(PyExc_ValueError, "an item's kind is 0 (bytes), 1 (float) or 2 (int)");
+        return -1;
+    }
+    *kind = (int)found;
+    return 0;
+}
+
+PyDoc_STRVAR(read_items_doc,
+"read_items(data, size, items)\n--\n\n"
+"The columns of ``items`` ((start, stop, kind) each; kind 0 bytes, 1 float, 2 int)\n"
+"in ``data``, lines of ``size`` bytes each: one list per item, a value per line.");
+
+static PyObject *
+read_items(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "read_items(data, size, items)");
+        return NULL;
+    }
+    if (!PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "data is bytes");
+        return NULL;
+    }
+    Py_ssize_t size = PyLong_AsSsize_t(args[1]);
+    if (size == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t total = PyBytes_GET_SIZE(args[0]);
+    if (size <= 0 || total % size != 0) {
+        PyErr_SetString(PyExc_ValueError, "data is lines of size bytes each");
+        return NULL;
+    }
+    PyObject *items = PySequence_Fast(args[2], "items is a sequence");
+    if (items == NULL) {
+        return NULL;
+    }
+    Py_ssize_t number = PySequence_Fast_GET_SIZE(items);
+    PyObject *columns = PyList_New(number);
+    if (columns == NULL) {
+        Py_DECREF(items);
+        return NULL;
+    }
+    const char *data = PyBytes_AS_STRING(args[0]);
+    for (Py_ssize_t index = 0; index < number; index++) {
+        Py_ssize_t start, stop;
+        int kind;
+        PyObject *column = NULL;
+        if (read_item(PySequence_Fast_GET_ITEM(items, index), size, &start, &stop, &kind) == 0) {
+            column = read_column(data, size, total / size, start, stop, kind);
+        }
+        if (column == NULL) {
+            Py_DECREF(columns);
+            Py_DECREF(items);
+            return NULL;
+        }
+        PyList_SET_ITEM(columns, index, column);
+    }
+    Py_DECREF(items);
+    return columns;
+}
+
+static PyMethodDef methods[] = {
+    {"read_items", (PyCFunction)(void (*)(void))read_items, METH_FASTCALL, read_items_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    "_offsets",
+    "Figures at fixed byte offsets of lines of one length, read as columns (compiled).",
+    0,
+    methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__offsets(void)
+{
+    return PyModule_Create(&module);
+}
