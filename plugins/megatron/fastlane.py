@@ -38,10 +38,10 @@ from tprimat.contract.records import (
     IterationRecord,
     iteration_values,
 )
-from tprimat.plugins.megatron_core import offsets
+from tprimat.plugins.megatron_core import compiled
 from tprimat.plugins.megatron_core.colour import _ANSI_RE, strip_ansi
+from tprimat.plugins.megatron_core.compiled import KINDS
 from tprimat.plugins.megatron_core.memory_lines import _HIP_RE, _PRIMUS_RANK_TAG_RE, _hip_figures, read_hip_usage
-from tprimat.plugins.megatron_core.offsets import KINDS
 from tprimat.plugins.megatron_core.runs import DIGITS, run_block, window_lines
 from tprimat.plugins.megatron_core.stream import repeat_key
 
@@ -136,9 +136,9 @@ class Shape:
 
     def values(self, lines: list[bytes]) -> list[Any]:
         """The values of each item in ``lines`` (each a line of this shape): by the compiled
-        reader where it is built (:mod:`~tprimat.plugins.megatron_core.offsets`), else by
+        reader where it is built (:mod:`~tprimat.plugins.megatron_core.compiled`), else by
         :meth:`texts` and `_read`, the same values either way."""
-        read = offsets.READ_ITEMS
+        read = compiled.READ_ITEMS
         if read is None:
             return list(map(_read, self.texts(lines), self.readers, self.varying))
         columns: list[Any] = read(b"".join(lines), self.size, self.kinds)

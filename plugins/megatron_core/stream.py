@@ -17,6 +17,7 @@ from typing import Any
 
 from tprimat.contract import newline_count
 from tprimat.contract.records import IterationRecord, ParseIssue, RankPeak
+from tprimat.plugins.megatron_core import compiled
 from tprimat.plugins.megatron_core.lines import Event
 
 
@@ -308,7 +309,17 @@ def _remember(parser: Any, fast: Any, key: bytes | None, events: list[Event] | N
 
 
 def _trigger_lines(chunk: bytes, triggers: tuple[str, ...]) -> list[tuple[int, int]]:
-    """Where the lines of ``chunk`` that hold a trigger start and end (after their newline), in order."""
+    """Where the lines of ``chunk`` that hold a trigger start and end (after their newline), in
+    order: found by the compiled finder where it is built (see
+    :mod:`~tprimat.plugins.megatron_core.compiled`), else by :func:`trigger_lines_in_python`."""
+    find = compiled.TRIGGER_SPANS
+    if find is None:
+        return trigger_lines_in_python(chunk, triggers)
+    return find(chunk, [trigger.encode() for trigger in triggers])
+
+
+def trigger_lines_in_python(chunk: bytes, triggers: tuple[str, ...]) -> list[tuple[int, int]]:
+    """:func:`_trigger_lines` in Python: the reader the compiled finder stands for."""
     spans: dict[int, int] = {}
     size = len(chunk)
     find, rfind = chunk.find, chunk.rfind

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from tests.plugins.megatron_core.readers import compiled_or_skip
-from tprimat.plugins.megatron_core import offsets
+from tprimat.plugins.megatron_core import compiled
 
 
 @pytest.fixture(params=["compiled", "python"])
-def offsets_reader(request, monkeypatch) -> str:
-    """Run a test with the compiled reader, then with the Python one (``offsets.READ_ITEMS`` None)."""
-    reader = compiled_or_skip() if request.param == "compiled" else None
-    monkeypatch.setattr(offsets, "READ_ITEMS", reader)
+def line_readers(request, monkeypatch) -> str:
+    """Run a test with the compiled readers of log lines, then with the Python ones."""
+    module = compiled_or_skip() if request.param == "compiled" else None
+    monkeypatch.setattr(compiled, "READ_ITEMS", None if module is None else module.read_items)
+    monkeypatch.setattr(compiled, "TRIGGER_SPANS", None if module is None else module.trigger_spans)
     return request.param

@@ -4,8 +4,8 @@ The reference is the same parser fed line by line from text (``iter_events`` ove
 which never reads by shape; a file is read from its bytes, where runs of iteration lines come as
 ``IterationBlock`` events.  Both must give the same events (blocks expanded into their records:
 same values, same types, same ``reported`` names in the same order), the same facts, issues and
-rank peaks, and leave the parser in the same state: with the compiled reader of a run's figures
-and with the Python one.
+rank peaks, and leave the parser in the same state: with the compiled readers of log lines and
+with the Python ones.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from tprimat.result.collect import EventCollector
 BENCH = Path(__file__).resolve().parents[3] / "bench"
 PARSERS = {"primus": PrimusLogParser, "megatron": MegatronLMLogParser}
 
-#: Every test runs with the compiled reader of figures at fixed offsets, then with the Python one.
-pytestmark = pytest.mark.usefixtures("offsets_reader")
+#: Every test runs with the compiled readers of log lines, then with the Python ones.
+pytestmark = pytest.mark.usefixtures("line_readers")
 
 
 def _denselogs() -> Any:

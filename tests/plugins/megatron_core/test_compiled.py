@@ -1,4 +1,8 @@
-"""The compiled reader of figures at fixed offsets reads each text as ``float``, ``int`` or bytes."""
+"""The compiled readers of log lines give what the Python readers they stand for give.
+
+``read_items`` reads each figure's text as ``float``, ``int`` or its bytes; ``trigger_spans``
+finds the lines the stream's Python finder finds.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.plugins.megatron_core.readers import compiled_or_skip
-from tprimat.plugins.megatron_core import offsets
+from tprimat.plugins.megatron_core import compiled
+from tprimat.plugins.megatron_core.stream import trigger_lines_in_python
 
 READERS = {0: bytes, 1: float, 2: int}
 
@@ -51,7 +56,7 @@ def test_each_item_reads_as_float_int_or_its_bytes(rows, data):
         for start, width in zip(starts, widths, strict=True)
     ]
     expected = _expected(b"".join(lines), size, items)
-    read_items = compiled_or_skip()
+    read_items = compiled_or_skip().read_items
     if expected is ValueError:
         with pytest.raises(ValueError):
             read_items(b"".join(lines), size, items)
@@ -63,7 +68,7 @@ def test_each_item_reads_as_float_int_or_its_bytes(rows, data):
 
 
 def test_a_text_repeated_from_the_line_before_is_one_object():
-    read_items = compiled_or_skip()
+    read_items = compiled_or_skip().read_items
     data = b"1.5|7\n1.5|7\n2.5|7\n1.5|7\n"
     (floats, ints) = read_items(data, 6, [(0, 3, 1), (4, 5, 2)])
     assert floats == [1.5, 1.5, 2.5, 1.5] and floats[0] is floats[1] and floats[1] is not floats[3]
@@ -71,7 +76,7 @@ def test_a_text_repeated_from_the_line_before_is_one_object():
 
 
 def test_ints_up_to_and_beyond_eighteen_digits_are_those_of_int():
-    read_items = compiled_or_skip()
+    read_items = compiled_or_skip().read_items
     for text in (b"999999999999999999", b"-999999999999999999", b"1000000000000000000", b"+000000000000000000042"):
         assert read_items(text, len(text), [(0, len(text), 2)]) == [[int(text)]]
 
@@ -89,13 +94,34 @@ def test_ints_up_to_and_beyond_eighteen_digits_are_those_of_int():
     ],
 )
 def test_arguments_that_do_not_describe_lines_are_refused(size, items, error):
-    read_items = compiled_or_skip()
+    read_items = compiled_or_skip().read_items
     with pytest.raises(error):
         read_items(b"12\n34\n", size, items)
 
 
-def test_no_compiled_reader_where_pure_python_is_asked_for(monkeypatch):
+def test_no_compiled_readers_where_pure_python_is_asked_for(monkeypatch):
     monkeypatch.setenv("TPRIMAT_PURE_PYTHON", "1")
-    assert offsets.compiled_reader() is None
+    assert compiled.compiled_module() is None
     monkeypatch.setenv("TPRIMAT_PURE_PYTHON", "0")
-    assert offsets.compiled_reader() is compiled_or_skip()
+    assert compiled.compiled_module() is compiled_or_skip()
+
+
+_CHUNK_TEXT = st.text(alphabet="ab\n|it", max_size=200)
+_TRIGGERS = st.lists(st.text(alphabet="ab\n|it", min_size=1, max_size=3), min_size=1, max_size=4)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_CHUNK_TEXT, _TRIGGERS)
+def test_trigger_lines_are_those_the_python_finder_finds(text, triggers):
+    """Any chunk (lines with several triggers, a last line without its newline, triggers that
+    hold a newline or repeat) and any triggers."""
+    trigger_spans = compiled_or_skip().trigger_spans
+    chunk = text.encode()
+    expected = trigger_lines_in_python(chunk, tuple(triggers))
+    assert trigger_spans(chunk, [trigger.encode() for trigger in triggers]) == expected
+
+
+@pytest.mark.parametrize(("chunk", "triggers", "error"), [("text", [b"t"], TypeError), (b"t", [b""], ValueError)])
+def test_a_chunk_or_trigger_not_of_bytes_is_refused(chunk, triggers, error):
+    with pytest.raises(error):
+        compiled_or_skip().trigger_spans(chunk, triggers)

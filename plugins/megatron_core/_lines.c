@@ -1,18 +1,25 @@
-/* Figures at fixed byte offsets of lines of one length, read as columns in one call.
+/* Compiled readers of training log lines: tprimat.plugins.megatron_core.compiled.
  *
- * The compiled reader of tprimat.plugins.megatron_core.offsets (which holds the
- * reference reader in Python, used where this module is not built): the lines of one
- * shape of a dense training log hold each figure at the same offsets, so a run of them
- * is read by slicing each figure out of every line and reading it as float() or int()
- * reads it.  A figure whose text is the same as in the line before is the same object.
+ * Each function here has a Python reader it stands for, used where this module is not
+ * built and tested against it (tests/plugins/megatron_core/test_compiled.py):
  *
- * Exactness: a text of the characters of a plain number (digits, a sign, a point, an
- * exponent) is read by PyOS_string_to_double, as float() reads it, or for up to 18
- * digits by the digits themselves, as int() reads them; any other text is handed to
- * float() or int() itself.  So every value is what the Python reader gives.
+ * read_items(data, size, items): the figures at fixed byte offsets of lines of one
+ *   length, as columns (the fast lane's Shape.texts and _read).  The lines of one shape of
+ *   a dense training log hold each figure at the same offsets, so a run of them is read by
+ *   slicing each figure out of every line and reading it as float() or int() reads it.  A
+ *   figure whose text is the same as in the line before is the same object.  A text of
+ *   the characters of a plain number (digits, a sign, a point, an exponent) is read by
+ *   PyOS_string_to_double, as float() reads it, or for up to 18 digits by the digits
+ *   themselves, as int() reads them; any other text is handed to float() or int() itself.
+ *   So every value is what the Python reader gives.
+ *
+ * trigger_spans(chunk, triggers): where the lines of a chunk that hold any of the trigger
+ *   strings start and end (after their newline), in order, each line once (the stream's
+ *   _trigger_lines).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { KIND_BYTES = 0, KIND_FLOAT = 1, KIND_INT = 2 };
@@ -204,15 +211,154 @@ read_items(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     return columns;
 }
 
+/* A line's start and end, as trigger_spans finds them. */
+typedef struct {
+    Py_ssize_t start;
+    Py_ssize_t end;
+} Span;
+
+static int
+compare_spans(const void *a, const void *b)
+{
+    Py_ssize_t x = ((const Span *)a)->start, y = ((const Span *)b)->start;
+    return (x > y) - (x < y);
+}
+
+/* The last newline of the `length` bytes at `data`, or NULL. */
+static const char *
+last_newline(const char *data, Py_ssize_t length)
+{
+#ifdef __GLIBC__
+    return memrchr(data, '\n', length);
+#else
+    for (Py_ssize_t at = length - 1; at >= 0; at--) {
+        if (data[at] == '\n') {
+            return data + at;
+        }
+    }
+    return NULL;
+#endif
+}
+
+/* Append the spans of the lines of `data` that hold `trigger`; -1 (memory error) or 0. */
+static int
+add_trigger_spans(const char *data, Py_ssize_t size, const char *trigger, Py_ssize_t length, Span **spans,
+                  Py_ssize_t *count, Py_ssize_t *capacity)
+{
+    Py_ssize_t searched = 0; /* the lines before this offset are done: it follows a newline, or is 0 */
+    const char *found = memmem(data, size, trigger, length);
+    while (found != NULL) {
+        Py_ssize_t position = found - data;
+        const char *newline = memchr(found, '\n', size - position);
+        const char *before = last_newline(data + searched, position - searched);
+        if (*count == *capacity) {
+            Py_ssize_t more = *capacity ? 2 * *capacity : 1024;
+            Span *grown = PyMem_Realloc(*spans, more * sizeof(Span));
+            if (grown == NULL) {
+                return -1;
+            }
+            *spans = grown;
+            *capacity = more;
+        }
+        (*spans)[*count].start = before != NULL ? before - data + 1 : searched;
+        (*spans)[*count].end = newline != NULL ? newline - data + 1 : size;
+        (*count)++;
+        if (newline == NULL) {
+            break;
+        }
+        searched = newline - data + 1;
+        found = memmem(data + searched, size - searched, trigger, length);
+    }
+    return 0;
+}
+
+/* The spans as a list of (start, end) tuples. */
+static PyObject *
+spans_list(const Span *spans, Py_ssize_t count)
+{
+    PyObject *list = PyList_New(count);
+    if (list == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t index = 0; index < count; index++) {
+        PyObject *span = Py_BuildValue("(nn)", spans[index].start, spans[index].end);
+        if (span == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, index, span);
+    }
+    return list;
+}
+
+PyDoc_STRVAR(trigger_spans_doc,
+"trigger_spans(chunk, triggers)\n--\n\n"
+"Where the lines of ``chunk`` that hold one of ``triggers`` (non-empty bytes) start and end\n"
+"(after their newline), as (start, end) tuples in order, each line once.");
+
+static PyObject *
+trigger_spans(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "trigger_spans(chunk, triggers)");
+        return NULL;
+    }
+    if (!PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "chunk is bytes");
+        return NULL;
+    }
+    PyObject *triggers = PySequence_Fast(args[1], "triggers is a sequence");
+    if (triggers == NULL) {
+        return NULL;
+    }
+    Py_ssize_t number = PySequence_Fast_GET_SIZE(triggers);
+    for (Py_ssize_t index = 0; index < number; index++) {
+        PyObject *trigger = PySequence_Fast_GET_ITEM(triggers, index);
+        if (!PyBytes_Check(trigger) || PyBytes_GET_SIZE(trigger) == 0) {
+            Py_DECREF(triggers);
+            PyErr_SetString(PyExc_ValueError, "each trigger is non-empty bytes");
+            return NULL;
+        }
+    }
+    const char *data = PyBytes_AS_STRING(args[0]);
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    Span *spans = NULL;
+    Py_ssize_t count = 0, capacity = 0;
+    for (Py_ssize_t index = 0; index < number; index++) {
+        PyObject *trigger = PySequence_Fast_GET_ITEM(triggers, index);
+        if (add_trigger_spans(data, size, PyBytes_AS_STRING(trigger), PyBytes_GET_SIZE(trigger), &spans, &count,
+                              &capacity) < 0) {
+            PyMem_Free(spans);
+            Py_DECREF(triggers);
+            return PyErr_NoMemory();
+        }
+    }
+    Py_DECREF(triggers);
+    if (number > 1 && count > 1) { /* in order, each line once */
+        qsort(spans, count, sizeof(Span), compare_spans);
+        Py_ssize_t kept = 1;
+        for (Py_ssize_t index = 1; index < count; index++) {
+            if (spans[index].start != spans[kept - 1].start) {
+                spans[kept++] = spans[index];
+            }
+        }
+        count = kept;
+    }
+    PyObject *list = spans_list(spans, count);
+    PyMem_Free(spans);
+    return list;
+}
+
 static PyMethodDef methods[] = {
     {"read_items", (PyCFunction)(void (*)(void))read_items, METH_FASTCALL, read_items_doc},
+    {"trigger_spans", (PyCFunction)(void (*)(void))trigger_spans, METH_FASTCALL, trigger_spans_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
-    "_offsets",
-    "Figures at fixed byte offsets of lines of one length, read as columns (compiled).",
+    "_lines",
+    "Compiled readers of training log lines (see tprimat.plugins.megatron_core.compiled).",
     0,
     methods,
     NULL,
@@ -222,7 +368,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC
-PyInit__offsets(void)
+PyInit__lines(void)
 {
     return PyModule_Create(&module);
 }
