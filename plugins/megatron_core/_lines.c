@@ -9,8 +9,10 @@
  *   slicing each figure out of every line and reading it as float() or int() reads it.  A
  *   figure whose text is the same as in the line before is the same object.  A text of
  *   the characters of a plain number (digits, a sign, a point, an exponent) is read by
- *   PyOS_string_to_double, as float() reads it, or for up to 18 digits by the digits
- *   themselves, as int() reads them; any other text is handed to float() or int() itself.
+ *   PyOS_string_to_double, as float() reads it (a decimal whose digits and power of ten
+ *   are exact doubles by one correctly rounded operation, as strtod's own fast path does),
+ *   or for up to 18 digits by the digits themselves, as int() reads them; any other text
+ *   is handed to float() or int() itself.
  *   So every value is what the Python reader gives.
  *
  * trigger_spans(chunk, triggers): where the lines of a chunk that hold any of the trigger
@@ -41,9 +43,86 @@ call_on_text(PyObject *type, const char *text, Py_ssize_t length)
     return value;
 }
 
+/* The powers of ten a double holds exactly. */
+static const double EXACT_TENS[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+#define EXACT_TENS_MAX 22
+/* Digits above 2**53 are not all exact in a double. */
+#define EXACT_DIGITS_MAX (1ULL << 53)
+
+/* A decimal [sign] digits [. digits] [e|E [sign] digits] whose digits make an integer of at
+ * most 2**53 and whose power of ten is at most 22 either way: the integer and the power are
+ * exact doubles, so one multiplication or division rounds the value correctly, as float()
+ * (correctly rounded too) reads it.  1 and *value set, or 0: the text is read otherwise. */
+static int
+read_exact_decimal(const char *text, Py_ssize_t length, double *value)
+{
+    Py_ssize_t at = 0;
+    int negative = 0;
+    if (at < length && (text[at] == '-' || text[at] == '+')) {
+        negative = text[at] == '-';
+        at++;
+    }
+    unsigned long long digits = 0;
+    int places = 0, seen = 0, point = 0;
+    for (; at < length; at++) {
+        char c = text[at];
+        if (c >= '0' && c <= '9') {
+            if (digits > (EXACT_DIGITS_MAX - 9) / 10) {
+                return 0;
+            }
+            digits = digits * 10 + (unsigned long long)(c - '0');
+            places -= point;
+            seen = 1;
+        }
+        else if (c == '.' && !point) {
+            point = 1;
+        }
+        else {
+            break;
+        }
+    }
+    if (!seen) {
+        return 0;
+    }
+    if (at < length) {
+        if (text[at] != 'e' && text[at] != 'E') {
+            return 0;
+        }
+        at++;
+        int minus = 0, exponent = 0, exponent_digits = 0;
+        if (at < length && (text[at] == '-' || text[at] == '+')) {
+            minus = text[at] == '-';
+            at++;
+        }
+        for (; at < length; at++) {
+            char c = text[at];
+            if (c < '0' || c > '9' || ++exponent_digits > 4) {
+                return 0;
+            }
+            exponent = exponent * 10 + (c - '0');
+        }
+        if (!exponent_digits) {
+            return 0;
+        }
+        places += minus ? -exponent : exponent;
+    }
+    if (places < -EXACT_TENS_MAX || places > EXACT_TENS_MAX) {
+        return 0;
+    }
+    double found = (double)digits;
+    found = places < 0 ? found / EXACT_TENS[-places] : found * EXACT_TENS[places];
+    *value = negative ? -found : found;
+    return 1;
+}
+
 static PyObject *
 read_float(const char *text, Py_ssize_t length)
 {
+    double exact;
+    if (read_exact_decimal(text, length, &exact)) {
+        return PyFloat_FromDouble(exact);
+    }
     char buffer[FLOAT_TEXT_MAX + 1];
     if (length == 0 || length > FLOAT_TEXT_MAX) {
         return call_on_text((PyObject *)&PyFloat_Type, text, length);

@@ -24,6 +24,11 @@ _TEXTS = st.one_of(
     st.from_regex(r"[-+]?[0-9]{0,20}(\.[0-9]{0,6})?([eE][-+]?[0-9]{1,3})?", fullmatch=True),
     st.sampled_from(["1_0", " 7", "8 ", "nan", "-inf", "Infinity", "1e999", "-0", "0x1", "\u0663", "", ".", "-", "+"]),
     st.text(alphabet="0123456789.eE+-_ x", max_size=8),
+    # Figures as frameworks print them: repr, fixed decimals, scientific with a precision.
+    st.tuples(
+        st.floats(allow_nan=False, allow_infinity=False), st.sampled_from(["r", ".1f", ".6E", ".15e", ".17g"])
+    ).map(lambda pair: repr(pair[0]) if pair[1] == "r" else format(pair[0], pair[1])),
+    st.integers(0, 2**60).map(lambda digits: f"{digits}e-{digits % 30}"),
 )
 
 
