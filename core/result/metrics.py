@@ -19,6 +19,7 @@ import functools
 import itertools
 import math
 import operator
+import os
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -86,8 +87,18 @@ def _add_scaled(batch: list[Any], sums: dict[int, int], squares: dict[int, int])
     adding nothing, where the batch holds other numbers or too wide a range for one denominator.
 
     Each float times 2**scale (exact: a power of two), with ``scale`` the bits below the point
-    of the smallest magnitude, is an integer, exactly ``int`` of that float.
+    of the smallest magnitude, is an integer, exactly ``int`` of that float.  The compiled form
+    (``_exact.c``, :data:`SCALED_SUMS`) sums those integers and their squares in fixed-size
+    integers, where it is built; this function does it with Python's integers otherwise.
     """
+    if SCALED_SUMS is not None:
+        found = SCALED_SUMS(batch)
+        if found is None:  # not floats alone, or magnitudes too far apart for the compiled form
+            return False
+        total, square, scale = found
+        sums[1 << scale] += total
+        squares[1 << scale] += square
+        return True
     if set(map(type, batch)) != _FLOAT_ONLY:
         return False
     magnitudes = list(map(abs, batch))
@@ -100,6 +111,22 @@ def _add_scaled(batch: list[Any], sums: dict[int, int], squares: dict[int, int])
     squares[1 << scale] += sum(map(operator.mul, numerators, numerators))
     return True
 
+
+def _compiled_sums() -> Callable[[list[Any]], tuple[int, int, int] | None] | None:
+    """The compiled form of :func:`_add_scaled`'s sums, or None where it is not built or the
+    environment sets ``TPRIMAT_PURE_PYTHON`` (to anything but empty or ``0``)."""
+    if os.environ.get("TPRIMAT_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from tprimat.result._exact import scaled_sums
+    except ImportError:
+        return None
+    return scaled_sums
+
+
+#: ``scaled_sums(batch)``: the exact ``(sum, squares, scale)`` of a batch of floats, or None
+#: (see :func:`_add_scaled`); None where the compiled module is not built.
+SCALED_SUMS = _compiled_sums()
 
 #: Values counted at a time by :func:`sample_stdev`.
 _STDEV_BATCH = 65536

@@ -1,10 +1,13 @@
 import math
 import statistics
+from fractions import Fraction
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.compiled import EXACT, compiled_or_skip
+from tprimat.result import metrics
 from tprimat.result.builder import assemble_result
 from tprimat.result.flops import flops_per_token
 from tprimat.result.metrics import describe, percentile, sample_stdev, select_measured, with_throughput
@@ -31,6 +34,15 @@ _FINITE = st.floats(allow_nan=False, allow_infinity=False)
 _FIGURES = st.one_of(_FINITE, st.integers(-(10**30), 10**30), st.sampled_from([0.0, -0.0, 0.1, 1e-300, 5e-324, 1e308]))
 
 
+@pytest.fixture(params=["compiled", "python"])
+def sums_form(request, monkeypatch) -> str:
+    """Run a test with the compiled exact sums of floats, then with the Python ones."""
+    compiled = compiled_or_skip(EXACT).scaled_sums if request.param == "compiled" else None
+    monkeypatch.setattr(metrics, "SCALED_SUMS", compiled)
+    return request.param
+
+
+@pytest.mark.usefixtures("sums_form")
 @given(st.lists(_FIGURES, min_size=1, max_size=40), st.integers(1, 6))
 def test_the_sample_standard_deviation_is_the_standard_library_s_bit_for_bit(distinct, repeats):
     values = distinct * repeats  # repeated values, as logged figures are, and the distinct ones
@@ -40,12 +52,32 @@ def test_the_sample_standard_deviation_is_the_standard_library_s_bit_for_bit(dis
         assert _outcome(sample_stdev, sample) == _outcome(statistics.stdev, sample)
 
 
+@pytest.mark.usefixtures("sums_form")
 @given(
     st.lists(st.one_of(_FINITE, st.sampled_from([0.0, -0.0, 1e-300, 5e-324, 1e308, 0.4316])), min_size=2, max_size=60)
 )
 def test_the_standard_deviation_of_floats_alone_is_the_standard_library_s_bit_for_bit(values):
     """Floats alone are summed over one denominator for them all (or, too wide apart, not)."""
     assert _outcome(sample_stdev, values) == _outcome(statistics.stdev, values)
+
+
+_NEAR = st.floats(-1e6, 1e6, allow_nan=False).filter(lambda value: value == 0 or abs(value) > 1e-6)
+
+
+@given(st.lists(st.one_of(_NEAR, st.sampled_from([0.0, -0.0, 2.0**-20, -(2.0**20), 13.3513])), max_size=80))
+def test_the_compiled_sums_are_exact(values):
+    """Floats within 2**60 of each other: the sum and the sum of squares, to the last bit."""
+    total, square, scale = compiled_or_skip(EXACT).scaled_sums(values)
+    assert Fraction(total, 2**scale) == sum(map(Fraction, values))
+    assert Fraction(square, 4**scale) == sum(Fraction(value) ** 2 for value in values)
+
+
+@pytest.mark.parametrize(
+    "values", [[1.0, 2], [1.0, math.inf], [math.nan], [1e-300, 1e300], [2.0**70, 2.0**200], [True, 1.0]]
+)
+def test_the_compiled_sums_leave_other_batches_to_python(values):
+    """Not floats alone, not finite, or magnitudes too far apart: None (the Python form sums them)."""
+    assert compiled_or_skip(EXACT).scaled_sums(values) is None
 
 
 def _outcome(function, values):

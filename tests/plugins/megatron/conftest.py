@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.plugins.megatron_core.readers import compiled_or_skip
+from tests.compiled import compiled_or_skip
 from tprimat.plugins.megatron_core import compiled
 
 

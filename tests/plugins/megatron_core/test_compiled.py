@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.plugins.megatron_core.readers import compiled_or_skip
+from tests.compiled import compiled_or_skip
 from tprimat.plugins.megatron_core import compiled
 from tprimat.plugins.megatron_core.stream import trigger_lines_in_python
 

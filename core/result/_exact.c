@@ -1,0 +1,172 @@
+/* The exact sum and sum of squares of a batch of floats, for the summary's standard deviation.
+ *
+ * The compiled form of tprimat.result.metrics._add_scaled (the Python form is used where this
+ * module is not built, and the tests check one against the other): every float of the batch
+ * times 2**scale is an integer, its numerator, and the sums of the numerators and of their
+ * squares are exact integers.  Each float is m * 2**shift over 2**scale with m below 2**53;
+ * the sums are kept in 64-bit limbs, so nothing is rounded.  A batch whose floats span more
+ * than 2**60 between the least and the largest magnitude is left to the Python form.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+
+/* The widest span of binary exponents (between the least and the largest magnitude) read here. */
+#define SPAN_MAX 60
+/* Limbs of the sums: numerators below 2**113, squares below 2**226, times up to 2**63 values. */
+#define SUM_LIMBS 3
+#define SQUARE_LIMBS 5
+
+typedef unsigned __int128 uint128;
+
+/* Add `value` << `shift` to the little-endian `limbs`. */
+static void
+add_shifted(uint64_t *limbs, int count, uint128 value, int shift)
+{
+    int word = shift / 64, bit = shift % 64;
+    uint64_t low = (uint64_t)value, high = (uint64_t)(value >> 64);
+    uint64_t parts[3] = {
+        low << bit,
+        (high << bit) | (bit ? low >> (64 - bit) : 0),
+        bit ? high >> (64 - bit) : 0,
+    };
+    uint64_t carry = 0;
+    for (int at = word; at < count; at++) {
+        uint128 sum = (uint128)limbs[at] + (at - word < 3 ? parts[at - word] : 0) + carry;
+        limbs[at] = (uint64_t)sum;
+        carry = (uint64_t)(sum >> 64);
+        if (at - word >= 2 && carry == 0) {
+            break;
+        }
+    }
+}
+
+/* The integer of the little-endian `limbs`. */
+static PyObject *
+limbs_integer(const uint64_t *limbs, int count)
+{
+    PyObject *found = PyLong_FromLong(0);
+    PyObject *sixty_four = PyLong_FromLong(64);
+    if (found == NULL || sixty_four == NULL) {
+        Py_XDECREF(found);
+        Py_XDECREF(sixty_four);
+        return NULL;
+    }
+    for (int at = count - 1; at >= 0 && found != NULL; at--) {
+        PyObject *shifted = PyNumber_Lshift(found, sixty_four);
+        Py_DECREF(found);
+        PyObject *limb = PyLong_FromUnsignedLongLong(limbs[at]);
+        found = NULL;
+        if (shifted != NULL && limb != NULL) {
+            found = PyNumber_Or(shifted, limb);
+        }
+        Py_XDECREF(shifted);
+        Py_XDECREF(limb);
+    }
+    Py_DECREF(sixty_four);
+    return found;
+}
+
+/* The least and largest binary exponent of the nonzero floats of `batch` (0, 0 when none is);
+ * -1 where an item is not a float (exactly) or not finite. */
+static int
+exponent_range(PyObject *batch, int *least, int *largest)
+{
+    *least = INT_MAX;
+    *largest = INT_MIN;
+    Py_ssize_t count = PyList_GET_SIZE(batch);
+    for (Py_ssize_t index = 0; index < count; index++) {
+        PyObject *item = PyList_GET_ITEM(batch, index);
+        if (!PyFloat_CheckExact(item)) {
+            return -1;
+        }
+        double value = PyFloat_AS_DOUBLE(item);
+        if (!isfinite(value)) {
+            return -1;
+        }
+        if (value != 0.0) {
+            int exponent;
+            frexp(value, &exponent);
+            *least = exponent < *least ? exponent : *least;
+            *largest = exponent > *largest ? exponent : *largest;
+        }
+    }
+    if (*least == INT_MAX) {
+        *least = *largest = 0;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(scaled_sums_doc,
+"scaled_sums(batch)\n--\n\n"
+"(sum, squares, scale) of a list of finite floats: the exact sum of the values times\n"
+"2**scale and of their squares times 4**scale, integers; None where an item is not a float\n"
+"or not finite, or the magnitudes span more than 2**60.");
+
+static PyObject *
+scaled_sums(PyObject *Py_UNUSED(module), PyObject *batch)
+{
+    if (!PyList_Check(batch)) {
+        PyErr_SetString(PyExc_TypeError, "batch is a list");
+        return NULL;
+    }
+    int least, largest;
+    if (exponent_range(batch, &least, &largest) < 0) {
+        Py_RETURN_NONE;
+    }
+    int scale = least < 53 ? 53 - least : 0;
+    if (largest - least > SPAN_MAX || largest - 53 + scale > SPAN_MAX) {
+        Py_RETURN_NONE;
+    }
+    uint64_t positive[SUM_LIMBS] = {0}, negative[SUM_LIMBS] = {0}, squares[SQUARE_LIMBS] = {0};
+    Py_ssize_t count = PyList_GET_SIZE(batch);
+    for (Py_ssize_t index = 0; index < count; index++) {
+        double value = PyFloat_AS_DOUBLE(PyList_GET_ITEM(batch, index));
+        if (value == 0.0) {
+            continue;
+        }
+        int exponent;
+        double fraction = frexp(fabs(value), &exponent); /* value = fraction * 2**exponent */
+        uint64_t digits = (uint64_t)ldexp(fraction, 53);  /* exact: below 2**53 */
+        int shift = exponent - 53 + scale;                /* value * 2**scale = digits << shift */
+        add_shifted(value < 0 ? negative : positive, SUM_LIMBS, digits, shift);
+        add_shifted(squares, SQUARE_LIMBS, (uint128)digits * digits, 2 * shift);
+    }
+    PyObject *plus = limbs_integer(positive, SUM_LIMBS);
+    PyObject *minus = limbs_integer(negative, SUM_LIMBS);
+    PyObject *square = limbs_integer(squares, SQUARE_LIMBS);
+    PyObject *total = plus != NULL && minus != NULL ? PyNumber_Subtract(plus, minus) : NULL;
+    Py_XDECREF(plus);
+    Py_XDECREF(minus);
+    if (total == NULL || square == NULL) {
+        Py_XDECREF(total);
+        Py_XDECREF(square);
+        return NULL;
+    }
+    return Py_BuildValue("(NNi)", total, square, scale);
+}
+
+static PyMethodDef methods[] = {
+    {"scaled_sums", scaled_sums, METH_O, scaled_sums_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    "_exact",
+    "Exact sums of floats for the summary's statistics (see tprimat.result.metrics).",
+    0,
+    methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__exact(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,3 @@
+"""Exact sums of floats, compiled (``_exact.c``; see ``tprimat.result.metrics``)."""
+
+def scaled_sums(batch: list[float]) -> tuple[int, int, int] | None: ...
