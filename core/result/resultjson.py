@@ -175,11 +175,8 @@ def _figures_text(blocks: Iterable[Sequence[dict[str, Any]]]) -> Iterator[str]:
 
 def _figure_text(values: list[Any]) -> bytes:
     """A figure's column (None where a record has none) as the UTF-8 items of a JSON array."""
-    if set(map(type, values)) <= _NUMBERS_OR_NONE:
-        text = _number_text(values)
-        if text is not None:
-            return text
-    return values_text(values).encode("utf-8")
+    text = _number_text(values)
+    return text if text is not None else values_text(values).encode("utf-8")
 
 
 def _pieces_text(fd: int, pieces: list[tuple[int, int] | int]) -> Iterator[str]:
@@ -343,6 +340,8 @@ def _column_blocks(iterations: Sequence[Any], name: str) -> Iterator[Sequence[An
 _SCALAR_TYPES = frozenset({float, int, str, bool, type(None)})
 #: Values whose JSON text msgspec's text tells as json's or not by its characters (see :func:`_number_text`).
 _NUMBERS_OR_NONE = frozenset({float, int, type(None)})
+#: The characters of msgspec's text of numbers and nulls that json spells alike (no exponent).
+_NUMBER_BYTES = b"0123456789.-,nul"
 _FLOAT_ONLY = {float}
 #: How the floats of a column are to be written (see :func:`_float_kind`).
 _PLAIN, _REPR, _NON_FINITE = range(3)
@@ -363,13 +362,17 @@ def values_text(values: Sequence[Any]) -> str:
     as their strings (the one case that looks at each value in Python).  A block of one value
     (a batch size, a figure the framework repeats, nulls) is that value's text repeated.
     """
-    kinds = set(map(type, values))
-    if len(values) > 1 and len(kinds) == 1 and values.count(values[0]) == len(values) and values[0] != 0:
-        return ",".join(repeat(values_text(values[:1]), len(values)))  # (zeros of both signs are equal)
-    if kinds <= _NUMBERS_OR_NONE:
+    if not values:
+        return ""
+    first = values[0]
+    if len(values) > 1 and values[-1] == first and first != 0 and values.count(first) == len(values):
+        if len(set(map(type, values))) == 1:  # (1, 1.0 and True are equal; so are zeros of both signs)
+            return ",".join(repeat(values_text(values[:1]), len(values)))
+    if type(first) in _NUMBERS_OR_NONE:  # a column of numbers, most likely: msgspec's text tells
         numbers = _number_text(values)
         if numbers is not None:
             return numbers.decode("ascii")
+    kinds = set(map(type, values))
     how = _float_kind(values, kinds) if kinds <= _SCALAR_TYPES else _NON_FINITE
     if how == _PLAIN:
         text = _plain_text(values)
@@ -385,19 +388,24 @@ def values_text(values: Sequence[Any]) -> str:
 
 
 def _number_text(values: Sequence[Any]) -> bytes | None:
-    """msgspec's items of ``values`` (ints, floats and None alone) where they are json's, else None.
+    """msgspec's items of ``values`` where they are numbers and nulls spelled as json spells
+    them, else None (values of other kinds, or spelled otherwise).
 
-    Told by msgspec's text itself, by three C scans of it instead of passes over the values:
-    every float msgspec spells otherwise than ``repr`` holds an exponent (``e``) or is written
-    ``0.0000d...`` (see :mod:`~tprimat.result.floattext`), and NaN and the infinities are
-    written ``null``, so a text whose every ``n`` is that of a None's ``null`` holds none of
-    them.  ``10.00001`` holds ``0.0000`` too: such a column merely goes the longer way.
+    Told by msgspec's text itself, by C scans of it instead of passes over the values: a text
+    of digits, points, minus signs, commas and ``null`` alone holds no text, ``true`` or
+    ``false``, nested value or exponent; every float msgspec spells otherwise than ``repr``
+    holds an exponent (``e``) or is written ``0.0000d...`` (see
+    :mod:`~tprimat.result.floattext`); and NaN and the infinities are written ``null``, so a
+    text whose every ``n`` is that of a None's ``null`` holds none of them.  ``10.00001``
+    holds ``0.0000`` too: such a column merely goes the longer way.
     """
     try:
         text = msgspec.json.encode(values if isinstance(values, list | tuple) else list(values))
-    except (TypeError, ValueError, OverflowError):  # an int beyond 64 bits: json writes it
+    except (TypeError, ValueError, OverflowError):  # a value msgspec does not write: json writes it
         return None
-    if b"e" in text or (b"n" in text and text.count(b"n") != values.count(None)):
+    if text.translate(None, _NUMBER_BYTES) != b"[]":
+        return None
+    if b"n" in text and text.count(b"n") != values.count(None):
         return None
     if b"." in text and (b"0.0000" in text or not spelling_known()):  # floats, written without exponents
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import random
@@ -173,6 +174,32 @@ def test_a_column_of_one_sign_is_written_as_json_writes_it(figures, sign, with_n
 @given(st.lists(st.one_of(st.floats(), st.integers(), st.none(), st.booleans(), st.text(max_size=4)), min_size=1))
 def test_any_column_of_json_scalars_is_written_as_json_writes_it(values):
     assert f"[{values_text(values)}]" == _compact(values)
+
+
+class _Figure(float):
+    """A float of its own type (as numpy's float64 is)."""
+
+
+class _Count(enum.IntEnum):
+    ONE = 1
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [_Figure(1.5), 2.5],
+        [_Figure(1e-05), _Figure(2.5)],
+        [_Count.ONE, 2],
+        [1.5, "x"],
+        [1, True],
+        [None, 1.0, [1.0]],
+        [2.0, {"a": 1}],
+        [0.0, -0.0, 0.0],
+        [float("nan"), None],
+    ],
+)
+def test_a_column_of_other_kinds_after_a_number_is_written_as_json_writes_it(values):
+    assert f"[{values_text(values)}]" == json.dumps(values, separators=(",", ":")).replace("NaN", '"NaN"')
 
 
 _EDGES = [1e-4, 9.999999999999999e-05, 1e-05, 10.00001, 0.00001234, 1e16, 1e-7, 0.0, -0.0, 2.5, float("nan")]
