@@ -5,7 +5,9 @@ logs from every iteration-line form of the fixtures (Primus, Megatron-LM, NeMo 2
 The sparse shapes of ``bench/logshapes.py`` (a few iteration lines padded by start-up lines) are
 kept beside them.  Each round runs, for each input: ``grep -c`` for its iteration lines, then
 every ``tprimat`` given (``--old`` and ``--new``, alternating so that the machine's load falls
-on both), each with its default ``--jobs`` unless ``--jobs`` is given.
+on both), each with its default ``--jobs`` unless ``--jobs`` is given.  With ``--pure`` the new
+one also runs with ``TPRIMAT_PURE_PYTHON=1`` ("new, Python only"): what an install without a C
+compiler, which builds no compiled module, gets.
 
 Per input and version: wall s (min / median), MB/s and records/s at the median wall time, CPU s
 of the process tree, peak RSS of the process tree (``wait4``), and whether the iterations and
@@ -13,7 +15,7 @@ summary the versions wrote are the same (the records value for value, read as th
 either layout; the summary on the figures both write; the rest of a result may differ between
 versions: provenance, fields added since).
 
-    python bench/dense_parse.py --old-commit 8cc004e [--new tprimat] \\
+    python bench/dense_parse.py --old-commit 8cc004e [--new tprimat] [--pure] \\
         [--inputs primus:1024,megatron:256,nemo2:256,torchtitan:256,console:1024,tree:1024] [--rounds 1]
 
 Inputs are built under ``--root`` (default /tmp) and deleted at the end (``--keep`` keeps them).
@@ -119,8 +121,12 @@ def same_results(results: list[tuple[str, dict[str, Any], int]]) -> bool:
     return True
 
 
-def _run(executable: str, backend: str, source: Path, output: Path, jobs: int | None) -> tuple[float, float, int, Any]:
-    """One ``tprimat parse`` in a child: wall s, CPU s, peak RSS MiB, what is compared of its result."""
+def _run(
+    version: tuple[str, dict[str, str]], backend: str, source: Path, output: Path, jobs: int | None
+) -> tuple[float, float, int, Any]:
+    """One ``tprimat parse`` (an executable and the environment it adds) in a child: wall s, CPU s,
+    peak RSS MiB, what is compared of its result."""
+    executable, environment = version
     output.unlink(missing_ok=True)
     command = [executable, "parse", "--backend", backend, str(source), "-o", str(output)]
     if jobs is not None:
@@ -131,7 +137,7 @@ def _run(executable: str, backend: str, source: Path, output: Path, jobs: int | 
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 1)
         os.dup2(null, 2)
-        os.execvp(executable, command)
+        os.execvpe(executable, command, {**os.environ, **environment})
     _, status, usage = os.wait4(pid, 0)
     wall = time.perf_counter() - started
     if status != 0:
@@ -164,6 +170,7 @@ def main() -> None:
         default="primus:1024,megatron:256,nemo2:256,torchtitan:256,console:1024,tree:1024",
         help=f"comma-separated NAME:MB, NAME of {', '.join([*denselogs.KINDS, *SPARSE])}",
     )
+    parser.add_argument("--pure", action="store_true", help="also run the new one with TPRIMAT_PURE_PYTHON=1")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=None, help="tprimat parse --jobs (default: its own default)")
     parser.add_argument("--root", type=Path, default=Path("/tmp/tprimat-dense-parse"))
@@ -177,7 +184,11 @@ def main() -> None:
     args.root.mkdir(parents=True, exist_ok=True)
     if args.old_commit is not None:
         args.old = str(old_executable(args.old_commit, args.root / "old"))
-    versions = {"new": args.new} if args.old is None else {"old": args.old, "new": args.new}
+    versions: dict[str, tuple[str, dict[str, str]]] = {"new": (args.new, {})}
+    if args.old is not None:
+        versions = {"old": (args.old, {}), **versions}
+    if args.pure:
+        versions["new, Python only"] = (args.new, {"TPRIMAT_PURE_PYTHON": "1"})
     rows = []
     try:
         for name, size in wanted:
@@ -186,9 +197,9 @@ def main() -> None:
             greps, runs = [], {version: [] for version in versions}
             for _ in range(args.rounds):
                 greps.append(_grep(source, GREP[name]))
-                for version, executable in versions.items():
-                    output = args.root / f"{name}-{version}.json"
-                    runs[version].append(_run(executable, backend, source, output, args.jobs))
+                for version, how in versions.items():
+                    output = args.root / f"{name}-{version.replace(', ', '-').replace(' ', '-')}.json"
+                    runs[version].append(_run(how, backend, source, output, args.jobs))
             records = runs["new"][0][3][2]  # the records of the result
             grep_wall = min(g[0] for g in greps)
             rows.append((name, megabytes, "grep -c", grep_wall, grep_wall, None, None, greps[0][1], "-"))
