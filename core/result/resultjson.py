@@ -220,8 +220,8 @@ _TEXT_CHUNK = 1 << 22
 #: The fields of the children that write a long run's iterations ahead (:func:`write_ahead`),
 #: each about half of the work: the framework's own figures the costliest, with the few before.
 AHEAD_SHARES = (
-    ITERATION_FIELDS[: ITERATION_FIELDS.index("mem_rss_gib")],
-    ITERATION_FIELDS[ITERATION_FIELDS.index("mem_rss_gib") :],
+    ITERATION_FIELDS[: ITERATION_FIELDS.index("mem_device_used_gib")],
+    ITERATION_FIELDS[ITERATION_FIELDS.index("mem_device_used_gib") :],
 )
 #: Records kept in a file whose members children are writing ahead, by the records' object.
 _AHEAD: weakref.WeakKeyDictionary[Any, list[_ForkedMembers]] = weakref.WeakKeyDictionary()
