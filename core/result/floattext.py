@@ -74,11 +74,13 @@ def floats_text(values: Sequence[float]) -> str | None:
     text = msgspec.json.encode(values if isinstance(values, (list, tuple)) else list(values))
     if b"n" in text:  # msgspec writes NaN and the infinities as null
         return None
-    return _respelled(text)[1:-1].decode("ascii")
+    return respelled(text)[1:-1].decode("ascii")
 
 
-def _respelled(text: bytes) -> bytes:
-    """msgspec's JSON array of floats ``text`` with each float spelled as ``repr`` spells it."""
+def respelled(text: bytes) -> bytes:
+    """msgspec's JSON text of finite floats (ints and nulls may be among them) with each float
+    spelled as ``repr`` spells it, where :func:`spelling_known`: the fixes of the module's table
+    touch nothing but the floats."""
     if b"e" in text:  # every exponent signed, every negative one of two digits at least
         text = _PADDED_LONG_EXPONENT.sub(b"e-", text.replace(b"e", b"e+").replace(b"e+-", b"e-0"))
     if b"0.0000" in text:
@@ -102,4 +104,4 @@ def _fifth_decimal_respelled(text: bytes) -> bytes:
 @functools.cache
 def spelling_known() -> bool:
     """Whether the installed msgspec spells :data:`_PROBES` as the fixes expect (checked once)."""
-    return _respelled(msgspec.json.encode(_PROBES)) == json.dumps(_PROBES, separators=(",", ":")).encode()
+    return respelled(msgspec.json.encode(_PROBES)) == json.dumps(_PROBES, separators=(",", ":")).encode()

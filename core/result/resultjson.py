@@ -55,7 +55,7 @@ import msgspec
 from tprimat.atomic import atomic_write_bytes
 from tprimat.contract.records import ITERATION_FIELDS
 from tprimat.result import schema
-from tprimat.result.floattext import ALIKE_BEYOND, ALIKE_LEAST, floats_text, spelling_known
+from tprimat.result.floattext import ALIKE_BEYOND, ALIKE_LEAST, floats_text, respelled, spelling_known
 from tprimat.result.packing import figure_columns
 from tprimat.result.spill import RowSource
 from tprimat.workers import fork_call, fork_helps
@@ -340,8 +340,8 @@ def _column_blocks(iterations: Sequence[Any], name: str) -> Iterator[Sequence[An
 _SCALAR_TYPES = frozenset({float, int, str, bool, type(None)})
 #: Values whose JSON text msgspec's text tells as json's or not by its characters (see :func:`_number_text`).
 _NUMBERS_OR_NONE = frozenset({float, int, type(None)})
-#: The characters of msgspec's text of numbers and nulls that json spells alike (no exponent).
-_NUMBER_BYTES = b"0123456789.-,nul"
+#: The characters of msgspec's text of numbers and nulls.
+_NUMBER_BYTES = b"0123456789.-+e,nul"
 _FLOAT_ONLY = {float}
 #: How the floats of a column are to be written (see :func:`_float_kind`).
 _PLAIN, _REPR, _NON_FINITE = range(3)
@@ -352,15 +352,15 @@ def values_text(values: Sequence[Any]) -> str:
     """``values`` (one field's, of a block of records) as the items of a compact JSON array, as
     ``json.dumps(..., separators=(",", ":"))`` writes them with non-finite floats as strings.
 
-    Decided over the whole column, in C: msgspec writes a column of numbers (and None) where its
-    text shows it spelled each as json does (:func:`_number_text`); other columns where it
-    spells every value as json does (JSON scalars; floats of the magnitudes it writes as
-    ``repr``; ASCII text), and a
-    column of floats alone with exponents too, respelled
-    (:func:`~tprimat.result.floattext.floats_text`); json's C encoder where other values have
-    floats with exponents or text is not ASCII; values that are not finite are first written
-    as their strings (the one case that looks at each value in Python).  A block of one value
-    (a batch size, a figure the framework repeats, nulls) is that value's text repeated.
+    Decided over the whole column, in C.  A column of numbers (and None) is msgspec's text,
+    respelled where msgspec spells a float otherwise than json (:func:`_number_text`).  Other
+    columns: msgspec's text where it spells every value as json does (JSON scalars; floats of
+    the magnitudes it writes as ``repr``; ASCII text), and a column of floats alone with
+    exponents too, respelled (:func:`~tprimat.result.floattext.floats_text`); json's C encoder
+    where other values have floats with exponents or text is not ASCII; values that are not
+    finite are first written as their strings (the one case that looks at each value in
+    Python).  A block of one value (a batch size, a figure the framework repeats, nulls) is
+    that value's text repeated.
     """
     if not values:
         return ""
@@ -388,16 +388,15 @@ def values_text(values: Sequence[Any]) -> str:
 
 
 def _number_text(values: Sequence[Any]) -> bytes | None:
-    """msgspec's items of ``values`` where they are numbers and nulls spelled as json spells
-    them, else None (values of other kinds, or spelled otherwise).
+    """The items of ``values`` as json spells them where they are numbers and nulls (finite
+    floats), from msgspec's text, else None (values of other kinds, NaN or an infinity).
 
     Told by msgspec's text itself, by C scans of it instead of passes over the values: a text
-    of digits, points, minus signs, commas and ``null`` alone holds no text, ``true`` or
-    ``false``, nested value or exponent; every float msgspec spells otherwise than ``repr``
-    holds an exponent (``e``) or is written ``0.0000d...`` (see
-    :mod:`~tprimat.result.floattext`); and NaN and the infinities are written ``null``, so a
-    text whose every ``n`` is that of a None's ``null`` holds none of them.  ``10.00001``
-    holds ``0.0000`` too: such a column merely goes the longer way.
+    of digits, points, signs, exponents, commas and ``null`` alone holds no text, ``true`` or
+    ``false`` or nested value; NaN and the infinities are written ``null``, so a text whose
+    every ``n`` is that of a None's ``null`` holds none of them.  Every float msgspec spells
+    otherwise than ``repr`` holds an exponent (``e``) or is written ``0.0000d...``: such a text
+    is respelled (:func:`~tprimat.result.floattext.respelled`), the rest is json's as it is.
     """
     try:
         text = msgspec.json.encode(values if isinstance(values, list | tuple) else list(values))
@@ -407,8 +406,10 @@ def _number_text(values: Sequence[Any]) -> bytes | None:
         return None
     if b"n" in text and text.count(b"n") != values.count(None):
         return None
-    if b"." in text and (b"0.0000" in text or not spelling_known()):  # floats, written without exponents
+    if (b"." in text or b"e" in text) and not spelling_known():  # floats, of a msgspec not known
         return None
+    if b"e" in text or b"0.0000" in text:  # floats msgspec spells otherwise than repr
+        return respelled(text)[1:-1]
     return text[1:-1]
 
 
