@@ -116,7 +116,14 @@ def figure_columns(reported: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
         found = dict(zip(reported.names, reported.columns, strict=True))
     else:
         found = {name: list(map(dict.get, reported, itertools.repeat(name))) for name in set().union(*reported)}
-    return {name: column for name, column in found.items() if column.count(None) < len(column)}
+    return {name: column for name, column in found.items() if _has_value(column)}
+
+
+def _has_value(column: list[Any]) -> bool:
+    """Whether some value of ``column`` is not None (told by its ends first: most columns are full)."""
+    if not column:
+        return False
+    return column[0] is not None or column[-1] is not None or column.count(None) < len(column)
 
 
 _ITERATION = ITERATION_FIELDS.index("iteration")
