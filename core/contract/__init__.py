@@ -13,7 +13,9 @@ BackendSpec, LaunchPlan, ...``) and the ``@tprimat.hookimpl`` marker:
   chunks, whose lines :func:`newline_count` counts), and what it yields:
   :class:`IterationRecord` (or a run of them as one :class:`IterationBlock`), :class:`LogFact`,
   :class:`EvalRecord`, :class:`ParseIssue`; a value
-  a log prints, typed by one set of rules: :func:`typed_value`;
+  a log prints, typed by one set of rules: :func:`typed_value`; a compiled module of the
+  plugin's own, or None where it is not built or ``TPRIMAT_PURE_PYTHON`` asks for Python:
+  :func:`compiled_module`;
 * declaring an experiment-tracker exporter: :class:`ExporterSpec`, and what it
   receives: :class:`TrackerRun`, :class:`ExportTarget`;
 * the final config and model a hook renders: :class:`BenchmarkConfig`, :class:`ModelSpec`,
@@ -40,6 +42,7 @@ if TYPE_CHECKING:  # the names as type checkers see them; at run time they load 
     # ruff: noqa: F401
     from tprimat import hookimpl
     from tprimat.contract.backend import SNIFF_LINES, BackendSpec, LaunchOption, LogMatch, Requirements, WarmupRule
+    from tprimat.contract.compiled import compiled_module
     from tprimat.contract.logfile import LogFile, newline_count
     from tprimat.contract.plans import (
         DataArguments,
@@ -102,6 +105,7 @@ _EXPORTS = {
     "ExportTarget": "exporter",
     "TrackerRun": "exporter",
     "typed_value": "values",
+    "compiled_module": "compiled",
     "CONTRACT_VERSION": "version",
     # the final config and the model a hook renders, and the error a plugin raises
     "BenchmarkConfig": "tprimat.settings.config",

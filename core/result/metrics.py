@@ -19,7 +19,6 @@ import functools
 import itertools
 import math
 import operator
-import os
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -27,6 +26,7 @@ from typing import Any, TypeVar, cast
 
 import attrs
 
+from tprimat.contract.compiled import compiled_module
 from tprimat.contract.records import MAX_STEP_TIME_S
 from tprimat.result.column import Column, CountedOrder
 from tprimat.result.flops import flops_per_token, formula_name
@@ -112,21 +112,11 @@ def _add_scaled(batch: list[Any], sums: dict[int, int], squares: dict[int, int])
     return True
 
 
-def _compiled_sums() -> Callable[[list[Any]], tuple[int, int, int] | None] | None:
-    """The compiled form of :func:`_add_scaled`'s sums, or None where it is not built or the
-    environment sets ``TPRIMAT_PURE_PYTHON`` (to anything but empty or ``0``)."""
-    if os.environ.get("TPRIMAT_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from tprimat.result._exact import scaled_sums
-    except ImportError:
-        return None
-    return scaled_sums
-
-
+_EXACT = compiled_module("tprimat.result._exact")
 #: ``scaled_sums(batch)``: the exact ``(sum, squares, scale)`` of a batch of floats, or None
-#: (see :func:`_add_scaled`); None where the compiled module is not built.
-SCALED_SUMS = _compiled_sums()
+#: (see :func:`_add_scaled`); None where the compiled module is not built (or
+#: ``TPRIMAT_PURE_PYTHON`` asks for Python).
+SCALED_SUMS: Callable[[list[Any]], tuple[int, int, int] | None] | None = None if _EXACT is None else _EXACT.scaled_sums
 
 #: Values counted at a time by :func:`sample_stdev`.
 _STDEV_BATCH = 65536

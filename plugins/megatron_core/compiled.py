@@ -23,9 +23,10 @@ compiled reader against its Python one).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from tprimat.contract import compiled_module
 
 #: The kind of item of each reader :data:`READ_ITEMS` reads: None (the bytes), float, int.
 KINDS: dict[Any, int] = {None: 0, float: 1, int: 2}
@@ -36,18 +37,7 @@ ItemsReader = Callable[[bytes, int, Sequence[tuple[int, int, int]]], list[list[A
 SpansFinder = Callable[[bytes, Sequence[bytes]], list[tuple[int, int]]]
 
 
-def compiled_module() -> Any:
-    """The module ``_lines``, or None where it is not built or ``TPRIMAT_PURE_PYTHON`` asks for Python."""
-    if os.environ.get("TPRIMAT_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from tprimat.plugins.megatron_core import _lines
-    except ImportError:
-        return None
-    return _lines
-
-
-_MODULE = compiled_module()
+_MODULE = compiled_module("tprimat.plugins.megatron_core._lines")
 #: The compiled reader of figures at fixed offsets, or None: the fast lane reads them in Python.
 READ_ITEMS: ItemsReader | None = None if _MODULE is None else _MODULE.read_items
 #: The compiled finder of trigger lines, or None: the stream finds them in Python.

@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.compiled import compiled_or_skip
-from tprimat.plugins.megatron_core import compiled
 from tprimat.plugins.megatron_core.stream import trigger_lines_in_python
 
 READERS = {0: bytes, 1: float, 2: int}
@@ -102,13 +101,6 @@ def test_arguments_that_do_not_describe_lines_are_refused(size, items, error):
     read_items = compiled_or_skip().read_items
     with pytest.raises(error):
         read_items(b"12\n34\n", size, items)
-
-
-def test_no_compiled_readers_where_pure_python_is_asked_for(monkeypatch):
-    monkeypatch.setenv("TPRIMAT_PURE_PYTHON", "1")
-    assert compiled.compiled_module() is None
-    monkeypatch.setenv("TPRIMAT_PURE_PYTHON", "0")
-    assert compiled.compiled_module() is compiled_or_skip()
 
 
 _CHUNK_TEXT = st.text(alphabet="ab\n|it", max_size=200)
