@@ -38,7 +38,7 @@ from typing import Any, overload
 import attrs
 
 from tprimat.contract.records import BODY_FIELDS, EMPTY_BODY, ITERATION_FIELDS, IterationRecord, iteration_values
-from tprimat.result.packing import SealedBlock, decode_column, encode_column, record_from
+from tprimat.result.packing import SealedBlock, decode_column, encode_column, encode_sources, record_from
 
 #: Records per block: what one read brings back into memory.
 BLOCK_RECORDS = 1024
@@ -199,14 +199,15 @@ class ColdRecords:
 
     def put_sealed(self, sealed: SealedBlock) -> None:
         """Move a block a worker sealed here as it encoded it (see :class:`SealedBlock`), its
-        sources encoded now; as its columns (:meth:`put_columns`) where it would span the first
-        record of a block already here or hold more than :data:`BLOCK_RECORDS` records."""
+        sources encoded now (as their file and line numbers); as its columns
+        (:meth:`put_columns`) where it would span the first record of a block already here or
+        hold more than :data:`BLOCK_RECORDS` records."""
         place = bisect.bisect_right(self._firsts, sealed.first)
         if sealed.count > BLOCK_RECORDS or (place < len(self._firsts) and self._firsts[place] <= sealed.last):
             self.put_columns(sealed.block().columns)
             return
         encoded = list(sealed.encoded)
-        encoded[_SOURCE] = encode_column(tuple(sealed.sources()))
+        encoded[_SOURCE] = encode_sources(sealed.source_prefix, sealed.lines)
         self._add_block(*self.file.write_encoded(encoded), sealed.count, sealed.first, sealed.last)
 
     def _add_block(self, offset: int, length: int, count: int, first: int, last: int) -> None:

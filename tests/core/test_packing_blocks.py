@@ -163,3 +163,12 @@ def _lines_one_by_one(sources: list) -> tuple[str, list[int]] | None:
 )
 def test_sources_are_read_as_lines_of_one_file_as_one_by_one(sources):
     assert packing._source_lines(sources) == _lines_one_by_one(sources)
+
+
+@pytest.mark.parametrize("prefix", ["run.log:", "rank 0/out%d.log:", "a:b:"])
+def test_sources_stored_as_lines_read_back_as_their_texts(prefix):
+    from tprimat.result.packing import decode_column, encode_sources
+
+    lines = [1, 7, 10**12]
+    assert list(decode_column(memoryview(encode_sources(prefix, lines)))) == [f"{prefix}{line}" for line in lines]
+    assert list(decode_column(memoryview(encode_sources(prefix, [])))) == []
