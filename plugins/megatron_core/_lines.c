@@ -241,15 +241,21 @@ PyDoc_STRVAR(read_items_doc,
 "The columns of ``items`` ((start, stop, kind) each; kind 0 bytes, 1 float, 2 int)\n"
 "in ``data``, lines of ``size`` bytes each: one list per item, a value per line.");
 
+/* 0 where there are `expected` arguments and the first is bytes; else -1, a TypeError set. */
+static int
+check_arguments(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, const char *usage)
+{
+    if (nargs != expected || !PyBytes_Check(args[0])) {
+        PyErr_Format(PyExc_TypeError, "%s, the first argument bytes", usage);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *
 read_items(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "read_items(data, size, items)");
-        return NULL;
-    }
-    if (!PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "data is bytes");
+    if (check_arguments(args, nargs, 3, "read_items(data, size, items)") < 0) {
         return NULL;
     }
     Py_ssize_t size = PyLong_AsSsize_t(args[1]);
@@ -378,12 +384,7 @@ PyDoc_STRVAR(trigger_spans_doc,
 static PyObject *
 trigger_spans(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "trigger_spans(chunk, triggers)");
-        return NULL;
-    }
-    if (!PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "chunk is bytes");
+    if (check_arguments(args, nargs, 2, "trigger_spans(chunk, triggers)") < 0) {
         return NULL;
     }
     PyObject *triggers = PySequence_Fast(args[1], "triggers is a sequence");
