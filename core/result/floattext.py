@@ -26,9 +26,10 @@ C pass (a replacement by fixed text, or a split and a join), never a Python call
 
 This costs a small multiple of msgspec's own, the most for floats of the second band (the split
 makes objects for each), and much less than json's encoder, which formats each float through
-``repr``.  For NaN, the infinities (msgspec writes ``null``) and values other than floats
-there is no answer (None): json's encoder is the way for those; and none at all where the
-installed msgspec spells floats at those edges otherwise (checked once, on :data:`_PROBES`).
+``repr``.  :func:`numbers_text` writes a column of numbers (and None) so.  For NaN, the
+infinities (msgspec writes ``null``) and values other than numbers and None there is no
+answer (None): json's encoder is the way for those; and none at all where the installed
+msgspec spells floats at those edges otherwise (checked once, on :data:`_PROBES`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import functools
 import json
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
@@ -61,20 +63,36 @@ _PROBES = [
 ]
 
 
-def floats_text(values: Sequence[float]) -> str | None:
-    """``values`` as the items of a compact JSON array, exactly as
-    ``json.dumps(list(values), separators=(",", ":"))[1:-1]`` writes them (the empty text for
-    no values); None where that is not sure: some value is not a finite float of type
-    :class:`float` itself (an int, a bool, None, NaN, an infinity, a subclass of float), or the
-    installed msgspec spells floats otherwise than this module knows."""
-    if not values:
-        return ""
-    if set(map(type, values)) != {float} or not spelling_known():
+def numbers_text(values: Sequence[Any]) -> bytes | None:
+    """The items of a compact JSON array of ``values`` (numbers and None), exactly as
+    ``json.dumps(list(values), separators=(",", ":"))[1:-1]`` writes them, from msgspec's text;
+    None where that is not sure: a value of another kind (text, a bool, a nested value), NaN
+    or an infinity, or an installed msgspec that spells floats otherwise than this module knows.
+
+    Told by msgspec's text itself, by C scans of it instead of passes over the values: a text
+    of digits, points, signs, exponents, commas and ``null`` alone holds no text, ``true``,
+    ``false`` or nested value; msgspec writes NaN and the infinities as ``null``, so a text
+    whose every ``n`` is that of a None's ``null`` holds none of them.  A float msgspec spells
+    otherwise than ``repr`` holds an exponent or is written ``0.0000d...``: such a text is
+    respelled (:func:`respelled`; ``10.00001``, which holds ``0.0000`` too, is left as it is).
+    """
+    try:
+        text = msgspec.json.encode(values if isinstance(values, list | tuple) else list(values))
+    except (TypeError, ValueError, OverflowError):  # a value msgspec does not write (json may)
         return None
-    text = msgspec.json.encode(values if isinstance(values, (list, tuple)) else list(values))
-    if b"n" in text:  # msgspec writes NaN and the infinities as null
+    if text.translate(None, _NUMBER_BYTES) != b"[]":
         return None
-    return respelled(text)[1:-1].decode("ascii")
+    if b"n" in text and text.count(b"n") != values.count(None):
+        return None
+    if (b"." in text or b"e" in text) and not spelling_known():  # floats, of a msgspec not known
+        return None
+    if b"e" in text or b"0.0000" in text:
+        return respelled(text)[1:-1]
+    return text[1:-1]
+
+
+#: The characters of msgspec's text of numbers and nulls.
+_NUMBER_BYTES = b"0123456789.-+e,nul"
 
 
 def respelled(text: bytes) -> bytes:

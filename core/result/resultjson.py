@@ -55,7 +55,7 @@ import msgspec
 from tprimat.atomic import atomic_write_bytes
 from tprimat.contract.records import ITERATION_FIELDS
 from tprimat.result import schema
-from tprimat.result.floattext import ALIKE_BEYOND, ALIKE_LEAST, floats_text, respelled, spelling_known
+from tprimat.result.floattext import ALIKE_BEYOND, ALIKE_LEAST, numbers_text
 from tprimat.result.packing import figure_columns
 from tprimat.result.spill import RowSource
 from tprimat.workers import fork_call, fork_helps
@@ -175,7 +175,7 @@ def _figures_text(blocks: Iterable[Sequence[dict[str, Any]]]) -> Iterator[str]:
 
 def _figure_text(values: list[Any]) -> bytes:
     """A figure's column (None where a record has none) as the UTF-8 items of a JSON array."""
-    text = _number_text(values)
+    text = numbers_text(values)
     return text if text is not None else values_text(values).encode("utf-8")
 
 
@@ -338,11 +338,9 @@ def _column_blocks(iterations: Sequence[Any], name: str) -> Iterator[Sequence[An
 
 
 _SCALAR_TYPES = frozenset({float, int, str, bool, type(None)})
-#: Values whose JSON text msgspec's text tells as json's or not by its characters (see :func:`_number_text`).
+#: Values whose JSON text msgspec's text tells as json's or not by its characters (see
+#: :func:`~tprimat.result.floattext.numbers_text`).
 _NUMBERS_OR_NONE = frozenset({float, int, type(None)})
-#: The characters of msgspec's text of numbers and nulls.
-_NUMBER_BYTES = b"0123456789.-+e,nul"
-_FLOAT_ONLY = {float}
 #: How the floats of a column are to be written (see :func:`_float_kind`).
 _PLAIN, _REPR, _NON_FINITE = range(3)
 _COMPACT = (",", ":")
@@ -353,14 +351,13 @@ def values_text(values: Sequence[Any]) -> str:
     ``json.dumps(..., separators=(",", ":"))`` writes them with non-finite floats as strings.
 
     Decided over the whole column, in C.  A column of numbers (and None) is msgspec's text,
-    respelled where msgspec spells a float otherwise than json (:func:`_number_text`).  Other
-    columns: msgspec's text where it spells every value as json does (JSON scalars; floats of
-    the magnitudes it writes as ``repr``; ASCII text), and a column of floats alone with
-    exponents too, respelled (:func:`~tprimat.result.floattext.floats_text`); json's C encoder
-    where other values have floats with exponents or text is not ASCII; values that are not
-    finite are first written as their strings (the one case that looks at each value in
-    Python).  A block of one value (a batch size, a figure the framework repeats, nulls) is
-    that value's text repeated.
+    respelled where msgspec spells a float otherwise than json
+    (:func:`~tprimat.result.floattext.numbers_text`).  Other columns: msgspec's text where it
+    spells every value as json does (JSON scalars; floats of the magnitudes it writes as
+    ``repr``; ASCII text); json's C encoder where other values have floats with exponents or
+    text is not ASCII; values that are not finite are first written as their strings (the one
+    case that looks at each value in Python).  A block of one value (a batch size, a figure the
+    framework repeats, nulls) is that value's text repeated.
     """
     if not values:
         return ""
@@ -369,7 +366,7 @@ def values_text(values: Sequence[Any]) -> str:
         if len(set(map(type, values))) == 1:  # (1, 1.0 and True are equal; so are zeros of both signs)
             return ",".join(repeat(values_text(values[:1]), len(values)))
     if type(first) in _NUMBERS_OR_NONE:  # a column of numbers, most likely: msgspec's text tells
-        numbers = _number_text(values)
+        numbers = numbers_text(values)
         if numbers is not None:
             return numbers.decode("ascii")
     kinds = set(map(type, values))
@@ -378,39 +375,9 @@ def values_text(values: Sequence[Any]) -> str:
         text = _plain_text(values)
         if text is not None:
             return text.decode("ascii")
-    elif how == _REPR and kinds == _FLOAT_ONLY:  # exponents: msgspec's text respelled as repr's
-        respelled = floats_text(values)
-        if respelled is not None:
-            return respelled
     if how != _NON_FINITE:
         return json.dumps(values, separators=_COMPACT, allow_nan=False)[1:-1]
     return json.dumps(schema._replace_non_finite(list(values)), separators=_COMPACT, allow_nan=False)[1:-1]
-
-
-def _number_text(values: Sequence[Any]) -> bytes | None:
-    """The items of ``values`` as json spells them where they are numbers and nulls (finite
-    floats), from msgspec's text, else None (values of other kinds, NaN or an infinity).
-
-    Told by msgspec's text itself, by C scans of it instead of passes over the values: a text
-    of digits, points, signs, exponents, commas and ``null`` alone holds no text, ``true`` or
-    ``false`` or nested value; NaN and the infinities are written ``null``, so a text whose
-    every ``n`` is that of a None's ``null`` holds none of them.  Every float msgspec spells
-    otherwise than ``repr`` holds an exponent (``e``) or is written ``0.0000d...``: such a text
-    is respelled (:func:`~tprimat.result.floattext.respelled`), the rest is json's as it is.
-    """
-    try:
-        text = msgspec.json.encode(values if isinstance(values, list | tuple) else list(values))
-    except (TypeError, ValueError, OverflowError):  # a value msgspec does not write: json writes it
-        return None
-    if text.translate(None, _NUMBER_BYTES) != b"[]":
-        return None
-    if b"n" in text and text.count(b"n") != values.count(None):
-        return None
-    if (b"." in text or b"e" in text) and not spelling_known():  # floats, of a msgspec not known
-        return None
-    if b"e" in text or b"0.0000" in text:  # floats msgspec spells otherwise than repr
-        return respelled(text)[1:-1]
-    return text[1:-1]
 
 
 def _plain_text(values: Sequence[Any]) -> bytes | None:

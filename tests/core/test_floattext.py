@@ -1,4 +1,4 @@
-"""Floats written by msgspec and respelled: exactly as json writes them, or no text at all."""
+"""Numbers written by msgspec and respelled: exactly as json writes them, or no text at all."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tprimat.contract.records import ITERATION_FIELDS, iteration_values
 from tprimat.contract.registry import Registry
 from tprimat.parse.logs import parse_logs
 from tprimat.result import floattext
-from tprimat.result.floattext import floats_text
+from tprimat.result.floattext import numbers_text
 
 #: Where msgspec or ``repr`` change how they write a float, and the ends of the floats.
 EDGES = (5e-324, 2.2250738585072014e-308, 1e-100, 1e-10, 1e-09, 1e-06, 1e-05, 0.0001, 1.0, 1e15, 1e16, 1e17)
@@ -23,6 +23,12 @@ EDGES += (1e22, 1e100, 1.7976931348623157e308)
 
 def _json_items(values) -> str:
     return json.dumps(list(values), separators=(",", ":"))[1:-1]
+
+
+def floats_text(values) -> str | None:
+    """:func:`numbers_text` as text."""
+    text = numbers_text(values)
+    return None if text is None else text.decode("ascii")
 
 
 def _stepped(edge: float, steps: int) -> float:
@@ -90,14 +96,16 @@ class _Float(float):
     pass
 
 
-@pytest.mark.parametrize(
-    "odd",
-    [math.nan, math.inf, -math.inf, 1, True, None, _Float(0.5)],
-    ids=["nan", "inf", "-inf", "int", "bool", "None", "subclass"],
-)
-def test_no_text_where_a_value_is_not_a_finite_float(odd):
+@pytest.mark.parametrize("odd", [math.nan, math.inf, -math.inf, True, "0.5", [0.5], _Float(0.5)])
+def test_no_text_where_a_value_is_not_a_finite_number_or_none(odd):
     assert floats_text([0.5, 1e-05, odd, 2.0]) is None
     assert floats_text([odd]) is None
+
+
+@pytest.mark.parametrize("other", [1, 10**18, None], ids=["int", "large-int", "None"])
+def test_ints_and_none_among_floats_are_written_as_json_writes_them(other):
+    values = [0.5, 1e-05, other, 2.0, 1e16]
+    assert floats_text(values) == _json_items(values)
 
 
 def test_no_text_where_msgspec_spells_floats_otherwise(monkeypatch):
