@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,52 @@ def test_cli_strict_exits_2(monkeypatch, tmp_path):
         monkeypatch.delenv(name, raising=False)
     ok = runner.invoke(cli, ["doctor", "--output", str(Path(tmp_path))])
     assert ok.exit_code == 0
+
+
+def test_cli_reports_the_compiled_modules_without_a_finding(monkeypatch, tmp_path):
+    monkeypatch.setattr("tprimat.running.doctor.run_checks", lambda **kwargs: [])
+    monkeypatch.setenv("TPRIMAT_PURE_PYTHON", "1")
+    runner = CliRunner()
+    turned_off = runner.invoke(cli, ["doctor", "--strict", "--output", str(tmp_path)])
+    assert turned_off.exit_code == 0  # speed only: no finding, --strict passes
+    nothing, compiled = turned_off.output.splitlines()
+    assert nothing.startswith("doctor: nothing found") and compiled.startswith("compiled modules: 0 of 2 in use; ")
+    assert "tprimat.result._exact: turned off by TPRIMAT_PURE_PYTHON" in compiled
+    assert compiled.endswith("unset TPRIMAT_PURE_PYTHON")
+    data = json.loads(runner.invoke(cli, ["doctor", "--json", "--output", str(tmp_path)]).output)
+    assert data["findings"] == [] and {(m["module"], m["in_use"], m["reason"]) for m in data["compiled_modules"]} == {
+        ("tprimat.plugins.megatron_core._lines", False, "turned off by TPRIMAT_PURE_PYTHON"),
+        ("tprimat.result._exact", False, "turned off by TPRIMAT_PURE_PYTHON"),
+    }
+
+
+def test_cli_says_what_to_do_for_a_module_not_built_after_the_findings(monkeypatch, tmp_path):
+    from tprimat.contract.compiled import CompiledState
+
+    monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")
+    monkeypatch.setattr(
+        "tprimat.contract.compiled.compiled_state",
+        lambda: (
+            CompiledState(module="tprimat.plugins.megatron_core._lines", in_use=True, reason="built, in use"),
+            CompiledState(module="tprimat.result._exact", in_use=False, reason="not built (no C compiler at install)"),
+        ),
+    )
+    done = CliRunner().invoke(cli, ["doctor", "--output", str(tmp_path)])
+    last = done.output.splitlines()[-1]
+    assert "CUDA_LAUNCH_BLOCKING" in done.output and done.output.index("CUDA_LAUNCH_BLOCKING") < done.output.index(last)
+    assert last.startswith(
+        "compiled modules: 1 of 2 in use; tprimat.result._exact: not built (no C compiler at install)"
+    )
+    assert "install a C compiler and the Python headers (python3-dev), then reinstall tprimat" in last
+    assert "_lines" not in last and "TPRIMAT_PURE_PYTHON" not in last
+
+
+def test_cli_says_when_every_compiled_module_is_in_use(monkeypatch, tmp_path):
+    from tprimat.contract.compiled import CompiledState
+
+    monkeypatch.setattr(
+        "tprimat.contract.compiled.compiled_state",
+        lambda: (CompiledState(module="tprimat.result._exact", in_use=True, reason="built, in use"),),
+    )
+    done = CliRunner().invoke(cli, ["doctor", "--output", str(tmp_path)])
+    assert done.output.splitlines()[-1] == "compiled modules: 1 of 1 in use (full speed)"
