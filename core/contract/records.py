@@ -80,7 +80,8 @@ class IterationBlock:
     :data:`ITERATION_FIELDS`, in that order, all of one length, and every row must
     make a valid :class:`IterationRecord` (a parser checks that before yielding it,
     as the record's own validators would).  A ``reported`` column holds one dict
-    per record, never shared between records, or (contract 1.4) a :class:`FigureColumns`.
+    per record, never shared between records, or (contract 1.4) a :class:`FigureColumns`;
+    a ``source`` column may be (contract 1.6) a :class:`LineSources`.
     """
 
     columns: tuple[list[Any], ...] = attrs.field()
@@ -158,6 +159,39 @@ class FigureColumns(Sequence[dict[str, Any]]):
         return isinstance(other, Sequence) and list(self) == list(other)
 
     __hash__ = None  # type: ignore[assignment]  # compared by its dicts, as a list is
+
+
+class LineSources(Sequence[str]):
+    """An :class:`IterationBlock`'s ``source`` column when every record is a line of one file:
+    the file's ``prefix`` (its name and ``:``) and each record's line number (contract 1.6).
+
+    A parser that reads a run of lines at once may give its sources so instead of a text per
+    record (which the core would only take apart again to store them as numbers).  It reads as
+    the texts it stands for, ``prefix`` followed by the line number, each made when asked for;
+    a slice is a :class:`LineSources` too.
+    """
+
+    __slots__ = ("prefix", "lines")
+
+    def __init__(self, prefix: str, lines: list[int]) -> None:
+        self.prefix = prefix
+        self.lines = lines
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return LineSources(self.prefix, self.lines[index])
+        return f"{self.prefix}{self.lines[index]}"
+
+    def __iter__(self) -> Any:
+        return map(self.prefix.__add__, map(str, self.lines))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # compared by its texts, as a list is
 
 
 def is_memory_only(record: IterationRecord) -> bool:

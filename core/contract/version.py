@@ -11,7 +11,8 @@ reader, the config and model names and the training-program services; 1.3 the
 :class:`~tprimat.contract.records.IterationBlock` a parser may yield for a run of iteration lines;
 1.4 the :class:`~tprimat.contract.records.FigureColumns` such a block's figures may be;
 1.5 :func:`~tprimat.contract.compiled.compiled_module`, a compiled module honouring the
-one switch that turns them off.
+one switch that turns them off; 1.6 the :class:`~tprimat.contract.records.LineSources` a
+block's sources may be.
 
 A plugin states the contract it was written against with a module (or object)
 attribute ``tprimat_contract = "1.0"``; it then loads on every tprimat whose
@@ -26,7 +27,7 @@ from __future__ import annotations
 import re
 
 #: The contract this tprimat provides.
-CONTRACT_VERSION = "1.5"
+CONTRACT_VERSION = "1.6"
 #: The attribute a plugin sets to the contract version it needs.
 CONTRACT_ATTRIBUTE = "tprimat_contract"
 

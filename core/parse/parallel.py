@@ -37,7 +37,7 @@ import attrs
 
 from tprimat.contract import logfile
 from tprimat.contract.logfile import LogFile, chunk_starts, count_lines
-from tprimat.contract.records import ITERATION_FIELDS, REPEATED_LINE, IterationBlock, is_memory_only
+from tprimat.contract.records import ITERATION_FIELDS, REPEATED_LINE, IterationBlock, LineSources, is_memory_only
 from tprimat.result import spill
 from tprimat.result.packing import SealedBlock, pack, unpack
 from tprimat.result.schema import IterationRecord
@@ -448,10 +448,16 @@ def _true_source(source: str, firsts: dict[int, int]) -> str:
     """``source`` (``file:N``) with its true line number if ``N`` is a marker's, else ``source``."""
     name, colon, number = source.rpartition(":")
     if colon and number.isdigit() and int(number) >= MARK // 2:
-        value = int(number)
-        index = value // MARK
-        return f"{name}:{value - _marker(index) + firsts[index]}"
+        return f"{name}:{_true_line(int(number), firsts)}"
     return source
+
+
+def _true_line(line: int, firsts: dict[int, int]) -> int:
+    """The true number of ``line`` if it is a marker's, else ``line``."""
+    if line < MARK // 2:
+        return line
+    index = line // MARK
+    return line - _marker(index) + firsts[index]
 
 
 def _true_lines(lines: list[int], firsts: dict[int, int]) -> list[int] | None:
@@ -466,13 +472,17 @@ def _true_lines(lines: list[int], firsts: dict[int, int]) -> list[int] | None:
     return None
 
 
-def _true_sources(sources: list[Any], firsts: dict[int, int]) -> None:
+def _true_sources(sources: list[Any] | LineSources, firsts: dict[int, int]) -> None:
     """:func:`_true_source` of each of a block's ``sources``, in place.
 
     A block read from one range names one file, its line numbers all that range's markers:
     then the numbers are shifted at once, else each source is looked at on its own.
     """
     if not sources:
+        return
+    if isinstance(sources, LineSources):
+        lines = _true_lines(sources.lines, firsts)
+        sources.lines = lines if lines is not None else [_true_line(line, firsts) for line in sources.lines]
         return
     first = sources[0]
     if type(first) is str:

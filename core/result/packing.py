@@ -30,7 +30,14 @@ from typing import Any
 
 import attrs
 
-from tprimat.contract.records import ITERATION_FIELDS, FigureColumns, IterationBlock, IterationRecord, iteration_values
+from tprimat.contract.records import (
+    ITERATION_FIELDS,
+    FigureColumns,
+    IterationBlock,
+    IterationRecord,
+    LineSources,
+    iteration_values,
+)
 from tprimat.result.plausible import INTS, plausible_columns
 
 
@@ -70,6 +77,8 @@ def encode_column(values: Sequence[Any]) -> bytes:
         figures = _figures_bytes(values)
         if figures is not None:
             return figures
+    elif type(values) is LineSources:
+        return encode_sources(values.prefix, values.lines)
     try:
         return b"M" + marshal.dumps(values)  # type: ignore[arg-type]  # a tuple or list (else ValueError)
     except ValueError:  # an instance of a subclass of a built-in type
@@ -222,11 +231,14 @@ def _part(column: Sequence[Any], start: int, stop: int) -> Sequence[Any]:
     return column[start:stop] if type(column) is FigureColumns else tuple(column[start:stop])
 
 
-def _source_lines(sources: list[Any]) -> tuple[str, list[int]] | None:
+def _source_lines(sources: Sequence[Any]) -> tuple[str, list[int]] | None:
     """The file (``name:``) and line numbers of ``sources`` when all are ``name:line`` of one file.
 
-    Split in C: the sources joined by newlines, split at each newline and ``name:``; one that
-    is not ``name:`` and digits leaves a piece that is not digits alone, or another count."""
+    Given as :class:`LineSources`, they are; else split in C: the sources joined by newlines,
+    split at each newline and ``name:``; one that is not ``name:`` and digits leaves a piece
+    that is not digits alone, or another count."""
+    if type(sources) is LineSources:
+        return sources.prefix, sources.lines
     if set(map(type, sources)) != _STR_ONLY:
         return None
     name, colon, _ = sources[0].rpartition(":")
@@ -263,10 +275,8 @@ def pack(events: list[Any], seal_records: int | None = None) -> bytes:
             rows.append(iteration_values(event))
         elif kind is IterationBlock:
             pieces = seal(event, seal_records) if seal_records else None
-            if pieces is None:  # its columns as they are, figures by name as their dicts (marshal writes those)
-                blocks.append(
-                    tuple(list(column) if type(column) is FigureColumns else column for column in event.columns)
-                )
+            if pieces is None:  # its columns as lists: figures by name as their dicts, sources as texts
+                blocks.append(tuple(column if type(column) is list else list(column) for column in event.columns))
                 block_places.append(place)
             else:
                 for piece in pieces:

@@ -27,22 +27,20 @@ import bisect
 import operator
 import struct
 from collections.abc import Callable
-from itertools import chain, repeat
+from itertools import repeat
 from typing import Any
 
 from tprimat.contract.records import (
     ITERATION_FIELDS,
-    MAX_STEP_TIME_S,
-    FigureColumns,
     IterationBlock,
     IterationRecord,
     iteration_values,
 )
-from tprimat.plugins.megatron_core import compiled
+from tprimat.plugins.megatron.runrows import Slots, layout, read_rows, run_columns
 from tprimat.plugins.megatron_core.colour import _ANSI_RE, strip_ansi
 from tprimat.plugins.megatron_core.compiled import KINDS
 from tprimat.plugins.megatron_core.memory_lines import _HIP_RE, _PRIMUS_RANK_TAG_RE, _hip_figures, read_hip_usage
-from tprimat.plugins.megatron_core.runs import DIGITS, run_block, window_lines
+from tprimat.plugins.megatron_core.runs import DIGITS, run_block
 from tprimat.plugins.megatron_core.stream import repeat_key
 
 #: Shapes kept per stream (a log prints few; widths that grow add some); then it starts afresh.
@@ -52,10 +50,7 @@ _FIRST_WINDOW, _LAST_WINDOW = 8, 4096
 #: The fewest lines read at once: each shape of a run costs tens of microseconds, more than a
 #: line or two read one by one.
 _SHORTEST_RUN = 4
-#: A count of iterations kept as a float (Megatron's "number of nan iterations"): exactly.
-_LARGEST_COUNT = 2**53
 _DEFAULTS = dict(zip(ITERATION_FIELDS, iteration_values(IterationRecord(iteration=0)), strict=True))
-_SPACE_TO_T = bytes.maketrans(b" ", b"T")
 
 
 class _Refused(Exception):
@@ -86,9 +81,8 @@ class Shape:
         "hip",
         "batch",
         "label",
-        "size",
-        "kinds",
-        "others",
+        "placed",
+        "layout",
     )
 
     def __init__(self) -> None:
@@ -113,13 +107,6 @@ class Shape:
         if len(self.items) < 2:
             raise _Refused("too few values")
         self.varying: list[list[bool]] = [[] for _ in self.items]  # see `_read`
-        # For the compiled reader: each item's slice and kind, and the items read by another
-        # reader (the figures of a ``hip mem usage`` value), whose bytes it gives.
-        self.size = size
-        self.kinds = [
-            (part.start, part.stop, KINDS.get(reader, 0)) for part, reader in zip(self.items, self.readers, strict=True)
-        ]
-        self.others = [(item, reader) for item, reader in enumerate(self.readers) if reader not in KINDS]
         # Items that do not overlap are unpacked from the lines by one struct (half the time of slicing).
         ordered = sorted(range(len(self.items)), key=lambda item: self.items[item].start)
         ends = [0, *(self.items[item].stop for item in ordered)]
@@ -134,17 +121,12 @@ class Shape:
             self.unpack = None
             self.getter = operator.itemgetter(*self.items)
 
-    def values(self, lines: list[bytes]) -> list[Any]:
-        """The values of each item in ``lines`` (each a line of this shape): by the compiled
-        reader where it is built (:mod:`~tprimat.plugins.megatron_core.compiled`), else by
-        :meth:`texts` and `_read`, the same values either way."""
-        read = compiled.READ_ITEMS
-        if read is None:
-            return list(map(_read, self.texts(lines), self.readers, self.varying))
-        columns: list[Any] = read(b"".join(lines), self.size, self.kinds)
-        for item, reader in self.others:
-            columns[item] = _read(tuple(columns[item]), reader, self.varying[item])
-        return columns
+    def python_values(self, lines: list[bytes]) -> list[Any]:
+        """The values of each item in ``lines`` (each a line of this shape), read in Python as the
+        compiled ``read_rows`` reads them: an item of another reader (the figures of a ``hip mem
+        usage`` value) as its bytes (see :func:`~tprimat.plugins.megatron.runrows.layout`)."""
+        readers = (reader if reader in KINDS else None for reader in self.readers)
+        return list(map(_read, self.texts(lines), readers, self.varying))
 
     def texts(self, lines: list[bytes]) -> list[tuple[bytes, ...]]:
         """The texts of each item in ``lines`` (each a line of this shape)."""
@@ -371,70 +353,6 @@ def _hip(learner: _Learner, text: str) -> None:
     shape.hip = (shape.item(*tag.span(1), int), used, total)
 
 
-class _Group:
-    """The lines of one shape in a run, read as columns; ``bad``: the first that must be read line by line."""
-
-    __slots__ = ("iterations", "fields", "figures", "stamps", "hip", "bad")
-
-    def __init__(self, shape: Shape, lines: list[bytes]) -> None:
-        columns = shape.values(lines)
-        count = len(lines)
-        self.bad = count
-        self.iterations: list[int] = columns[shape.iteration]
-        self.fields = {
-            name: columns[item] if post is None else self._post(columns[item], post)
-            for name, (item, post) in shape.fields.items()
-        }
-        # The reported figures by name (in the line's order), each a column of the group's lines.
-        self.figures: dict[str, list] = {
-            name: columns[item] if post is None else self._post(columns[item], post)
-            for name, (item, post) in shape.reported.items()
-        }
-        self.stamps: list[str | None] | None = None
-        if shape.stamp is not None:
-            template, items = shape.stamp
-            if template is None:  # "2026-05-07 13:47:47.940885" -> "2026-05-07T13:47:47.940885"
-                texts = map(bytes.translate, columns[items[0]], repeat(_SPACE_TO_T))
-            else:
-                texts = map(template.__mod__, zip(*map(columns.__getitem__, items), strict=True))
-            self.stamps = list(map(bytes.decode, texts))
-        self.hip = None
-        if shape.hip is not None:
-            rank, used, total = shape.hip
-            if used is None or total is None:
-                self.hip = (columns[rank], self.fields["mem_device_used_gib"], self.fields["mem_device_total_gib"])
-            else:
-                self.hip = (columns[rank], columns[used], columns[total])
-        self._check_fields()
-
-    def _post(self, column: list, post: str | None) -> list:
-        if post == "used" or post == "total":
-            return list(map(operator.itemgetter(post == "total"), column))
-        if post == "ms":
-            return list(map(operator.truediv, column, repeat(1000.0)))
-        if post == "count":
-            if not (min(column) >= 0 and max(column) <= _LARGEST_COUNT):
-                self._first_bad(column, lambda count: 0 <= count <= _LARGEST_COUNT)
-            return list(map(float, column))
-        return column
-
-    def _check_fields(self) -> None:
-        """The rows the line reader would not make a record of, or whose record would be invalid."""
-        steps = self.fields["step_time_s"]
-        # A digit-only change of a finite number is a number or inf, never NaN: min and max tell.
-        if not (min(steps) > 0 and max(steps) <= MAX_STEP_TIME_S):
-            self._first_bad(steps, lambda step: 0 < step <= MAX_STEP_TIME_S)
-        skipped = self.fields.get("skipped")
-        if skipped is not None and min(skipped) < 0:
-            self._first_bad(skipped, lambda count: count >= 0)
-
-    def _first_bad(self, column: list, good: Callable[[Any], bool]) -> None:
-        for row, value in enumerate(column):
-            if not good(value):
-                self.bad = min(self.bad, row)
-                return
-
-
 def _read(texts: tuple[bytes, ...], reader: Callable[[Any], Any] | None, varying: list[bool]) -> Any:
     """The values of one item's ``texts``.  The texts of most items repeat from line to line (a batch
     size, a memory figure): each distinct text is read once, into one object shared by every record
@@ -481,6 +399,7 @@ class FastLane:
         self.parser = parser
         self.shapes: dict[bytes, Shape] = {}
         self.refused: set[bytes] = set()
+        self.slots = Slots()
         self.window = _FIRST_WINDOW
 
     def learn(self, line: bytes, record: IterationRecord) -> None:
@@ -492,9 +411,11 @@ class FastLane:
         if len(self.shapes) >= _SHAPES_HELD or len(self.refused) >= _SHAPES_HELD:
             self.shapes.clear()
             self.refused.clear()
+            self.slots = Slots()
         try:
             shape = learn(self.parser, line)
-            agrees = _agrees(shape, line, record)
+            layout(shape, self.slots)
+            agrees = self._agrees(shape, key, line, record)
         except Exception:  # noqa: BLE001 (a line this module cannot take is read line by line)
             agrees = False
         if agrees:
@@ -525,21 +446,24 @@ class FastLane:
         """
         if not self.shapes or not self.steady():
             return None
-        window, lines = window_lines(chunk, spans, index, self.window)
-        shapes = list(map(self.shapes.get, map(bytes.translate, lines, repeat(DIGITS))))
-        count = shapes.index(None) if None in shapes else len(shapes)
-        count = _ascending(shapes, lines, self._usable(shapes, count), self.parser._previous_iteration)
+        size = self.window
+        previous = self.parser._previous_iteration
+        rows = read_rows(chunk, spans, index, size, self._usable(), len(self.slots), previous)
+        count = len(rows[0])
+        window = spans[index : index + size]
         if count == len(window) == self.window:
             self.window = min(2 * self.window, _LAST_WINDOW)
         elif count < len(window):
             self.window = max(_FIRST_WINDOW, count)
         if count < _SHORTEST_RUN:
             return None  # a run of a line or two (another rank's copy after each) costs more than it saves
-        columns = self._columns(shapes[:count], lines[:count])
+        found = run_columns(rows, self.slots, _usages, _DEFAULTS)
+        columns = None if found is None else _advance(self.parser, *found)
         if columns is None:
             return None
         count = len(columns["iteration"])
-        self._remember_last(lines[count - 1], columns)
+        start, end = window[count - 1]
+        self._remember_last(chunk[start:end], columns)
         return run_block(columns, self.parser.source, (chunk, window, index, count), (counted, counted_to))
 
     def _remember_last(self, line: bytes, columns: dict[str, list]) -> None:
@@ -553,39 +477,46 @@ class FastLane:
         if len(records) >= 256:
             records.clear()
         iteration = columns["iteration"][-1]
-        hip = columns["_hip"][-1] if columns["_hip"] else None  # what RankMemory.read_line gave the line
-        memory = None if hip is None else (hip[1:], None)
+        hip = columns["_hip"]  # what RankMemory.read_line gave the line
+        memory = None if hip is None or hip[0][-1] is None else ((hip[1][-1], hip[2][-1]), None)
         records[key] = (iteration, columns["covers_iterations"][-1], parser._generations[iteration], memory)
 
-    def _usable(self, shapes: list[Shape | None], count: int) -> int:
-        """How many of the first ``count`` lines state no fact (the facts their kind states are stated)."""
+    def _usable(self) -> dict[bytes, Shape]:
+        """The shapes whose lines state no fact that is not stated yet (a run ends before such a line)."""
         facts = self.parser._facts
         batch = "global_batch_size" in facts
         label = facts.get("note.gib_labelled_gb") == _gib_note()
         if batch and label:
-            return count
-        for row, shape in enumerate(shapes[:count]):
-            if (shape.batch and not batch) or (shape.label and not label):  # type: ignore[union-attr]
-                return row
-        return count
+            return self.shapes
+        return {
+            key: shape
+            for key, shape in self.shapes.items()
+            if not ((shape.batch and not batch) or (shape.label and not label))
+        }
 
-    def _columns(self, shapes: list[Shape | None], lines: list[bytes]) -> dict[str, list] | None:
-        """The run's columns (all but ``source``), with the parser's state moved past it; or None."""
-        groups, inverse = _grouped(shapes, lines)
-        read = [(_Group(shape, group_lines), positions) for shape, (positions, group_lines) in groups.items()]
-        count = min([len(lines), *(positions[group.bad] for group, positions in read if group.bad < len(positions))])
-        if not count:
-            return None
-        columns, hip = _gathered([group for group, _ in read], inverse, count)
-        return _advance(self.parser, columns, hip)
-
-
-def _ascending(shapes: list[Shape | None], lines: list[bytes], count: int, previous: int) -> int:
-    """How many of the first ``count`` lines have an iteration above the line's before (the first
-    line's above ``previous``): another rank's copy or a restart ends a run (see `_columns`)."""
-    iterations = [int(line[shape.items[shape.iteration]]) for shape, line in zip(shapes[:count], lines, strict=False)]  # type: ignore[union-attr]
-    above = list(map(operator.lt, [previous, *iterations[:-1]], iterations))
-    return above.index(False) if False in above else count
+    def _agrees(self, shape: Shape, key: bytes, line: bytes, record: IterationRecord) -> bool:
+        """Whether reading ``line`` by ``shape`` gives ``record`` (but for its interval and source),
+        value for value and type for type, reported names in the same order, and the memory
+        figures the line gives."""
+        rows = read_rows(line, [(0, len(line))], 0, 1, {key: shape}, len(self.slots), -1)
+        found = run_columns(rows, self.slots, _usages, _DEFAULTS) if rows[0] else None
+        if found is None:
+            return False
+        columns, hip = found
+        for name, expected in zip(ITERATION_FIELDS, iteration_values(record), strict=True):
+            if name not in ("covers_iterations", "source", "reported") and not _same(
+                columns[name][0] if name in columns else _DEFAULTS[name], expected
+            ):
+                return False
+        figures = dict(zip(columns["reported"].names, columns["reported"].columns, strict=True))
+        if list(shape.reported) != list(record.reported) or set(figures) != set(shape.reported):
+            return False
+        if not all(_same(figures[name][0], value) for name, value in record.reported.items()):
+            return False
+        if shape.hip is not None:
+            text = line.decode("ascii")
+            return hip is not None and _hip_figures(text, text.find("hip mem usage")) == tuple(c[0] for c in hip)
+        return True
 
 
 def _gib_note() -> str:
@@ -594,71 +525,7 @@ def _gib_note() -> str:
     return GIB_LABEL_NOTE
 
 
-def _grouped(
-    shapes: list[Shape | None], lines: list[bytes]
-) -> tuple[dict[Shape, tuple[list[int], list[bytes]]], list[int] | None]:
-    """The run's lines by shape (their rows and lines), and each row's place in that order (None: one shape)."""
-    first = shapes[0]
-    assert first is not None
-    if shapes.count(first) == len(shapes):
-        return {first: (list(range(len(lines))), lines)}, None
-    rows: dict[Shape, list[int]] = {}
-    for row, shape in enumerate(shapes):
-        rows.setdefault(shape, []).append(row)  # type: ignore[arg-type]
-    order = list(chain.from_iterable(rows.values()))
-    inverse = sorted(range(len(order)), key=order.__getitem__)
-    return {shape: (positions, list(map(lines.__getitem__, positions))) for shape, positions in rows.items()}, inverse
-
-
-def _gathered(
-    groups: list[_Group], inverse: list[int] | None, count: int
-) -> tuple[dict[str, list], list[tuple[int, float, float] | None]]:
-    """The first ``count`` rows' columns in line order, and their ``hip mem usage`` figures (None where none)."""
-    names = list(dict.fromkeys(name for group in groups for name in group.fields))
-    hip = any(group.hip is not None for group in groups)
-    if inverse is None:
-        columns = _group_columns(groups[0], names, hip)
-        if count < len(columns[0]):
-            columns = [column[:count] for column in columns]
-    else:
-        # Each column: its values of every group in group order, then gathered in line order.
-        order = inverse[:count]
-        parts = zip(*(_group_columns(group, names, hip) for group in groups), strict=True)
-        columns = [list(map(list(chain.from_iterable(part)).__getitem__, order)) for part in parts]
-    found: dict[str, Any] = dict(zip(("iteration", "timestamp", *names), columns, strict=False))
-    found["reported"] = _gathered_figures(groups, None if inverse is None else inverse[:count], count)
-    return found, columns[-1] if hip else []
-
-
-def _gathered_figures(groups: list[_Group], order: list[int] | None, count: int) -> FigureColumns:
-    """The reported figures of the first ``count`` rows, by name, in line order (``order``: each
-    row's place among the groups' rows, None for one group): None where a row's line has none."""
-    names = sorted(set().union(*(group.figures for group in groups)))
-    if order is None:
-        figures = groups[0].figures
-        return FigureColumns(count, names, [figures[name][:count] for name in names])
-    columns = {}
-    for name in names:
-        held = list(chain.from_iterable(group.figures.get(name) or [None] * len(group.iterations) for group in groups))
-        column = columns[name] = list(map(held.__getitem__, order))
-        if column.count(None) == count:  # the lines with this figure are past the run's end
-            del columns[name]
-    return FigureColumns(count, list(columns), list(columns.values()))
-
-
-def _group_columns(group: _Group, names: list[str], hip: bool) -> list[list]:
-    """A group's columns: iteration, timestamp, the fields ``names`` and its ``hip`` figures."""
-    size = len(group.iterations)
-    columns: list[list] = [group.iterations, [None] * size if group.stamps is None else group.stamps]
-    columns.extend(group.fields.get(name) or [_DEFAULTS[name]] * size for name in names)
-    if hip:
-        columns.append([None] * size if group.hip is None else list(zip(*group.hip, strict=True)))
-    return columns
-
-
-def _advance(
-    parser: Any, columns: dict[str, list], hip: list[tuple[int, float, float] | None]
-) -> dict[str, list] | None:
+def _advance(parser: Any, columns: dict[str, Any], hip: tuple[list[Any], ...] | None) -> dict[str, Any] | None:
     """Cut the run before an iteration not above the one before (a copy, a restart), then move the
     parser's state past it as reading each line would; the run's full columns, or None if none is left."""
     iterations = columns["iteration"]
@@ -669,7 +536,8 @@ def _advance(
             return None
         for name, column in columns.items():
             columns[name] = column[:count]
-        iterations, covers, hip = columns["iteration"], covers[:count], hip[:count]
+        iterations, covers = columns["iteration"], covers[:count]
+        hip = None if hip is None else tuple(column[:count] for column in hip)
     interval = parser.log_interval
     if interval and max(covers) > interval:
         covers = list(map(min, covers, repeat(interval)))  # lines are missing in between (see `_covers`)
@@ -681,9 +549,12 @@ def _advance(
     else:
         columns["covers_iterations"] = covers
     _generations(parser, iterations)
-    if hip:
-        figures = hip if None not in hip else [row for row in hip if row is not None]
-        parser._rank_memory.read_hip_run(*zip(*figures, strict=True))
+    if hip is not None:
+        ranks, used, totals = hip
+        if None in ranks:  # lines of a shape without the field
+            kept = [row for row, rank in enumerate(ranks) if rank is not None]
+            ranks, used, totals = ([column[row] for row in kept] for column in hip)
+        parser._rank_memory.read_hip_run(ranks, used, totals)
     columns["_hip"] = hip
     for name in ITERATION_FIELDS:
         if name not in columns and name != "source":
@@ -708,26 +579,13 @@ def _generations(parser: Any, iterations: list[int]) -> None:
         generations[iteration] = parser._generation
 
 
-def _agrees(shape: Shape, line: bytes, record: IterationRecord) -> bool:
-    """Whether reading ``line`` by ``shape`` gives ``record`` (but for its interval and source), value
-    for value and type for type, reported names in the same order, and the memory figures the line gives."""
-    group = _Group(shape, [line])
-    if group.bad < 1:
-        return False
-    row = {"iteration": group.iterations[0], "timestamp": None if group.stamps is None else group.stamps[0]}
-    row.update((name, column[0]) for name, column in group.fields.items())
-    for name, expected in zip(ITERATION_FIELDS, iteration_values(record), strict=True):
-        if name not in ("covers_iterations", "source", "reported") and not _same(
-            row.get(name, _DEFAULTS[name]), expected
-        ):
-            return False
-    reported = {name: column[0] for name, column in group.figures.items()}
-    if list(reported) != list(record.reported) or not all(map(_same, reported.values(), record.reported.values())):
-        return False
-    if shape.hip is not None:
-        text = line.decode("ascii")
-        return _hip_figures(text, text.find("hip mem usage")) == tuple(column[0] for column in group.hip)  # type: ignore[union-attr]
-    return True
+def _usages(texts: list[Any]) -> list[Any]:
+    """The (used, total) GiB of each ``hip mem usage`` text (None where none), one object per text."""
+    distinct = set(texts)
+    distinct.discard(None)
+    known = dict(_known(_hip_usage, distinct)) if distinct else {}
+    known[None] = None  # type: ignore[index]
+    return list(map(known.__getitem__, texts))
 
 
 def _share(shape: Shape, line: bytes, record: IterationRecord) -> None:

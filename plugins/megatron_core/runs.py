@@ -23,7 +23,8 @@ from collections.abc import Callable
 from itertools import accumulate, repeat, starmap
 from typing import Any
 
-from tprimat.contract.records import ITERATION_FIELDS, IterationBlock
+from tprimat.contract.records import ITERATION_FIELDS, IterationBlock, LineSources
+from tprimat.plugins.megatron_core import compiled
 
 #: Every digit to "0": a line's shape.
 DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
@@ -84,7 +85,7 @@ def window_lines(
 
 
 def run_block(
-    columns: dict[str, list[Any]],
+    columns: dict[str, Any],
     source: str,
     run: tuple[bytes, list[tuple[int, int]], int, int],
     counted: tuple[int, int],
@@ -99,11 +100,19 @@ def run_block(
     """
     chunk, window, index, count = run
     lines_before, offset = counted
-    starts = list(map(operator.itemgetter(0), window[:count]))
-    steps = map(chunk.count, repeat(b"\n"), [offset, *starts[:-1]], starts)
-    before = list(accumulate(steps, initial=lines_before))
-    numbers = before[1:] if kept is None else [before[place + 1] for place in kept]
-    where = source.replace("%", "%%") + ":%d"
-    columns["source"] = list(map(where.__mod__, map((1).__add__, numbers)))
+    numbers = (compiled.LINE_NUMBERS or line_numbers_in_python)(chunk, window, count, offset, lines_before)
+    last_start, last_end = window[count - 1]
+    columns["source"] = LineSources(source + ":", numbers if kept is None else [numbers[place] for place in kept])
     block = IterationBlock(columns=tuple(columns[name] for name in ITERATION_FIELDS))
-    return block, index + count, before[-1], starts[-1], window[count - 1][1]
+    return block, index + count, numbers[-1] - 1, last_start, last_end
+
+
+def line_numbers_in_python(
+    chunk: bytes, spans: list[tuple[int, int]], count: int, offset: int, before: int
+) -> list[int]:
+    """The number of the line of each of the first ``count`` ``spans`` of ``chunk`` (ascending),
+    counted from 1 in the stream: ``before`` lines come before offset ``offset`` (what the
+    compiled ``line_numbers`` gives)."""
+    starts = list(map(operator.itemgetter(0), spans[:count]))
+    steps = map(chunk.count, repeat(b"\n"), [offset, *starts[:-1]], starts)
+    return list(accumulate(steps, initial=before + 1))[1:]

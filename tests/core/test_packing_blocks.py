@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.core.blocks import block_of
-from tprimat.contract.records import REPEATED_LINE, IterationBlock, IterationRecord, LogFact, ParseIssue
+from tprimat.contract.records import REPEATED_LINE, IterationBlock, IterationRecord, LineSources, LogFact, ParseIssue
 from tprimat.result import packing
 from tprimat.result.packing import pack, unpack
 
@@ -172,3 +172,7 @@ def test_sources_stored_as_lines_read_back_as_their_texts(prefix):
     lines = [1, 7, 10**12]
     assert list(decode_column(memoryview(encode_sources(prefix, lines)))) == [f"{prefix}{line}" for line in lines]
     assert list(decode_column(memoryview(encode_sources(prefix, [])))) == []
+    # a block's sources given as line numbers are stored so, and taken as they are when sealed
+    given = LineSources(prefix, lines)
+    assert packing.encode_column(given) == encode_sources(prefix, lines)
+    assert packing._source_lines(given) == (prefix, lines)

@@ -18,7 +18,7 @@ import pytest
 
 from tests.plugins.logfixtures import LOGS
 from tprimat.contract.logfile import LogFile
-from tprimat.contract.records import REPEATED_LINE, IterationRecord, LogFact, ParseIssue, RankPeak
+from tprimat.contract.records import REPEATED_LINE, IterationRecord, LineSources, LogFact, ParseIssue, RankPeak
 from tprimat.contract.registry import Registry
 from tprimat.parse import parallel as parse_parallel
 from tprimat.parse.logs import ParseError, parse_logs
@@ -67,6 +67,22 @@ def test_whole_files_read_in_a_pool_keep_their_line_numbers_without_a_look(regis
     for name in ("_true_source", "_true_sources"):
         monkeypatch.setattr(parse_parallel, name, lambda *_: pytest.fail("a true line number looked for"))
     assert _document(primus, registry, workers=2) == serial
+
+
+def test_sources_given_as_line_numbers_get_their_true_numbers():
+    """A block's sources as line numbers: shifted at once when all are one range's markers, one
+    by one when they are of several ranges (or true already)."""
+    first, second = parse_parallel._marker(1), parse_parallel._marker(2)
+    firsts = {1: 100, 2: 500}
+    one_range = LineSources("a.log:", [first, first + 3])
+    parse_parallel._true_sources(one_range, firsts)
+    assert list(one_range) == ["a.log:100", "a.log:103"]
+    several = LineSources("a.log:", [7, first + 1, second + 2])
+    parse_parallel._true_sources(several, firsts)
+    assert several.lines == [7, 101, 502]
+    texts = ["a.log:7", f"a.log:{first + 1}"]
+    parse_parallel._true_sources(texts, firsts)
+    assert texts == ["a.log:7", "a.log:101"]
 
 
 def test_a_parallel_read_ends_its_pool_threads_before_it_returns(registry, tiny_ranges):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tprimat.contract import FigureColumns, IterationBlock, IterationRecord
+from tprimat.contract import FigureColumns, IterationBlock, IterationRecord, LineSources
 from tprimat.contract.records import ITERATION_FIELDS, iteration_values
 
 
@@ -62,5 +62,20 @@ def test_a_block_s_figures_may_be_one_list_per_name():
     assert type(figures[1:]) is FigureColumns and figures[1:] == [{"loss_scale": 1.0}, {"tflops_per_gpu": 9.5}]
     assert figures[::2] == [figures[0], figures[2]] and figures == list(figures)
     columns[ITERATION_FIELDS.index("reported")] = FigureColumns(2, ["a"], [[1.0, 2.0]])
+    with pytest.raises(ValueError, match="length"):
+        IterationBlock(columns=tuple(columns))
+
+
+def test_a_block_s_sources_may_be_one_file_s_line_numbers():
+    sources = LineSources("rank 0/out%d.log:", [5, 7, 12])
+    records = [IterationRecord(iteration=i, step_time_s=0.5) for i in (1, 2, 3)]
+    columns = list(map(list, zip(*map(iteration_values, records), strict=True)))
+    columns[ITERATION_FIELDS.index("source")] = sources
+    block = IterationBlock(columns=tuple(columns))
+    assert [r.source for r in block.records()] == ["rank 0/out%d.log:5", "rank 0/out%d.log:7", "rank 0/out%d.log:12"]
+    assert sources[-1] == "rank 0/out%d.log:12" and len(sources) == 3
+    assert type(sources[1:]) is LineSources and sources[1:] == ["rank 0/out%d.log:7", "rank 0/out%d.log:12"]
+    assert sources == list(sources) and sources != ["rank 0/out%d.log:5"]
+    columns[ITERATION_FIELDS.index("source")] = LineSources("a:", [1])
     with pytest.raises(ValueError, match="length"):
         IterationBlock(columns=tuple(columns))

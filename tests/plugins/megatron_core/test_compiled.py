@@ -1,12 +1,15 @@
 """The compiled readers of log lines give what the Python readers they stand for give.
 
-``read_items`` reads each figure's text as ``float``, ``int`` or its bytes; ``trigger_spans``
-finds the lines the stream's Python finder finds.
+``read_rows`` reads each figure's text as ``float``, ``int`` or its bytes, up to a line of no
+known shape or an iteration not above the one before; ``line_numbers`` counts lines as
+``runs.line_numbers_in_python`` does; ``trigger_spans`` finds the lines the stream's Python
+finder finds.
 """
 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.compiled import compiled_or_skip
+from tprimat.plugins.megatron_core.runs import line_numbers_in_python
 from tprimat.plugins.megatron_core.stream import trigger_lines_in_python
 
 READERS = {0: bytes, 1: float, 2: int}
@@ -31,11 +35,30 @@ _TEXTS = st.one_of(
 )
 
 
-def _expected(data: bytes, size: int, items: list[tuple[int, int, int]]) -> list[list[Any]] | type:
-    """What the Python reader reads: each item's text of each line, by its reader; or the error raised."""
-    lines = [data[start : start + size] for start in range(0, len(data), size)]
+_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
+
+
+def _rows(lines: list[bytes], items: list[tuple[int, int, int]], previous: int = -1) -> list[list[Any]]:
+    """``read_rows`` over ``lines`` (each ``NNNN|`` then figures at ``items``), every line's shape
+    known with one layout: the iteration in column 0, the items in columns 1 on."""
+    layout = SimpleNamespace(
+        layout=((0, 4, 2, 0), *((start, stop, kind, column + 1) for column, (start, stop, kind) in enumerate(items)))
+    )
+    chunk = b"".join(lines)
+    starts = [sum(map(len, lines[:row])) for row in range(len(lines))]
+    spans = [(start, start + len(line)) for start, line in zip(starts, lines, strict=True)]
+    shapes = {line.translate(_DIGITS): layout for line in lines}
+    return compiled_or_skip().read_rows(chunk, spans, 0, len(lines), shapes, len(items) + 1, 0, previous)
+
+
+def _expected(lines: list[bytes], items: list[tuple[int, int, int]]) -> list[list[Any]] | type:
+    """What the Python readers read: each line's iteration, and each item's text by its reader; or
+    the error raised."""
     try:
-        return [[READERS[kind](line[start:stop]) for line in lines] for start, stop, kind in items]
+        return [
+            [int(line[:4]) for line in lines],
+            *([READERS[kind](line[start:stop]) for line in lines] for start, stop, kind in items),
+        ]
     except ValueError:
         return ValueError
 
@@ -51,56 +74,103 @@ def test_each_item_reads_as_float_int_or_its_bytes(rows, data):
     """Lines of one size, three items each padded to a common width, read by every kind."""
     widths = [max(len(row[column].encode()) for row in rows) for column in range(3)]
     lines = [
-        b"|".join(text.encode().rjust(width, b"0") for text, width in zip(row, widths, strict=True)) for row in rows
+        b"%04d|" % number + b"|".join(text.encode().rjust(width, b"0") for text, width in zip(row, widths, strict=True))
+        for number, row in enumerate(rows)
     ]
-    size = len(lines[0])
-    starts = [sum(widths[:column]) + column for column in range(3)]
+    starts = [5 + sum(widths[:column]) + column for column in range(3)]
     items = [
         (start, start + width, data.draw(st.sampled_from([0, 1, 2])))
         for start, width in zip(starts, widths, strict=True)
     ]
-    expected = _expected(b"".join(lines), size, items)
-    read_items = compiled_or_skip().read_items
+    expected = _expected(lines, items)
     if expected is ValueError:
         with pytest.raises(ValueError):
-            read_items(b"".join(lines), size, items)
+            _rows(lines, items)
         return
-    found = read_items(b"".join(lines), size, items)
+    found = _rows(lines, items)
     assert len(found) == len(expected)
     for column, wanted in zip(found, expected, strict=True):
         assert all(map(_same, column, wanted)), (column, wanted)
 
 
 def test_a_text_repeated_from_the_line_before_is_one_object():
-    read_items = compiled_or_skip().read_items
-    data = b"1.5|7\n1.5|7\n2.5|7\n1.5|7\n"
-    (floats, ints) = read_items(data, 6, [(0, 3, 1), (4, 5, 2)])
+    lines = [b"0001|1.5|7\n", b"0002|1.5|7\n", b"0003|2.5|7\n", b"0004|1.5|7\n"]
+    (_, floats, ints) = _rows(lines, [(5, 8, 1), (9, 10, 2)])
     assert floats == [1.5, 1.5, 2.5, 1.5] and floats[0] is floats[1] and floats[1] is not floats[3]
     assert ints == [7, 7, 7, 7] and len({id(value) for value in ints}) == 1
 
 
 def test_ints_up_to_and_beyond_eighteen_digits_are_those_of_int():
-    read_items = compiled_or_skip().read_items
     for text in (b"999999999999999999", b"-999999999999999999", b"1000000000000000000", b"+000000000000000000042"):
-        assert read_items(text, len(text), [(0, len(text), 2)]) == [[int(text)]]
+        assert _rows([b"0001|" + text], [(5, 5 + len(text), 2)])[1] == [int(text)]
+
+
+def test_a_run_ends_before_a_line_of_no_known_shape_or_an_iteration_not_above():
+    lines = [b"0001|1.5\n", b"0002|2.5\n", b"0002|2.5\n", b"0003|3.5\n"]
+    assert _rows(lines, [(5, 8, 1)]) == [[1, 2], [1.5, 2.5]]
+    assert _rows(lines, [(5, 8, 1)], previous=1) == [[], []]
+    read_rows = compiled_or_skip().read_rows
+    shapes = {b"0000|0.0\n": SimpleNamespace(layout=((0, 4, 2, 0), (5, 8, 1, 1)))}
+    chunk = b"0001|1.5\n0002|x.5\n"
+    assert read_rows(chunk, [(0, 9), (9, 18)], 0, 2, shapes, 2, 0, -1) == [[1], [1.5]]
 
 
 @pytest.mark.parametrize(
-    ("size", "items", "error"),
+    ("layout", "width", "error"),
     [
-        (0, [], ValueError),
-        (4, [], ValueError),  # 6 bytes are not lines of 4
-        (3, [(2, 4, 1)], ValueError),
-        (3, [(2, 1, 1)], ValueError),
-        (3, [(0, 1, 3)], ValueError),
-        (3, [(0, 1)], TypeError),
-        (3, 5, TypeError),
+        (((0, 4, 2, 0), (5, 10, 1, 1)), 2, ValueError),  # past the line's end
+        (((0, 4, 2, 0), (6, 5, 1, 1)), 2, ValueError),
+        (((0, 4, 2, 0), (5, 8, 3, 1)), 2, ValueError),  # no such kind
+        (((0, 4, 2, 0), (5, 8, 1, 2)), 2, ValueError),  # no such column
+        (((0, 4, 1, 0),), 2, ValueError),  # the iteration read as a float
+        (((5, 8, 1, 1),), 2, ValueError),  # no iteration
+        (((0, 4, 2),), 2, TypeError),
+        (5, 2, TypeError),
     ],
 )
-def test_arguments_that_do_not_describe_lines_are_refused(size, items, error):
-    read_items = compiled_or_skip().read_items
+def test_layouts_that_do_not_describe_the_line_are_refused(layout, width, error):
+    shapes = {b"0000|0.0\n": SimpleNamespace(layout=layout)}
     with pytest.raises(error):
-        read_items(b"12\n34\n", size, items)
+        compiled_or_skip().read_rows(b"0001|1.5\n", [(0, 9)], 0, 1, shapes, width, 0, -1)
+
+
+@pytest.mark.parametrize(
+    ("chunk", "spans", "shapes", "error"),
+    [
+        (b"0001|1.5\n", [(0, 10)], {}, ValueError),  # past the chunk's end
+        (b"0001|1.5\n", [(0,)], {}, TypeError),
+        (b"0001|1.5\n", ((0, 9),), {}, TypeError),
+        (b"0001|1.5\n", [(0, 9)], [], TypeError),
+        (b"0001|1.5\n", [(0, 9)], {b"0000|0.0\n": object()}, AttributeError),
+        ("0001|1.5\n", [(0, 9)], {}, TypeError),
+    ],
+)
+def test_arguments_that_do_not_describe_a_run_are_refused(chunk, spans, shapes, error):
+    with pytest.raises(error):
+        compiled_or_skip().read_rows(chunk, spans, 0, 1, shapes, 2, 0, -1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet="ab\n", max_size=12), min_size=1, max_size=12), st.integers(0, 10**6), st.data())
+def test_line_numbers_are_those_counted_in_python(texts, before, data):
+    """Any chunk of lines, the spans of some of them, from any offset before the first."""
+    chunk = "\n".join(texts).encode()
+    starts = sorted({0, *(index + 1 for index, byte in enumerate(chunk) if byte == ord("\n"))})
+    chosen = sorted(data.draw(st.sets(st.sampled_from(starts), min_size=1)))
+    offset = data.draw(st.integers(0, chosen[0]))
+    spans = [(start, chunk.find(b"\n", start) + 1 or len(chunk)) for start in chosen]
+    count = data.draw(st.integers(0, len(spans)))
+    expected = line_numbers_in_python(chunk, spans, count, offset, before)
+    assert compiled_or_skip().line_numbers(chunk, spans, count, offset, before) == expected
+
+
+@pytest.mark.parametrize(
+    ("spans", "count", "offset", "error"),
+    [([(0, 2)], 2, 0, ValueError), ([(0, 2)], 1, 1, ValueError), ([(0, 9)], 1, 0, ValueError), ([0], 1, 0, TypeError)],
+)
+def test_spans_that_do_not_ascend_within_the_chunk_are_refused(spans, count, offset, error):
+    with pytest.raises(error):
+        compiled_or_skip().line_numbers(b"a\nb\n", spans, count, offset, 0)
 
 
 _CHUNK_TEXT = st.text(alphabet="ab\n|it", max_size=200)
