@@ -69,9 +69,16 @@ def _record_maker() -> Any:
 record_from = _record_maker()
 
 
+#: The marshal format of a stored column: version 2, which writes every value in full.  Later
+#: versions write a value several places hold once and refer to it, which means looking each
+#: value up as it is written (twice the time, and a slice of a column is held by two places),
+#: to save a few bytes a value and objects that a column read back for one pass does not keep.
+_STORED = 2
+
+
 def encode_column(values: Sequence[Any]) -> bytes:
-    """A column of values as bytes: by :mod:`marshal` (fast to read back, and a value several
-    records share stays one object), or by pickle for what marshal does not write; a column of
+    """A column of values as bytes: by :mod:`marshal` (fast to write and to read back), or by
+    pickle for what marshal does not write; a column of
     dicts (the framework's figures) as :class:`FigureColumns` where that keeps it exactly."""
     if type(values) is FigureColumns or (values and type(values[0]) is dict):
         figures = _figures_bytes(values)
@@ -80,7 +87,7 @@ def encode_column(values: Sequence[Any]) -> bytes:
     elif type(values) is LineSources:
         return encode_sources(values.prefix, values.lines)
     try:
-        return b"M" + marshal.dumps(values)  # type: ignore[arg-type]  # a tuple or list (else ValueError)
+        return b"M" + marshal.dumps(values, _STORED)  # type: ignore[arg-type]  # a tuple or list (else ValueError)
     except ValueError:  # an instance of a subclass of a built-in type
         return b"P" + pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -89,7 +96,7 @@ def encode_sources(prefix: str, lines: Sequence[int]) -> bytes:
     """The sources of records that are lines of one file (``prefix``: its ``name:``) as bytes
     for the records' file, as :func:`encode_column` would store their texts: the prefix and the
     line numbers, without a text made per record (:func:`decode_column` makes them when read)."""
-    return b"S" + marshal.dumps((prefix, list(lines)))
+    return b"S" + marshal.dumps((prefix, list(lines)), _STORED)
 
 
 def decode_column(data: memoryview) -> Sequence[Any]:
@@ -121,7 +128,7 @@ def _figures_bytes(values: Sequence[Any]) -> bytes | None:
         if sum(map(len, values)) != sum(len(column) - column.count(None) for column in columns):
             return None
     try:
-        return b"F" + marshal.dumps((len(values), names, columns))
+        return b"F" + marshal.dumps((len(values), names, columns), _STORED)
     except ValueError:  # an instance of a subclass of a built-in type
         return None
 

@@ -38,7 +38,7 @@ from tprimat.contract.records import (
 )
 from tprimat.plugins.megatron.runrows import Slots, layout, read_rows, run_columns
 from tprimat.plugins.megatron_core.colour import _ANSI_RE, strip_ansi
-from tprimat.plugins.megatron_core.compiled import KINDS
+from tprimat.plugins.megatron_core.compiled import KINDS, iso_compact_stamp, iso_stamp
 from tprimat.plugins.megatron_core.memory_lines import _HIP_RE, _PRIMUS_RANK_TAG_RE, _hip_figures, read_hip_usage
 from tprimat.plugins.megatron_core.runs import DIGITS, run_block
 from tprimat.plugins.megatron_core.stream import repeat_key
@@ -77,7 +77,6 @@ class Shape:
         "iteration",
         "fields",
         "reported",
-        "stamp",
         "hip",
         "batch",
         "label",
@@ -91,7 +90,6 @@ class Shape:
         self.iteration = 0
         self.fields: dict[str, tuple[int, str | None]] = {}
         self.reported: dict[str, tuple[int, str | None]] = {}
-        self.stamp: tuple[bytes | None, tuple[int, ...]] | None = None  # template (None: one item) and items
         # The rank, used and total items (None, None: those of the record's memory segment).
         self.hip: tuple[int, int | None, int | None] | None = None
         self.batch = False  # the line prints a global batch size (a fact its first line states)
@@ -313,21 +311,17 @@ def _memory_segment(learner: _Learner, handler: Any, value: str, start: int) -> 
 
 
 def _stamp(learner: _Learner, prefix: str) -> None:
-    """The timestamp's items (see ``MegatronLogParser._timestamp``)."""
+    """The timestamp's item, read into its ISO text (see ``MegatronLogParser._timestamp``)."""
     from tprimat.plugins.megatron.logparse import _MEGATRON_TS_RE, _PRIMUS_TS_RE
 
     last = prefix.rfind("[")
     found = _MEGATRON_TS_RE.match(prefix, last) if last >= 0 else None
-    if found is not None:
-        if found.end(1) + 1 == found.start(2):  # one character between, the only one that may be a space
-            learner.shape.stamp = (None, (learner.value(found.start(1), found.end(2), None),))
-        else:
-            learner.shape.stamp = (b"%sT%s", (learner.value(*found.span(1), None), learner.value(*found.span(2), None)))
+    if found is not None:  # date, one character ("T" or a space), time
+        learner.shape.fields["timestamp"] = (learner.value(found.start(1), found.end(2), iso_stamp), None)
         return
     found = _PRIMUS_TS_RE.search(prefix)
-    if found is not None:
-        items = tuple(learner.value(*found.span(group), None) for group in range(1, 5))
-        learner.shape.stamp = (b"%s-%s-%sT%s", items)
+    if found is not None:  # YYYYMMDD, a space, the time
+        learner.shape.fields["timestamp"] = (learner.value(found.start(1), found.end(4), iso_compact_stamp), None)
 
 
 def _hip(learner: _Learner, text: str) -> None:
@@ -377,7 +371,7 @@ def _hip_usage(text: bytes) -> tuple[float, float]:
 
 #: Reader -> text -> the value read, kept to be shared (a pure function of the text, as the line
 #: reader's cached segments are, which also put their values in): 4096 texts at most per reader.
-_KNOWN: dict[Any, dict[bytes, Any]] = {float: {}, int: {}, _hip_usage: {}}
+_KNOWN: dict[Any, dict[bytes, Any]] = {float: {}, int: {}, _hip_usage: {}, iso_stamp: {}, iso_compact_stamp: {}}
 
 
 def _known(reader: Callable[[Any], Any], texts: set[bytes]) -> dict[bytes, Any]:

@@ -2,7 +2,7 @@
 
 A fast lane (:mod:`tprimat.plugins.megatron.fastlane`) knows the shapes of the lines it has
 learned.  Each value of a shape goes to a *slot*: where it ends up (the iteration, a record
-field, a reported figure, a piece of the timestamp, the ``hip mem usage`` figures) and how it
+field, a reported figure, the ``hip mem usage`` figures) and how it
 is read afterwards (milliseconds to seconds, a count kept as a float, the used or total GiB of
 a memory text).  :class:`Slots` numbers the slots of every shape held, so that a run whose lines
 take turns between shapes (a log that prints two forms, a width that changes) is read into one
@@ -11,7 +11,7 @@ column per slot, row by row, without grouping the lines by shape and gathering t
 The run is read by the compiled ``read_rows`` (:data:`~tprimat.plugins.megatron_core.compiled.READ_ROWS`)
 where it is built, else by :func:`rows_in_python`, to the same values: both stop at the first
 line of no known shape or whose iteration is not above the line's before.  :func:`run_columns`
-then makes the slots' columns the block's fields, figures, timestamps and memory figures.
+then makes the slots' columns the block's fields, figures and memory figures.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ ITERATION: Slot = ("iteration",)
 ITERATION_COLUMN = 0
 #: A count of iterations kept as a float (Megatron's "number of nan iterations"): exactly.
 _LARGEST_COUNT = 2**53
-_SPACE_TO_T = bytes.maketrans(b" ", b"T")
 
 
 class Slots:
@@ -108,9 +107,6 @@ def layout(shape: Any, slots: Slots) -> None:
     placed = [(shape.iteration, slots.number(ITERATION))]
     placed += [(item, slots.number(("field", name, post))) for name, (item, post) in shape.fields.items()]
     placed += [(item, slots.number(("figure", name, post))) for name, (item, post) in shape.reported.items()]
-    if shape.stamp is not None:
-        template, items = shape.stamp
-        placed += [(item, slots.number(("stamp", template, place))) for place, item in enumerate(items)]
     if shape.hip is not None:
         rank, used, total = shape.hip
         placed.append((rank, slots.number(("hip", "rank"))))
@@ -135,15 +131,12 @@ def run_columns(
     count = len(columns[0])
     fields: dict[str, list[Any]] = {}
     figures: dict[str, list[Any]] = {}
-    stamps: dict[Any, list[tuple[int, list[Any]]]] = {}
     hip: dict[str, list[Any]] = {}
     for slot, number in slots.numbers.items():
         column = columns[number]
         if slot == ITERATION or _empty(column):
             continue
-        if slot[0] == "stamp":
-            stamps.setdefault(slot[1], []).append((slot[2], column))
-        elif slot[0] == "hip":
+        if slot[0] == "hip":
             hip[slot[1]] = column
         else:
             _, name, post = slot
@@ -154,7 +147,7 @@ def run_columns(
         if defaults[name] is not None and None in column:
             fields[name] = [defaults[name] if value is None else value for value in column]
     bad = _first_bad(fields, figures, slots, columns, count)
-    found: dict[str, Any] = {"iteration": columns[0], "timestamp": _stamps(stamps, count), **fields}
+    found: dict[str, Any] = {"iteration": columns[0], **fields}
     names = sorted(figures)
     found["reported"] = FigureColumns(count, names, [figures[name] for name in names])
     memory = _hip_columns(hip, fields, count)
@@ -228,24 +221,6 @@ def _first(column: list[Any], good: Callable[[Any], bool], bad: int) -> int:
         if not good(value):
             return row
     return bad
-
-
-def _stamps(stamps: dict[Any, list[tuple[int, list[Any]]]], count: int) -> list[str | None]:
-    """Each row's timestamp (ISO text, or None) from the pieces of each template."""
-    found: list[Any] | None = None
-    for template, pieces in stamps.items():
-        texts = [column for _, column in sorted(pieces, key=operator.itemgetter(0))]
-        made: list[Any]
-        if template is None:  # "2026-05-07 13:47:47.940885" -> "2026-05-07T13:47:47.940885"
-            (stamp,) = texts
-            if None not in stamp:
-                made = list(map(bytes.decode, map(bytes.translate, stamp, repeat(_SPACE_TO_T))))
-            else:
-                made = [None if text is None else text.translate(_SPACE_TO_T).decode() for text in stamp]
-        else:
-            made = [None if row[0] is None else (template % row).decode() for row in zip(*texts, strict=True)]
-        found = made if found is None else _merged(found, made)
-    return [None] * count if found is None else found
 
 
 def _hip_columns(hip: dict[str, list[Any]], fields: dict[str, list[Any]], count: int) -> tuple[list[Any], ...] | None:

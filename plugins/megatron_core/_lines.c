@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { KIND_BYTES = 0, KIND_FLOAT = 1, KIND_INT = 2 };
+enum { KIND_BYTES = 0, KIND_FLOAT = 1, KIND_INT = 2, KIND_STAMP = 3, KIND_COMPACT_STAMP = 4, KINDS = 5 };
 
 /* The longest text read without a call to float(): longer ones go by float() itself. */
 #define FLOAT_TEXT_MAX 63
@@ -176,6 +176,54 @@ read_int(const char *text, Py_ssize_t length)
     return PyLong_FromLongLong(negative ? -value : value);
 }
 
+/* A timestamp's ISO text, as compiled.iso_stamp (KIND_STAMP: "2026-05-07 13:47:47.940885",
+ * its space made "T") and compiled.iso_compact_stamp (KIND_COMPACT_STAMP: Primus's
+ * "20251202 06:56:28" made "2025-12-02T06:56:28") make it; a text not of ASCII, or too short
+ * for the compact form, goes to them. */
+static PyObject *
+read_stamp(int kind, const char *text, Py_ssize_t length)
+{
+    int ascii = 1;
+    for (Py_ssize_t at = 0; at < length; at++) {
+        ascii &= (unsigned char)text[at] < 128;
+    }
+    if (!ascii || (kind == KIND_COMPACT_STAMP && length < 9)) {
+        PyObject *module = PyImport_ImportModule("tprimat.plugins.megatron_core.compiled");
+        if (module == NULL) {
+            return NULL;
+        }
+        PyObject *reader = PyObject_GetAttrString(module, kind == KIND_STAMP ? "iso_stamp" : "iso_compact_stamp");
+        Py_DECREF(module);
+        if (reader == NULL) {
+            return NULL;
+        }
+        PyObject *value = call_on_text(reader, text, length);
+        Py_DECREF(reader);
+        return value;
+    }
+    Py_ssize_t size = kind == KIND_STAMP ? length : length + 2;
+    PyObject *stamp = PyUnicode_New(size, 127);
+    if (stamp == NULL) {
+        return NULL;
+    }
+    char *out = (char *)PyUnicode_1BYTE_DATA(stamp);
+    if (kind == KIND_STAMP) {
+        for (Py_ssize_t at = 0; at < length; at++) {
+            out[at] = text[at] == ' ' ? 'T' : text[at];
+        }
+    }
+    else { /* YYYY MM DD, then T and the time, for the space after the date */
+        memcpy(out, text, 4);
+        out[4] = '-';
+        memcpy(out + 5, text + 4, 2);
+        out[7] = '-';
+        memcpy(out + 8, text + 6, 2);
+        out[10] = 'T';
+        memcpy(out + 11, text + 9, length - 9);
+    }
+    return stamp;
+}
+
 static PyObject *
 read_text(int kind, const char *text, Py_ssize_t length)
 {
@@ -184,6 +232,9 @@ read_text(int kind, const char *text, Py_ssize_t length)
     }
     if (kind == KIND_INT) {
         return read_int(text, length);
+    }
+    if (kind == KIND_STAMP || kind == KIND_COMPACT_STAMP) {
+        return read_stamp(kind, text, length);
     }
     return PyBytes_FromStringAndSize(text, length);
 }
@@ -337,8 +388,8 @@ shape_items(Shape *shape, PyObject *layout, Py_ssize_t length, Py_ssize_t width,
             PyErr_SetString(PyExc_ValueError, "an item lies outside the line");
             break;
         }
-        if (kind != KIND_BYTES && kind != KIND_FLOAT && kind != KIND_INT) {
-            PyErr_SetString(PyExc_ValueError, "an item's kind is 0 (bytes), 1 (float) or 2 (int)");
+        if (kind < 0 || kind >= KINDS) {
+            PyErr_SetString(PyExc_ValueError, "an item's kind is 0 (bytes), 1 (float), 2 (int) or 3, 4 (stamps)");
             break;
         }
         if (found->column < 0 || found->column >= width) {
@@ -529,7 +580,8 @@ PyDoc_STRVAR(read_rows_doc,
 "iteration is not above the line's before (the first line's above ``previous``): ``width``\n"
 "columns, a value per line read, None where a line's shape has no item in that column.\n"
 "Each shape's ``layout`` is a tuple of (start, stop, kind, column) items (kind 0 bytes,\n"
-"1 float, 2 int); a value whose text is the same as the column's before is the same object;\n"
+"1 float, 2 int, 3 and 4 the ISO text of a timestamp); a value whose text is the same as the\n"
+"column's before is the same object;\n"
 "column ``iteration`` holds each line's iteration, read as int.");
 
 static PyObject *

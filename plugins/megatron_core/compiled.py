@@ -15,7 +15,8 @@ reading their figures (:mod:`tprimat.plugins.megatron.fastlane`).  The compiled 
   to an object whose ``layout`` places its figures), read into ``width`` columns in line order
   (:mod:`tprimat.plugins.megatron.runrows`, whose :func:`~tprimat.plugins.megatron.runrows.rows_in_python`
   it stands for).  A figure is a ``(start, stop, kind, column)`` item, ``kind`` being
-  :data:`KINDS` of its reader: 0 the bytes, 1 ``float``, 2 ``int``.  A text of plain number
+  :data:`KINDS` of its reader: 0 the bytes, 1 ``float``, 2 ``int``, 3 and 4 a timestamp's
+  ISO text (:func:`iso_stamp`, :func:`iso_compact_stamp`).  A text of plain number
   characters is read as ``float`` and ``int`` read it (``PyOS_string_to_double``; up to 18
   digits by their digits), any other text by ``float`` or ``int`` itself.
 
@@ -33,8 +34,25 @@ from typing import Any
 
 from tprimat.contract import compiled_module
 
-#: The kind of item of each reader :data:`READ_ITEMS` reads: None (the bytes), float, int.
-KINDS: dict[Any, int] = {None: 0, float: 1, int: 2}
+_SPACE_TO_T = bytes.maketrans(b" ", b"T")
+
+
+def iso_stamp(text: bytes) -> str:
+    """Megatron's timestamp ``2026-05-07 13:47:47.940885`` as ISO text, ``2026-05-07T13:47:47.940885``."""
+    return text.translate(_SPACE_TO_T).decode("ascii")
+
+
+def iso_compact_stamp(text: bytes) -> str:
+    """Primus's timestamp ``20251202 06:56:28`` as ISO text, ``2025-12-02T06:56:28``."""
+    if len(text) < 9:
+        raise ValueError(f"not a timestamp: {text!r}")
+    stamp = text.decode("ascii")
+    return f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[9:]}"
+
+
+#: The kind of item of each reader :data:`READ_ROWS` reads: None (the bytes), float, int, and
+#: the timestamps' ISO texts.
+KINDS: dict[Any, int] = {None: 0, float: 1, int: 2, iso_stamp: 3, iso_compact_stamp: 4}
 
 #: Reads ``(chunk, spans, index, size, shapes, width, iteration, previous)``: a run's columns.
 RowsReader = Callable[[bytes, list[tuple[int, int]], int, int, dict[bytes, Any], int, int, int], list[list[Any]]]

@@ -1,6 +1,7 @@
 """The compiled readers of log lines give what the Python readers they stand for give.
 
-``read_rows`` reads each figure's text as ``float``, ``int`` or its bytes, up to a line of no
+``read_rows`` reads each figure's text as ``float``, ``int``, its bytes or a timestamp's ISO
+text, up to a line of no
 known shape or an iteration not above the one before; ``line_numbers`` counts lines as
 ``runs.line_numbers_in_python`` does; ``trigger_spans`` finds the lines the stream's Python
 finder finds.
@@ -17,10 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.compiled import compiled_or_skip
+from tprimat.plugins.megatron_core.compiled import iso_compact_stamp, iso_stamp
 from tprimat.plugins.megatron_core.runs import line_numbers_in_python
 from tprimat.plugins.megatron_core.stream import trigger_lines_in_python
 
-READERS = {0: bytes, 1: float, 2: int}
+READERS = {0: bytes, 1: float, 2: int, 3: iso_stamp, 4: iso_compact_stamp}
 
 #: Texts of every kind a figure's place can hold: plain numbers, and what only float() or int() reads.
 _TEXTS = st.one_of(
@@ -79,7 +81,7 @@ def test_each_item_reads_as_float_int_or_its_bytes(rows, data):
     ]
     starts = [5 + sum(widths[:column]) + column for column in range(3)]
     items = [
-        (start, start + width, data.draw(st.sampled_from([0, 1, 2])))
+        (start, start + width, data.draw(st.sampled_from(sorted(READERS))))
         for start, width in zip(starts, widths, strict=True)
     ]
     expected = _expected(lines, items)
@@ -98,6 +100,13 @@ def test_a_text_repeated_from_the_line_before_is_one_object():
     (_, floats, ints) = _rows(lines, [(5, 8, 1), (9, 10, 2)])
     assert floats == [1.5, 1.5, 2.5, 1.5] and floats[0] is floats[1] and floats[1] is not floats[3]
     assert ints == [7, 7, 7, 7] and len({id(value) for value in ints}) == 1
+
+
+def test_timestamps_are_read_into_their_iso_text():
+    lines = [b"0001|2026-05-07 13:47:47.940885|20251202 06:56:28\n"]
+    (_, megatron, primus) = _rows(lines, [(5, 31, 3), (32, 49, 4)])
+    assert megatron == ["2026-05-07T13:47:47.940885"] and primus == ["2025-12-02T06:56:28"]
+    assert type(megatron[0]) is str and megatron[0].isascii()
 
 
 def test_ints_up_to_and_beyond_eighteen_digits_are_those_of_int():
@@ -120,7 +129,7 @@ def test_a_run_ends_before_a_line_of_no_known_shape_or_an_iteration_not_above():
     [
         (((0, 4, 2, 0), (5, 10, 1, 1)), 2, ValueError),  # past the line's end
         (((0, 4, 2, 0), (6, 5, 1, 1)), 2, ValueError),
-        (((0, 4, 2, 0), (5, 8, 3, 1)), 2, ValueError),  # no such kind
+        (((0, 4, 2, 0), (5, 8, 5, 1)), 2, ValueError),  # no such kind
         (((0, 4, 2, 0), (5, 8, 1, 2)), 2, ValueError),  # no such column
         (((0, 4, 1, 0),), 2, ValueError),  # the iteration read as a float
         (((5, 8, 1, 1),), 2, ValueError),  # no iteration
