@@ -1,7 +1,12 @@
-/* The exact sum and sum of squares of a batch of floats, for the summary's standard deviation.
+/* Exact arithmetic on columns of numbers: tprimat.result's compiled forms (the Python forms
+ * are used where this module is not built, and the tests check one against the other).
  *
- * The compiled form of tprimat.result.metrics._add_scaled (the Python form is used where this
- * module is not built, and the tests check one against the other): every float of the batch
+ * within(values, least, greatest, floats): whether every value is an int (or, with `floats`, a
+ * float), none NaN, from `least` to `greatest`, compared exactly: the compiled form of
+ * tprimat.result.plausible._within.  An int beyond 2**53 either way is left to the Python form.
+ *
+ * scaled_sums(batch): the exact sum and sum of squares of a batch of floats, for the
+ * summary's standard deviation; the compiled form of tprimat.result.metrics._add_scaled: every float of the batch
  * times 2**scale is an integer, its numerator, and the sums of the numerators and of their
  * squares are exact integers.  Each float is m * 2**shift over 2**scale with m below 2**53;
  * the sums are kept in 64-bit limbs, so nothing is rounded.  A batch whose floats span more
@@ -148,7 +153,59 @@ scaled_sums(PyObject *Py_UNUSED(module), PyObject *batch)
     return Py_BuildValue("(NNi)", total, square, scale);
 }
 
+/* Ints whose magnitude is at most this are exact doubles. */
+#define EXACT_INT_MAX (1LL << 53)
+
+PyDoc_STRVAR(within_doc,
+"within(values, least, greatest, floats)\n--\n\n"
+"Whether every value of ``values`` (a list or tuple) is an int, or with ``floats`` a float,\n"
+"none NaN, from ``least`` to ``greatest`` (floats that are the bounds exactly): True or\n"
+"False; None where an int beyond 2**53 either way leaves it to Python.  A bool is not an int.");
+
+static PyObject *
+within(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !(PyList_Check(args[0]) || PyTuple_Check(args[0])) || !PyFloat_Check(args[1]) ||
+        !PyFloat_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "within(values, least, greatest, floats): a list or tuple, two floats");
+        return NULL;
+    }
+    double least = PyFloat_AS_DOUBLE(args[1]), greatest = PyFloat_AS_DOUBLE(args[2]);
+    int floats = PyObject_IsTrue(args[3]);
+    if (floats < 0) {
+        return NULL;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(args[0]);
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(args[0]);
+    for (Py_ssize_t index = 0; index < count; index++) {
+        PyObject *value = items[index];
+        double number;
+        if (PyFloat_CheckExact(value)) {
+            if (!floats) {
+                Py_RETURN_FALSE;
+            }
+            number = PyFloat_AS_DOUBLE(value);
+        }
+        else if (PyLong_CheckExact(value)) {
+            int overflow = 0;
+            long long whole = PyLong_AsLongLongAndOverflow(value, &overflow);
+            if (overflow || whole > EXACT_INT_MAX || whole < -EXACT_INT_MAX) {
+                Py_RETURN_NONE;
+            }
+            number = (double)whole;
+        }
+        else {
+            Py_RETURN_FALSE;
+        }
+        if (!(number >= least && number <= greatest)) { /* NaN is neither */
+            Py_RETURN_FALSE;
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
+    {"within", (PyCFunction)(void (*)(void))within, METH_FASTCALL, within_doc},
     {"scaled_sums", scaled_sums, METH_O, scaled_sums_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -156,7 +213,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     "_exact",
-    "Exact sums of floats for the summary's statistics (see tprimat.result.metrics).",
+    "Exact arithmetic on columns of numbers (see tprimat.result.plausible and tprimat.result.metrics).",
     0,
     methods,
     NULL,

@@ -199,7 +199,8 @@ def _decoded_list(data: memoryview) -> Any:
 
 
 def seal(block: IterationBlock, size: int) -> list[SealedBlock] | None:
-    """``block`` as sealed blocks of at most ``size`` records each, or None where it is not
+    """``block`` as sealed blocks of at most ``size`` records each (as few as hold them, of
+    sizes that differ by one at most), or None where it is not
     sealed: a block of fewer than a quarter of ``size`` records (the records' file would hold it
     as a small block, which every later pass reads on its own; the collector joins unsealed
     ones into whole blocks), iterations that do not ascend, a figure :func:`plausible_columns`
@@ -220,8 +221,10 @@ def seal(block: IterationBlock, size: int) -> list[SealedBlock] | None:
         return None
     prefix, lines = found
     sealed = []
-    for start in range(0, len(iterations), size):
-        stop = min(start + size, len(iterations))
+    count = len(iterations)
+    pieces = -(-count // size)  # as few as hold them, of sizes that differ by one at most
+    for piece in range(pieces):
+        start, stop = count * piece // pieces, count * (piece + 1) // pieces
         encoded = tuple(
             b"" if place == _SOURCE else encode_column(_part(column, start, stop))
             for place, column in enumerate(columns)
@@ -264,19 +267,81 @@ def _source_lines(sources: Sequence[Any]) -> tuple[str, list[int]] | None:
 _STR_ONLY = {str}
 
 
+def joined_blocks(events: list[Any]) -> list[Any]:
+    """``events`` with each run of iteration blocks that follow one another as one block: each
+    block's iterations above the one's before, its sources and figures of the same form (lines
+    of one file, figures by the same names).  A parser yields a block per chunk it reads; joined,
+    they are sealed in pieces as large as the records' file holds, whatever the chunks' size."""
+    joined: list[Any] = []
+    run: list[IterationBlock] = []
+    for event in events:
+        if type(event) is IterationBlock and event and (not run or _follows(run[-1], event)):
+            run.append(event)
+            continue
+        joined.extend(_join(run))
+        run = []
+        if type(event) is IterationBlock and event:
+            run.append(event)
+        else:
+            joined.append(event)
+    joined.extend(_join(run))
+    return joined
+
+
+def _follows(before: IterationBlock, block: IterationBlock) -> bool:
+    """Whether ``block`` joins ``before`` (see :func:`joined_blocks`)."""
+    if not before.columns[_ITERATION][-1] < block.columns[_ITERATION][0]:
+        return False
+    for earlier, later in zip(before.columns, block.columns, strict=True):
+        if type(earlier) is not type(later):
+            return False
+        if isinstance(earlier, LineSources) and earlier.prefix != later.prefix:  # type: ignore[attr-defined]
+            return False
+        if isinstance(earlier, FigureColumns) and earlier.names != later.names:  # type: ignore[attr-defined]
+            return False
+    return True
+
+
+def _join(run: list[IterationBlock]) -> list[IterationBlock]:
+    """The blocks of ``run`` (each following the one before) as one block."""
+    if len(run) < 2:
+        return run
+    columns: list[Any] = []
+    for parts in zip(*(block.columns for block in run), strict=True):
+        first = parts[0]
+        if type(first) is FigureColumns:
+            by_name = zip(*(part.columns for part in parts), strict=True)
+            count = sum(map(len, parts))
+            columns.append(FigureColumns(count, first.names, list(map(_concatenated, by_name))))
+        elif type(first) is LineSources:
+            columns.append(LineSources(first.prefix, _concatenated([part.lines for part in parts])))
+        else:
+            columns.append(_concatenated(parts))
+    return [IterationBlock(columns=tuple(columns))]
+
+
+def _concatenated(parts: Sequence[Sequence[Any]]) -> list[Any]:
+    """The values of ``parts`` in one list (by ``extend``, a copy of each part in C)."""
+    joined = list(parts[0])
+    for part in parts[1:]:
+        joined.extend(part)
+    return joined
+
+
 def pack(events: list[Any], seal_records: int | None = None) -> bytes:
     """``events`` (iteration records and blocks, any other picklable events) as bytes, for a
     process forked from this one (:func:`unpack`).
 
     A record goes as the tuple of its values and an :class:`IterationBlock` as its columns,
     all by one :mod:`marshal` call (which writes the ``reported`` dicts as dicts, equal when
-    read back), or with ``seal_records``, a block that can be sealed as :class:`SealedBlock`
-    pieces of at most that many records; only if marshal refuses a value (an instance of a
+    read back), or with ``seal_records``, blocks that follow one another joined
+    (:func:`joined_blocks`) and a block that can be sealed as :class:`SealedBlock` pieces of
+    at most that many records; only if marshal refuses a value (an instance of a
     subclass of a built-in type) does the whole batch go by pickle, unsealed.
     """
     rows, blocks, block_places, sealed, sealed_places, others, places = [], [], [], [], [], [], []
     place = 0
-    for event in events:
+    for event in joined_blocks(events) if seal_records else events:
         kind = type(event)
         if kind is IterationRecord:
             rows.append(iteration_values(event))

@@ -11,9 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.compiled import EXACT, compiled_or_skip
 from tests.core.blocks import block_of, blockified
 from tprimat.contract.records import REPEATED_LINE, IterationBlock, IterationRecord, LogFact, ParseIssue
-from tprimat.result import collect, spill
+from tprimat.result import collect, plausible, spill
 from tprimat.result.collect import EventCollector, plausible_columns
 from tprimat.result.spill import RecordSequence
 
@@ -165,6 +166,39 @@ def test_a_later_copy_memory_line_or_restart_finds_the_records_of_a_block():
     assert by_block.records[9].mem_allocated_gib == 3.5 and by_block.records[29].loss == 9.0
 
 
+@pytest.fixture(params=["compiled", "python"])
+def within_form(request, monkeypatch) -> str:
+    """Run a test with the compiled check of a column's values, then with the Python one."""
+    compiled = compiled_or_skip(EXACT).within if request.param == "compiled" else None
+    monkeypatch.setattr(plausible, "WITHIN", compiled)
+    return request.param
+
+
+_ODD_VALUES = st.one_of(
+    st.integers(-(2**60), 2**60),
+    st.floats(),
+    st.sampled_from([True, False, None, 2**53, 2**53 + 1, -(2**53), 0.0, -0.0, 1e12, 1e12 + 1, "1", 2**80]),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(_ODD_VALUES, min_size=1, max_size=8),
+    st.sampled_from(plausible._COLUMN_LIMITS),
+    st.booleans(),
+)
+def test_the_compiled_check_of_a_column_is_the_python_one(values, limits, as_tuple):
+    within = compiled_or_skip(EXACT).within
+    _, least, greatest, kinds, _ = limits
+    column = tuple(values) if as_tuple else values
+    found = within(column, float(least), float(greatest), float in kinds)
+    python = plausible.within_in_python(column, kinds, least, greatest)
+    assert found is None or found == python
+    if found is None:
+        assert any(type(value) is int and abs(value) > 2**53 for value in values)
+
+
+@pytest.mark.usefixtures("within_form")
 @pytest.mark.parametrize(
     ("change", "why"),
     [
@@ -189,7 +223,8 @@ def test_a_block_with_any_doubt_is_taken_a_record_at_a_time(change, why):
     assert _outcome(by_block) == _outcome(EventCollector().consume(records))
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.usefixtures("within_form")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.integers(0, 50).flatmap(_record), min_size=1, max_size=6))
 def test_columns_found_plausible_hold_only_plausible_records_with_a_step_time(records):
     if plausible_columns(block_of(records).columns):

@@ -10,7 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.core.blocks import block_of
-from tprimat.contract.records import REPEATED_LINE, IterationBlock, IterationRecord, LineSources, LogFact, ParseIssue
+from tprimat.contract.records import (
+    REPEATED_LINE,
+    FigureColumns,
+    IterationBlock,
+    IterationRecord,
+    LineSources,
+    LogFact,
+    ParseIssue,
+)
 from tprimat.result import packing
 from tprimat.result.packing import pack, unpack
 
@@ -92,13 +100,13 @@ def test_a_block_a_worker_seals_comes_back_the_same_records_in_pieces_of_the_siz
     events = _events(65536.5)
     back = unpack(pack(events, seal_records=2))
     sealed = [e for e in back if isinstance(e, packing.SealedBlock)]
-    assert [(s.first, s.last, len(s)) for s in sealed] == [
-        (1, 2, 2),
-        (3, 4, 2),
-        (5, 5, 1),
-        (7, 8, 2),
-        (9, 10, 2),
-        (11, 11, 1),
+    assert [(s.first, s.last, len(s)) for s in sealed] == [  # as few as hold them, sizes one apart
+        (1, 1, 1),
+        (2, 3, 2),
+        (4, 5, 2),
+        (7, 7, 1),
+        (8, 9, 2),
+        (10, 11, 2),
     ]
     whole = [events[0], block_of(_records(1, 65536.5)), *events[2:5], block_of(_records(7, 65536.5)), events[6]]
     joined = []
@@ -109,7 +117,42 @@ def test_a_block_a_worker_seals_comes_back_the_same_records_in_pieces_of_the_siz
         else:
             joined.append(event.block() if isinstance(event, packing.SealedBlock) else event)
     assert _comparable(joined) == _comparable(whole)
-    assert sealed[0].sources() == ["run.log:11", "run.log:12"]
+    assert sealed[0].sources() == ["run.log:11"] and sealed[1].sources() == ["run.log:12", "run.log:13"]
+
+
+def _lines_block(first: int, count: int, prefix: str = "run.log:", names: tuple[str, ...] = ("a",)) -> IterationBlock:
+    """A block of ``count`` records from iteration ``first``, its sources line numbers, its figures by name."""
+    block = block_of(_records(first, 2.0)[:count])
+    columns = {name: list(block.column(name)) for name in packing.ITERATION_FIELDS}
+    columns["source"] = LineSources(prefix, list(range(first, first + count)))
+    columns["reported"] = FigureColumns(count, names, [[float(first)] * count for _ in names])
+    return IterationBlock(columns=tuple(columns[name] for name in packing.ITERATION_FIELDS))
+
+
+def test_blocks_that_follow_one_another_are_joined_before_they_are_sealed():
+    """A parser's block per chunk read: joined, the records' file holds pieces as large as it takes."""
+    first, second, third = _lines_block(1, 3), _lines_block(4, 2), _lines_block(10, 2)
+    (joined,) = packing.joined_blocks([first, second, third])
+    assert joined.rows() == [*first.rows(), *second.rows(), *third.rows()]
+    assert type(joined.column("source")) is LineSources and type(joined.column("reported")) is FigureColumns
+    back = unpack(pack([first, second, third], seal_records=4))
+    assert [(s.first, s.last, len(s)) for s in back] == [(1, 3, 3), (4, 11, 4)]
+    assert [repr(row) for piece in back for row in piece.block().rows()] == list(map(repr, joined.rows()))
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        pytest.param(_lines_block(3, 2), id="iterations not above"),
+        pytest.param(_lines_block(4, 2, prefix="other.log:"), id="another file"),
+        pytest.param(_lines_block(4, 2, names=("a", "b")), id="other figures"),
+    ],
+)
+def test_blocks_that_do_not_follow_one_another_stay_apart(later):
+    first = _lines_block(1, 3)
+    assert packing.joined_blocks([first, later]) == [first, later]
+    record = IterationRecord(iteration=9, step_time_s=1.0)
+    assert packing.joined_blocks([first, record, _lines_block(10, 2)])[1] is record
 
 
 @pytest.mark.parametrize(
