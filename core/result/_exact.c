@@ -1,9 +1,9 @@
 /* Exact arithmetic on columns of numbers: tprimat.result's compiled forms (the Python forms
  * are used where this module is not built, and the tests check one against the other).
  *
- * within(values, least, greatest, floats): whether every value is an int (or, with `floats`, a
- * float), none NaN, from `least` to `greatest`, compared exactly: the compiled form of
- * tprimat.result.plausible._within.  An int beyond 2**53 either way is left to the Python form.
+ * within(values, least, greatest, floats, nones): whether every value is an int (or, with
+ * `floats`, a float), none NaN, from `least` to `greatest`, compared exactly, or (with `nones`)
+ * None: the compiled form of tprimat.result.plausible.within_in_python.  An int beyond 2**53 either way is left to the Python form.
  *
  * scaled_sums(batch): the exact sum and sum of squares of a batch of floats, for the
  * summary's standard deviation; the compiled form of tprimat.result.metrics._add_scaled: every float of the batch
@@ -157,22 +157,25 @@ scaled_sums(PyObject *Py_UNUSED(module), PyObject *batch)
 #define EXACT_INT_MAX (1LL << 53)
 
 PyDoc_STRVAR(within_doc,
-"within(values, least, greatest, floats)\n--\n\n"
+"within(values, least, greatest, floats, nones)\n--\n\n"
 "Whether every value of ``values`` (a list or tuple) is an int, or with ``floats`` a float,\n"
-"none NaN, from ``least`` to ``greatest`` (floats that are the bounds exactly): True or\n"
-"False; None where an int beyond 2**53 either way leaves it to Python.  A bool is not an int.");
+"none NaN, from ``least`` to ``greatest`` (floats that are the bounds exactly), or with\n"
+"``nones`` None: True or False; None where an int beyond 2**53 either way leaves it to\n"
+"Python.  A bool is not an int.");
 
 static PyObject *
 within(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4 || !(PyList_Check(args[0]) || PyTuple_Check(args[0])) || !PyFloat_Check(args[1]) ||
+    if (nargs != 5 || !(PyList_Check(args[0]) || PyTuple_Check(args[0])) || !PyFloat_Check(args[1]) ||
         !PyFloat_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "within(values, least, greatest, floats): a list or tuple, two floats");
+        PyErr_SetString(PyExc_TypeError,
+                        "within(values, least, greatest, floats, nones): a list or tuple, two floats");
         return NULL;
     }
     double least = PyFloat_AS_DOUBLE(args[1]), greatest = PyFloat_AS_DOUBLE(args[2]);
     int floats = PyObject_IsTrue(args[3]);
-    if (floats < 0) {
+    int nones = PyObject_IsTrue(args[4]);
+    if (floats < 0 || nones < 0) {
         return NULL;
     }
     PyObject **items = PySequence_Fast_ITEMS(args[0]);
@@ -193,6 +196,9 @@ within(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
                 Py_RETURN_NONE;
             }
             number = (double)whole;
+        }
+        else if (value == Py_None && nones) {
+            continue;
         }
         else {
             Py_RETURN_FALSE;

@@ -111,31 +111,35 @@ def plausible_columns(columns: Sequence[Sequence[Any]]) -> bool:
     """
     if not _within(columns[_STEP_TIME], _NUMBERS, _LEAST_STEP, MAX_STEP_TIME_S):
         return False
-    for place, least, greatest, kinds, optional in _COLUMN_LIMITS:
-        values = columns[place]
-        if optional:
-            nones = values.count(None)
-            if nones == len(values):
-                continue
-            if nones:
-                values = list(filter(_not_none, values))
-        if not _within(values, kinds, least, greatest):
-            return False
-    return True
+    return all(
+        _within(columns[place], kinds, least, greatest, optional)
+        for place, least, greatest, kinds, optional in _COLUMN_LIMITS
+    )
 
 
-def _within(values: Sequence[Any], kinds: frozenset[type], least: float, greatest: float) -> bool:
+def _within(
+    values: Sequence[Any], kinds: frozenset[type], least: float, greatest: float, optional: bool = False
+) -> bool:
     """Whether ``values`` (not empty) are all of ``kinds`` (a bool is not an int here), none NaN,
-    and all from ``least`` to ``greatest``: in one compiled pass where built (:data:`WITHIN`)."""
+    and all from ``least`` to ``greatest``, or (``optional``) None: in one compiled pass where
+    built (:data:`WITHIN`)."""
     if WITHIN is not None and type(values) in _SEQUENCES:
-        found = WITHIN(values, *_float_bounds(least, greatest), float in kinds)
+        found = WITHIN(values, *_float_bounds(least, greatest), float in kinds, optional)
         if found is not None:
             return found
-    return within_in_python(values, kinds, least, greatest)
+    return within_in_python(values, kinds, least, greatest, optional)
 
 
-def within_in_python(values: Sequence[Any], kinds: frozenset[type], least: float, greatest: float) -> bool:
+def within_in_python(
+    values: Sequence[Any], kinds: frozenset[type], least: float, greatest: float, optional: bool = False
+) -> bool:
     """:func:`_within` in Python (what the compiled ``within`` stands for)."""
+    if optional:
+        nones = values.count(None)
+        if nones == len(values):
+            return True
+        if nones:
+            values = list(filter(_not_none, values))
     types = set(map(type, values))
     if not types <= kinds:
         return False
@@ -147,10 +151,12 @@ def within_in_python(values: Sequence[Any], kinds: frozenset[type], least: float
 
 
 _EXACT = compiled_module("tprimat.result._exact")
-#: ``within(values, least, greatest, floats)``: :func:`_within` of a list or tuple in one pass,
+#: ``within(values, least, greatest, floats, nones)``: :func:`_within` of a list or tuple in one pass,
 #: the bounds given as floats (None where an int beyond 2**53 leaves it to Python); None where
 #: the compiled module is not built (or ``TPRIMAT_PURE_PYTHON`` asks for Python).
-WITHIN: Callable[[Sequence[Any], float, float, bool], bool | None] | None = None if _EXACT is None else _EXACT.within
+WITHIN: Callable[[Sequence[Any], float, float, bool, bool], bool | None] | None = (
+    None if _EXACT is None else _EXACT.within
+)
 _SEQUENCES = frozenset({list, tuple})
 
 

@@ -38,8 +38,8 @@ from tprimat.contract.records import (
 )
 from tprimat.plugins.megatron.runrows import Slots, layout, read_rows, run_columns
 from tprimat.plugins.megatron_core.colour import _ANSI_RE, strip_ansi
-from tprimat.plugins.megatron_core.compiled import KINDS, iso_compact_stamp, iso_stamp
-from tprimat.plugins.megatron_core.memory_lines import _HIP_RE, _PRIMUS_RANK_TAG_RE, _hip_figures, read_hip_usage
+from tprimat.plugins.megatron_core.compiled import iso_compact_stamp, iso_stamp
+from tprimat.plugins.megatron_core.memory_lines import _HIP_RE, _PRIMUS_RANK_TAG_RE, _hip_figures
 from tprimat.plugins.megatron_core.runs import DIGITS, run_block
 from tprimat.plugins.megatron_core.stream import repeat_key
 
@@ -60,11 +60,11 @@ class _Refused(Exception):
 class Shape:
     """How the lines of one shape read: byte slices, their readers, and where each value goes.
 
-    ``items`` are the byte slices of the values (read with ``readers``: ``int``, ``float``
-    or None for bytes kept as they are); ``fields`` and ``reported`` map a record field
-    or reported name to ``(item, post)``, ``post`` being "ms" (milliseconds to seconds),
-    "count" (an integer count kept as a float), "used" or "total" (of the figures of a
-    ``hip mem usage`` value) or None.
+    ``items`` are the byte slices of the values (read with ``readers``: ``int``, ``float``,
+    a timestamp's (:data:`~tprimat.plugins.megatron_core.compiled.KINDS`) or None for bytes
+    kept as they are); ``fields`` and ``reported`` map a record field or reported name to
+    ``(item, post)``, ``post`` being "ms" (milliseconds to seconds), "count" (an integer count
+    kept as a float) or None.
     """
 
     __slots__ = (
@@ -121,10 +121,8 @@ class Shape:
 
     def python_values(self, lines: list[bytes]) -> list[Any]:
         """The values of each item in ``lines`` (each a line of this shape), read in Python as the
-        compiled ``read_rows`` reads them: an item of another reader (the figures of a ``hip mem
-        usage`` value) as its bytes (see :func:`~tprimat.plugins.megatron.runrows.layout`)."""
-        readers = (reader if reader in KINDS else None for reader in self.readers)
-        return list(map(_read, self.texts(lines), readers, self.varying))
+        compiled ``read_rows`` reads them."""
+        return list(map(_read, self.texts(lines), self.readers, self.varying))
 
     def texts(self, lines: list[bytes]) -> list[tuple[bytes, ...]]:
         """The texts of each item in ``lines`` (each a line of this shape)."""
@@ -291,13 +289,12 @@ def _memory_segment(learner: _Learner, handler: Any, value: str, start: int) -> 
     from tprimat.plugins.megatron.logparse import MegatronLogParser as cls
 
     shape = learner.shape
-    if handler is cls._hip_memory:
-        # Read as the line reader reads it, by read_hip_usage: the same objects (see `_KNOWN`).
-        figures = learner.value(start, start + len(value), _hip_usage)
+    if handler is cls._hip_memory:  # used/free/total/ratio, as read_hip_usage reads them
+        used, total = learner.units(value, start, 4, (0, 2))
         low, high = _core(value, start)
         learner.hip_span = (learner.raw(low), learner.raw(high - 1) + 1)
-        shape.fields["mem_device_used_gib"] = (figures, "used")
-        shape.fields["mem_device_total_gib"] = (figures, "total")
+        shape.fields["mem_device_used_gib"] = (used, None)
+        shape.fields["mem_device_total_gib"] = (total, None)
     elif handler is cls._rocm_memory:
         used, total = learner.units(value, start, 4, (0, 2))
         shape.reported["rocm_smi_mem_used_gib"] = (used, None)
@@ -364,14 +361,9 @@ def _read(texts: tuple[bytes, ...], reader: Callable[[Any], Any] | None, varying
     return list(map(reader, texts))
 
 
-def _hip_usage(text: bytes) -> tuple[float, float]:
-    """The used and total GiB of a ``hip mem usage`` value (see ``read_hip_usage``, whose figures are shared)."""
-    return read_hip_usage(text.decode("ascii"))
-
-
 #: Reader -> text -> the value read, kept to be shared (a pure function of the text, as the line
 #: reader's cached segments are, which also put their values in): 4096 texts at most per reader.
-_KNOWN: dict[Any, dict[bytes, Any]] = {float: {}, int: {}, _hip_usage: {}, iso_stamp: {}, iso_compact_stamp: {}}
+_KNOWN: dict[Any, dict[bytes, Any]] = {float: {}, int: {}, iso_stamp: {}, iso_compact_stamp: {}}
 
 
 def _known(reader: Callable[[Any], Any], texts: set[bytes]) -> dict[bytes, Any]:
@@ -451,7 +443,7 @@ class FastLane:
             self.window = max(_FIRST_WINDOW, count)
         if count < _SHORTEST_RUN:
             return None  # a run of a line or two (another rank's copy after each) costs more than it saves
-        found = run_columns(rows, self.slots, _usages, _DEFAULTS)
+        found = run_columns(rows, self.slots, _DEFAULTS)
         columns = None if found is None else _advance(self.parser, *found)
         if columns is None:
             return None
@@ -493,7 +485,7 @@ class FastLane:
         value for value and type for type, reported names in the same order, and the memory
         figures the line gives."""
         rows = read_rows(line, [(0, len(line))], 0, 1, {key: shape}, len(self.slots), -1)
-        found = run_columns(rows, self.slots, _usages, _DEFAULTS) if rows[0] else None
+        found = run_columns(rows, self.slots, _DEFAULTS) if rows[0] else None
         if found is None:
             return False
         columns, hip = found
@@ -571,15 +563,6 @@ def _generations(parser: Any, iterations: list[int]) -> None:
             parser._line_records.clear()
         parser._generation += 1
         generations[iteration] = parser._generation
-
-
-def _usages(texts: list[Any]) -> list[Any]:
-    """The (used, total) GiB of each ``hip mem usage`` text (None where none), one object per text."""
-    distinct = set(texts)
-    distinct.discard(None)
-    known = dict(_known(_hip_usage, distinct)) if distinct else {}
-    known[None] = None  # type: ignore[index]
-    return list(map(known.__getitem__, texts))
 
 
 def _share(shape: Shape, line: bytes, record: IterationRecord) -> None:

@@ -2,11 +2,11 @@
 
 A fast lane (:mod:`tprimat.plugins.megatron.fastlane`) knows the shapes of the lines it has
 learned.  Each value of a shape goes to a *slot*: where it ends up (the iteration, a record
-field, a reported figure, the ``hip mem usage`` figures) and how it
-is read afterwards (milliseconds to seconds, a count kept as a float, the used or total GiB of
-a memory text).  :class:`Slots` numbers the slots of every shape held, so that a run whose lines
-take turns between shapes (a log that prints two forms, a width that changes) is read into one
-column per slot, row by row, without grouping the lines by shape and gathering them back.
+field, a reported figure, the ``hip mem usage`` figures) and how it is read afterwards
+(milliseconds to seconds, a count kept as a float).  :class:`Slots` numbers the slots of every
+shape held, so that a run whose lines take turns between shapes (a log that prints two forms,
+a width that changes) is read into one column per slot, row by row, without grouping the
+lines by shape and gathering them back.
 
 The run is read by the compiled ``read_rows`` (:data:`~tprimat.plugins.megatron_core.compiled.READ_ROWS`)
 where it is built, else by :func:`rows_in_python`, to the same values: both stop at the first
@@ -103,7 +103,7 @@ def read_rows(
 
 def layout(shape: Any, slots: Slots) -> None:
     """Give ``shape`` its ``placed`` items ((item, column) pairs) and its compiled ``layout``
-    ((start, stop, kind, column) items: an item read by another reader goes as its bytes)."""
+    ((start, stop, kind, column) items)."""
     placed = [(shape.iteration, slots.number(ITERATION))]
     placed += [(item, slots.number(("field", name, post))) for name, (item, post) in shape.fields.items()]
     placed += [(item, slots.number(("figure", name, post))) for name, (item, post) in shape.reported.items()]
@@ -114,20 +114,18 @@ def layout(shape: Any, slots: Slots) -> None:
             placed += [(used, slots.number(("hip", "used"))), (total, slots.number(("hip", "total")))]
     shape.placed = placed
     shape.layout = tuple(
-        (shape.items[item].start, shape.items[item].stop, KINDS.get(shape.readers[item], 0), column)
-        for item, column in placed
+        (shape.items[item].start, shape.items[item].stop, KINDS[shape.readers[item]], column) for item, column in placed
     )
 
 
 def run_columns(
-    columns: list[list[Any]], slots: Slots, usage: Callable[[list[Any]], list[Any]], defaults: dict[str, Any]
+    columns: list[list[Any]], slots: Slots, defaults: dict[str, Any]
 ) -> tuple[dict[str, Any], tuple[list[Any], ...] | None] | None:
     """The block's columns (every field but ``source`` and ``covers_iterations``, ``reported`` as
     :class:`FigureColumns`) and the ``hip mem usage`` figures of its rows (columns of the rank,
     None where a line has none, used and total; None where no row has them) from the slots'
     ``columns``, cut before the first row the line
-    reader would not make a valid record of; None where no row is left.  ``usage`` reads memory
-    texts (a column of bytes, None where none) into their (used, total) GiB."""
+    reader would not make a valid record of; None where no row is left."""
     count = len(columns[0])
     fields: dict[str, list[Any]] = {}
     figures: dict[str, list[Any]] = {}
@@ -140,7 +138,7 @@ def run_columns(
             hip[slot[1]] = column
         else:
             _, name, post = slot
-            values = column if post is None else _posted(column, post, usage)
+            values = column if post is None else _posted(column, post)
             into = fields if slot[0] == "field" else figures
             into[name] = values if name not in into else _merged(into[name], values)
     for name, column in fields.items():
@@ -164,14 +162,9 @@ def _empty(column: list[Any]) -> bool:
     return column[0] is None and column[-1] is None and column.count(None) == len(column)
 
 
-def _posted(column: list[Any], post: str, usage: Callable[[list[Any]], list[Any]]) -> list[Any]:
+def _posted(column: list[Any], post: str) -> list[Any]:
     """A slot's values read as its ``post`` says (None where a line has none)."""
     full = None not in column
-    if post == "used" or post == "total":
-        figures = usage(column)
-        if full:
-            return list(map(operator.itemgetter(post == "total"), figures))
-        return [None if pair is None else pair[post == "total"] for pair in figures]
     if post == "ms":
         if full:
             return list(map(operator.truediv, column, repeat(1000.0)))

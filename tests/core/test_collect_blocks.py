@@ -189,10 +189,10 @@ _ODD_VALUES = st.one_of(
 )
 def test_the_compiled_check_of_a_column_is_the_python_one(values, limits, as_tuple):
     within = compiled_or_skip(EXACT).within
-    _, least, greatest, kinds, _ = limits
+    _, least, greatest, kinds, optional = limits
     column = tuple(values) if as_tuple else values
-    found = within(column, float(least), float(greatest), float in kinds)
-    python = plausible.within_in_python(column, kinds, least, greatest)
+    found = within(column, float(least), float(greatest), float in kinds, optional)
+    python = plausible.within_in_python(column, kinds, least, greatest, optional)
     assert found is None or found == python
     if found is None:
         assert any(type(value) is int and abs(value) > 2**53 for value in values)
