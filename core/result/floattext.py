@@ -37,10 +37,13 @@ from __future__ import annotations
 import functools
 import json
 import re
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
+
+from tprimat.result import plausible
 
 #: The magnitudes (at least the first, below the second) whose floats msgspec spells as ``repr``
 #: does, zeros too: the band of the table above that needs no respelling.
@@ -82,13 +85,22 @@ def numbers_text(values: Sequence[Any]) -> bytes | None:
         return None
     if text.translate(None, _NUMBER_BYTES) != b"[]":
         return None
-    if b"n" in text and text.count(b"n") != values.count(None):
+    if b"n" in text and not _finite_or_none(values) and text.count(b"n") != values.count(None):
         return None
     if (b"." in text or b"e" in text) and not spelling_known():  # floats, of a msgspec not known
         return None
     if b"e" in text or b"0.0000" in text:
         return respelled(text)[1:-1]
     return text[1:-1]
+
+
+def _finite_or_none(values: Sequence[Any]) -> bool:
+    """Whether every value is a finite float, an int or None, told in one compiled pass where
+    built (then every ``null`` of msgspec's text is a None's); False where not known."""
+    within = plausible.WITHIN
+    if within is None or not isinstance(values, list | tuple):
+        return False
+    return within(values, -sys.float_info.max, sys.float_info.max, True, True) is True
 
 
 #: The characters of msgspec's text of numbers and nulls.

@@ -95,21 +95,20 @@ def encode_column(values: Sequence[Any]) -> bytes:
 def encode_sources(prefix: str, lines: Sequence[int]) -> bytes:
     """The sources of records that are lines of one file (``prefix``: its ``name:``) as bytes
     for the records' file, as :func:`encode_column` would store their texts: the prefix and the
-    line numbers, without a text made per record (:func:`decode_column` makes them when read)."""
+    line numbers, without a text made per record (read back as :class:`LineSources`)."""
     return b"S" + marshal.dumps((prefix, list(lines)), _STORED)
 
 
 def decode_column(data: memoryview) -> Sequence[Any]:
     """The column :func:`encode_column` or :func:`encode_sources` made ``data`` of (a tuple, a
-    list, or :class:`FigureColumns`)."""
+    list, :class:`FigureColumns` or :class:`LineSources`)."""
     column: Sequence[Any]
     if data[0] == ord("M"):
         column = marshal.loads(data[1:])  # noqa: S302  (written by this process or its own workers)
     elif data[0] == ord("F"):
         column = FigureColumns(*marshal.loads(data[1:]))  # noqa: S302  (likewise)
     elif data[0] == ord("S"):
-        prefix, lines = marshal.loads(data[1:])  # noqa: S302  (likewise)
-        column = list(map(prefix.__add__, map(str, lines)))
+        column = LineSources(*marshal.loads(data[1:]))  # noqa: S302  (likewise)
     else:
         column = pickle.loads(data[1:])  # noqa: S301  (likewise)
     return column

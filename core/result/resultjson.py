@@ -53,7 +53,7 @@ import attrs
 import msgspec
 
 from tprimat.atomic import atomic_write_bytes
-from tprimat.contract.records import ITERATION_FIELDS
+from tprimat.contract.records import ITERATION_FIELDS, LineSources
 from tprimat.result import schema
 from tprimat.result.floattext import ALIKE_BEYOND, ALIKE_LEAST, numbers_text
 from tprimat.result.packing import figure_columns
@@ -357,10 +357,13 @@ def values_text(values: Sequence[Any]) -> str:
     ``repr``; ASCII text); json's C encoder where other values have floats with exponents or
     text is not ASCII; values that are not finite are first written as their strings (the one
     case that looks at each value in Python).  A block of one value (a batch size, a figure the
-    framework repeats, nulls) is that value's text repeated.
+    framework repeats, nulls) is that value's text repeated; sources given as line numbers
+    (:class:`~tprimat.contract.records.LineSources`) are written from the numbers.
     """
     if not values:
         return ""
+    if type(values) is LineSources:
+        return _sources_text(values)
     first = values[0]
     if len(values) > 1 and values[-1] == first and first != 0 and values.count(first) == len(values):
         if len(set(map(type, values))) == 1:  # (1, 1.0 and True are equal; so are zeros of both signs)
@@ -378,6 +381,14 @@ def values_text(values: Sequence[Any]) -> str:
     if how != _NON_FINITE:
         return json.dumps(values, separators=_COMPACT, allow_nan=False)[1:-1]
     return json.dumps(schema._replace_non_finite(list(values)), separators=_COMPACT, allow_nan=False)[1:-1]
+
+
+def _sources_text(sources: LineSources) -> str:
+    """The texts of ``sources`` as JSON strings, as json writes them: the file's name escaped
+    once, the line numbers written by msgspec."""
+    quoted = json.dumps(sources.prefix)[:-1]  # the opening quote and the escaped name
+    numbers = msgspec.json.encode(sources.lines)[1:-1].decode("ascii")
+    return quoted + numbers.replace(",", '",' + quoted) + '"'
 
 
 def _plain_text(values: Sequence[Any]) -> bytes | None:

@@ -16,3 +16,14 @@ def tiny_ranges(monkeypatch):
     monkeypatch.setattr(parse_parallel, "SPLIT_MIN_BYTES", 4096)
     monkeypatch.setattr(parse_parallel, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(parse_parallel, "PIECE_EVENTS", 8)
+
+
+@pytest.fixture(params=["compiled", "python"])
+def within_form(request, monkeypatch) -> str:
+    """Run a test with the compiled check of a column's values (``_exact.within``), then without."""
+    from tests.compiled import EXACT, compiled_or_skip
+    from tprimat.result import plausible
+
+    compiled = compiled_or_skip(EXACT).within if request.param == "compiled" else None
+    monkeypatch.setattr(plausible, "WITHIN", compiled)
+    return request.param

@@ -166,14 +166,6 @@ def test_a_later_copy_memory_line_or_restart_finds_the_records_of_a_block():
     assert by_block.records[9].mem_allocated_gib == 3.5 and by_block.records[29].loss == 9.0
 
 
-@pytest.fixture(params=["compiled", "python"])
-def within_form(request, monkeypatch) -> str:
-    """Run a test with the compiled check of a column's values, then with the Python one."""
-    compiled = compiled_or_skip(EXACT).within if request.param == "compiled" else None
-    monkeypatch.setattr(plausible, "WITHIN", compiled)
-    return request.param
-
-
 _ODD_VALUES = st.one_of(
     st.integers(-(2**60), 2**60),
     st.floats(),

@@ -6,7 +6,7 @@ import json
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.plugins.logfixtures import LOGS
@@ -96,16 +96,28 @@ class _Float(float):
     pass
 
 
+@pytest.mark.usefixtures("within_form")
 @pytest.mark.parametrize("odd", [math.nan, math.inf, -math.inf, True, "0.5", [0.5], _Float(0.5)])
 def test_no_text_where_a_value_is_not_a_finite_number_or_none(odd):
     assert floats_text([0.5, 1e-05, odd, 2.0]) is None
     assert floats_text([odd]) is None
+    assert floats_text((None, odd, None)) is None
 
 
+@pytest.mark.usefixtures("within_form")
 @pytest.mark.parametrize("other", [1, 10**18, None], ids=["int", "large-int", "None"])
 def test_ints_and_none_among_floats_are_written_as_json_writes_them(other):
-    values = [0.5, 1e-05, other, 2.0, 1e16]
+    values = [0.5, 1e-05, other, 2.0, 1e16, None]
     assert floats_text(values) == _json_items(values)
+
+
+@pytest.mark.usefixtures("within_form")
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(_signed, st.none(), st.sampled_from([math.nan, math.inf, -math.inf, 2**60])), max_size=12))
+def test_nones_among_numbers_are_told_from_what_msgspec_also_writes_null(values):
+    text = floats_text(values)
+    finite = all(value is None or math.isfinite(value) for value in values)
+    assert (text == _json_items(values)) if finite else text is None
 
 
 def test_no_text_where_msgspec_spells_floats_otherwise(monkeypatch):

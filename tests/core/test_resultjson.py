@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tests.core.test_schema import make_result
 from tests.plugins.logfixtures import LOGS
-from tprimat.contract.records import ITERATION_FIELDS, IterationRecord, iteration_values
+from tprimat.contract.records import ITERATION_FIELDS, IterationRecord, LineSources, iteration_values
 from tprimat.contract.registry import Registry
 from tprimat.parse.logs import parse_logs
 from tprimat.result import resultjson, schema
@@ -125,6 +125,17 @@ def test_each_column_is_written_as_json_writes_it():
         for name in ITERATION_FIELDS:
             values = [getattr(record, name) for record in records]
             assert f"[{values_text(values)}]" == _compact(values), name
+
+
+@pytest.mark.parametrize(
+    "odd",
+    ["caf\u00e9", "x\x7fy", "null", 'a": 1e-05,\n"b', "tab\there", 'quote"and\\'],
+    ids=["non-ascii", "DEL", "null-text", "member-like", "tab", "quote"],
+)
+def test_sources_given_as_line_numbers_are_written_as_their_texts(odd):
+    for lines in ([7], [1, 22, 10**12], list(range(5, 900, 7))):
+        sources = LineSources(f"rank 0/{odd}.log:", lines)
+        assert f"[{values_text(sources)}]" == _compact(list(sources))
 
 
 @pytest.mark.parametrize(
