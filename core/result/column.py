@@ -185,25 +185,28 @@ class Column:
         if counts:
             ordered = sorted(counts)
             self._write_sorted(
-                list(itertools.chain.from_iterable(map(itertools.repeat, ordered, map(counts.__getitem__, ordered))))
+                list(itertools.chain.from_iterable(map(itertools.repeat, ordered, map(counts.__getitem__, ordered)))),
+                floats=self._counted is float,
             )
 
     def _write_run(self) -> None:
         """Sort the values held and write them to the file as one run."""
         ordered = sorted(filter(math.isfinite, self._held))
-        self._held = array("d") if type(self._held) is array else []
-        self._write_sorted(ordered)
+        floats = type(self._held) is array
+        self._held = array("d") if floats else []
+        self._write_sorted(ordered, floats=floats)
 
-    def _write_sorted(self, ordered: list[Any]) -> None:
-        """Write ``ordered`` (finite values, sorted) to the file as one run."""
+    def _write_sorted(self, ordered: list[Any], *, floats: bool) -> None:
+        """Write ``ordered`` (finite values, sorted; ``floats``: every one a float) to the file as one run."""
         if not ordered:
             return
         if self._file is None:
             self._file = RecordFile()
+        write = self._file.write_floats if floats else self._file.write
         blocks, sizes = [], []
         for start in range(0, len(ordered), BLOCK_VALUES):
             values = ordered[start : start + BLOCK_VALUES]
-            blocks.append(_Block(*self._file.write(values), values[0], values[-1]))
+            blocks.append(_Block(*write(values), values[0], values[-1]))
             sizes.append(len(values))
         self._runs.append(_Run(blocks, sizes))
 

@@ -80,6 +80,17 @@ def test_a_column_marshal_does_not_write_is_stored_all_the_same(tiny_blocks):
     assert list(record_fields(records, "loss")) == [(i / 2,) for i in range(1, 6)]
 
 
+def test_a_block_of_floats_is_stored_as_8_byte_floats_and_read_back_the_same():
+    file = spill.RecordFile()
+    floats = [0.0, -0.0, 5e-324, 1.7976931348623157e308, -2.5, 0.1 + 0.2]
+    where = file.write_floats(floats)
+    assert where[1] == 1 + 8 * len(floats)
+    back = file.read(*where)
+    assert list(map(repr, back)) == list(map(repr, floats)) and {type(value) for value in back} == {float}
+    mixed = file.write([1, 2.5, None])
+    assert file.read(*mixed) == [1, 2.5, None] and type(file.read(*mixed)[0]) is int
+
+
 def test_map_rows_applies_a_function_to_each_row_as_it_is_read(tiny_blocks):
     cold = ColdRecords()
     records = cold.finish([_record(i) for i in range(1, 8)])
