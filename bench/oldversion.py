@@ -1,7 +1,8 @@
 """An older commit of tprimat as a ``tprimat`` executable, for benchmarks that compare versions.
 
 ``git archive COMMIT`` is unpacked under a folder of its own, its ``core/`` laid out as the
-``tprimat`` package and ``plugins/`` as ``tprimat.plugins`` (as ``setup.cfg`` maps them), and a
+``tprimat`` package and ``plugins/`` as ``tprimat.plugins`` (as ``setup.cfg`` maps them), its C
+modules built in place where a compiler is found (as ``setup.py`` builds them), and a
 small script runs that package's command line with this Python (its dependencies, its installed
 entry points: the plugins are found by module name, which now resolves to the old copy).  Nothing
 is installed; removing the folder removes it.
@@ -13,6 +14,7 @@ import io
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 from pathlib import Path
 
@@ -20,7 +22,8 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 def old_executable(commit: str, folder: Path) -> Path:
-    """A ``tprimat`` executable running ``commit`` (unpacked under ``folder``)."""
+    """A ``tprimat`` executable running ``commit`` (unpacked under ``folder``), its compiled
+    modules built as an install builds them where a C compiler is found."""
     archive = subprocess.run(
         ["git", "-C", str(REPOSITORY), "archive", commit, "core", "plugins"], check=True, capture_output=True
     ).stdout
@@ -33,6 +36,7 @@ def old_executable(commit: str, folder: Path) -> Path:
     package.parent.mkdir(parents=True)
     shutil.copytree(source / "core", package)
     shutil.copytree(source / "plugins", package / "plugins")
+    _build_compiled(package)
     script = folder / "tprimat"
     script.write_text(
         "#!/bin/sh\n"
@@ -43,3 +47,18 @@ def old_executable(commit: str, folder: Path) -> Path:
     )
     script.chmod(0o755)
     return script
+
+
+def _build_compiled(package: Path) -> None:
+    """Build each C module of the unpacked ``package`` in place (the commits that have them),
+    with the compiler and flags this Python was built with; where there is no compiler, the
+    old version reads in Python, as an install without one would."""
+    compiler = sysconfig.get_config_var("CC") or "cc"
+    flags = [*(sysconfig.get_config_var("CFLAGS") or "-O2").split(), "-fPIC", "-shared"]
+    include = sysconfig.get_paths()["include"]
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    for module in package.rglob("_*.c"):
+        target = module.with_name(module.stem + suffix)
+        command = [*compiler.split(), *flags, f"-I{include}", str(module), "-o", str(target)]
+        if subprocess.run(command, capture_output=True).returncode != 0:  # noqa: S603  (this Python's compiler)
+            print(f"{module.name} not built: the old version reads in Python", file=sys.stderr)
