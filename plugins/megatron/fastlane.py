@@ -36,11 +36,11 @@ from tprimat.contract.records import (
     IterationRecord,
     iteration_values,
 )
-from tprimat.plugins.megatron.runrows import Slots, layout, read_rows, run_columns
+from tprimat.plugins.megatron.runrows import Slots, known_run, layout, read_rows, run_columns
 from tprimat.plugins.megatron_core.colour import _ANSI_RE, strip_ansi
 from tprimat.plugins.megatron_core.compiled import iso_compact_stamp, iso_stamp
 from tprimat.plugins.megatron_core.memory_lines import _HIP_RE, _PRIMUS_RANK_TAG_RE, _hip_figures
-from tprimat.plugins.megatron_core.runs import DIGITS, run_block
+from tprimat.plugins.megatron_core.runs import DIGITS, run_block, window_lines
 from tprimat.plugins.megatron_core.stream import repeat_key
 
 #: Shapes kept per stream (a log prints few; widths that grow add some); then it starts afresh.
@@ -434,7 +434,13 @@ class FastLane:
             return None
         size = self.window
         previous = self.parser._previous_iteration
-        rows = read_rows(chunk, spans, index, size, self._usable(), len(self.slots), previous)
+        shapes = self._usable()
+        # A run of a line or two (another rank's copy after each) costs more than it saves: the
+        # first lines are looked at before the run is read.
+        _, first = known_run(window_lines(chunk, spans, index, _SHORTEST_RUN)[1], shapes, previous)
+        rows = (
+            read_rows(chunk, spans, index, size, shapes, len(self.slots), previous) if first == _SHORTEST_RUN else [[]]
+        )
         count = len(rows[0])
         window = spans[index : index + size]
         if count == len(window) == self.window:
@@ -442,7 +448,7 @@ class FastLane:
         elif count < len(window):
             self.window = max(_FIRST_WINDOW, count)
         if count < _SHORTEST_RUN:
-            return None  # a run of a line or two (another rank's copy after each) costs more than it saves
+            return None
         found = run_columns(rows, self.slots, _DEFAULTS)
         columns = None if found is None else _advance(self.parser, *found)
         if columns is None:

@@ -63,11 +63,7 @@ def rows_in_python(
     line up to the first line of no known shape or whose iteration is not above the line's
     before (the first's above ``previous``), None where a line's shape fills no such slot."""
     _, lines = window_lines(chunk, spans, index, size)
-    found: list[Any] = list(map(shapes.get, map(bytes.translate, lines, repeat(DIGITS))))
-    count = found.index(None) if None in found else len(found)
-    iterations = [int(line[shape.items[shape.iteration]]) for shape, line in zip(found[:count], lines, strict=False)]
-    above = list(map(operator.lt, [previous, *iterations[:-1]], iterations))
-    count = above.index(False) if False in above else count
+    found, count = known_run(lines, shapes, previous)
     columns: list[list[Any]] = [[None] * count for _ in range(width)]
     rows_of: dict[Any, list[int]] = {}
     for row, shape in enumerate(found[:count]):
@@ -82,6 +78,16 @@ def rows_in_python(
                 for row, value in zip(rows, values[item], strict=True):
                     column[row] = value
     return columns
+
+
+def known_run(lines: list[bytes], shapes: dict[bytes, Any], previous: int) -> tuple[list[Any], int]:
+    """The shape of each of ``lines`` (None where not in ``shapes``), and how many of them from
+    the first are of known shapes with iterations ascending (the first's above ``previous``)."""
+    found: list[Any] = list(map(shapes.get, map(bytes.translate, lines, repeat(DIGITS))))
+    count = found.index(None) if None in found else len(found)
+    iterations = [int(line[shape.items[shape.iteration]]) for shape, line in zip(found[:count], lines, strict=False)]
+    above = list(map(operator.lt, [previous, *iterations[:-1]], iterations))
+    return found, above.index(False) if False in above else count
 
 
 def read_rows(
