@@ -90,20 +90,13 @@ def known_run(lines: list[bytes], shapes: dict[bytes, Any], previous: int) -> tu
     return found, above.index(False) if False in above else count
 
 
-def read_rows(
-    chunk: bytes,
-    spans: list[tuple[int, int]],
-    index: int,
-    size: int,
-    shapes: dict[bytes, Any],
-    width: int,
-    previous: int,
-) -> list[list[Any]]:
-    """The ``width`` columns of the run at ``spans[index:]`` (at most ``size`` lines) of
-    ``shapes`` (key to shape, each given its :func:`layout`): compiled where built."""
+def read_rows(*run: Any) -> list[list[Any]]:
+    """:func:`rows_in_python` of ``run`` (``chunk, spans, index, size, shapes, width, previous``),
+    by the compiled reader where it is built."""
     read = compiled.READ_ROWS
     if read is None:
-        return rows_in_python(chunk, spans, index, size, shapes, width, previous)
+        return rows_in_python(*run)
+    chunk, spans, index, size, shapes, width, previous = run
     return read(chunk, spans, index, size, shapes, width, ITERATION_COLUMN, previous)
 
 
