@@ -5,6 +5,10 @@
  * `floats`, a float), none NaN, from `least` to `greatest`, compared exactly, or (with `nones`)
  * None: the compiled form of tprimat.result.plausible.within_in_python.  An int beyond 2**53 either way is left to the Python form.
  *
+ * fifth_decimals(text): msgspec's JSON text of floats with each item written 0.0000d...
+ *   respelled d....e-05, as repr writes floats from 1e-5 to 1e-4: the compiled form of
+ *   tprimat.result.floattext._fifth_decimal_respelled.
+ *
  * scaled_sums(batch): the exact sum and sum of squares of a batch of floats, for the
  * summary's standard deviation; the compiled form of tprimat.result.metrics._add_scaled: every float of the batch
  * times 2**scale is an integer, its numerator, and the sums of the numerators and of their
@@ -210,9 +214,61 @@ within(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_TRUE;
 }
 
+static int
+is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+PyDoc_STRVAR(fifth_decimals_doc,
+"fifth_decimals(text)\n--\n\n"
+"``text`` (bytes) with each item ``0.0000d...`` that follows a character other than a digit\n"
+"or a point respelled ``d....e-05`` (``0.0000d``: ``de-05``).");
+
+static PyObject *
+fifth_decimals(PyObject *Py_UNUSED(module), PyObject *text)
+{
+    if (!PyBytes_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "fifth_decimals(text): text is bytes");
+        return NULL;
+    }
+    const char *in = PyBytes_AS_STRING(text);
+    Py_ssize_t size = PyBytes_GET_SIZE(text);
+    char *out = PyMem_Malloc(size ? size : 1); /* never longer: 0.0000d is 7 bytes, de-05 5 */
+    if (out == NULL) {
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t written = 0;
+    for (Py_ssize_t at = 0; at < size; at++) {
+        if (in[at] == '0' && at > 0 && at + 6 < size && !is_digit(in[at - 1]) && in[at - 1] != '.' &&
+            memcmp(in + at, "0.0000", 6) == 0 && is_digit(in[at + 6])) {
+            Py_ssize_t end = at + 7;
+            while (end < size && is_digit(in[end])) {
+                end++;
+            }
+            out[written++] = in[at + 6];
+            if (end > at + 7) {
+                out[written++] = '.';
+                memcpy(out + written, in + at + 7, end - at - 7);
+                written += end - at - 7;
+            }
+            memcpy(out + written, "e-05", 4);
+            written += 4;
+            at = end - 1;
+        }
+        else {
+            out[written++] = in[at];
+        }
+    }
+    PyObject *found = PyBytes_FromStringAndSize(out, written);
+    PyMem_Free(out);
+    return found;
+}
+
 static PyMethodDef methods[] = {
     {"within", (PyCFunction)(void (*)(void))within, METH_FASTCALL, within_doc},
     {"scaled_sums", scaled_sums, METH_O, scaled_sums_doc},
+    {"fifth_decimals", fifth_decimals, METH_O, fifth_decimals_doc},
     {NULL, NULL, 0, NULL},
 };
 

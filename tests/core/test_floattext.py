@@ -6,9 +6,10 @@ import json
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.compiled import EXACT, compiled_or_skip
 from tests.plugins.logfixtures import LOGS
 from tprimat.contract.records import ITERATION_FIELDS, iteration_values
 from tprimat.contract.registry import Registry
@@ -56,6 +57,24 @@ def test_any_finite_floats_are_written_as_json_writes_them_or_not_at_all(values)
     assert text is None or text == _json_items(values)
 
 
+@pytest.fixture(params=["compiled", "python"])
+def respelling_form(request, monkeypatch) -> str:
+    """Run a test with the compiled respelling of ``0.0000d`` items, then with the Python one."""
+    compiled = compiled_or_skip(EXACT).fifth_decimals if request.param == "compiled" else None
+    monkeypatch.setattr(floattext, "FIFTH_DECIMALS", compiled)
+    return request.param
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.binary(max_size=40), st.text(alphabet="0.-,e15[]", max_size=40).map(str.encode)))
+@example(b"[10.00001,0.00005,-0.000012]")
+@example(b"[.0.00001,1.0.00001,0.0000,0.0000e5]")
+@example(b"0.00001,[0.00001")
+def test_the_compiled_respelling_is_the_python_one(text):
+    assert compiled_or_skip(EXACT).fifth_decimals(text) == floattext._fifth_decimal_respelled(text)
+
+
+@pytest.mark.usefixtures("respelling_form")
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_floats_at_every_edge_are_written_as_json_writes_them(sign):
     values = [sign * _stepped(edge, steps) for edge in EDGES for steps in range(-3, 4)]
@@ -72,6 +91,8 @@ _losses = st.floats(0.5, 12.0)
 _counts = st.integers(0, 10**18).map(float)
 
 
+@pytest.mark.usefixtures("respelling_form")
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.one_of(*(st.lists(column, min_size=1) for column in (_learning_rates, _step_times_s, _losses, _counts))))
 def test_realistic_columns_are_written(values):
     assert floats_text(values) == _json_items(values)
