@@ -14,8 +14,9 @@ values' offsets and readers are worked out as the reader works out that line, an
 the shape is kept only when reading that line by its shape gives the very record
 the reader gave.  Then, while the stream is steady (training started, no held line
 or pending values, the facts an iteration line states already stated), a run of
-lines of known shapes is read as columns (a few C-level calls per line) and yielded
-as one :class:`~tprimat.contract.records.IterationBlock`.  Anything the columns
+lines of known shapes, of one shape or several in turn, is read into one column per
+slot (:mod:`~tprimat.plugins.megatron.runrows`, one compiled call where built) and
+yielded as one :class:`~tprimat.contract.records.IterationBlock`.  Anything the columns
 cannot take exactly (a step time out of range, an iteration not above the one
 before, which may be another rank's copy) ends the run there: that line is read by
 the line reader, which yields what it always does.
