@@ -26,8 +26,8 @@ from typing import Any, TypeVar, cast
 
 import attrs
 
-from tprimat.contract.compiled import compiled_module
 from tprimat.contract.records import MAX_STEP_TIME_S
+from tprimat.result import compiled
 from tprimat.result.column import Column, CountedOrder
 from tprimat.result.flops import flops_per_token, formula_name
 from tprimat.result.packing import figure_columns
@@ -88,11 +88,13 @@ def _add_scaled(batch: list[Any], sums: dict[int, int], squares: dict[int, int])
 
     Each float times 2**scale (exact: a power of two), with ``scale`` the bits below the point
     of the smallest magnitude, is an integer, exactly ``int`` of that float.  The compiled form
-    (``_exact.c``, :data:`SCALED_SUMS`) sums those integers and their squares in fixed-size
-    integers, where it is built; this function does it with Python's integers otherwise.
+    (``_exact.c``, :data:`~tprimat.result.compiled.SCALED_SUMS`) sums those integers and their
+    squares in fixed-size integers, where it is built; this function does it with Python's
+    integers otherwise.
     """
-    if SCALED_SUMS is not None:
-        found = SCALED_SUMS(batch)
+    scaled_sums = compiled.SCALED_SUMS
+    if scaled_sums is not None:
+        found = scaled_sums(batch)
         if found is None:  # not floats alone, or magnitudes too far apart for the compiled form
             return False
         total, square, scale = found
@@ -111,12 +113,6 @@ def _add_scaled(batch: list[Any], sums: dict[int, int], squares: dict[int, int])
     squares[1 << scale] += sum(map(operator.mul, numerators, numerators))
     return True
 
-
-_EXACT = compiled_module("tprimat.result._exact")
-#: ``scaled_sums(batch)``: the exact ``(sum, squares, scale)`` of a batch of floats, or None
-#: (see :func:`_add_scaled`); None where the compiled module is not built (or
-#: ``TPRIMAT_PURE_PYTHON`` asks for Python).
-SCALED_SUMS: Callable[[list[Any]], tuple[int, int, int] | None] | None = None if _EXACT is None else _EXACT.scaled_sums
 
 #: Values counted at a time by :func:`sample_stdev`.
 _STDEV_BATCH = 65536

@@ -12,11 +12,11 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from tprimat.contract.compiled import compiled_module
 from tprimat.contract.records import ITERATION_FIELDS, MAX_STEP_TIME_S, MEMORY_FIELDS, IterationRecord
+from tprimat.result import compiled
 from tprimat.settings.config import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_SEQ_LENGTH
 
 _get_memory = operator.attrgetter(*MEMORY_FIELDS)
@@ -122,9 +122,10 @@ def _within(
 ) -> bool:
     """Whether ``values`` (not empty) are all of ``kinds`` (a bool is not an int here), none NaN,
     and all from ``least`` to ``greatest``, or (``optional``) None: in one compiled pass where
-    built (:data:`WITHIN`)."""
-    if WITHIN is not None and type(values) in _SEQUENCES:
-        found = WITHIN(values, *_float_bounds(least, greatest), float in kinds, optional)
+    built (:data:`~tprimat.result.compiled.WITHIN`)."""
+    within = compiled.WITHIN
+    if within is not None and type(values) in _SEQUENCES:
+        found = within(values, *_float_bounds(least, greatest), float in kinds, optional)
         if found is not None:
             return found
     return within_in_python(values, kinds, least, greatest, optional)
@@ -150,13 +151,6 @@ def within_in_python(
     return least <= min(values) and max(values) <= greatest
 
 
-_EXACT = compiled_module("tprimat.result._exact")
-#: ``within(values, least, greatest, floats, nones)``: :func:`_within` of a list or tuple in one pass,
-#: the bounds given as floats (None where an int beyond 2**53 leaves it to Python); None where
-#: the compiled module is not built (or ``TPRIMAT_PURE_PYTHON`` asks for Python).
-WITHIN: Callable[[Sequence[Any], float, float, bool, bool], bool | None] | None = (
-    None if _EXACT is None else _EXACT.within
-)
 _SEQUENCES = frozenset({list, tuple})
 
 

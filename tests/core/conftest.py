@@ -22,8 +22,8 @@ def tiny_ranges(monkeypatch):
 def within_form(request, monkeypatch) -> str:
     """Run a test with the compiled check of a column's values (``_exact.within``), then without."""
     from tests.compiled import EXACT, compiled_or_skip
-    from tprimat.result import plausible
+    from tprimat.result import compiled as result_compiled
 
     compiled = compiled_or_skip(EXACT).within if request.param == "compiled" else None
-    monkeypatch.setattr(plausible, "WITHIN", compiled)
+    monkeypatch.setattr(result_compiled, "WITHIN", compiled)
     return request.param

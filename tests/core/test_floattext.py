@@ -14,6 +14,7 @@ from tests.plugins.logfixtures import LOGS
 from tprimat.contract.records import ITERATION_FIELDS, iteration_values
 from tprimat.contract.registry import Registry
 from tprimat.parse.logs import parse_logs
+from tprimat.result import compiled as result_compiled
 from tprimat.result import floattext
 from tprimat.result.floattext import numbers_text
 
@@ -61,7 +62,7 @@ def test_any_finite_floats_are_written_as_json_writes_them_or_not_at_all(values)
 def respelling_form(request, monkeypatch) -> str:
     """Run a test with the compiled respelling of ``0.0000d`` items, then with the Python one."""
     compiled = compiled_or_skip(EXACT).fifth_decimals if request.param == "compiled" else None
-    monkeypatch.setattr(floattext, "FIFTH_DECIMALS", compiled)
+    monkeypatch.setattr(result_compiled, "FIFTH_DECIMALS", compiled)
     return request.param
 
 

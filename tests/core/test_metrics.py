@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.compiled import EXACT, compiled_or_skip
+from tprimat.result import compiled as result_compiled
 from tprimat.result import metrics
 from tprimat.result.builder import assemble_result
 from tprimat.result.flops import flops_per_token
@@ -38,7 +39,7 @@ _FIGURES = st.one_of(_FINITE, st.integers(-(10**30), 10**30), st.sampled_from([0
 def sums_form(request, monkeypatch) -> str:
     """Run a test with the compiled exact sums of floats, then with the Python ones."""
     compiled = compiled_or_skip(EXACT).scaled_sums if request.param == "compiled" else None
-    monkeypatch.setattr(metrics, "SCALED_SUMS", compiled)
+    monkeypatch.setattr(result_compiled, "SCALED_SUMS", compiled)
     return request.param
 
 
@@ -292,7 +293,6 @@ def test_no_ceiling_for_the_precision_is_noted():
 
 
 def test_the_reported_figures_summarised_by_a_forked_child_are_those_summarised_here(monkeypatch):
-    from tprimat.result import metrics
     from tprimat.result.spill import ColdRecords
 
     originals = [
