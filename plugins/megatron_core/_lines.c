@@ -250,6 +250,20 @@ check_arguments(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, co
     return 0;
 }
 
+/* check_arguments, and the second argument (a run's spans) a list. */
+static int
+check_run_arguments(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, const char *usage)
+{
+    if (check_arguments(args, nargs, expected, usage) < 0) {
+        return -1;
+    }
+    if (!PyList_Check(args[1])) {
+        PyErr_Format(PyExc_TypeError, "%s: spans a list", usage);
+        return -1;
+    }
+    return 0;
+}
+
 /* One item of a shape's layout: its bytes in the line, its kind and its column. */
 typedef struct {
     Py_ssize_t start;
@@ -588,12 +602,12 @@ static PyObject *
 read_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     const char *usage = "read_rows(chunk, spans, index, size, shapes, width, iteration, previous)";
-    if (check_arguments(args, nargs, 8, usage) < 0) {
+    if (check_run_arguments(args, nargs, 8, usage) < 0) {
         return NULL;
     }
     PyObject *spans = args[1], *known = args[4];
-    if (!PyList_Check(spans) || !PyDict_Check(known)) {
-        PyErr_Format(PyExc_TypeError, "%s: spans a list, shapes a dict", usage);
+    if (!PyDict_Check(known)) {
+        PyErr_Format(PyExc_TypeError, "%s: shapes a dict", usage);
         return NULL;
     }
     Py_ssize_t index = PyLong_AsSsize_t(args[2]);
@@ -685,14 +699,10 @@ static PyObject *
 line_numbers(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     const char *usage = "line_numbers(chunk, spans, count, offset, before)";
-    if (check_arguments(args, nargs, 5, usage) < 0) {
+    if (check_run_arguments(args, nargs, 5, usage) < 0) {
         return NULL;
     }
     PyObject *spans = args[1];
-    if (!PyList_Check(spans)) {
-        PyErr_Format(PyExc_TypeError, "%s: spans a list", usage);
-        return NULL;
-    }
     Py_ssize_t count = PyLong_AsSsize_t(args[2]);
     Py_ssize_t offset = PyLong_AsSsize_t(args[3]);
     long long before = PyLong_AsLongLong(args[4]);
